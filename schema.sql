@@ -1,0 +1,111 @@
+-- forkq schema for MySQL 8.0+ / MariaDB 10.6+: the data contract.
+--
+-- Idempotent: every statement can run again on a database that already has it
+-- (`forkq schema apply` does, and then upgrades older versions).
+--
+-- Any program can enqueue with one statement; every other column defaults:
+--   INSERT INTO forkq_jobs (queue, handler, payload)
+--   VALUES ('email', 'email.send', '{"to": "a@example.com"}');
+--
+-- Times are TIMESTAMP(6): stored in UTC and shown in the session's time_zone, so
+-- a client whose session runs in another zone still compares them correctly.
+-- forkq's own sessions use time_zone '+00:00'.
+
+CREATE TABLE IF NOT EXISTS forkq_jobs (
+  id           BIGINT UNSIGNED NOT NULL AUTO_INCREMENT COMMENT 'job id; the FIFO tie-breaker among equal priority and run_at',
+  queue        VARCHAR(64)  NOT NULL DEFAULT 'default' COMMENT 'the queue (business type) whose pool runs this job',
+  handler      VARCHAR(191) NOT NULL COMMENT 'registered handler name, e.g. email.send; an unknown name ends the job dead, it is never imported',
+  payload      LONGTEXT     NOT NULL COMMENT 'JSON text given to the handler; text that is not JSON ends the job dead',
+  status       VARCHAR(16)  NOT NULL DEFAULT 'ready' COMMENT 'ready | running | done | dead',
+  priority     INT          NOT NULL DEFAULT 0 COMMENT 'higher runs first within a queue',
+  run_at       TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'not claimed before this time (delay, backoff)',
+  attempts     INT          NOT NULL DEFAULT 0 COMMENT 'attempts started so far',
+  max_attempts INT          NULL DEFAULT NULL COMMENT 'attempts before dead; NULL means the handler''s default (10 unless the handler says)',
+  unique_key   VARCHAR(191) NULL DEFAULT NULL COMMENT 'idempotency key: a second enqueue with the same key returns this job''s id',
+  locked_by    VARCHAR(128) NULL DEFAULT NULL COMMENT 'lease holder (host:pid:token) while running',
+  locked_until TIMESTAMP(6) NULL DEFAULT NULL COMMENT 'lease expiry; past it the job returns to ready and the attempt counts',
+  last_error   TEXT         NULL COMMENT 'the last failure, kept for retries and dead jobs',
+  enqueued_at  TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'when the job was enqueued',
+  started_at   TIMESTAMP(6) NULL DEFAULT NULL COMMENT 'when the latest attempt was claimed',
+  finished_at  TIMESTAMP(6) NULL DEFAULT NULL COMMENT 'when it became done or dead; retention counts from here',
+  PRIMARY KEY (id),
+  UNIQUE KEY forkq_jobs_unique_key (unique_key),
+  KEY forkq_jobs_claim (queue, status, priority DESC, run_at, id),
+  KEY forkq_jobs_status (status, queue, run_at),
+  KEY forkq_jobs_lease (locked_until),
+  KEY forkq_jobs_finished (finished_at)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq jobs: one row per job';
+
+CREATE TABLE IF NOT EXISTS forkq_jobs_archive (
+  id           BIGINT UNSIGNED NOT NULL COMMENT 'the id the job had in forkq_jobs',
+  queue        VARCHAR(64)  NOT NULL COMMENT 'as in forkq_jobs',
+  handler      VARCHAR(191) NOT NULL COMMENT 'as in forkq_jobs',
+  payload      LONGTEXT     NOT NULL COMMENT 'as in forkq_jobs',
+  status       VARCHAR(16)  NOT NULL COMMENT 'always done',
+  priority     INT          NOT NULL COMMENT 'as in forkq_jobs',
+  run_at       TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'as in forkq_jobs',
+  attempts     INT          NOT NULL COMMENT 'attempts it took',
+  max_attempts INT          NULL DEFAULT NULL COMMENT 'as in forkq_jobs',
+  unique_key   VARCHAR(191) NULL DEFAULT NULL COMMENT 'as in forkq_jobs (no longer reserved once archived)',
+  locked_by    VARCHAR(128) NULL DEFAULT NULL COMMENT 'the worker that finished it',
+  locked_until TIMESTAMP(6) NULL DEFAULT NULL COMMENT 'unused once archived',
+  last_error   TEXT         NULL COMMENT 'the last failure before it succeeded',
+  enqueued_at  TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'as in forkq_jobs',
+  started_at   TIMESTAMP(6) NULL DEFAULT NULL COMMENT 'when the successful attempt started',
+  finished_at  TIMESTAMP(6) NULL DEFAULT NULL COMMENT 'when it finished',
+  archived_at  TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'when it was moved here',
+  PRIMARY KEY (id),
+  KEY forkq_jobs_archive_finished (finished_at)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq finished jobs of pools with on_success = archive';
+
+CREATE TABLE IF NOT EXISTS forkq_queues (
+  queue        VARCHAR(64)  NOT NULL COMMENT 'queue name',
+  paused       TINYINT      NOT NULL DEFAULT 0 COMMENT '1 while paused: workers claim nothing from it',
+  updated_at   TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'last pause or resume',
+  PRIMARY KEY (queue)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq per-queue switches';
+
+CREATE TABLE IF NOT EXISTS forkq_processes (
+  name         VARCHAR(128) NOT NULL COMMENT 'host:pid:token; workers hold job leases under this name',
+  host         VARCHAR(255) NOT NULL COMMENT 'host name',
+  pid          INT          NOT NULL COMMENT 'process id on that host',
+  role         VARCHAR(16)  NOT NULL COMMENT 'master | worker',
+  pool         VARCHAR(64)  NULL DEFAULT NULL COMMENT 'the pool (queue) a worker serves',
+  master       VARCHAR(128) NULL DEFAULT NULL COMMENT 'name of the master that forked this worker',
+  started_at   TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'when it started',
+  heartbeat_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'last sign of life; stale rows are pruned and their jobs settled',
+  PRIMARY KEY (name),
+  KEY forkq_processes_heartbeat (heartbeat_at)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq masters and workers across all hosts';
+
+CREATE TABLE IF NOT EXISTS forkq_locks (
+  name         VARCHAR(191) NOT NULL COMMENT 'lock name',
+  owner        VARCHAR(191) NULL DEFAULT NULL COMMENT 'host:pid:token of the holder',
+  acquired_at  TIMESTAMP(6) NULL DEFAULT NULL COMMENT 'when the holder took it',
+  expires_at   TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'past this anyone may take it (database clock)',
+  PRIMARY KEY (name)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq distributed leases (lock_by / expire_at design)';
+
+CREATE TABLE IF NOT EXISTS forkq_schedule_slots (
+  schedule     VARCHAR(64)  NOT NULL COMMENT 'name of [schedules.NAME]',
+  slot         TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'the due time this row enqueued (UTC)',
+  job_id       BIGINT UNSIGNED NULL DEFAULT NULL COMMENT 'the job enqueued for the slot',
+  enqueued_at  TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'when',
+  PRIMARY KEY (schedule, slot)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq schedule slots: one row per enqueued slot, so a slot runs once across hosts';
+
+CREATE TABLE IF NOT EXISTS forkq_alerts (
+  alert_key    VARCHAR(191) NOT NULL COMMENT 'rule:queue, e.g. max_ready:email',
+  state        VARCHAR(16)  NOT NULL DEFAULT 'ok' COMMENT 'ok | firing',
+  detail       TEXT         NULL COMMENT 'JSON: the figure, the threshold, the last message',
+  since        TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'when the state last changed',
+  notified_at  TIMESTAMP(6) NULL DEFAULT NULL COMMENT 'when a message was last sent; the cooldown counts from here',
+  PRIMARY KEY (alert_key)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq alert state, shared by the cluster so one message goes out';
+
+CREATE TABLE IF NOT EXISTS forkq_schema (
+  id           TINYINT      NOT NULL COMMENT 'always 1',
+  version      INT          NOT NULL COMMENT 'schema version applied',
+  applied_at   TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'when',
+  PRIMARY KEY (id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq schema version';

@@ -1,0 +1,379 @@
+"""The TOML configuration: declared once, typed, frozen, every problem reported at once.
+
+A named file that is missing is fatal; without `-c` the built-in defaults run one
+pool named "default" on `sqlite:///forkq.db`. `FORKQ_DATABASE_URL` overrides the
+URL so passwords stay out of the file; `FORKQ_SMTP_PASSWORD` is the only source of
+the SMTP password.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .dburl import DEFAULT_URL, DatabaseURL, parse_database_url
+from .durations import parse_duration
+from .errors import ConfigError
+
+ON_SUCCESS_MODES = ("delete", "archive", "keep")
+MISFIRE_MODES = ("once", "skip")
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    name: str  # the queue this pool works
+    workers: int = 2
+    max_workers: int = 2
+    timeout: float = 60.0
+    max_jobs_per_child: int = 1000
+    max_child_lifetime: float = 3600.0
+    memory_limit_mb: int = 512
+    on_success: str = "delete"
+    retention: float = 7 * 86400.0
+    claim_batch: int = 20  # jobs claimed per transaction
+
+
+@dataclass(frozen=True)
+class SupervisorConfig:
+    handlers: tuple[str, ...] = ("handlers",)
+    check_interval: float = 10.0
+    shutdown_timeout: float = 30.0
+    poll_interval: float = 0.05  # per-host poll for ready jobs while children are idle
+    heartbeat_interval: float = 5.0
+    process_stale_after: float = 60.0  # a process row not beaten for this long is dead
+    chores_lease: float = 60.0  # lease on cluster-wide chores (reaping, pruning, alerts)
+
+
+@dataclass(frozen=True)
+class AlertRule:
+    max_ready: int | None = None
+    max_age: float | None = None
+    max_dead: int | None = None
+    saturated_ticks: int | None = None  # pool at max_workers for this many ticks
+
+
+@dataclass(frozen=True)
+class AlertsConfig:
+    webhook_url: str = ""
+    email_to: tuple[str, ...] = ()
+    email_from: str = ""
+    smtp_host: str = "127.0.0.1"
+    smtp_port: int = 25
+    smtp_starttls: bool = False
+    smtp_user: str = ""
+    smtp_password: str = field(default="", repr=False)  # only from FORKQ_SMTP_PASSWORD
+    smtp_timeout: float = 5.0
+    webhook_timeout: float = 3.0
+    cooldown: float = 900.0
+    defaults: AlertRule = AlertRule()
+    rules: Mapping[str, AlertRule] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    name: str
+    cron: str
+    handler: str
+    timezone: str = "UTC"
+    queue: str = "default"
+    payload: Mapping[str, Any] = field(default_factory=dict)
+    priority: int = 0
+    misfire: str = "once"
+
+
+@dataclass(frozen=True)
+class Config:
+    database: DatabaseURL
+    supervisor: SupervisorConfig = SupervisorConfig()
+    pools: tuple[PoolConfig, ...] = (PoolConfig(name="default"),)
+    alerts: AlertsConfig = AlertsConfig()
+    schedules: tuple[ScheduleConfig, ...] = ()
+    source: str = "<defaults>"
+
+    def pool(self, name: str) -> PoolConfig | None:
+        return next((p for p in self.pools if p.name == name), None)
+
+
+# --- field checkers: each returns the converted value or raises ValueError -----------------
+
+
+def _int(minimum: int = 0) -> Callable[[Any], int]:
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"expected an integer, got {value!r}")
+        if value < minimum:
+            raise ValueError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return check
+
+
+def _seconds(minimum: float = 0.0) -> Callable[[Any], float]:
+    def check(value: Any) -> float:
+        seconds = parse_duration(value)
+        if seconds < minimum:
+            raise ValueError(f"must be at least {minimum:g} seconds, got {value!r}")
+        return seconds
+
+    return check
+
+
+def _str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"expected a string, got {value!r}")
+    return value
+
+
+def _name(value: Any) -> str:
+    text = _str(value)
+    if not text or len(text) > 64:
+        raise ValueError("expected a name of 1 to 64 characters")
+    return text
+
+
+def _bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"expected true or false, got {value!r}")
+    return value
+
+
+def _str_list(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"expected a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def _one_of(choices: tuple[str, ...]) -> Callable[[Any], str]:
+    def check(value: Any) -> str:
+        if value not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}; got {value!r}")
+        return str(value)
+
+    return check
+
+
+def _table(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a table, got {value!r}")
+    return value
+
+
+def _url(value: Any) -> DatabaseURL:
+    try:
+        return parse_database_url(_str(value))
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from exc
+
+
+_SUPERVISOR_FIELDS: dict[str, Callable[[Any], Any]] = {
+    "handlers": _str_list,
+    "check_interval": _seconds(0.1),
+    "shutdown_timeout": _seconds(0),
+    "poll_interval": _seconds(0.005),
+    "heartbeat_interval": _seconds(0.1),
+    "process_stale_after": _seconds(1),
+    "chores_lease": _seconds(1),
+}
+_POOL_FIELDS: dict[str, Callable[[Any], Any]] = {
+    "workers": _int(0),
+    "max_workers": _int(0),
+    "timeout": _seconds(0.1),
+    "max_jobs_per_child": _int(1),
+    "max_child_lifetime": _seconds(1),
+    "memory_limit_mb": _int(16),
+    "on_success": _one_of(ON_SUCCESS_MODES),
+    "retention": _seconds(0),
+    "claim_batch": _int(1),
+}
+_RULE_FIELDS: dict[str, Callable[[Any], Any]] = {
+    "max_ready": _int(0),
+    "max_age": _seconds(0),
+    "max_dead": _int(0),
+    "saturated_ticks": _int(1),
+}
+_ALERT_FIELDS: dict[str, Callable[[Any], Any]] = {
+    "webhook_url": _str,
+    "email_to": _str_list,
+    "email_from": _str,
+    "smtp_host": _str,
+    "smtp_port": _int(1),
+    "smtp_starttls": _bool,
+    "smtp_user": _str,
+    "smtp_timeout": _seconds(0.1),
+    "webhook_timeout": _seconds(0.1),
+    "cooldown": _seconds(0),
+}
+_SCHEDULE_FIELDS: dict[str, Callable[[Any], Any]] = {
+    "cron": _str,
+    "handler": _name,
+    "timezone": _str,
+    "queue": _name,
+    "payload": _table,
+    "priority": _int(-(2**31)),
+    "misfire": _one_of(MISFIRE_MODES),
+}
+
+
+class _Problems:
+    """Collects every problem so the operator fixes the file in one pass."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.items: list[str] = []
+
+    def add(self, key: str, problem: str) -> None:
+        self.items.append(f"{self.source}: {key}: {problem}")
+
+    def fields(
+        self, prefix: str, table: Any, spec: Mapping[str, Callable[[Any], Any]]
+    ) -> dict[str, Any]:
+        """Check one table against its field spec; unknown keys and bad values are problems."""
+        if not isinstance(table, dict):
+            self.add(prefix, f"expected a table, got {table!r}")
+            return {}
+        values: dict[str, Any] = {}
+        for key, raw in table.items():
+            if key not in spec:
+                self.add(f"{prefix}.{key}", f"unknown key (expected one of: {', '.join(spec)})")
+                continue
+            try:
+                values[key] = spec[key](raw)
+            except ValueError as exc:
+                self.add(f"{prefix}.{key}", str(exc))
+        return values
+
+    def raise_if_any(self) -> None:
+        if self.items:
+            raise ConfigError("\n".join(self.items))
+
+
+def load_config(path: str | os.PathLike[str] | None, database_url: str | None = None) -> Config:
+    """Read, check and freeze the config; `database_url` (from --database) wins over everything."""
+    source = str(path) if path else "<defaults>"
+    raw: dict[str, Any] = {}
+    if path is not None:
+        try:
+            raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise ConfigError(f"{source}: file not found") from exc
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{source}: cannot read: {exc}") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
+    return build_config(raw, source, database_url)
+
+
+def build_config(raw: Mapping[str, Any], source: str, database_url: str | None = None) -> Config:
+    problems = _Problems(source)
+    known = ("database", "supervisor", "pools", "alerts", "schedules")
+    for key in raw:
+        if key not in known:
+            problems.add(key, f"unknown section (expected one of: {', '.join(known)})")
+    database = _database(raw.get("database", {}), database_url, problems)
+    supervisor = SupervisorConfig(**problems.fields("supervisor", raw.get("supervisor", {}), _SUPERVISOR_FIELDS))
+    pools = _pools(raw.get("pools"), problems)
+    alerts = _alerts(raw.get("alerts", {}), problems)
+    schedules = _schedules(raw.get("schedules", {}), problems)
+    problems.raise_if_any()
+    assert database is not None
+    return Config(database, supervisor, pools, alerts, schedules, source)
+
+
+def _database(table: Any, override: str | None, problems: _Problems) -> DatabaseURL | None:
+    values = problems.fields("database", table, {"url": _str})
+    url = override or os.environ.get("FORKQ_DATABASE_URL") or values.get("url") or DEFAULT_URL
+    try:
+        return parse_database_url(url)
+    except ConfigError as exc:
+        problems.add("database.url", str(exc))
+        return None
+
+
+def _pools(table: Any, problems: _Problems) -> tuple[PoolConfig, ...]:
+    if table is None:
+        return (PoolConfig(name="default"),)
+    if not isinstance(table, dict) or not table:
+        problems.add("pools", "expected at least one [pools.NAME] table")
+        return ()
+    pools = []
+    for name, body in table.items():
+        values = problems.fields(f"pools.{name}", body, _POOL_FIELDS)
+        workers = values.get("workers", PoolConfig.workers)
+        values.setdefault("max_workers", workers)  # static unless max_workers says otherwise
+        if values["max_workers"] < workers:
+            problems.add(f"pools.{name}.max_workers", f"must be at least workers ({workers})")
+        if len(name) > 64:
+            problems.add(f"pools.{name}", "a pool (queue) name has at most 64 characters")
+        pools.append(PoolConfig(name=name, **values))
+    return tuple(pools)
+
+
+def _alerts(table: Any, problems: _Problems) -> AlertsConfig:
+    if not isinstance(table, dict):
+        problems.add("alerts", f"expected a table, got {table!r}")
+        return AlertsConfig()
+    body = {k: v for k, v in table.items() if k not in ("rules", "defaults")}
+    if "smtp_password" in body:
+        problems.add("alerts.smtp_password", "never in the file: set FORKQ_SMTP_PASSWORD instead")
+        body.pop("smtp_password")
+    values = problems.fields("alerts", body, _ALERT_FIELDS)
+    defaults = AlertRule(**problems.fields("alerts.defaults", table.get("defaults", {}), _RULE_FIELDS))
+    rules_table = table.get("rules", {})
+    rules: dict[str, AlertRule] = {}
+    if isinstance(rules_table, dict):
+        for queue, rule in rules_table.items():
+            merged = {**_rule_dict(defaults), **problems.fields(f"alerts.rules.{queue}", rule, _RULE_FIELDS)}
+            rules[queue] = AlertRule(**merged)
+    else:
+        problems.add("alerts.rules", "expected a table of [alerts.rules.QUEUE] tables")
+    url = values.get("webhook_url", "")
+    if url and not url.startswith(("http://", "https://")):
+        problems.add("alerts.webhook_url", "expected an http:// or https:// URL")
+    password = os.environ.get("FORKQ_SMTP_PASSWORD", "")
+    return AlertsConfig(**values, smtp_password=password, defaults=defaults, rules=rules)
+
+
+def _rule_dict(rule: AlertRule) -> dict[str, Any]:
+    return {k: v for k, v in vars(rule).items() if v is not None}
+
+
+def _schedules(table: Any, problems: _Problems) -> tuple[ScheduleConfig, ...]:
+    if not isinstance(table, dict):
+        problems.add("schedules", "expected [schedules.NAME] tables")
+        return ()
+    schedules = []
+    for name, body in table.items():
+        key = f"schedules.{name}"
+        values = problems.fields(key, body, _SCHEDULE_FIELDS)
+        missing = [k for k in ("cron", "handler") if k not in values]
+        for k in missing:
+            problems.add(f"{key}.{k}", "required")
+        if missing:
+            continue
+        error = _schedule_problem(values)
+        if error:
+            problems.add(key, error)
+            continue
+        schedules.append(ScheduleConfig(name=name, **values))
+    return tuple(schedules)
+
+
+def _schedule_problem(values: Mapping[str, Any]) -> str | None:
+    """A cron expression or time zone that cannot be used, as one message."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    from croniter import croniter
+
+    if not croniter.is_valid(values["cron"]):
+        return f"cron: not a valid cron expression: {values['cron']!r}"
+    try:
+        ZoneInfo(values.get("timezone", "UTC"))
+    except (ZoneInfoNotFoundError, ValueError):
+        return f"timezone: unknown time zone {values.get('timezone')!r}"
+    return None

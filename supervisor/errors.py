@@ -1,0 +1,89 @@
+"""The one exception tree of forkq, and the exit codes the CLI maps it to.
+
+Each class's docstring is its default message. Nothing here imports another
+forkq module, so every module can import this one.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    FAILURE = 1
+    USAGE = 2
+    CONFIG = 78  # EX_CONFIG: systemd's RestartPreventExitStatus keeps it from looping
+
+
+class ForkqError(Exception):
+    """forkq failed."""
+
+    exit_code = ExitCode.FAILURE
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or "").strip())
+
+
+class ConfigError(ForkqError):
+    """the configuration is invalid."""
+
+    exit_code = ExitCode.CONFIG
+
+
+class UsageError(ForkqError):
+    """bad command-line usage."""
+
+    exit_code = ExitCode.USAGE
+
+
+class DatabaseError(ForkqError):
+    """the database failed."""
+
+
+class ConnectionLost(DatabaseError):
+    """the database connection was lost or could not be opened."""
+
+
+class TransientDatabaseError(DatabaseError):
+    """a deadlock or lock-wait timeout; the operation can be retried."""
+
+
+class DuplicateKey(DatabaseError):
+    """a row with that key already exists."""
+
+
+class SchemaError(ForkqError):
+    """the database schema is missing or too old: run `forkq schema apply`."""
+
+
+class JobNotFound(ForkqError):
+    """no such job."""
+
+
+class LockHeld(ForkqError):
+    """the lock is held by another owner."""
+
+
+class LockLost(ForkqError):
+    """the lock expired or was taken over before it was renewed or released."""
+
+
+class JobTimeout(BaseException):
+    """the job ran past its timeout.
+
+    A BaseException, so a handler's `except Exception` cannot swallow it.
+    """
+
+
+class Retry(Exception):  # noqa: N818 - the public name users raise
+    """Raised by a handler to ask for another attempt after `delay` seconds."""
+
+    def __init__(self, delay: float | None = None, reason: str = "retry requested") -> None:
+        super().__init__(reason)
+        self.delay = delay
+        self.reason = reason
+
+
+class Fail(Exception):  # noqa: N818 - the public name users raise
+    """Raised by a handler for a permanent failure: the job goes straight to dead."""

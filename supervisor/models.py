@@ -1,0 +1,130 @@
+"""Value objects read from the store. No I/O here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+
+class JobState(StrEnum):
+    READY = "ready"
+    RUNNING = "running"
+    DONE = "done"
+    DEAD = "dead"
+
+
+def utc(value: Any) -> datetime | None:
+    """A store time (naive UTC datetime from MySQL, epoch float from SQLite) as aware UTC."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return datetime.fromtimestamp(float(value), tz=UTC)
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """One row of forkq_jobs as stored; the payload is still text."""
+
+    id: int
+    queue: str
+    handler: str
+    payload: str
+    status: JobState
+    priority: int
+    run_at: datetime
+    attempts: int
+    max_attempts: int | None
+    unique_key: str | None
+    locked_by: str | None
+    locked_until: datetime | None
+    last_error: str | None
+    enqueued_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    @classmethod
+    def from_mapping(cls, row: dict[str, Any]) -> JobRow:
+        return cls(
+            id=int(row["id"]),
+            queue=row["queue"],
+            handler=row["handler"],
+            payload=row["payload"],
+            status=JobState(row["status"]),
+            priority=int(row["priority"]),
+            run_at=utc(row["run_at"]) or datetime.now(UTC),
+            attempts=int(row["attempts"]),
+            max_attempts=None if row["max_attempts"] is None else int(row["max_attempts"]),
+            unique_key=row["unique_key"],
+            locked_by=row["locked_by"],
+            locked_until=utc(row["locked_until"]),
+            last_error=row["last_error"],
+            enqueued_at=utc(row["enqueued_at"]) or datetime.now(UTC),
+            started_at=utc(row["started_at"]),
+            finished_at=utc(row["finished_at"]),
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in vars(self).items():
+            out[key] = value.isoformat() if isinstance(value, datetime) else str(value) if isinstance(value, JobState) else value
+        return out
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """What `enqueue` inserts. `run_at` (absolute) wins over `delay` (seconds from now, DB clock)."""
+
+    handler: str
+    payload_json: str
+    queue: str = "default"
+    priority: int = 0
+    delay: float = 0.0
+    run_at: datetime | None = None
+    unique_key: str | None = None
+    max_attempts: int | None = None
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    queue: str
+    ready: int = 0  # due now
+    delayed: int = 0  # ready but run_at in the future
+    running: int = 0
+    dead: int = 0
+    done: int = 0  # kept (on_success = keep)
+    oldest_ready_age: float = 0.0  # seconds the oldest due job has waited
+    paused: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+@dataclass(frozen=True)
+class ProcessRow:
+    name: str
+    host: str
+    pid: int
+    role: str
+    pool: str | None
+    master: str | None
+    started_at: datetime
+    heartbeat_at: datetime
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = dict(vars(self))
+        out["started_at"] = self.started_at.isoformat()
+        out["heartbeat_at"] = self.heartbeat_at.isoformat()
+        out.pop("extra")
+        return out
+
+
+@dataclass(frozen=True)
+class LockRow:
+    name: str
+    owner: str | None
+    acquired_at: datetime | None
+    expires_at: datetime

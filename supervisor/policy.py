@@ -1,0 +1,60 @@
+"""Pure decisions about a job's fate: backoff delays and what a failure leads to.
+
+No I/O; every function takes what it needs (including randomness) as arguments.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+DEFAULT_MAX_ATTEMPTS = 10
+DEFAULT_BACKOFF_BASE = 2.0  # seconds
+DEFAULT_BACKOFF_CAP = 3600.0  # seconds
+
+
+def backoff_delay(
+    attempt: int,
+    base: float = DEFAULT_BACKOFF_BASE,
+    cap: float = DEFAULT_BACKOFF_CAP,
+    rng: random.Random | None = None,
+) -> float:
+    """Seconds before attempt `attempt + 1`: base * 2**(attempt-1), capped, with equal jitter.
+
+    Equal jitter keeps at least half the delay (no thundering retries) and spreads the
+    other half at random so a burst of failures does not come back at one instant.
+    """
+    exponent = max(0, attempt - 1)
+    ceiling = min(cap, base * (2.0 ** min(exponent, 60)))
+    draw = (rng or random).random()
+    return ceiling / 2.0 + draw * ceiling / 2.0
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happens to a job after a failed attempt."""
+
+    dead: bool
+    delay: float  # seconds before the next attempt (ignored when dead)
+    error: str
+
+
+def after_failure(
+    attempts: int,
+    max_attempts: int,
+    error: str,
+    requested_delay: float | None = None,
+    base: float = DEFAULT_BACKOFF_BASE,
+    cap: float = DEFAULT_BACKOFF_CAP,
+    rng: random.Random | None = None,
+) -> Outcome:
+    """Retry with backoff while attempts are left, else dead with the last error."""
+    if attempts >= max_attempts:
+        return Outcome(dead=True, delay=0.0, error=f"{error} (attempt {attempts} of {max_attempts})")
+    delay = requested_delay if requested_delay is not None else backoff_delay(attempts, base, cap, rng)
+    return Outcome(dead=False, delay=max(0.0, delay), error=error)
+
+
+def truncate_error(text: str, limit: int = 4000) -> str:
+    """Errors are stored in a TEXT column; keep the end, where the cause usually is."""
+    return text if len(text) <= limit else "..." + text[-(limit - 3) :]

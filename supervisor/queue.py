@@ -1,0 +1,121 @@
+"""The producer API: `Queue(url).enqueue(...)`, batches, transactional enqueue, and locks."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from . import registry
+from .dburl import DatabaseURL
+from .errors import UsageError
+from .lock import Lock
+from .models import JobRow, NewJob
+from .store import Store, open_store
+
+ENQUEUE_KEYS = frozenset({"handler", "payload", "queue", "delay", "run_at", "priority", "unique_key", "max_attempts"})
+
+
+class Queue:
+    """A handle on the queue tables of one database. Cheap; opens its connection lazily."""
+
+    def __init__(self, url: str | DatabaseURL | None = None, *, store: Store | None = None) -> None:
+        if store is None:
+            if url is None:
+                raise UsageError("Queue needs a database URL")
+            store = open_store(url)
+        self.store = store
+
+    def enqueue(
+        self,
+        handler: str,
+        payload: Any = None,
+        *,
+        queue: str | None = None,
+        delay: float = 0.0,
+        run_at: datetime | None = None,
+        priority: int = 0,
+        unique_key: str | None = None,
+        max_attempts: int | None = None,
+        connection: Any = None,
+    ) -> int:
+        """Add one job and return its id (the existing job's id when `unique_key` is taken).
+
+        With `connection` (a PyMySQL or sqlite3 connection of the caller's), the row is
+        written inside the caller's open transaction: it exists iff the caller commits.
+        """
+        job = build_job(handler, payload, queue, delay, run_at, priority, unique_key, max_attempts)
+        if connection is not None:
+            return self.store.insert_on(connection, job)
+        return self.store.enqueue(job)
+
+    def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[int]:
+        """Add many jobs in one transaction (one round trip per 1,000 rows on MariaDB)."""
+        built = []
+        for spec in jobs:
+            unknown = set(spec) - ENQUEUE_KEYS
+            if unknown:
+                raise UsageError(f"enqueue_many: unknown keys {sorted(unknown)}")
+            if "handler" not in spec:
+                raise UsageError("enqueue_many: every job needs a 'handler'")
+            built.append(
+                build_job(
+                    spec["handler"],
+                    spec.get("payload"),
+                    spec.get("queue"),
+                    spec.get("delay", 0.0),
+                    spec.get("run_at"),
+                    spec.get("priority", 0),
+                    spec.get("unique_key"),
+                    spec.get("max_attempts"),
+                )
+            )
+        return self.store.insert_many(built)
+
+    def get(self, job_id: int) -> JobRow | None:
+        return self.store.get_job(job_id)
+
+    def lock(self, name: str, ttl: float = 60.0) -> Lock:
+        """A cluster-wide lease: `with q.lock("export", ttl=300) as lock: ...; lock.renew()`."""
+        return Lock(self.store, name, ttl)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def build_job(
+    handler: str,
+    payload: Any,
+    queue: str | None,
+    delay: float,
+    run_at: datetime | None,
+    priority: int,
+    unique_key: str | None,
+    max_attempts: int | None,
+) -> NewJob:
+    """Check and encode one job. The queue defaults to the handler's registered queue."""
+    if not isinstance(handler, str) or not handler or len(handler) > 191:
+        raise UsageError("handler must be a name of 1 to 191 characters")
+    registered = registry.get(handler)
+    queue = queue or (registered.queue if registered else "default")
+    if len(queue) > 64:
+        raise UsageError("queue names have at most 64 characters")
+    if not isinstance(delay, int | float) or not math.isfinite(delay) or delay < 0:
+        raise UsageError("delay must be a finite number of seconds >= 0")
+    if run_at is not None and run_at.tzinfo is None:
+        run_at = run_at.replace(tzinfo=UTC)  # naive times are taken as UTC
+    if isinstance(priority, bool) or not isinstance(priority, int) or not -(2**31) <= priority < 2**31:
+        raise UsageError("priority must be a 32-bit integer")
+    if unique_key is not None and (not isinstance(unique_key, str) or not unique_key or len(unique_key) > 191):
+        raise UsageError("unique_key must be a string of 1 to 191 characters")
+    if max_attempts is None and registered is not None:
+        max_attempts = registered.max_attempts
+    if max_attempts is not None and (isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1):
+        raise UsageError("max_attempts must be an integer >= 1")
+    try:
+        payload_json = json.dumps({} if payload is None else payload, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"payload must be JSON-serialisable: {exc}") from exc
+    return NewJob(handler, payload_json, queue, priority, float(delay), run_at, unique_key, max_attempts)

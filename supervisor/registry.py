@@ -1,0 +1,90 @@
+"""Handler registrations: the only code a job row can make the daemon run.
+
+A row names a handler by string; the worker looks it up here and nowhere else. A
+name nobody registered ends the job dead. Handler modules are imported by name from
+the config (never from a row), before any fork, so a broken module fails the boot.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ConfigError
+from .policy import DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_CAP, DEFAULT_MAX_ATTEMPTS
+
+HandlerFunc = Callable[[Any, Any], Any]
+
+
+@dataclass(frozen=True)
+class Handler:
+    name: str
+    func: HandlerFunc
+    queue: str = "default"
+    timeout: float | None = None  # None: the pool's timeout
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    backoff_base: float = DEFAULT_BACKOFF_BASE
+    backoff_cap: float = DEFAULT_BACKOFF_CAP
+
+
+_HANDLERS: dict[str, Handler] = {}
+
+
+def handler(
+    name: str,
+    *,
+    queue: str = "default",
+    timeout: float | None = None,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    backoff_base: float = DEFAULT_BACKOFF_BASE,
+    backoff_cap: float = DEFAULT_BACKOFF_CAP,
+) -> Callable[[HandlerFunc], HandlerFunc]:
+    """Register `func(payload, job)` under `name`; `queue` is where `enqueue` sends it by default."""
+    if not name or len(name) > 191:
+        raise ValueError("a handler name has 1 to 191 characters")
+    if max_attempts < 1:
+        raise ValueError("max_attempts must be at least 1")
+
+    def register(func: HandlerFunc) -> HandlerFunc:
+        _HANDLERS[name] = Handler(name, func, queue, timeout, max_attempts, backoff_base, backoff_cap)
+        return func
+
+    return register
+
+
+def get(name: str) -> Handler | None:
+    return _HANDLERS.get(name)
+
+
+def names() -> list[str]:
+    return sorted(_HANDLERS)
+
+
+def clear() -> None:
+    """Forget every registration (HUP reload imports the modules afresh)."""
+    _HANDLERS.clear()
+
+
+def load_modules(modules: Iterable[str], reload: bool = False) -> list[str]:
+    """Import the configured handler modules; a module that fails is a config error."""
+    loaded = []
+    for module in modules:
+        try:
+            if reload and module in sys.modules:
+                importlib.reload(sys.modules[module])
+                _reload_submodules(module)
+            else:
+                importlib.import_module(module)
+        except Exception as exc:
+            raise ConfigError(f"supervisor.handlers: module {module!r} failed to import: {type(exc).__name__}: {exc}") from exc
+        loaded.append(module)
+    return loaded
+
+
+def _reload_submodules(package: str) -> None:
+    prefix = package + "."
+    for name in sorted(n for n in list(sys.modules) if n.startswith(prefix)):
+        importlib.reload(sys.modules[name])

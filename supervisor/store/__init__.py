@@ -1,0 +1,20 @@
+"""Open the store for a database URL."""
+
+from __future__ import annotations
+
+from ..dburl import DatabaseURL, parse_database_url
+from .base import SCHEMA_VERSION, Store
+
+__all__ = ["SCHEMA_VERSION", "Store", "open_store"]
+
+
+def open_store(url: DatabaseURL | str, *, timeout: float = 60.0) -> Store:
+    """A store for `url`; nothing connects until the first query (so it is safe to fork after)."""
+    parsed = parse_database_url(url) if isinstance(url, str) else url
+    if parsed.backend == "sqlite":
+        from .sqlite import SQLiteStore
+
+        return SQLiteStore(parsed, busy_timeout=max(timeout, 5.0))
+    from .mysql import MySQLStore
+
+    return MySQLStore(parsed, connect_timeout=min(5.0, timeout), read_timeout=timeout)

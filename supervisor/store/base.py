@@ -1,0 +1,450 @@
+"""The store: every business operation on the database, written once over named queries.
+
+A backend (mysql.py, sqlite.py) supplies the connection, the transaction, the
+translation of driver errors into forkq's own, and how values are bound; this
+class holds the operations. Callers never see a cursor.
+
+Every state change of a claimed job repeats its precondition (`status = 'running'
+AND locked_by = owner`) and returns how many rows it changed, so a worker whose
+lease was taken over never overwrites the new holder.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..errors import DuplicateKey, SchemaError, TransientDatabaseError
+from ..models import JobRow, JobState, LockRow, NewJob, ProcessRow, QueueStats, utc
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+TRANSIENT_RETRIES = 6  # deadlocks and lock-wait timeouts are retried this many times
+PURGE_CHUNK = 5000
+
+
+def load_queries(path: Path) -> dict[str, str]:
+    """Parse `-- name: x` blocks into {name: sql}; comment lines before a name are dropped."""
+    queries: dict[str, str] = {}
+    name: str | None = None
+    lines: list[str] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("-- name:"):
+            if name:
+                queries[name] = _finish(lines)
+            name, lines = line.split(":", 1)[1].strip(), []
+        elif name is not None:
+            lines.append(line)
+    if name:
+        queries[name] = _finish(lines)
+    return queries
+
+
+def _finish(lines: list[str]) -> str:
+    return "\n".join(lines).strip().rstrip(";").strip()
+
+
+def split_script(text: str) -> list[str]:
+    """Split a DDL script on `;` at line ends; comments are dropped (none contain `;`)."""
+    body = "\n".join(line for line in text.splitlines() if not line.strip().startswith("--"))
+    return [part.strip() for part in body.split(";\n") if part.strip().rstrip(";").strip()]
+
+
+def micros(seconds: float) -> int:
+    return max(0, round(seconds * 1_000_000))
+
+
+def epoch(value: datetime | None) -> float | None:
+    return None if value is None else value.timestamp()
+
+
+class Store(ABC):
+    """One database connection (opened lazily, reopened after a fork or a loss)."""
+
+    backend: str
+    queries: dict[str, str]
+
+    # --- what a backend provides -------------------------------------------------------
+
+    @abstractmethod
+    def close(self) -> None:
+        """Close the connection politely (it is reopened on the next call)."""
+
+    @abstractmethod
+    def _execute(self, name: str, params: dict[str, Any]) -> int:
+        """Run a named statement; return the rows it matched."""
+
+    @abstractmethod
+    def _fetchall(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        """Run a named query; return rows as dicts."""
+
+    @abstractmethod
+    def _transaction(self) -> Any:
+        """A context manager: one transaction on this store's connection (a write lock on SQLite)."""
+
+    @abstractmethod
+    def _ids(self, ids: Sequence[int | str]) -> Any:
+        """Bind a list of ids or names for `IN`."""
+
+    @abstractmethod
+    def _schema_statements(self) -> list[str]:
+        """The DDL of this backend."""
+
+    @abstractmethod
+    def _run_ddl(self, statements: list[str]) -> None:
+        """Run DDL statements outside a transaction."""
+
+    @abstractmethod
+    def insert_many(self, jobs: Sequence[NewJob]) -> list[int]:
+        """Insert jobs in as few round trips as the server allows; ids in input order."""
+
+    @abstractmethod
+    def _insert_job(self, params: dict[str, Any]) -> int:
+        """Insert one job on this store's connection (inside an open transaction or not)."""
+
+    @abstractmethod
+    def insert_on(self, connection: Any, job: NewJob) -> int:
+        """Insert one job on the caller's own connection, inside the caller's transaction."""
+
+    # --- plumbing ------------------------------------------------------------------------
+
+    def _params(self, **values: Any) -> dict[str, Any]:
+        values.setdefault("now", time.time())
+        return values
+
+    def _retrying(self, operation: Callable[[], T]) -> T:
+        """Retry a whole transaction on deadlock / lock-wait timeout (it was rolled back)."""
+        for attempt in range(TRANSIENT_RETRIES):
+            try:
+                return operation()
+            except TransientDatabaseError:
+                if attempt == TRANSIENT_RETRIES - 1:
+                    raise
+                time.sleep(random.uniform(0.005, 0.02) * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    def _run(self, query: str, /, **values: Any) -> int:
+        return self._retrying(lambda: self._execute(query, self._params(**values)))
+
+    def _rows(self, query: str, /, **values: Any) -> list[dict[str, Any]]:
+        return self._retrying(lambda: self._fetchall(query, self._params(**values)))
+
+    @contextmanager
+    def _tx(self) -> Iterator[None]:
+        with self._transaction():
+            yield
+
+    # --- schema --------------------------------------------------------------------------
+
+    def server_version(self) -> str:
+        return str(self._rows("server_version")[0]["version"])
+
+    def schema_version(self) -> int | None:
+        """The applied version, or None when forkq's tables do not exist yet."""
+        try:
+            rows = self._rows("schema_version")
+        except Exception as exc:  # a missing table is a driver-specific error
+            if "forkq_schema" in str(exc) or "no such table" in str(exc) or "doesn't exist" in str(exc):
+                return None
+            raise
+        return int(rows[0]["version"]) if rows else None
+
+    def apply_schema(self) -> int:
+        """Create what is missing, run upgrades from older versions, record the version."""
+        current = self.schema_version()
+        self._run_ddl(self._schema_statements())
+        for version, statements in sorted(self._upgrades().items()):
+            if current is not None and current < version:
+                self._run_ddl(statements)
+        self._run("set_schema_version", version=SCHEMA_VERSION)
+        return SCHEMA_VERSION
+
+    def _upgrades(self) -> dict[int, list[str]]:
+        """DDL to go from version N-1 to N; version 1 is the first schema, so none yet."""
+        return {}
+
+    def require_schema(self) -> None:
+        version = self.schema_version()
+        if version is None:
+            raise SchemaError("forkq tables are missing: run `forkq schema apply`")
+        if version < SCHEMA_VERSION:
+            raise SchemaError(f"schema version {version} is older than {SCHEMA_VERSION}: run `forkq schema apply`")
+
+    def db_now(self) -> float:
+        return float(self._rows("db_now")[0]["now"])
+
+    # --- producers -----------------------------------------------------------------------
+
+    @staticmethod
+    def job_params(job: NewJob) -> dict[str, Any]:
+        return {
+            "queue": job.queue,
+            "handler": job.handler,
+            "payload": job.payload_json,
+            "priority": job.priority,
+            "run_at": epoch(job.run_at),
+            "delay_us": micros(job.delay),
+            "unique_key": job.unique_key,
+            "max_attempts": job.max_attempts,
+        }
+
+    def enqueue(self, job: NewJob) -> int:
+        return self.insert_many([job])[0]
+
+    # --- workers -------------------------------------------------------------------------
+
+    def claim(self, queue: str, owner: str, limit: int, lease: float) -> list[JobRow]:
+        """Take up to `limit` due jobs of `queue` under a lease, in priority / run_at / id order."""
+
+        def attempt() -> list[JobRow]:
+            with self._tx():
+                rows = self._fetchall("claim_select", self._params(queue=queue, limit=limit))
+                if not rows:
+                    return []
+                ids = [row["id"] for row in rows]
+                self._execute("claim_update", self._params(owner=owner, ids=self._ids(ids), lease_us=micros(lease)))
+            return [_claimed(row, owner) for row in rows]
+
+        return self._retrying(attempt)
+
+    def extend_leases(self, owner: str, ids: Sequence[int], lease: float) -> int:
+        if not ids:
+            return 0
+        return self._run("extend_leases", owner=owner, ids=self._ids(ids), lease_us=micros(lease))
+
+    def complete(self, owner: str, ids: Sequence[int], mode: str) -> int:
+        """Record success of jobs this owner holds: delete, archive or keep them."""
+        if not ids:
+            return 0
+        params = {"owner": owner, "ids": self._ids(ids)}
+        if mode == "keep":
+            return self._run("complete_keep", **params)
+        if mode == "archive":
+
+            def archive() -> int:
+                with self._tx():
+                    self._execute("complete_archive_copy", self._params(**params))
+                    return self._execute("complete_delete", self._params(**params))
+
+            return self._retrying(archive)
+        return self._run("complete_delete", **params)
+
+    def fail(
+        self,
+        owner: str,
+        job_id: int,
+        error: str,
+        *,
+        dead: bool,
+        delay: float = 0.0,
+        max_attempts: int | None = None,
+        only_expired: bool = False,
+    ) -> bool:
+        """Record a failed attempt: back to ready after `delay`, or dead. False if no longer held."""
+        name = "fail_dead" if dead else "fail_retry"
+        changed = self._run(
+            name,
+            owner=owner,
+            id=job_id,
+            error=error,
+            delay_us=micros(delay),
+            max_attempts=max_attempts,
+            only_expired=1 if only_expired else 0,
+        )
+        return changed == 1
+
+    def release(self, owner: str, ids: Sequence[int], count_attempt: bool = False) -> int:
+        """Return held jobs to ready now; unless `count_attempt`, the claim's attempt is undone."""
+        if not ids:
+            return 0
+        return self._run("release", owner=owner, ids=self._ids(ids), uncount=0 if count_attempt else 1)
+
+    def held_by(self, owner: str) -> list[JobRow]:
+        return [JobRow.from_mapping(r) for r in self._rows("held_by", owner=owner)]
+
+    def expired_leases(self, limit: int = 500) -> list[JobRow]:
+        return [JobRow.from_mapping(r) for r in self._rows("expired_leases", limit=limit)]
+
+    def due_queues(self, queues: Sequence[str]) -> dict[str, float]:
+        """Per queue with ready jobs: seconds until the earliest is due (<= 0: due now)."""
+        if not queues:
+            return {}
+        rows = self._rows("due_queues", queues=self._ids(list(queues)))
+        return {r["queue"]: int(r["wait_us"] or 0) / 1e6 for r in rows}
+
+    def count_ready(self, queue: str, cap: int = 10_000) -> int:
+        return int(self._rows("count_ready", queue=queue, cap=cap)[0]["n"])
+
+    # --- operators -----------------------------------------------------------------------
+
+    def stats(self) -> list[QueueStats]:
+        """Per queue: ready, delayed, running, dead, done, oldest ready age, paused."""
+        acc: dict[str, dict[str, Any]] = {}
+        for row in self._rows("stats"):
+            entry = acc.setdefault(row["queue"], {"queue": row["queue"]})
+            status, count = row["status"], int(row["n"])
+            if status == JobState.READY:
+                delayed = int(row["delayed_n"] or 0)
+                entry["ready"] = count - delayed
+                entry["delayed"] = delayed
+                entry["oldest_ready_age"] = max(0.0, int(row["oldest_us"] or 0) / 1e6)
+            elif status in ("running", "dead", "done"):
+                entry[status] = count
+        paused = self.paused_queues()
+        for queue in paused:
+            acc.setdefault(queue, {"queue": queue})
+        return [QueueStats(**entry, paused=name in paused) for name, entry in sorted(acc.items())]
+
+    def get_job(self, job_id: int) -> JobRow | None:
+        rows = self._rows("get_job", id=job_id) or self._rows("get_archived_job", id=job_id)
+        return JobRow.from_mapping(rows[0]) if rows else None
+
+    def list_jobs(self, status: str | None = None, queue: str | None = None, limit: int = 50) -> list[JobRow]:
+        return [JobRow.from_mapping(r) for r in self._rows("list_jobs", status=status, queue=queue, limit=limit)]
+
+    def retry_jobs(self, ids: Sequence[int]) -> int:
+        return self._run("retry_jobs", ids=self._ids(ids)) if ids else 0
+
+    def retry_dead(self, queue: str | None = None) -> int:
+        return self._run("retry_dead", queue=queue)
+
+    def cancel_jobs(self, ids: Sequence[int]) -> int:
+        return self._run("cancel_jobs", ids=self._ids(ids)) if ids else 0
+
+    def purge(self, status: str, older_than: float, queue: str | None = None) -> int:
+        """Delete done or dead jobs finished more than `older_than` seconds ago, in chunks."""
+        total = 0
+        while True:
+            deleted = self._run("purge_finished", status=status, age_us=micros(older_than), queue=queue, limit=PURGE_CHUNK)
+            total += deleted
+            if deleted < PURGE_CHUNK:
+                return total
+
+    def purge_archive(self, older_than: float, queue: str | None = None) -> int:
+        total = 0
+        while True:
+            deleted = self._run("purge_archive", age_us=micros(older_than), queue=queue, limit=PURGE_CHUNK)
+            total += deleted
+            if deleted < PURGE_CHUNK:
+                return total
+
+    def set_paused(self, queue: str, paused: bool) -> None:
+        self._run("set_paused", queue=queue, paused=1 if paused else 0)
+
+    def paused_queues(self) -> set[str]:
+        return {r["queue"] for r in self._rows("paused_queues")}
+
+    # --- processes -----------------------------------------------------------------------
+
+    def register_process(
+        self, name: str, host: str, pid: int, role: str, pool: str | None = None, master: str | None = None
+    ) -> None:
+        self._run("register_process", name=name, host=host, pid=pid, role=role, pool=pool, master=master)
+
+    def beat(self, names: Sequence[str]) -> int:
+        return self._run("beat_processes", names=self._ids(names)) if names else 0
+
+    def remove_processes(self, names: Sequence[str]) -> int:
+        return self._run("remove_processes", names=self._ids(names)) if names else 0
+
+    def stale_processes(self, older_than: float) -> list[ProcessRow]:
+        return [_process(r) for r in self._rows("stale_processes", age_us=micros(older_than))]
+
+    def list_processes(self) -> list[ProcessRow]:
+        return [_process(r) for r in self._rows("list_processes")]
+
+    # --- locks ---------------------------------------------------------------------------
+
+    def try_lock(self, name: str, owner: str, ttl: float) -> bool:
+        """Take the lock if it is free or expired (seed 001's lock_by / expire_at design)."""
+        params = {"name": name, "owner": owner, "ttl_us": micros(ttl)}
+        if self._run("lock_take", **params) == 1:
+            return True
+        return self._run("lock_insert", **params) == 1
+
+    def renew_lock(self, name: str, owner: str, ttl: float) -> bool:
+        return self._run("lock_renew", name=name, owner=owner, ttl_us=micros(ttl)) == 1
+
+    def release_lock(self, name: str, owner: str) -> bool:
+        return self._run("lock_release", name=name, owner=owner) == 1
+
+    def list_locks(self) -> list[tuple[LockRow, bool]]:
+        out = []
+        for r in self._rows("list_locks"):
+            row = LockRow(r["name"], r["owner"], utc(r["acquired_at"]), utc(r["expires_at"]) or datetime.now())
+            out.append((row, bool(r["live"])))
+        return out
+
+    # --- schedules -----------------------------------------------------------------------
+
+    def enqueue_slot(self, schedule: str, slot: float, job: NewJob) -> int | None:
+        """Enqueue `job` for one due slot, once across all hosts: the slot row and the job
+        commit together, and a slot another host already recorded returns None."""
+
+        def attempt() -> int | None:
+            try:
+                with self._tx():
+                    self._execute("insert_slot", self._params(schedule=schedule, slot=slot))
+                    job_id = self._insert_job(self._params(**self.job_params(job)))
+                    self._execute("set_slot_job", self._params(schedule=schedule, slot=slot, job_id=job_id))
+                    return job_id
+            except DuplicateKey:
+                return None
+
+        return self._retrying(attempt)
+
+    def last_slot(self, schedule: str) -> float | None:
+        value = self._rows("last_slot", schedule=schedule)[0]["slot"]
+        return None if value is None else float(value)
+
+    # --- alerts --------------------------------------------------------------------------
+
+    def load_alerts(self) -> dict[str, dict[str, Any]]:
+        out = {}
+        for r in self._rows("load_alerts"):
+            detail = json.loads(r["detail"]) if r["detail"] else {}
+            out[r["alert_key"]] = {
+                "state": r["state"],
+                "detail": detail,
+                "since": None if r["since"] is None else float(r["since"]),
+                "notified_at": None if r["notified_at"] is None else float(r["notified_at"]),
+            }
+        return out
+
+    def save_alert(self, key: str, state: str, detail: dict[str, Any], since: float, notified_at: float | None) -> None:
+        self._run(
+            "save_alert",
+            key=key,
+            state=state,
+            detail=json.dumps(detail, sort_keys=True),
+            since=since,
+            notified_at=notified_at,
+        )
+
+
+def _claimed(row: dict[str, Any], owner: str) -> JobRow:
+    """The row as it is after claim_update, without reading it back."""
+    row = dict(row)
+    row.update(status="running", locked_by=owner, attempts=int(row["attempts"]) + 1)
+    return JobRow.from_mapping(row)
+
+
+def _process(row: dict[str, Any]) -> ProcessRow:
+    return ProcessRow(
+        name=row["name"],
+        host=row["host"],
+        pid=int(row["pid"]),
+        role=row["role"],
+        pool=row["pool"],
+        master=row["master"],
+        started_at=utc(row["started_at"]) or datetime.now(),
+        heartbeat_at=utc(row["heartbeat_at"]) or datetime.now(),
+    )

@@ -1,0 +1,210 @@
+-- forkq named queries for MySQL 8.0+ / MariaDB 10.6+ (PyMySQL, %(name)s parameters).
+-- Every statement binds its values; `IN %(ids)s` takes a tuple, which PyMySQL escapes
+-- element by element. Sessions run with time_zone '+00:00'; durations come in
+-- microseconds (`*_us`) and are added to the database clock, so hosts with skewed
+-- clocks still agree on "due".
+
+-- name: server_version
+SELECT VERSION() AS version;
+
+-- name: db_now
+SELECT UNIX_TIMESTAMP(NOW(6)) AS now;
+
+-- name: schema_version
+SELECT version FROM forkq_schema WHERE id = 1;
+
+-- name: set_schema_version
+INSERT INTO forkq_schema (id, version) VALUES (1, %(version)s)
+ON DUPLICATE KEY UPDATE version = VALUES(version), applied_at = NOW(6);
+
+-- name: insert_job
+INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, unique_key, max_attempts)
+VALUES (%(queue)s, %(handler)s, %(payload)s, %(priority)s,
+        COALESCE(FROM_UNIXTIME(%(run_at)s), NOW(6) + INTERVAL %(delay_us)s MICROSECOND),
+        %(unique_key)s, %(max_attempts)s)
+ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id);
+
+-- name: insert_jobs_head
+INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, unique_key, max_attempts) VALUES;
+
+-- name: insert_jobs_row
+(%(queue)s, %(handler)s, %(payload)s, %(priority)s,
+ COALESCE(FROM_UNIXTIME(%(run_at)s), NOW(6) + INTERVAL %(delay_us)s MICROSECOND),
+ %(unique_key)s, %(max_attempts)s);
+
+-- name: insert_jobs_tail
+ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id) RETURNING id;
+
+-- name: claim_select
+SELECT * FROM forkq_jobs
+WHERE queue = %(queue)s AND status = 'ready' AND run_at <= NOW(6)
+ORDER BY priority DESC, run_at, id
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: claim_update
+UPDATE forkq_jobs
+SET status = 'running', locked_by = %(owner)s, attempts = attempts + 1, started_at = NOW(6),
+    locked_until = NOW(6) + INTERVAL %(lease_us)s MICROSECOND
+WHERE id IN %(ids)s;
+
+-- name: extend_leases
+UPDATE forkq_jobs SET locked_until = NOW(6) + INTERVAL %(lease_us)s MICROSECOND
+WHERE id IN %(ids)s AND status = 'running' AND locked_by = %(owner)s;
+
+-- name: complete_delete
+DELETE FROM forkq_jobs WHERE id IN %(ids)s AND status = 'running' AND locked_by = %(owner)s;
+
+-- name: complete_keep
+UPDATE forkq_jobs
+SET status = 'done', finished_at = NOW(6), locked_by = NULL, locked_until = NULL
+WHERE id IN %(ids)s AND status = 'running' AND locked_by = %(owner)s;
+
+-- name: complete_archive_copy
+INSERT INTO forkq_jobs_archive
+  (id, queue, handler, payload, status, priority, run_at, attempts, max_attempts, unique_key,
+   locked_by, locked_until, last_error, enqueued_at, started_at, finished_at)
+SELECT id, queue, handler, payload, 'done', priority, run_at, attempts, max_attempts, unique_key,
+       locked_by, NULL, last_error, enqueued_at, started_at, NOW(6)
+FROM forkq_jobs WHERE id IN %(ids)s AND status = 'running' AND locked_by = %(owner)s;
+
+-- name: fail_retry
+UPDATE forkq_jobs
+SET status = 'ready', run_at = NOW(6) + INTERVAL %(delay_us)s MICROSECOND, last_error = %(error)s,
+    locked_by = NULL, locked_until = NULL, max_attempts = %(max_attempts)s
+WHERE id = %(id)s AND status = 'running' AND locked_by = %(owner)s
+  AND (%(only_expired)s = 0 OR locked_until < NOW(6));
+
+-- name: fail_dead
+UPDATE forkq_jobs
+SET status = 'dead', finished_at = NOW(6), last_error = %(error)s,
+    locked_by = NULL, locked_until = NULL, max_attempts = %(max_attempts)s
+WHERE id = %(id)s AND status = 'running' AND locked_by = %(owner)s
+  AND (%(only_expired)s = 0 OR locked_until < NOW(6));
+
+-- name: release
+UPDATE forkq_jobs
+SET status = 'ready', attempts = GREATEST(attempts - %(uncount)s, 0), locked_by = NULL, locked_until = NULL
+WHERE id IN %(ids)s AND status = 'running' AND locked_by = %(owner)s;
+
+-- name: held_by
+SELECT * FROM forkq_jobs WHERE status = 'running' AND locked_by = %(owner)s ORDER BY id;
+
+-- name: expired_leases
+SELECT * FROM forkq_jobs
+WHERE locked_until < NOW(6) AND status = 'running'
+ORDER BY locked_until LIMIT %(limit)s;
+
+-- name: due_queues
+SELECT queue, TIMESTAMPDIFF(MICROSECOND, NOW(6), MIN(run_at)) AS wait_us
+FROM forkq_jobs WHERE status = 'ready' AND queue IN %(queues)s GROUP BY queue;
+
+-- name: count_ready
+SELECT COUNT(*) AS n FROM (
+  SELECT 1 FROM forkq_jobs WHERE queue = %(queue)s AND status = 'ready' AND run_at <= NOW(6)
+  LIMIT %(cap)s) AS due;
+
+-- name: stats
+SELECT queue, status, COUNT(*) AS n,
+       SUM(run_at > NOW(6)) AS delayed_n,
+       TIMESTAMPDIFF(MICROSECOND, MIN(CASE WHEN run_at <= NOW(6) THEN run_at END), NOW(6)) AS oldest_us
+FROM forkq_jobs GROUP BY status, queue;
+
+-- name: get_job
+SELECT * FROM forkq_jobs WHERE id = %(id)s;
+
+-- name: get_archived_job
+SELECT * FROM forkq_jobs_archive WHERE id = %(id)s;
+
+-- name: list_jobs
+SELECT * FROM forkq_jobs
+WHERE (%(status)s IS NULL OR status = %(status)s) AND (%(queue)s IS NULL OR queue = %(queue)s)
+ORDER BY id DESC LIMIT %(limit)s;
+
+-- name: retry_jobs
+UPDATE forkq_jobs
+SET status = 'ready', run_at = NOW(6), attempts = 0, finished_at = NULL, locked_by = NULL, locked_until = NULL
+WHERE id IN %(ids)s AND status <> 'running';
+
+-- name: retry_dead
+UPDATE forkq_jobs
+SET status = 'ready', run_at = NOW(6), attempts = 0, finished_at = NULL
+WHERE status = 'dead' AND (%(queue)s IS NULL OR queue = %(queue)s);
+
+-- name: cancel_jobs
+DELETE FROM forkq_jobs WHERE id IN %(ids)s AND status <> 'running';
+
+-- name: purge_finished
+DELETE FROM forkq_jobs
+WHERE finished_at < NOW(6) - INTERVAL %(age_us)s MICROSECOND AND status = %(status)s
+  AND (%(queue)s IS NULL OR queue = %(queue)s)
+LIMIT %(limit)s;
+
+-- name: purge_archive
+DELETE FROM forkq_jobs_archive
+WHERE finished_at < NOW(6) - INTERVAL %(age_us)s MICROSECOND AND (%(queue)s IS NULL OR queue = %(queue)s)
+LIMIT %(limit)s;
+
+-- name: set_paused
+INSERT INTO forkq_queues (queue, paused) VALUES (%(queue)s, %(paused)s)
+ON DUPLICATE KEY UPDATE paused = VALUES(paused), updated_at = NOW(6);
+
+-- name: paused_queues
+SELECT queue FROM forkq_queues WHERE paused = 1;
+
+-- name: register_process
+INSERT INTO forkq_processes (name, host, pid, role, pool, master)
+VALUES (%(name)s, %(host)s, %(pid)s, %(role)s, %(pool)s, %(master)s)
+ON DUPLICATE KEY UPDATE heartbeat_at = NOW(6);
+
+-- name: beat_processes
+UPDATE forkq_processes SET heartbeat_at = NOW(6) WHERE name IN %(names)s;
+
+-- name: remove_processes
+DELETE FROM forkq_processes WHERE name IN %(names)s;
+
+-- name: stale_processes
+SELECT * FROM forkq_processes WHERE heartbeat_at < NOW(6) - INTERVAL %(age_us)s MICROSECOND;
+
+-- name: list_processes
+SELECT * FROM forkq_processes ORDER BY host, role, pool, pid;
+
+-- name: lock_take
+UPDATE forkq_locks
+SET owner = %(owner)s, acquired_at = NOW(6), expires_at = NOW(6) + INTERVAL %(ttl_us)s MICROSECOND
+WHERE name = %(name)s AND (expires_at < NOW(6) OR owner IS NULL);
+
+-- name: lock_insert
+INSERT IGNORE INTO forkq_locks (name, owner, acquired_at, expires_at)
+VALUES (%(name)s, %(owner)s, NOW(6), NOW(6) + INTERVAL %(ttl_us)s MICROSECOND);
+
+-- name: lock_renew
+UPDATE forkq_locks SET expires_at = NOW(6) + INTERVAL %(ttl_us)s MICROSECOND
+WHERE name = %(name)s AND owner = %(owner)s AND expires_at >= NOW(6);
+
+-- name: lock_release
+UPDATE forkq_locks SET owner = NULL, expires_at = NOW(6)
+WHERE name = %(name)s AND owner = %(owner)s AND expires_at >= NOW(6);
+
+-- name: list_locks
+SELECT name, owner, acquired_at, expires_at, expires_at >= NOW(6) AS live FROM forkq_locks ORDER BY name;
+
+-- name: insert_slot
+INSERT INTO forkq_schedule_slots (schedule, slot) VALUES (%(schedule)s, FROM_UNIXTIME(%(slot)s));
+
+-- name: set_slot_job
+UPDATE forkq_schedule_slots SET job_id = %(job_id)s
+WHERE schedule = %(schedule)s AND slot = FROM_UNIXTIME(%(slot)s);
+
+-- name: last_slot
+SELECT UNIX_TIMESTAMP(MAX(slot)) AS slot FROM forkq_schedule_slots WHERE schedule = %(schedule)s;
+
+-- name: load_alerts
+SELECT alert_key, state, detail, UNIX_TIMESTAMP(since) AS since, UNIX_TIMESTAMP(notified_at) AS notified_at
+FROM forkq_alerts;
+
+-- name: save_alert
+INSERT INTO forkq_alerts (alert_key, state, detail, since, notified_at)
+VALUES (%(key)s, %(state)s, %(detail)s, FROM_UNIXTIME(%(since)s), FROM_UNIXTIME(%(notified_at)s))
+ON DUPLICATE KEY UPDATE state = VALUES(state), detail = VALUES(detail), since = VALUES(since),
+                        notified_at = VALUES(notified_at);

@@ -1,0 +1,146 @@
+"""SQLite backend: the embedded default. WAL, a busy timeout, and BEGIN IMMEDIATE for writes.
+
+Every write takes the write lock up front (BEGIN IMMEDIATE), so a reader never has to
+upgrade to a writer mid-transaction, which in WAL mode fails at once with
+SQLITE_BUSY_SNAPSHOT instead of waiting. `synchronous = FULL` makes each commit
+durable across a power cut, not only across a crash of the process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ..dburl import DatabaseURL
+from ..errors import ConnectionLost, DatabaseError, DuplicateKey, TransientDatabaseError
+from ..models import NewJob
+from .base import Store, load_queries, split_script
+
+HERE = Path(__file__).parent
+QUERIES = load_queries(HERE / "sqlite.sql")
+
+
+class SQLiteStore(Store):
+    backend = "sqlite"
+
+    def __init__(self, url: DatabaseURL, busy_timeout: float = 30.0) -> None:
+        self.url = url
+        self.path = url.path
+        self.queries = QUERIES
+        self.busy_timeout = busy_timeout
+        self._conn: sqlite3.Connection | None = None
+        self._pid = 0
+        self._in_tx = False
+        self._inherited: list[sqlite3.Connection] = []
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is not None and self._pid != os.getpid():
+            # Never close or use a handle inherited across fork (SQLite forbids it); keep
+            # it referenced so the garbage collector does not close it either.
+            self._inherited.append(self._conn)
+            self._conn, self._in_tx = None, False
+        if self._conn is None:
+            if self.path != ":memory:":
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            with self._errors():
+                conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False)
+                conn.row_factory = _dict_row
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = FULL")
+                conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            self._conn, self._pid = conn, os.getpid()
+        return self._conn
+
+    def close(self) -> None:
+        conn, self._conn, self._in_tx = self._conn, None, False
+        if conn is not None and self._pid == os.getpid():
+            conn.close()
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.IntegrityError as exc:
+            if "UNIQUE" in str(exc) or "PRIMARY KEY" in str(exc):
+                raise DuplicateKey(str(exc)) from exc
+            raise DatabaseError(f"database error: {exc}") from exc
+        except sqlite3.OperationalError as exc:
+            text = str(exc)
+            if "locked" in text or "busy" in text:
+                raise TransientDatabaseError(text) from exc
+            if "unable to open" in text or "disk I/O" in text:
+                raise ConnectionLost(f"database unreachable: {text}") from exc
+            raise DatabaseError(f"database error: {text}") from exc
+        except sqlite3.Error as exc:
+            raise DatabaseError(f"database error: {exc}") from exc
+
+    def _execute(self, name: str, params: dict[str, Any]) -> int:
+        sql = self.queries[name]
+        if self._in_tx or sql.lstrip().upper().startswith("SELECT"):
+            with self._errors():
+                return self._connection().execute(sql, params).rowcount
+        with self._transaction(), self._errors():
+            return self._connection().execute(sql, params).rowcount
+
+    def _fetchall(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        with self._errors():
+            return list(self._connection().execute(self.queries[name], params).fetchall())
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        if self._in_tx:
+            yield
+            return
+        conn = self._connection()
+        with self._errors():
+            conn.execute("BEGIN IMMEDIATE")
+        self._in_tx = True
+        try:
+            yield
+            with self._errors():
+                conn.execute("COMMIT")
+        except BaseException:
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+            raise
+        finally:
+            self._in_tx = False
+
+    def _ids(self, ids: Sequence[int | str]) -> Any:
+        return json.dumps(list(ids))
+
+    def _schema_statements(self) -> list[str]:
+        return split_script((HERE / "sqlite_schema.sql").read_text(encoding="utf-8"))
+
+    def _run_ddl(self, statements: list[str]) -> None:
+        with self._transaction(), self._errors():
+            for statement in statements:
+                self._connection().execute(statement)
+
+    def _insert_job(self, params: dict[str, Any]) -> int:
+        with self._errors():
+            row = self._connection().execute(self.queries["insert_job"], params).fetchone()
+        return int(row["id"])
+
+    def insert_many(self, jobs: Sequence[NewJob]) -> list[int]:
+        def attempt() -> list[int]:
+            with self._transaction():
+                now = self._params()
+                return [self._insert_job({**now, **self.job_params(job)}) for job in jobs]
+
+        return self._retrying(attempt) if jobs else []
+
+    def insert_on(self, connection: Any, job: NewJob) -> int:
+        row = connection.execute(self.queries["insert_job"], self._params(**self.job_params(job))).fetchone()
+        return int(row[0])
+
+
+def _dict_row(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:
+    return {column[0]: value for column, value in zip(cursor.description, row, strict=True)}

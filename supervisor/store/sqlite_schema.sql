@@ -1,0 +1,93 @@
+-- forkq schema for SQLite: the same tables and columns as schema.sql (a test checks).
+-- Times are REAL seconds since the Unix epoch (UTC); DEFAULT is the current time.
+
+CREATE TABLE IF NOT EXISTS forkq_jobs (
+  id           INTEGER PRIMARY KEY AUTOINCREMENT,
+  queue        TEXT    NOT NULL DEFAULT 'default',
+  handler      TEXT    NOT NULL,
+  payload      TEXT    NOT NULL,
+  status       TEXT    NOT NULL DEFAULT 'ready',
+  priority     INTEGER NOT NULL DEFAULT 0,
+  run_at       REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+  attempts     INTEGER NOT NULL DEFAULT 0,
+  max_attempts INTEGER NULL,
+  unique_key   TEXT    NULL UNIQUE,
+  locked_by    TEXT    NULL,
+  locked_until REAL    NULL,
+  last_error   TEXT    NULL,
+  enqueued_at  REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+  started_at   REAL    NULL,
+  finished_at  REAL    NULL
+);
+CREATE INDEX IF NOT EXISTS forkq_jobs_claim ON forkq_jobs (queue, status, priority DESC, run_at, id);
+CREATE INDEX IF NOT EXISTS forkq_jobs_status ON forkq_jobs (status, queue, run_at);
+CREATE INDEX IF NOT EXISTS forkq_jobs_lease ON forkq_jobs (locked_until);
+CREATE INDEX IF NOT EXISTS forkq_jobs_finished ON forkq_jobs (finished_at);
+
+CREATE TABLE IF NOT EXISTS forkq_jobs_archive (
+  id           INTEGER PRIMARY KEY,
+  queue        TEXT    NOT NULL,
+  handler      TEXT    NOT NULL,
+  payload      TEXT    NOT NULL,
+  status       TEXT    NOT NULL,
+  priority     INTEGER NOT NULL,
+  run_at       REAL    NOT NULL,
+  attempts     INTEGER NOT NULL,
+  max_attempts INTEGER NULL,
+  unique_key   TEXT    NULL,
+  locked_by    TEXT    NULL,
+  locked_until REAL    NULL,
+  last_error   TEXT    NULL,
+  enqueued_at  REAL    NOT NULL,
+  started_at   REAL    NULL,
+  finished_at  REAL    NULL,
+  archived_at  REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0)
+);
+CREATE INDEX IF NOT EXISTS forkq_jobs_archive_finished ON forkq_jobs_archive (finished_at);
+
+CREATE TABLE IF NOT EXISTS forkq_queues (
+  queue        TEXT    NOT NULL PRIMARY KEY,
+  paused       INTEGER NOT NULL DEFAULT 0,
+  updated_at   REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0)
+);
+
+CREATE TABLE IF NOT EXISTS forkq_processes (
+  name         TEXT    NOT NULL PRIMARY KEY,
+  host         TEXT    NOT NULL,
+  pid          INTEGER NOT NULL,
+  role         TEXT    NOT NULL,
+  pool         TEXT    NULL,
+  master       TEXT    NULL,
+  started_at   REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+  heartbeat_at REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0)
+);
+CREATE INDEX IF NOT EXISTS forkq_processes_heartbeat ON forkq_processes (heartbeat_at);
+
+CREATE TABLE IF NOT EXISTS forkq_locks (
+  name         TEXT    NOT NULL PRIMARY KEY,
+  owner        TEXT    NULL,
+  acquired_at  REAL    NULL,
+  expires_at   REAL    NOT NULL DEFAULT 0
+);
+
+CREATE TABLE IF NOT EXISTS forkq_schedule_slots (
+  schedule     TEXT    NOT NULL,
+  slot         REAL    NOT NULL,
+  job_id       INTEGER NULL,
+  enqueued_at  REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+  PRIMARY KEY (schedule, slot)
+);
+
+CREATE TABLE IF NOT EXISTS forkq_alerts (
+  alert_key    TEXT    NOT NULL PRIMARY KEY,
+  state        TEXT    NOT NULL DEFAULT 'ok',
+  detail       TEXT    NULL,
+  since        REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+  notified_at  REAL    NULL
+);
+
+CREATE TABLE IF NOT EXISTS forkq_schema (
+  id           INTEGER NOT NULL PRIMARY KEY,
+  version      INTEGER NOT NULL,
+  applied_at   REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0)
+);
