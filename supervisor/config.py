@@ -276,7 +276,9 @@ def build_config(raw: Mapping[str, Any], source: str, database_url: str | None =
         if key not in known:
             problems.add(key, f"unknown section (expected one of: {', '.join(known)})")
     database = _database(raw.get("database", {}), database_url, problems)
-    supervisor = SupervisorConfig(**problems.fields("supervisor", raw.get("supervisor", {}), _SUPERVISOR_FIELDS))
+    supervisor = SupervisorConfig(
+        **problems.fields("supervisor", raw.get("supervisor", {}), _SUPERVISOR_FIELDS)
+    )
     pools = _pools(raw.get("pools"), problems)
     alerts = _alerts(raw.get("alerts", {}), problems)
     schedules = _schedules(raw.get("schedules", {}), problems)
@@ -323,12 +325,17 @@ def _alerts(table: Any, problems: _Problems) -> AlertsConfig:
         problems.add("alerts.smtp_password", "never in the file: set FORKQ_SMTP_PASSWORD instead")
         body.pop("smtp_password")
     values = problems.fields("alerts", body, _ALERT_FIELDS)
-    defaults = AlertRule(**problems.fields("alerts.defaults", table.get("defaults", {}), _RULE_FIELDS))
+    defaults = AlertRule(
+        **problems.fields("alerts.defaults", table.get("defaults", {}), _RULE_FIELDS)
+    )
     rules_table = table.get("rules", {})
     rules: dict[str, AlertRule] = {}
     if isinstance(rules_table, dict):
         for queue, rule in rules_table.items():
-            merged = {**_rule_dict(defaults), **problems.fields(f"alerts.rules.{queue}", rule, _RULE_FIELDS)}
+            merged = {
+                **_rule_dict(defaults),
+                **problems.fields(f"alerts.rules.{queue}", rule, _RULE_FIELDS),
+            }
             rules[queue] = AlertRule(**merged)
     else:
         problems.add("alerts.rules", "expected a table of [alerts.rules.QUEUE] tables")

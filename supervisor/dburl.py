@@ -36,12 +36,16 @@ class DatabaseURL:
 def parse_database_url(url: str) -> DatabaseURL:
     """Parse and check a URL; a ConfigError names what is wrong (never the password)."""
     if not isinstance(url, str) or "://" not in url:
-        raise ConfigError("database url must look like mysql://user:pass@host:3306/db or sqlite:///path.db")
+        raise ConfigError(
+            "database url must look like mysql://user:pass@host:3306/db or sqlite:///path.db"
+        )
     scheme = url.split("://", 1)[0].lower()
     if scheme == "sqlite":
         path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else ""
         if not path:
-            raise ConfigError("sqlite url needs a path: sqlite:///relative.db or sqlite:////absolute.db")
+            raise ConfigError(
+                "sqlite url needs a path: sqlite:///relative.db or sqlite:////absolute.db"
+            )
         return DatabaseURL(backend="sqlite", path=path)
     if scheme not in MYSQL_SCHEMES:
         raise ConfigError(f"unsupported database scheme {scheme!r}: use mysql:// or sqlite:///")

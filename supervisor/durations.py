@@ -20,7 +20,7 @@ def parse_duration(value: object) -> float:
         match = _PATTERN.match(value)
         if match:
             return float(match.group(1)) * _UNITS[match.group(2) or "s"]
-    raise ValueError(f"expected a duration such as 30, \"90s\", \"15m\", \"7d\"; got {value!r}")
+    raise ValueError(f'expected a duration such as 30, "90s", "15m", "7d"; got {value!r}')
 
 
 def format_duration(seconds: float) -> str:
@@ -28,5 +28,9 @@ def format_duration(seconds: float) -> str:
     seconds = max(0.0, seconds)
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
-            return f"{seconds / size:.0f}{unit}" if seconds % size == 0 else f"{seconds / size:.1f}{unit}"
+            return (
+                f"{seconds / size:.0f}{unit}"
+                if seconds % size == 0
+                else f"{seconds / size:.1f}{unit}"
+            )
     return f"{seconds:.0f}s" if seconds >= 1 else f"{seconds * 1000:.0f}ms"

@@ -76,7 +76,7 @@ class JobTimeout(BaseException):
     """
 
 
-class Retry(Exception):  # noqa: N818 - the public name users raise
+class Retry(Exception):
     """Raised by a handler to ask for another attempt after `delay` seconds."""
 
     def __init__(self, delay: float | None = None, reason: str = "retry requested") -> None:
@@ -85,5 +85,5 @@ class Retry(Exception):  # noqa: N818 - the public name users raise
         self.reason = reason
 
 
-class Fail(Exception):  # noqa: N818 - the public name users raise
+class Fail(Exception):
     """Raised by a handler for a permanent failure: the job goes straight to dead."""

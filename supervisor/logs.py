@@ -28,7 +28,9 @@ def _mask_secrets(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMa
 def setup(level: str = "info", json_lines: bool | None = None) -> None:
     """Configure structlog once per process (a forked child keeps the parent's setup)."""
     if json_lines is None:
-        json_lines = os.environ.get("FORKQ_LOG_FORMAT", "").lower() == "json" or not sys.stdout.isatty()
+        json_lines = (
+            os.environ.get("FORKQ_LOG_FORMAT", "").lower() == "json" or not sys.stdout.isatty()
+        )
     if os.environ.get("FORKQ_LOG_FORMAT", "").lower() == "console":
         json_lines = False
     renderer: Any = (

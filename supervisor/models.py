@@ -69,7 +69,13 @@ class JobRow:
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for key, value in vars(self).items():
-            out[key] = value.isoformat() if isinstance(value, datetime) else str(value) if isinstance(value, JobState) else value
+            out[key] = (
+                value.isoformat()
+                if isinstance(value, datetime)
+                else str(value)
+                if isinstance(value, JobState)
+                else value
+            )
         return out
 
 

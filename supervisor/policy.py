@@ -50,8 +50,12 @@ def after_failure(
 ) -> Outcome:
     """Retry with backoff while attempts are left, else dead with the last error."""
     if attempts >= max_attempts:
-        return Outcome(dead=True, delay=0.0, error=f"{error} (attempt {attempts} of {max_attempts})")
-    delay = requested_delay if requested_delay is not None else backoff_delay(attempts, base, cap, rng)
+        return Outcome(
+            dead=True, delay=0.0, error=f"{error} (attempt {attempts} of {max_attempts})"
+        )
+    delay = (
+        requested_delay if requested_delay is not None else backoff_delay(attempts, base, cap, rng)
+    )
     return Outcome(dead=False, delay=max(0.0, delay), error=error)
 
 

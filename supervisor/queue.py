@@ -15,7 +15,9 @@ from .lock import Lock
 from .models import JobRow, NewJob
 from .store import Store, open_store
 
-ENQUEUE_KEYS = frozenset({"handler", "payload", "queue", "delay", "run_at", "priority", "unique_key", "max_attempts"})
+ENQUEUE_KEYS = frozenset(
+    {"handler", "payload", "queue", "delay", "run_at", "priority", "unique_key", "max_attempts"}
+)
 
 
 class Queue:
@@ -106,16 +108,28 @@ def build_job(
         raise UsageError("delay must be a finite number of seconds >= 0")
     if run_at is not None and run_at.tzinfo is None:
         run_at = run_at.replace(tzinfo=UTC)  # naive times are taken as UTC
-    if isinstance(priority, bool) or not isinstance(priority, int) or not -(2**31) <= priority < 2**31:
+    if (
+        isinstance(priority, bool)
+        or not isinstance(priority, int)
+        or not -(2**31) <= priority < 2**31
+    ):
         raise UsageError("priority must be a 32-bit integer")
-    if unique_key is not None and (not isinstance(unique_key, str) or not unique_key or len(unique_key) > 191):
+    if unique_key is not None and (
+        not isinstance(unique_key, str) or not unique_key or len(unique_key) > 191
+    ):
         raise UsageError("unique_key must be a string of 1 to 191 characters")
     if max_attempts is None and registered is not None:
         max_attempts = registered.max_attempts
-    if max_attempts is not None and (isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1):
+    if max_attempts is not None and (
+        isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1
+    ):
         raise UsageError("max_attempts must be an integer >= 1")
     try:
-        payload_json = json.dumps({} if payload is None else payload, ensure_ascii=False, allow_nan=False)
+        payload_json = json.dumps(
+            {} if payload is None else payload, ensure_ascii=False, allow_nan=False
+        )
     except (TypeError, ValueError) as exc:
         raise UsageError(f"payload must be JSON-serialisable: {exc}") from exc
-    return NewJob(handler, payload_json, queue, priority, float(delay), run_at, unique_key, max_attempts)
+    return NewJob(
+        handler, payload_json, queue, priority, float(delay), run_at, unique_key, max_attempts
+    )

@@ -49,7 +49,9 @@ def handler(
         raise ValueError("max_attempts must be at least 1")
 
     def register(func: HandlerFunc) -> HandlerFunc:
-        _HANDLERS[name] = Handler(name, func, queue, timeout, max_attempts, backoff_base, backoff_cap)
+        _HANDLERS[name] = Handler(
+            name, func, queue, timeout, max_attempts, backoff_base, backoff_cap
+        )
         return func
 
     return register
@@ -79,7 +81,9 @@ def load_modules(modules: Iterable[str], reload: bool = False) -> list[str]:
             else:
                 importlib.import_module(module)
         except Exception as exc:
-            raise ConfigError(f"supervisor.handlers: module {module!r} failed to import: {type(exc).__name__}: {exc}") from exc
+            raise ConfigError(
+                f"supervisor.handlers: module {module!r} failed to import: {type(exc).__name__}: {exc}"
+            ) from exc
         loaded.append(module)
     return loaded
 

@@ -152,7 +152,11 @@ class Store(ABC):
         try:
             rows = self._rows("schema_version")
         except Exception as exc:  # a missing table is a driver-specific error
-            if "forkq_schema" in str(exc) or "no such table" in str(exc) or "doesn't exist" in str(exc):
+            if (
+                "forkq_schema" in str(exc)
+                or "no such table" in str(exc)
+                or "doesn't exist" in str(exc)
+            ):
                 return None
             raise
         return int(rows[0]["version"]) if rows else None
@@ -176,7 +180,9 @@ class Store(ABC):
         if version is None:
             raise SchemaError("forkq tables are missing: run `forkq schema apply`")
         if version < SCHEMA_VERSION:
-            raise SchemaError(f"schema version {version} is older than {SCHEMA_VERSION}: run `forkq schema apply`")
+            raise SchemaError(
+                f"schema version {version} is older than {SCHEMA_VERSION}: run `forkq schema apply`"
+            )
 
     def db_now(self) -> float:
         return float(self._rows("db_now")[0]["now"])
@@ -210,7 +216,10 @@ class Store(ABC):
                 if not rows:
                     return []
                 ids = [row["id"] for row in rows]
-                self._execute("claim_update", self._params(owner=owner, ids=self._ids(ids), lease_us=micros(lease)))
+                self._execute(
+                    "claim_update",
+                    self._params(owner=owner, ids=self._ids(ids), lease_us=micros(lease)),
+                )
             return [_claimed(row, owner) for row in rows]
 
         return self._retrying(attempt)
@@ -265,7 +274,9 @@ class Store(ABC):
         """Return held jobs to ready now; unless `count_attempt`, the claim's attempt is undone."""
         if not ids:
             return 0
-        return self._run("release", owner=owner, ids=self._ids(ids), uncount=0 if count_attempt else 1)
+        return self._run(
+            "release", owner=owner, ids=self._ids(ids), uncount=0 if count_attempt else 1
+        )
 
     def held_by(self, owner: str) -> list[JobRow]:
         return [JobRow.from_mapping(r) for r in self._rows("held_by", owner=owner)]
@@ -307,8 +318,13 @@ class Store(ABC):
         rows = self._rows("get_job", id=job_id) or self._rows("get_archived_job", id=job_id)
         return JobRow.from_mapping(rows[0]) if rows else None
 
-    def list_jobs(self, status: str | None = None, queue: str | None = None, limit: int = 50) -> list[JobRow]:
-        return [JobRow.from_mapping(r) for r in self._rows("list_jobs", status=status, queue=queue, limit=limit)]
+    def list_jobs(
+        self, status: str | None = None, queue: str | None = None, limit: int = 50
+    ) -> list[JobRow]:
+        return [
+            JobRow.from_mapping(r)
+            for r in self._rows("list_jobs", status=status, queue=queue, limit=limit)
+        ]
 
     def retry_jobs(self, ids: Sequence[int]) -> int:
         return self._run("retry_jobs", ids=self._ids(ids)) if ids else 0
@@ -323,7 +339,13 @@ class Store(ABC):
         """Delete done or dead jobs finished more than `older_than` seconds ago, in chunks."""
         total = 0
         while True:
-            deleted = self._run("purge_finished", status=status, age_us=micros(older_than), queue=queue, limit=PURGE_CHUNK)
+            deleted = self._run(
+                "purge_finished",
+                status=status,
+                age_us=micros(older_than),
+                queue=queue,
+                limit=PURGE_CHUNK,
+            )
             total += deleted
             if deleted < PURGE_CHUNK:
                 return total
@@ -331,7 +353,9 @@ class Store(ABC):
     def purge_archive(self, older_than: float, queue: str | None = None) -> int:
         total = 0
         while True:
-            deleted = self._run("purge_archive", age_us=micros(older_than), queue=queue, limit=PURGE_CHUNK)
+            deleted = self._run(
+                "purge_archive", age_us=micros(older_than), queue=queue, limit=PURGE_CHUNK
+            )
             total += deleted
             if deleted < PURGE_CHUNK:
                 return total
@@ -345,9 +369,17 @@ class Store(ABC):
     # --- processes -----------------------------------------------------------------------
 
     def register_process(
-        self, name: str, host: str, pid: int, role: str, pool: str | None = None, master: str | None = None
+        self,
+        name: str,
+        host: str,
+        pid: int,
+        role: str,
+        pool: str | None = None,
+        master: str | None = None,
     ) -> None:
-        self._run("register_process", name=name, host=host, pid=pid, role=role, pool=pool, master=master)
+        self._run(
+            "register_process", name=name, host=host, pid=pid, role=role, pool=pool, master=master
+        )
 
     def beat(self, names: Sequence[str]) -> int:
         return self._run("beat_processes", names=self._ids(names)) if names else 0
@@ -379,7 +411,9 @@ class Store(ABC):
     def list_locks(self) -> list[tuple[LockRow, bool]]:
         out = []
         for r in self._rows("list_locks"):
-            row = LockRow(r["name"], r["owner"], utc(r["acquired_at"]), utc(r["expires_at"]) or datetime.now())
+            row = LockRow(
+                r["name"], r["owner"], utc(r["acquired_at"]), utc(r["expires_at"]) or datetime.now()
+            )
             out.append((row, bool(r["live"])))
         return out
 
@@ -394,7 +428,9 @@ class Store(ABC):
                 with self._tx():
                     self._execute("insert_slot", self._params(schedule=schedule, slot=slot))
                     job_id = self._insert_job(self._params(**self.job_params(job)))
-                    self._execute("set_slot_job", self._params(schedule=schedule, slot=slot, job_id=job_id))
+                    self._execute(
+                        "set_slot_job", self._params(schedule=schedule, slot=slot, job_id=job_id)
+                    )
                     return job_id
             except DuplicateKey:
                 return None
@@ -419,7 +455,9 @@ class Store(ABC):
             }
         return out
 
-    def save_alert(self, key: str, state: str, detail: dict[str, Any], since: float, notified_at: float | None) -> None:
+    def save_alert(
+        self, key: str, state: str, detail: dict[str, Any], since: float, notified_at: float | None
+    ) -> None:
         self._run(
             "save_alert",
             key=key,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +24,17 @@ INSERT_CHUNK = 1000  # rows per multi-row INSERT
 
 DEADLOCK, LOCK_WAIT_TIMEOUT, DUPLICATE_ENTRY = 1213, 1205, 1062
 # Server gone, lost, killed or shutting down, or unreachable: reconnect and try later.
-CONNECTION_ERRORS = frozenset({1053, 1077, 1152, 1153, 1927, 2002, 2003, 2006, 2013, 2014, 2055, 4031})
+CONNECTION_ERRORS = frozenset(
+    {1053, 1077, 1152, 1153, 1927, 2002, 2003, 2006, 2013, 2014, 2055, 4031}
+)
 
 
 class MySQLStore(Store):
     backend = "mysql"
 
-    def __init__(self, url: DatabaseURL, connect_timeout: float = 5.0, read_timeout: float = 60.0) -> None:
+    def __init__(
+        self, url: DatabaseURL, connect_timeout: float = 5.0, read_timeout: float = 60.0
+    ) -> None:
         self.url = url
         self.queries = QUERIES
         self.connect_timeout = connect_timeout
@@ -70,18 +74,14 @@ class MySQLStore(Store):
     def close(self) -> None:
         conn, self._conn, self._in_tx = self._conn, None, False
         if conn is not None and self._pid == os.getpid():
-            try:
+            with suppress(pymysql.err.Error):
                 conn.close()
-            except pymysql.err.Error:
-                pass
 
     def _drop(self) -> None:
         conn, self._conn, self._in_tx = self._conn, None, False
         if conn is not None:
-            try:
-                conn._force_close()  # no COM_QUIT on a broken socket
-            except Exception:  # noqa: BLE001 - it is broken already
-                pass
+            with suppress(Exception):  # it is broken already; no COM_QUIT on a dead socket
+                conn._force_close()  # type: ignore[attr-defined]
 
     def is_mariadb(self) -> bool:
         if self._mariadb is None:
@@ -141,7 +141,7 @@ class MySQLStore(Store):
             if self._conn is not None:
                 try:
                     conn.rollback()
-                except Exception:  # noqa: BLE001 - a failed rollback means a dead connection
+                except Exception:
                     self._drop()
             raise
         finally:
@@ -171,7 +171,9 @@ class MySQLStore(Store):
         if not jobs:
             return []
         if len(jobs) == 1:
-            return [self._retrying(lambda: self._insert_job(self._params(**self.job_params(jobs[0]))))]
+            return [
+                self._retrying(lambda: self._insert_job(self._params(**self.job_params(jobs[0]))))
+            ]
         insert = self._insert_returning if self.is_mariadb() else self._insert_each
 
         def attempt() -> list[int]:
@@ -187,7 +189,9 @@ class MySQLStore(Store):
         """MariaDB: one multi-row INSERT ... RETURNING id; each row's values escaped by the driver."""
         conn = self._connection()
         with self._errors(), conn.cursor() as cursor:
-            rows = ",".join(cursor.mogrify(self.queries["insert_jobs_row"], self.job_params(j)) for j in jobs)
+            rows = ",".join(
+                cursor.mogrify(self.queries["insert_jobs_row"], self.job_params(j)) for j in jobs
+            )
             sql = f"{self.queries['insert_jobs_head']} {rows} {self.queries['insert_jobs_tail']}"
             cursor.execute(sql)
             return [int(row[0]) for row in cursor.fetchall()]

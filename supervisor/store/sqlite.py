@@ -12,7 +12,7 @@ import json
 import os
 import sqlite3
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +48,12 @@ class SQLiteStore(Store):
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             with self._errors():
-                conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False)
+                conn = sqlite3.connect(
+                    self.path,
+                    timeout=self.busy_timeout,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
                 conn.row_factory = _dict_row
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = FULL")
@@ -105,10 +110,8 @@ class SQLiteStore(Store):
             with self._errors():
                 conn.execute("COMMIT")
         except BaseException:
-            try:
+            with suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass
             raise
         finally:
             self._in_tx = False
@@ -138,7 +141,9 @@ class SQLiteStore(Store):
         return self._retrying(attempt) if jobs else []
 
     def insert_on(self, connection: Any, job: NewJob) -> int:
-        row = connection.execute(self.queries["insert_job"], self._params(**self.job_params(job))).fetchone()
+        row = connection.execute(
+            self.queries["insert_job"], self._params(**self.job_params(job))
+        ).fetchone()
         return int(row[0])
 
 

@@ -1,0 +1,185 @@
+"""A pool child: forked by the master, it claims and runs jobs of one queue.
+
+Fork hazards handled here: the child first resets every signal handler it
+inherited, reseeds its RNG, puts itself in its own process group (so the master
+can kill handler subprocesses with it), asks the kernel for SIGTERM when the master
+dies, and only then opens its own database connection. Its outermost frame ends in
+`os._exit`, so it never unwinds into the master's stack.
+
+Talk with the master is two pipes: status (child → master, short lines: job started,
+job finished, idle, retiring) and wake (master → child: a byte when its queue has
+due jobs; EOF when the master is gone).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import select
+import signal
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from types import FrameType
+
+import psutil
+
+from . import logs
+from .config import Config, PoolConfig
+from .models import JobRow
+from .proc import die_with_parent, set_title
+from .store import open_store
+from .worker import Worker
+
+IDLE_RECHECK = 30.0  # seconds an idle child waits for a wake-up before it looks itself
+LIFETIME_JITTER = 0.1  # ±10% so children started together do not all retire together
+HANDLED_SIGNALS = (
+    signal.SIGTERM,
+    signal.SIGINT,
+    signal.SIGQUIT,
+    signal.SIGHUP,
+    signal.SIGTTIN,
+    signal.SIGTTOU,
+    signal.SIGALRM,
+    signal.SIGCHLD,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+)
+
+
+@dataclass(frozen=True)
+class ChildSpec:
+    pool: PoolConfig
+    slot: int  # 1-based number within the pool, for titles
+    name: str  # host:pid:token, the lease owner
+    master_pid: int
+    status_fd: int  # write end
+    wake_fd: int  # read end
+
+
+class PipeEvents:
+    """Reports to the master over the status pipe and keeps the process title current."""
+
+    def __init__(self, spec: ChildSpec) -> None:
+        self.spec = spec
+        self.label = f"forkq: {spec.pool.name} worker {spec.slot}"
+
+    def send(self, line: str) -> None:
+        try:
+            os.write(self.spec.status_fd, (line + "\n").encode())
+        except OSError:
+            pass  # the master is gone; the parent-death check ends us
+
+    def job_started(self, job: JobRow, timeout: float) -> None:
+        set_title(f"{self.label} job {job.id} ({job.handler})")
+        self.send(f"S {job.id} {timeout:g}")
+
+    def job_finished(self, job: JobRow, outcome: str) -> None:
+        self.send(f"F {job.id} {outcome}")
+
+    def idle(self) -> None:
+        set_title(f"{self.label} idle")
+        self.send("I")
+
+
+def child_main(config: Config, spec: ChildSpec) -> int:
+    """Run until told to stop, recycled, or orphaned. Returns the exit code."""
+    os.setpgid(0, 0)
+    die_with_parent(signal.SIGTERM)
+    if os.getppid() != spec.master_pid:
+        return 0  # the master died before we asked to follow it
+    random.seed()
+    logs.bind(role="worker", pool=spec.pool.name, pid=os.getpid(), slot=spec.slot)
+    events = PipeEvents(spec)
+    set_title(f"{events.label} starting")
+    store = open_store(config.database)
+    worker = Worker(store, config, [spec.pool.name], spec.name, events)
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        worker.stopping = True  # finish the current job, hand back the rest, exit
+
+    # A signal must also end an idle wait: select() is resumed after a handler
+    # (PEP 475), so the wakeup fd makes it readable instead.
+    signal_r, signal_w = os.pipe()
+    os.set_blocking(signal_w, False)
+    signal.set_wakeup_fd(signal_w, warn_on_full_buffer=False)
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the master decides what Ctrl-C means
+    reason = _loop(worker, spec, events, signal_r)
+    worker.shutdown()
+    store.close()
+    events.send(f"R {reason}")
+    return 0
+
+
+def _loop(worker: Worker, spec: ChildSpec, events: PipeEvents, signal_fd: int) -> str:
+    pool = spec.pool
+    started = time.monotonic()
+    lifetime = pool.max_child_lifetime * random.uniform(1 - LIFETIME_JITTER, 1 + LIFETIME_JITTER)
+    me = psutil.Process()
+    events.idle()
+    while not worker.stopping:
+        done = worker.safely(worker.work_once)
+        if worker.stats.jobs >= pool.max_jobs_per_child:
+            return f"max_jobs_per_child ({pool.max_jobs_per_child})"
+        if time.monotonic() - started >= lifetime:
+            return "max_child_lifetime"
+        if done and me.memory_info().rss > pool.memory_limit_mb * 1024 * 1024:
+            return f"memory_limit_mb ({pool.memory_limit_mb})"
+        if done or worker.stopping:
+            continue
+        events.idle()
+        if not _wait_for_wake(spec.wake_fd, signal_fd, IDLE_RECHECK):
+            return "master gone"
+    return "stopped"
+
+
+def _wait_for_wake(wake_fd: int, signal_fd: int, timeout: float) -> bool:
+    """Sleep until the master wakes us, a signal arrives, or `timeout`.
+
+    False when the master has gone (EOF on the wake pipe).
+    """
+    readable, _, _ = select.select([wake_fd, signal_fd], [], [], timeout)
+    if signal_fd in readable:
+        os.read(signal_fd, 4096)
+    if wake_fd not in readable:
+        return True
+    try:
+        return bool(os.read(wake_fd, 4096))
+    except BlockingIOError:
+        return True
+
+
+def reset_inherited_signals() -> None:
+    """Back to defaults before anything else runs in the child (the master's handlers only queue)."""
+    for sig in HANDLED_SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
+    signal.set_wakeup_fd(-1)
+
+
+def run_child(config: Config, spec: ChildSpec, close_fds: list[int]) -> None:
+    """The child's outermost frame: never returns, never unwinds into master code."""
+    code = 1
+    try:
+        reset_inherited_signals()
+        signal.pthread_sigmask(signal.SIG_SETMASK, set())
+        for fd in close_fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        code = child_main(config, spec)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        try:
+            logs.get().error("child_crashed", error=traceback.format_exc(limit=5))
+        except BaseException:
+            traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)

@@ -1,0 +1,152 @@
+"""Settling jobs whose holder is gone, and the cluster-wide chores.
+
+Reaping expired leases, settling the jobs of processes that stopped beating, and
+pruning finished jobs are done by one host at a time: whoever holds the
+`forkq:chores` lease lock. Both the daemon's master and a lone `forkq work` run
+them, so a crontab-only setup still recovers lost jobs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import logs, registry
+from .config import Config
+from .errors import LockLost
+from .lock import Lock
+from .models import JobRow
+from .policy import DEFAULT_MAX_ATTEMPTS, after_failure, truncate_error
+from .store import Store
+
+CHORES_LOCK = "forkq:chores"
+
+
+def max_attempts_for(row: JobRow) -> int:
+    registered = registry.get(row.handler)
+    return row.max_attempts or (registered.max_attempts if registered else DEFAULT_MAX_ATTEMPTS)
+
+
+def fail_held_job(
+    store: Store, row: JobRow, owner: str, error: str, *, only_expired: bool = False
+) -> bool:
+    """Record a failed attempt for a job whose holder is gone: retry with backoff, or dead."""
+    registered = registry.get(row.handler)
+    limit = max_attempts_for(row)
+    decision = after_failure(
+        row.attempts,
+        limit,
+        error,
+        base=registered.backoff_base if registered else 2.0,
+        cap=registered.backoff_cap if registered else 3600.0,
+    )
+    return store.fail(
+        owner,
+        row.id,
+        truncate_error(decision.error),
+        dead=decision.dead,
+        delay=decision.delay,
+        max_attempts=limit,
+        only_expired=only_expired,
+    )
+
+
+def settle_owner(
+    store: Store, owner: str, running_job: int | None, error: str, count_attempt: bool = True
+) -> int:
+    """Settle every job `owner` held after it died.
+
+    The job it was running fails with `error` (attempt counted) when `count_attempt`,
+    else returns to ready uncounted (a shutdown kill). Jobs it had claimed but not
+    started go back to ready without counting an attempt.
+    """
+    rows = store.held_by(owner)
+    unstarted = [r.id for r in rows if r.id != running_job]
+    settled = store.release(owner, unstarted, count_attempt=False)
+    for row in rows:
+        if row.id != running_job:
+            continue
+        if count_attempt:
+            settled += int(fail_held_job(store, row, owner, error))
+        else:
+            settled += store.release(owner, [row.id], count_attempt=False)
+    return settled
+
+
+def reap_expired_leases(store: Store, limit: int = 500) -> int:
+    """Expired leases: the holder died without anyone noticing; the attempt counts."""
+    reaped = 0
+    for row in store.expired_leases(limit):
+        error = f"lease expired (holder {row.locked_by} stopped without finishing)"
+        if row.locked_by and fail_held_job(store, row, row.locked_by, error, only_expired=True):
+            reaped += 1
+    return reaped
+
+
+def settle_stale_processes(store: Store, stale_after: float) -> int:
+    """Processes that stopped beating: settle their jobs at once and drop their rows."""
+    stale = store.stale_processes(stale_after)
+    settled = 0
+    for process in stale:
+        if process.role == "worker":
+            settled += settle_owner(store, process.name, None, "worker stopped beating")
+    store.remove_processes([p.name for p in stale])
+    return settled
+
+
+def prune_finished(store: Store, config: Config) -> int:
+    """Delete kept done jobs and dead jobs older than their pool's retention."""
+    pruned = 0
+    for pool in config.pools:
+        if pool.on_success == "keep":
+            pruned += store.purge("done", pool.retention, queue=pool.name)
+        if pool.on_success == "archive":
+            pruned += store.purge_archive(pool.retention, queue=pool.name)
+        pruned += store.purge("dead", pool.retention, queue=pool.name)
+    return pruned
+
+
+@dataclass
+class ChoresReport:
+    leader: bool = False
+    reaped: int = 0
+    settled: int = 0
+    pruned: int = 0
+
+
+class Chores:
+    """Holds the cluster chores lease across ticks; only the holder does the chores."""
+
+    def __init__(self, store: Store, config: Config) -> None:
+        self.store = store
+        self.config = config
+        self.lock = Lock(store, CHORES_LOCK, config.supervisor.chores_lease)
+        self.log = logs.get()
+
+    def lead(self) -> bool:
+        """Keep or take the lease; False when another host holds it."""
+        if self.lock.held:
+            try:
+                self.lock.renew()
+                return True
+            except LockLost:
+                self.log.warning("chores_lease_lost")
+        return self.lock.acquire()
+
+    def run(self) -> ChoresReport:
+        report = ChoresReport(leader=self.lead())
+        if not report.leader:
+            return report
+        report.reaped = reap_expired_leases(self.store)
+        report.settled = settle_stale_processes(
+            self.store, self.config.supervisor.process_stale_after
+        )
+        report.pruned = prune_finished(self.store, self.config)
+        if report.reaped or report.settled or report.pruned:
+            self.log.info(
+                "chores_done", reaped=report.reaped, settled=report.settled, pruned=report.pruned
+            )
+        return report
+
+    def release(self) -> None:
+        if self.lock.held:
+            self.lock.release()

@@ -1,0 +1,93 @@
+"""`forkq work`: one worker in the foreground, no master (also the crontab mode of the seeds).
+
+It registers itself in the processes table, beats, and runs the cluster chores when
+it holds their lease, so a setup made only of `forkq work --burst` from cron still
+gets expired leases reaped.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Sequence
+from types import FrameType
+
+from . import logs, registry
+from .chores import Chores
+from .config import Config
+from .errors import ConnectionLost, ExitCode
+from .models import JobRow
+from .proc import hostname, process_name, set_title
+from .store import open_store
+from .worker import Worker
+
+IDLE_SLEEP_MAX = 1.0  # seconds between polls of an empty queue at most
+
+
+class TitleEvents:
+    def __init__(self, label: str) -> None:
+        self.label = label
+
+    def job_started(self, job: JobRow, timeout: float) -> None:
+        set_title(f"forkq: {self.label} job {job.id} ({job.handler})")
+
+    def job_finished(self, job: JobRow, outcome: str) -> None:
+        pass
+
+    def idle(self) -> None:
+        set_title(f"forkq: {self.label} idle")
+
+
+def run_foreground(
+    config: Config, queues: Sequence[str] | None, max_jobs: int | None, burst: bool
+) -> int:
+    registry.load_modules(config.supervisor.handlers)
+    store = open_store(config.database)
+    store.require_schema()
+    names = list(queues or [p.name for p in config.pools])
+    owner = process_name()
+    label = f"{','.join(names)} worker"
+    worker = Worker(store, config, names, owner, TitleEvents(label))
+    log = logs.get(role="worker", queues=names)
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        worker.stopping = True  # finish the current job, hand back the rest
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    chores = Chores(store, config)
+    store.register_process(owner, hostname(), os.getpid(), "worker", pool=",".join(names)[:64])
+    log.info("worker_started", owner=owner, burst=burst, max_jobs=max_jobs)
+    next_beat = next_chores = 0.0
+    idle_sleep = config.supervisor.poll_interval
+    try:
+        while not worker.stopping:
+            now = time.monotonic()
+            if now >= next_beat:
+                next_beat = now + config.supervisor.heartbeat_interval
+                worker.safely(lambda: store.beat([owner]))
+            if now >= next_chores:
+                next_chores = now + config.supervisor.check_interval
+                worker.safely(lambda: chores.run().reaped)
+            done = worker.safely(worker.work_once)
+            if max_jobs is not None and worker.stats.jobs >= max_jobs:
+                break
+            if done:
+                idle_sleep = config.supervisor.poll_interval
+                continue
+            if burst and not worker.held and not worker.pending and not worker._backoff:
+                break
+            worker.events.idle()
+            worker.sleep(idle_sleep)
+            idle_sleep = min(IDLE_SLEEP_MAX, idle_sleep * 2)
+    finally:
+        worker.shutdown()
+        try:
+            chores.release()
+            store.remove_processes([owner])
+        except ConnectionLost:
+            pass
+        store.close()
+    log.info("worker_stopped", jobs=worker.stats.jobs)
+    return int(ExitCode.OK)

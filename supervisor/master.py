@@ -1,0 +1,601 @@
+"""The arbiter: forks per-queue pools of children, reaps and respawns them, kills overtime.
+
+The master has no threads. Signal handlers only queue the signal; `signal.set_wakeup_fd`
+wakes the main loop's `select`, which also watches every child's status pipe. All
+decisions about time use the monotonic clock and local state, so a database outage
+never stops a kill. The master's own database connection is lazy and fork-aware; a
+child never touches it.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import sys
+import time
+from collections import deque
+from types import FrameType
+
+from . import logs, registry, systemd
+from .child import ChildSpec, run_child
+from .chores import Chores, settle_owner
+from .config import Config, PoolConfig, load_config
+from .errors import ConfigError, DatabaseError, ExitCode
+from .pools import Periodic, PoolView, failed_at_startup, plan_size, respawn_delay
+from .proc import describe_exit, hostname, kill_group, process_name, reap, set_title
+from .state import Child, PoolState
+from .store import Store, open_store
+
+SIGNALS = (
+    signal.SIGTERM,
+    signal.SIGINT,
+    signal.SIGQUIT,
+    signal.SIGHUP,
+    signal.SIGTTIN,
+    signal.SIGTTOU,
+    signal.SIGCHLD,
+    signal.SIGALRM,
+)
+KILL_GRACE = 3.0  # seconds past a job's timeout (the child's own soft timeout) before SIGTERM
+TERM_TO_KILL = 2.0  # seconds between SIGTERM and SIGKILL of an overtime child
+SCALE_INTERVAL = 1.0  # seconds between pool-size decisions
+MAX_SLEEP = 1.0  # the loop wakes at least this often (watchdog, deadlines)
+DB_TIMEOUT = 5.0  # the master's queries give up after this (shorter than a tick)
+
+
+class Master:
+    def __init__(self, config: Config, config_path: str | None) -> None:
+        self.config = config
+        self.config_path = config_path
+        self.host = hostname()
+        self.name = process_name()
+        self.log = logs.get(role="master")
+        self.store: Store = open_store(config.database, timeout=DB_TIMEOUT)
+        self.pools: dict[str, PoolState] = {p.name: PoolState(p) for p in config.pools}
+        self.children: dict[int, Child] = {}
+        self.signals: deque[int] = deque()
+        self.stopping = False
+        self.stop_deadline = 0.0
+        self.unsettled: list[tuple[str, int | None, str, bool]] = []  # settle when the DB answers
+        self.paused: set[str] = set()
+        self.db_error: str | None = None
+        self.chores = Chores(self.store, config)
+        self._wake_r, self._wake_w = os.pipe()
+        now = time.monotonic()
+        self.check_timer = Periodic(config.supervisor.check_interval, now, first=0.0)
+        self.beat_timer = Periodic(config.supervisor.heartbeat_interval, now, first=0.0)
+        self.scale_timer = Periodic(SCALE_INTERVAL, now)
+        self.poll_timer = Periodic(config.supervisor.poll_interval, now, first=0.0)
+        watchdog = systemd.watchdog_interval()
+        self.watchdog_timer = Periodic(watchdog, now, first=0.0) if watchdog else None
+        self.extras = None  # alerts and schedules, attached by run_daemon when configured
+
+    # --- signals -------------------------------------------------------------------------
+
+    def install_signals(self) -> None:
+        for fd in (self._wake_r, self._wake_w):
+            os.set_blocking(fd, False)
+        signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
+        for sig in SIGNALS:
+            signal.signal(sig, self._queue_signal)
+        signal.setitimer(
+            signal.ITIMER_REAL,
+            self.config.supervisor.check_interval,
+            self.config.supervisor.check_interval,
+        )
+
+    def _queue_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.signals.append(signum)  # nothing else here: the loop acts
+
+    def handle_signals(self) -> None:
+        while self.signals:
+            sig = self.signals.popleft()
+            if sig in (signal.SIGTERM, signal.SIGINT):
+                self.begin_stop(graceful=True, signame=signal.Signals(sig).name)
+            elif sig == signal.SIGQUIT:
+                self.begin_stop(graceful=False, signame="SIGQUIT")
+            elif sig == signal.SIGHUP:
+                self.reload()
+            elif sig in (signal.SIGTTIN, signal.SIGTTOU):
+                self.resize_all(+1 if sig == signal.SIGTTIN else -1)
+            elif sig == signal.SIGALRM:
+                self.check_timer.next = 0.0  # the check tick runs on this loop turn
+
+    # --- boot ----------------------------------------------------------------------------
+
+    def boot(self) -> None:
+        self.store.require_schema()
+        self.store.register_process(self.name, self.host, os.getpid(), "master")
+        self.settle_dead_local_processes()
+        self.install_signals()
+        set_title("forkq: master")
+        self.log.info(
+            "master_started",
+            name=self.name,
+            pools={p: s.config.workers for p, s in self.pools.items()},
+            database=self.config.database.redacted(),
+            pid=os.getpid(),
+        )
+        self.maintain_pools(time.monotonic())
+        systemd.ready()
+        self.update_status()
+
+    def settle_dead_local_processes(self) -> None:
+        """Rows of this host whose pid is gone (a previous master killed -9): settle them now."""
+        gone = [
+            p for p in self.store.list_processes() if p.host == self.host and not _pid_alive(p.pid)
+        ]
+        for process in gone:
+            if process.role == "worker":
+                settle_owner(self.store, process.name, None, "worker gone (found at master start)")
+        self.store.remove_processes([p.name for p in gone])
+        if gone:
+            self.log.info("stale_processes_settled", count=len(gone))
+
+    # --- the loop ------------------------------------------------------------------------
+
+    def run(self) -> int:
+        self.boot()
+        while True:
+            self.wait_for_events()
+            self.handle_signals()
+            now = time.monotonic()
+            self.reap_children(now)
+            if self.stopping:
+                if self.finish_stop(now):
+                    break
+            else:
+                self.kill_overtime(now)
+                self.periodic(now)
+                self.maintain_pools(now)
+        return self.shutdown()
+
+    def wait_for_events(self) -> None:
+        fds = [self._wake_r] + [c.status_r for c in self.children.values() if c.status_r >= 0]
+        timeout = min(MAX_SLEEP, self.next_deadline())
+        try:
+            readable, _, _ = select.select(fds, [], [], timeout)
+        except InterruptedError:
+            return
+        for fd in readable:
+            if fd == self._wake_r:
+                _drain(fd)
+            else:
+                self.read_child(fd)
+
+    def next_deadline(self) -> float:
+        now = time.monotonic()
+        timers = [self.check_timer, self.beat_timer, self.scale_timer]
+        if any(c.idle for c in self.children.values()):
+            timers.append(self.poll_timer)
+        soonest = min(t.remaining(now) for t in timers)
+        for child in self.children.values():
+            if child.kill_at:
+                soonest = min(soonest, max(0.0, child.kill_at - now))
+        return soonest
+
+    def read_child(self, fd: int) -> None:
+        child = next((c for c in self.children.values() if c.status_r == fd), None)
+        if child is None:
+            return
+        try:
+            data = os.read(fd, 65536)
+        except BlockingIOError:
+            return
+        if not data:  # EOF: the child is exiting; SIGCHLD will follow
+            os.close(fd)
+            child.status_r = -1
+            return
+        child.buffer += data
+        *lines, child.buffer = child.buffer.split(b"\n")
+        now = time.monotonic()
+        for line in lines:
+            child.on_message(line.decode(errors="replace"), now)
+            if child.term_sent_at is not None:
+                continue  # a kill is under way; its deadline stands
+            if child.job_id is not None and child.job_timeout:
+                child.kill_at = now + child.job_timeout + KILL_GRACE
+            else:
+                child.kill_at = 0.0
+
+    # --- children ------------------------------------------------------------------------
+
+    def spawn(self, pool: PoolState, now: float) -> None:
+        slot = pool.free_slot()
+        status_r, status_w = os.pipe()
+        wake_r, wake_w = os.pipe()
+        token = process_name().rsplit(":", 1)[1]
+        sys.stdout.flush()
+        sys.stderr.flush()
+        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+        pid = os.fork()
+        if pid == 0:
+            spec = ChildSpec(
+                pool.config,
+                slot,
+                f"{self.host}:{os.getpid()}:{token}",
+                os.getppid(),
+                status_w,
+                wake_r,
+            )
+            inherited = [status_r, wake_w, self._wake_r, self._wake_w]
+            for other in self.children.values():
+                inherited += [fd for fd in (other.status_r, other.wake_w) if fd >= 0]
+            run_child(self.config, spec, inherited)
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        os.close(status_w)
+        os.close(wake_r)
+        os.set_blocking(status_r, False)
+        os.set_blocking(wake_w, False)
+        child = Child(
+            pid=pid,
+            name=f"{self.host}:{pid}:{token}",
+            pool=pool.config.name,
+            slot=slot,
+            status_r=status_r,
+            wake_w=wake_w,
+            started=now,
+        )
+        self.children[pid] = child
+        pool.slots.add(slot)
+        self.log.info("child_spawned", pool=child.pool, child_pid=pid, slot=slot)
+        self.db(
+            lambda: self.store.register_process(
+                child.name, self.host, pid, "worker", child.pool, self.name
+            )
+        )
+
+    def reap_children(self, now: float) -> None:
+        for pid, status in reap():
+            child = self.children.pop(pid, None)
+            if child is None:
+                continue
+            self.close_child_fds(child)
+            pool = self.pools.get(child.pool)
+            if pool:
+                pool.slots.discard(child.slot)
+                pool.jobs_done += child.jobs
+            exit_ok = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+            self.log.info(
+                "child_exited",
+                pool=child.pool,
+                child_pid=pid,
+                status=describe_exit(status),
+                jobs=child.jobs,
+                reason=child.exit_reason or None,
+            )
+            self.settle_child(child, status)
+            if pool and failed_at_startup(now - child.started, exit_ok, child.reported):
+                pool.failures += 1
+                pool.next_spawn = now + respawn_delay(pool.failures)
+                event = "pool_crash_loop" if pool.crash_looping else "child_failed_at_start"
+                self.log.error(
+                    event,
+                    pool=child.pool,
+                    failures=pool.failures,
+                    retry_in=round(respawn_delay(pool.failures), 2),
+                )
+            elif pool:
+                pool.failures = 0
+
+    def settle_child(self, child: Child, status: int) -> None:
+        """Settle what a dead child held, at once: its running job fails (attempt counted)
+        unless we killed it for shutdown; what it had not started goes back to ready."""
+        if child.killed_for_timeout:
+            error, counted = f"killed after {child.job_timeout:g}s timeout", True
+        elif child.killed_for_shutdown:
+            error, counted = "killed at shutdown", False
+        else:
+            error, counted = f"worker died ({describe_exit(status)})", True
+        self.unsettled.append((child.name, child.job_id, error, counted))
+        self.settle_pending()
+        self.db(lambda: self.store.remove_processes([child.name]))
+
+    def settle_pending(self) -> None:
+        while self.unsettled:
+            name, job_id, error, counted = self.unsettled[0]
+            if self.db(lambda: settle_owner(self.store, name, job_id, error, counted)) is None:
+                return  # database down: try again on the next tick
+            self.unsettled.pop(0)
+            if job_id is not None:
+                self.log.warning("job_settled", job_id=job_id, error=error, attempt_counted=counted)
+
+    def close_child_fds(self, child: Child) -> None:
+        for fd in (child.status_r, child.wake_w):
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        child.status_r = child.wake_w = -1
+
+    def kill_overtime(self, now: float) -> None:
+        """Two stages, from local state only: SIGTERM the group, then SIGKILL it."""
+        for child in self.children.values():
+            if not child.kill_at or now < child.kill_at:
+                continue
+            if child.term_sent_at is None:
+                if child.job_id is not None:
+                    child.killed_for_timeout = True
+                    self.log.warning(
+                        "job_timed_out",
+                        pool=child.pool,
+                        child_pid=child.pid,
+                        job_id=child.job_id,
+                        timeout=child.job_timeout,
+                    )
+                kill_group(child.pid, signal.SIGTERM)
+                child.term_sent_at = now
+                child.kill_at = now + TERM_TO_KILL
+            else:
+                kill_group(child.pid, signal.SIGKILL)
+                child.kill_at = 0.0
+
+    def retire(self, child: Child, now: float, reason: str) -> None:
+        """Ask a child to finish its current job and exit (shrink, HUP, TTOU)."""
+        if child.retiring:
+            return
+        child.retiring = True
+        child.exit_reason = reason
+        try:
+            os.kill(child.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+    # --- pools ---------------------------------------------------------------------------
+
+    def maintain_pools(self, now: float) -> None:
+        for pool in self.pools.values():
+            live = [
+                c for c in self.children.values() if c.pool == pool.config.name and not c.retiring
+            ]
+            excess = len(live) - pool.target
+            if excess > 0:  # retire the idle first, the newest first
+                for child in sorted(live, key=lambda c: (not c.idle, -c.started))[:excess]:
+                    self.retire(child, now, "pool shrinks")
+            while len(live) < pool.target and now >= pool.next_spawn:
+                self.spawn(pool, now)
+                live = [
+                    c
+                    for c in self.children.values()
+                    if c.pool == pool.config.name and not c.retiring
+                ]
+                if pool.failures:
+                    pool.next_spawn = now + respawn_delay(pool.failures)
+                    break
+        for child in list(self.children.values()):
+            if child.pool not in self.pools:
+                self.retire(child, now, "pool removed")
+
+    def scale(self, now: float) -> None:
+        """Dynamic pools: count due jobs only where every child is busy (bounded, rare)."""
+        for pool in self.pools.values():
+            cfg = pool.config
+            if pool.maximum <= pool.minimum and pool.target == pool.minimum:
+                continue
+            kids = [c for c in self.children.values() if c.pool == cfg.name and not c.retiring]
+            idle = [c for c in kids if c.idle]
+            ready = None
+            if not idle and pool.target < pool.maximum and cfg.name not in self.paused:
+                ready = self.db(lambda n=cfg.name: self.store.count_ready(n, cap=1000))
+            view = PoolView(
+                minimum=pool.minimum,
+                maximum=pool.maximum,
+                target=pool.target,
+                live=len(kids),
+                idle=len(idle),
+                ready=ready,
+                longest_idle=max((now - c.idle_since for c in idle), default=0.0),
+            )
+            new_target = plan_size(view)
+            pool.saturated_ticks = (
+                pool.saturated_ticks + 1 if (ready and pool.target >= pool.maximum) else 0
+            )
+            if new_target != pool.target:
+                self.log.info(
+                    "pool_resized", pool=cfg.name, size=new_target, was=pool.target, ready=ready
+                )
+                pool.target = new_target
+
+    def resize_all(self, delta: int) -> None:
+        for pool in self.pools.values():
+            pool.minimum = max(0, pool.minimum + delta)
+            pool.maximum = (
+                max(pool.maximum + delta, pool.minimum)
+                if delta > 0
+                else max(pool.minimum, pool.maximum + delta)
+            )
+            pool.target = max(pool.minimum, min(pool.target + delta, pool.maximum))
+            self.log.info(
+                "pool_resized",
+                pool=pool.config.name,
+                size=pool.target,
+                by="SIGTTIN" if delta > 0 else "SIGTTOU",
+            )
+
+    # --- periodic work -------------------------------------------------------------------
+
+    def periodic(self, now: float) -> None:
+        if self.watchdog_timer and self.watchdog_timer.due(now):
+            systemd.watchdog()
+        if self.poll_timer.due(now):
+            self.poll_and_wake()
+        if self.beat_timer.due(now):
+            self.heartbeat()
+        if self.scale_timer.due(now):
+            self.scale(now)
+        if self.check_timer.due(now):
+            self.check_tick()
+
+    def poll_and_wake(self) -> None:
+        """One query per poll for all pools with idle children; wake those whose queue is due."""
+        idle_pools = sorted(
+            {c.pool for c in self.children.values() if c.idle and not c.retiring} - self.paused
+        )
+        if not idle_pools:
+            return
+        due = self.db(lambda: self.store.due_queues(idle_pools))
+        if not due:
+            return
+        for child in self.children.values():
+            if child.idle and not child.retiring and due.get(child.pool, 1.0) <= 0:
+                try:
+                    os.write(child.wake_w, b"w")
+                    child.idle = False  # it reports idle again if it finds nothing
+                except (BlockingIOError, BrokenPipeError):
+                    pass
+
+    def heartbeat(self) -> None:
+        names = [self.name] + [c.name for c in self.children.values()]
+        beaten = self.db(lambda: self.store.beat(names))
+        if beaten is not None and beaten < len(
+            names
+        ):  # rows lost (DB restored, pruned): re-register
+            self.db(
+                lambda: self.store.register_process(self.name, self.host, os.getpid(), "master")
+            )
+            for c in self.children.values():
+                self.db(
+                    lambda c=c: self.store.register_process(
+                        c.name, self.host, c.pid, "worker", c.pool, self.name
+                    )
+                )
+
+    def check_tick(self) -> None:
+        self.settle_pending()
+        paused = self.db(self.store.paused_queues)
+        if paused is not None:
+            self.paused = paused
+        report = self.db(self.chores.run)
+        if self.extras is not None:
+            self.extras.tick(self, leader=bool(report and report.leader))
+        self.update_status()
+
+    def db(self, operation):  # type: ignore[no-untyped-def]
+        """Run a master DB call; on failure log once per outage and return None."""
+        try:
+            result = operation()
+        except DatabaseError as exc:
+            if self.db_error is None:
+                self.log.error("db_unreachable", error=str(exc))
+            self.db_error = str(exc)
+            return None
+        if self.db_error is not None:
+            self.log.info("db_reachable_again")
+            self.db_error = None
+        return result
+
+    def update_status(self) -> None:
+        busy = sum(1 for c in self.children.values() if c.job_id is not None)
+        jobs = sum(p.jobs_done for p in self.pools.values()) + sum(
+            c.jobs for c in self.children.values()
+        )
+        pools = ", ".join(
+            f"{name} {sum(1 for c in self.children.values() if c.pool == name)}/{p.target}"
+            for name, p in self.pools.items()
+        )
+        text = f"{len(self.children)} children ({busy} busy), {jobs} jobs done; pools: {pools}"
+        if self.db_error:
+            text += "; database unreachable"
+        systemd.status(text)
+
+    # --- reload and stop -----------------------------------------------------------------
+
+    def reload(self) -> None:
+        """HUP: re-read config and handlers; replace every child gracefully."""
+        systemd.reloading()
+        try:
+            config = load_config(self.config_path) if self.config_path else self.config
+            registry.load_modules(config.supervisor.handlers, reload=True)
+        except ConfigError as exc:
+            self.log.error("reload_refused", error=str(exc))
+            systemd.ready()
+            return
+        self.config = config
+        self.chores.config = config
+        old = self.pools
+        self.pools = {}
+        for pool_config in config.pools:
+            state = PoolState(pool_config)
+            if pool_config.name in old:
+                state.slots = old[pool_config.name].slots
+            self.pools[pool_config.name] = state
+        now = time.monotonic()
+        for child in list(self.children.values()):
+            self.retire(child, now, "reload")
+        self.log.info("config_reloaded", pools={p: s.target for p, s in self.pools.items()})
+        systemd.ready()
+
+    def begin_stop(self, graceful: bool, signame: str) -> None:
+        if self.stopping and graceful:
+            self.log.info("already_stopping", signal=signame)
+            return
+        self.stopping = True
+        systemd.stopping()
+        now = time.monotonic()
+        self.stop_deadline = now + (self.config.supervisor.shutdown_timeout if graceful else 0.0)
+        self.log.info(
+            "master_stopping",
+            signal=signame,
+            graceful=graceful,
+            shutdown_timeout=self.config.supervisor.shutdown_timeout,
+            children=len(self.children),
+        )
+        for child in self.children.values():
+            if graceful:
+                self.retire(child, now, "shutdown")
+            else:
+                child.killed_for_shutdown = True
+                kill_group(child.pid, signal.SIGKILL)
+
+    def finish_stop(self, now: float) -> bool:
+        """True once every child is gone; past the deadline the rest are killed."""
+        if not self.children:
+            return True
+        if now >= self.stop_deadline:
+            for child in self.children.values():
+                if not child.killed_for_shutdown:
+                    child.killed_for_shutdown = True
+                    self.log.warning(
+                        "child_killed_at_shutdown", child_pid=child.pid, job_id=child.job_id
+                    )
+                    kill_group(child.pid, signal.SIGKILL)
+        return False
+
+    def shutdown(self) -> int:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        self.settle_pending()
+        self.db(lambda: self.store.remove_processes([self.name]))
+        self.db(self.chores.release)
+        self.store.close()
+        self.log.info("master_stopped", unsettled=len(self.unsettled))
+        return int(ExitCode.OK)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 4096):
+            pass
+    except BlockingIOError:
+        pass
+
+
+def run_daemon(config: Config, config_path: str | None) -> int:
+    """`forkq run`: import handlers before any fork (a broken module fails the boot), then arbitrate."""
+    registry.load_modules(config.supervisor.handlers)
+    master = Master(config, config_path)
+    from .extras import attach_extras
+
+    master.extras = attach_extras(master)
+    return master.run()

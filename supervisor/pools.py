@@ -1,0 +1,75 @@
+"""Pure decisions about pool sizes, respawn back-off and periodic timers. No os.*, no sockets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SHRINK_IDLE_AFTER = 30.0  # seconds a child stays idle before a dynamic pool lets it go
+STARTUP_WINDOW = 5.0  # a child that dies this soon after its start failed at start-up
+BACKOFF_FIRST = 0.5  # seconds before respawning after the first start-up failure
+BACKOFF_MAX = 60.0
+CRASH_LOOP_AFTER = 3  # consecutive start-up failures that make a pool "crash-looping"
+
+
+@dataclass(frozen=True)
+class PoolView:
+    """What the master knows of one pool at a tick."""
+
+    minimum: int  # `workers` (TTIN/TTOU move it)
+    maximum: int  # `max_workers`
+    target: int  # children it is keeping now
+    live: int  # children running (not retiring)
+    idle: int  # of which idle
+    ready: int | None  # due jobs waiting, when it was counted this tick
+    longest_idle: float  # seconds the longest-idle child has been idle
+
+
+def plan_size(view: PoolView) -> int:
+    """The next target size of a dynamic pool.
+
+    Grow while due jobs outnumber idle children, doubling the step each tick like
+    PHP-FPM's spawn rate (1, 2, 4, ...) up to `maximum`; shrink by one child per
+    tick once a child has been idle for SHRINK_IDLE_AFTER and nothing waits.
+    """
+    target = max(view.minimum, min(view.target, view.maximum))
+    if view.ready is not None and view.ready > view.idle and target < view.maximum:
+        step = max(1, view.live)
+        return min(view.maximum, target + min(step, view.ready - view.idle))
+    if (
+        target > view.minimum
+        and not view.ready
+        and view.idle > 0
+        and view.longest_idle >= SHRINK_IDLE_AFTER
+    ):
+        return target - 1
+    return target
+
+
+def respawn_delay(failures: int) -> float:
+    """Back-off before the next spawn after `failures` consecutive start-up failures."""
+    if failures <= 0:
+        return 0.0
+    return min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (failures - 1))
+
+
+def failed_at_startup(lived: float, exit_ok: bool, reported: bool) -> bool:
+    """A child that never reported in, or died with an error right after starting."""
+    return not exit_ok and (not reported or lived < STARTUP_WINDOW)
+
+
+class Periodic:
+    """A monotonic timer that skips missed periods instead of firing them back to back."""
+
+    def __init__(self, interval: float, now: float, first: float | None = None) -> None:
+        self.interval = interval
+        self.next = now + (interval if first is None else first)
+
+    def due(self, now: float) -> bool:
+        if now < self.next:
+            return False
+        periods = int((now - self.next) // self.interval) + 1
+        self.next += periods * self.interval
+        return True
+
+    def remaining(self, now: float) -> float:
+        return max(0.0, self.next - now)

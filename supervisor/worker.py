@@ -1,0 +1,360 @@
+"""The claim → run → ack loop, shared by `forkq work` and the daemon's pool children.
+
+One Worker owns one store connection and one lease owner name. It claims a batch,
+runs the jobs one by one, and records outcomes. Successes are acknowledged in
+batches (at the end of a claimed batch, or sooner when the buffer is old): if the
+process dies before the ack, those jobs run again — at least once, never lost.
+Failures are recorded at once. Anything waiting to be written survives a lost
+connection and is written after the reconnect.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import FrameType
+from typing import Any, Protocol
+
+from . import logs, registry
+from .config import Config, PoolConfig
+from .errors import ConnectionLost, DatabaseError, Fail, JobTimeout, Retry
+from .models import JobRow
+from .policy import after_failure, truncate_error
+from .store import Store
+
+LEASE_MARGIN = 30.0  # seconds a lease outlives the job's timeout: the master kills first
+ACK_MAX_AGE = 0.2  # seconds a success may wait in the buffer before it is written
+PAUSE_CACHE = 2.0  # seconds the paused-queue list is trusted
+MAX_BACKOFF = 10.0  # seconds between reconnect attempts at most
+
+
+class WorkerEvents(Protocol):
+    """What the worker tells its surroundings (the master's pipe, the process title)."""
+
+    def job_started(self, job: JobRow, timeout: float) -> None: ...
+    def job_finished(self, job: JobRow, outcome: str) -> None: ...
+    def idle(self) -> None: ...
+
+
+class NoEvents:
+    def job_started(self, job: JobRow, timeout: float) -> None:
+        pass
+
+    def job_finished(self, job: JobRow, outcome: str) -> None:
+        pass
+
+    def idle(self) -> None:
+        pass
+
+
+class JobContext:
+    """The `job` argument of a handler: what it may know and do about its own job."""
+
+    def __init__(self, row: JobRow, worker: Worker) -> None:
+        self.id = row.id
+        self.queue = row.queue
+        self.handler = row.handler
+        self.attempts = row.attempts
+        self.max_attempts = row.max_attempts
+        self.priority = row.priority
+        self.unique_key = row.unique_key
+        self.enqueued_at: datetime = row.enqueued_at
+        self.run_at: datetime = row.run_at
+        self._worker = worker
+
+    def heartbeat(self) -> bool:
+        """Extend this job's lease (for work longer than the lease). False if it was lost."""
+        return self._worker.extend_lease([self.id])
+
+    def __repr__(self) -> str:
+        return f"<job {self.id} {self.handler} attempt {self.attempts}>"
+
+
+@dataclass
+class Pending:
+    """Outcomes waiting to be written: successes by on_success mode, and failures."""
+
+    successes: dict[str, list[int]] = field(default_factory=dict)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    oldest: float = 0.0
+
+    def __bool__(self) -> bool:
+        return bool(self.failures) or any(self.successes.values())
+
+
+@dataclass
+class WorkerStats:
+    jobs: int = 0
+    started_at: float = field(default_factory=time.monotonic)
+
+
+class Worker:
+    def __init__(
+        self,
+        store: Store,
+        config: Config,
+        queues: Sequence[str],
+        owner: str,
+        events: WorkerEvents | None = None,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.queues = list(queues)
+        self.owner = owner
+        self.events = events or NoEvents()
+        self.log = logs.get()
+        self.stopping = False
+        self.stats = WorkerStats()
+        self.held: list[JobRow] = []  # claimed and not yet run
+        self.pending = Pending()
+        self._lease_until = 0.0  # monotonic time the current leases run out
+        self._paused: set[str] = set()
+        self._paused_at = -PAUSE_CACHE
+        self._backoff = 0.0
+
+    # --- settings per queue --------------------------------------------------------------
+
+    def pool(self, queue: str) -> PoolConfig:
+        return self.config.pool(queue) or PoolConfig(name=queue)
+
+    def job_timeout(self, row: JobRow) -> float:
+        registered = registry.get(row.handler)
+        return (registered.timeout if registered and registered.timeout else None) or self.pool(
+            row.queue
+        ).timeout
+
+    # --- the loop ------------------------------------------------------------------------
+
+    def work_once(self) -> int:
+        """Claim one batch from the first queue that has work and run it; 0 when all are empty."""
+        self.flush()
+        if self.held:  # a batch interrupted by a lost connection: finish it first
+            count = len(self.held)
+            self._run_held()
+            return count
+        for queue in self.queues:
+            if self.stopping:
+                return 0
+            if queue in self.paused():
+                continue
+            pool = self.pool(queue)
+            batch = self.store.claim(
+                queue, self.owner, pool.claim_batch, pool.timeout + LEASE_MARGIN
+            )
+            if batch:
+                self._lease_until = time.monotonic() + pool.timeout + LEASE_MARGIN
+                self.held = list(batch)
+                self._run_held()
+                return len(batch)
+        return 0
+
+    def _run_held(self) -> None:
+        while self.held and not self.stopping:
+            self._ensure_lease(self.held[0])
+            row = self.held.pop(
+                0
+            )  # popped before it runs: a retry after a lost write never reruns it
+            self.run_job(row)
+            if self.pending.oldest and time.monotonic() - self.pending.oldest > ACK_MAX_AGE:
+                self.flush()
+        self.flush()
+        if self.held:  # stopping: hand back what we never started, without counting it
+            self.release_held()
+
+    def safely(self, step: Callable[[], int]) -> int:
+        """Run a loop step; a lost database means back-off and retry, never a crash."""
+        try:
+            result = step()
+        except ConnectionLost as exc:
+            self._backoff = min(MAX_BACKOFF, max(0.25, self._backoff * 2))
+            delay = self._backoff * random.uniform(0.8, 1.2)
+            self.log.warning("db_unreachable", error=str(exc), retry_in=round(delay, 2))
+            self.sleep(delay)
+            return 0
+        if self._backoff:
+            self.log.info("db_reconnected")
+            self._backoff = 0.0
+        return result
+
+    def sleep(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not self.stopping and time.monotonic() < deadline:
+            time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+
+    def paused(self) -> set[str]:
+        now = time.monotonic()
+        if now - self._paused_at >= PAUSE_CACHE:
+            self._paused, self._paused_at = self.store.paused_queues(), now
+        return self._paused
+
+    # --- one job -------------------------------------------------------------------------
+
+    def run_job(self, row: JobRow) -> str:
+        """Run one claimed job and queue its outcome for writing; returns the outcome."""
+        started = time.monotonic()
+        timeout = self.job_timeout(row)
+        self.events.job_started(row, timeout)
+        outcome, error, delay, dead = self._execute(row, timeout)
+        duration = time.monotonic() - started
+        self.stats.jobs += 1
+        if outcome == "done":
+            self._queue_success(row)
+        else:
+            self._queue_failure(row, error, delay, dead)
+            outcome = "dead" if dead else "retry"
+        self.events.job_finished(row, outcome)
+        log = self.log.info if outcome == "done" else self.log.warning
+        log(
+            "job_finished",
+            job_id=row.id,
+            handler=row.handler,
+            queue=row.queue,
+            attempt=row.attempts,
+            outcome=outcome,
+            duration=round(duration, 4),
+            **({"error": error.splitlines()[0][:300]} if error else {}),
+        )
+        return outcome
+
+    def _execute(self, row: JobRow, timeout: float) -> tuple[str, str, float | None, bool]:
+        """(outcome, error, requested delay, permanent) for one attempt."""
+        registered = registry.get(row.handler)
+        if registered is None:
+            return (
+                "failed",
+                f"unknown handler {row.handler!r}: no loaded module registered it",
+                None,
+                True,
+            )
+        try:
+            payload = json.loads(row.payload)
+        except (ValueError, TypeError) as exc:
+            return "failed", f"payload is not valid JSON: {exc}", None, True
+        try:
+            with soft_timeout(timeout):
+                registered.func(payload, JobContext(row, self))
+        except JobTimeout:
+            return "failed", f"timed out after {timeout:g}s", None, False
+        except Retry as exc:
+            return "failed", f"retry requested: {exc.reason}", exc.delay, False
+        except Fail as exc:
+            return "failed", f"failed permanently: {exc}", None, True
+        except Exception as exc:
+            return "failed", _describe(exc), None, False
+        return "done", "", None, False
+
+    def _queue_success(self, row: JobRow) -> None:
+        mode = self.pool(row.queue).on_success
+        self.pending.successes.setdefault(mode, []).append(row.id)
+        self.pending.oldest = self.pending.oldest or time.monotonic()
+
+    def _queue_failure(self, row: JobRow, error: str, delay: float | None, permanent: bool) -> None:
+        registered = registry.get(row.handler)
+        limit = row.max_attempts or (registered.max_attempts if registered else 10)
+        if permanent:
+            dead, wait, message = True, 0.0, error
+        else:
+            decision = after_failure(
+                row.attempts,
+                limit,
+                error,
+                requested_delay=delay,
+                base=registered.backoff_base if registered else 2.0,
+                cap=registered.backoff_cap if registered else 3600.0,
+            )
+            dead, wait, message = decision.dead, decision.delay, decision.error
+        self.pending.failures.append(
+            {
+                "job_id": row.id,
+                "error": truncate_error(message),
+                "dead": dead,
+                "delay": wait,
+                "max_attempts": limit,
+            }
+        )
+        self.flush()  # failures are written at once
+
+    # --- writing outcomes ----------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Write pending outcomes; on a lost connection they stay pending for the next try."""
+        if not self.pending:
+            return
+        for mode, ids in list(self.pending.successes.items()):
+            if ids:
+                written = self.store.complete(self.owner, ids, mode)
+                if written < len(ids):
+                    self.log.warning(
+                        "lease_lost", jobs=len(ids) - written, note="another worker holds them now"
+                    )
+            self.pending.successes[mode] = []
+        while self.pending.failures:
+            failure = self.pending.failures[0]
+            if not self.store.fail(
+                self.owner,
+                failure["job_id"],
+                failure["error"],
+                dead=failure["dead"],
+                delay=failure["delay"],
+                max_attempts=failure["max_attempts"],
+            ):
+                self.log.warning("lease_lost", job_id=failure["job_id"])
+            self.pending.failures.pop(0)
+        self.pending.oldest = 0.0
+
+    def release_held(self) -> None:
+        ids = [row.id for row in self.held]
+        self.held = []
+        try:
+            self.store.release(self.owner, ids, count_attempt=False)
+        except DatabaseError as exc:  # their leases expire and they run again
+            self.log.warning("release_failed", jobs=len(ids), error=str(exc))
+
+    def extend_lease(self, ids: Sequence[int]) -> bool:
+        lease = max(self.pool(q).timeout for q in self.queues) + LEASE_MARGIN
+        return self.store.extend_leases(self.owner, ids, lease) == len(ids)
+
+    def _ensure_lease(self, row: JobRow) -> None:
+        """Before a job starts, make sure every held lease outlives its timeout."""
+        need = self.job_timeout(row) + LEASE_MARGIN
+        if time.monotonic() + need > self._lease_until:
+            self.store.extend_leases(self.owner, [r.id for r in self.held], need)
+            self._lease_until = time.monotonic() + need
+
+    def shutdown(self) -> None:
+        """Write what is pending and hand back unstarted jobs; best effort."""
+        try:
+            self.flush()
+        except DatabaseError as exc:
+            self.log.warning("flush_failed", error=str(exc))
+        if self.held:
+            self.release_held()
+
+
+@contextmanager
+def soft_timeout(seconds: float) -> Iterator[None]:
+    """Raise JobTimeout inside the handler after `seconds` (SIGALRM; main thread only)."""
+
+    def expire(signum: int, frame: FrameType | None) -> None:
+        raise JobTimeout()
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _describe(exc: BaseException) -> str:
+    """`Type: message` and the innermost frames, for last_error."""
+    frames = traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3)
+    return f"{type(exc).__name__}: {exc}\n" + "".join(frames[-4:])
