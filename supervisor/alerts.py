@@ -11,7 +11,8 @@ Host rules (`saturated:HOST:POOL`, `crash_loop:HOST:POOL`, `db_unreachable:HOST`
 the host, because only that host sees them, so another host never resolves them.
 
 Messages: one when an alert fires, at most one more per `cooldown` while it fires (a
-reminder; for `max_dead`, only when more jobs died), and one when it resolves. An alert
+reminder; `max_dead` resolves once no job died for a cooldown, so it reminds only while
+jobs keep dying), and one when it resolves. An alert
 that comes back within `cooldown` of the last message (a figure hovering around its
 threshold) is announced only once the cooldown has passed, so flapping does not flood
 the channel; an alert that was never announced resolves silently.
@@ -100,8 +101,6 @@ class Check:
     what: str  # the firing line, without the "[forkq] host:" prefix
     resolved: str  # the resolved line, likewise
     memory: dict[str, Any] = field(default_factory=dict)  # kept every tick (max_dead's baseline)
-    on_notify: dict[str, Any] = field(default_factory=dict)  # kept when a message goes out
-    news: bool = True  # a reminder is worth sending (max_dead: only when more jobs died)
 
 
 def evaluate(
@@ -151,7 +150,7 @@ def _step(
             if recent:  # back within the cooldown of the last message: hold it back
                 return _state(FIRING, check, prev, since, last, announced=False), None
             return _told(check, prev, since, now, "firing", host)
-        if check.news and not recent:
+        if not recent:
             return _told(check, prev, since, now, "reminder", host)
         return _state(FIRING, check, prev, since, last, announced=True), None
     if prev.firing and prev.announced:
@@ -168,7 +167,7 @@ def _told(
         text = f"[forkq] {host}: still firing (for {age(now - since)}): {check.what}"
     else:
         text = f"[forkq] {host}: {check.what}"
-    state = _state(FIRING, check, prev, since, now, announced=True, extra={**check.on_notify, "text": text})
+    state = _state(FIRING, check, prev, since, now, announced=True, extra={"text": text})
     return state, Notification(check.key, kind, text)
 
 
@@ -225,7 +224,7 @@ def _queues(states: dict[str, AlertState]) -> set[str]:
 
 
 def _db_check(host: str, error: str | None) -> Check:
-    text = (error or "").strip().replace("\n", " ")[:ERROR_CHARS]
+    text = " ".join((error or "").split()).removeprefix("database unreachable: ")[:ERROR_CHARS]
     return Check(
         host_key("db_unreachable", host),
         error is not None,
@@ -287,8 +286,8 @@ def _dead_check(q: QueueStats, limit: int | None, prev: AlertState | None, now: 
     detail = prev.detail if prev else {}
     dead, firing_before = q.dead, prev is not None and prev.firing
     baseline = min(int(detail.get("baseline", 0)), dead)
-    reported = min(int(detail.get("reported", baseline)), dead)
-    rose_at = float(detail.get("rose_at", now)) if dead <= int(detail.get("seen", dead)) else now
+    seen = int(detail.get("seen", dead))
+    rose_at = float(detail.get("rose_at", prev.since if prev else now)) if dead <= seen else now
     fresh = dead - baseline
     firing = limit is not None and fresh > limit
     if firing and firing_before and prev is not None and prev.announced and now - rose_at >= cooldown:
@@ -296,7 +295,7 @@ def _dead_check(q: QueueStats, limit: int | None, prev: AlertState | None, now: 
     if firing_before and not firing:
         baseline = dead
     where = _where(q)
-    if dead < int(detail.get("seen", dead)):
+    if dead < seen:
         resolved = f"{where} dead jobs down to {dead} (retried or purged)"
     else:
         resolved = f"{where} no new dead jobs for {age(now - rose_at)} ({dead} dead in all)"
@@ -305,9 +304,7 @@ def _dead_check(q: QueueStats, limit: int | None, prev: AlertState | None, now: 
         firing,
         f"{where} {fresh} new dead jobs > max_dead {limit} ({dead} dead in all; forkq jobs --status dead)",
         resolved,
-        memory={"baseline": baseline, "reported": reported, "seen": dead, "rose_at": rose_at},
-        on_notify={"reported": dead},
-        news=dead > reported,
+        memory={"baseline": baseline, "seen": dead, "rose_at": rose_at},
     )
 
 

@@ -13,6 +13,7 @@ due jobs; EOF when the master is gone).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import select
@@ -66,10 +67,8 @@ class PipeEvents:
         self.label = f"forkq: {spec.pool.name} worker {spec.slot}"
 
     def send(self, line: str) -> None:
-        try:
+        with contextlib.suppress(OSError):  # the master is gone; the parent-death check ends us
             os.write(self.spec.status_fd, (line + "\n").encode())
-        except OSError:
-            pass  # the master is gone; the parent-death check ends us
 
     def job_started(self, job: JobRow, timeout: float) -> None:
         set_title(f"{self.label} job {job.id} ({job.handler})")
@@ -114,25 +113,40 @@ def child_main(config: Config, spec: ChildSpec) -> int:
 
 
 def _loop(worker: Worker, spec: ChildSpec, events: PipeEvents, signal_fd: int) -> str:
-    pool = spec.pool
-    started = time.monotonic()
-    lifetime = pool.max_child_lifetime * random.uniform(1 - LIFETIME_JITTER, 1 + LIFETIME_JITTER)
-    me = psutil.Process()
+    recycler = Recycler(spec.pool, worker)
+    worker.retire_check = recycler
     events.idle()
-    while not worker.stopping:
+    while not worker.stopping and not worker.retire_reason:
         done = worker.safely(worker.work_once)
-        if worker.stats.jobs >= pool.max_jobs_per_child:
-            return f"max_jobs_per_child ({pool.max_jobs_per_child})"
-        if time.monotonic() - started >= lifetime:
-            return "max_child_lifetime"
-        if done and me.memory_info().rss > pool.memory_limit_mb * 1024 * 1024:
-            return f"memory_limit_mb ({pool.memory_limit_mb})"
-        if done or worker.stopping:
+        if done or worker.stopping or worker.retire_reason:
             continue
         events.idle()
-        if not _wait_for_wake(spec.wake_fd, signal_fd, IDLE_RECHECK):
+        wait = min(IDLE_RECHECK, max(0.05, recycler.retire_at - time.monotonic()))
+        if not _wait_for_wake(spec.wake_fd, signal_fd, wait):
             return "master gone"
-    return "stopped"
+        worker.retire_reason = worker.retire_check()  # an idle child ages too
+    return worker.retire_reason or "stopped"
+
+
+class Recycler:
+    """After each job: has this child done enough, lived enough, or grown too big?"""
+
+    def __init__(self, pool: PoolConfig, worker: Worker) -> None:
+        self.pool = pool
+        self.worker = worker
+        jitter = random.uniform(1 - LIFETIME_JITTER, 1 + LIFETIME_JITTER)
+        self.retire_at = time.monotonic() + pool.max_child_lifetime * jitter
+        self.memory_limit = pool.memory_limit_mb * 1024 * 1024
+        self.me = psutil.Process()
+
+    def __call__(self) -> str | None:
+        if self.worker.stats.jobs >= self.pool.max_jobs_per_child:
+            return f"max_jobs_per_child ({self.pool.max_jobs_per_child})"
+        if time.monotonic() >= self.retire_at:
+            return "max_child_lifetime"
+        if self.me.memory_info().rss > self.memory_limit:
+            return f"memory_limit_mb ({self.pool.memory_limit_mb})"
+        return None
 
 
 def _wait_for_wake(wake_fd: int, signal_fd: int, timeout: float) -> bool:
@@ -165,10 +179,8 @@ def run_child(config: Config, spec: ChildSpec, close_fds: list[int]) -> None:
         reset_inherited_signals()
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
         for fd in close_fds:
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
         code = child_main(config, spec)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1

@@ -572,11 +572,15 @@ def cmd_schedules(args: argparse.Namespace) -> int:
     config = _config(args)
     from .schedules import next_run
 
-    now = datetime.now(UTC)
     entries = []
     with _store(config) as store:
+        now = store.db_now()  # the clock the schedules are enqueued by
         for s in config.schedules:
             last = store.last_slot(s.name)
+            try:
+                upcoming: float | None = next_run(s.cron, s.timezone, now)
+            except ValueError:  # a valid expression that never comes due (Feb 30)
+                upcoming = None
             entries.append(
                 {
                     "name": s.name,
@@ -584,8 +588,8 @@ def cmd_schedules(args: argparse.Namespace) -> int:
                     "timezone": s.timezone,
                     "handler": s.handler,
                     "queue": s.queue,
-                    "last_slot": None if last is None else _from_epoch(last),
-                    "next_run": _as_utc(next_run(s.cron, s.timezone, now)),
+                    "last_slot": _from_epoch(last),
+                    "next_run": _from_epoch(upcoming),
                 }
             )
     if args.json:
@@ -603,14 +607,8 @@ def cmd_schedules(args: argparse.Namespace) -> int:
     return int(ExitCode.OK)
 
 
-def _from_epoch(seconds: float) -> datetime:
-    return datetime.fromtimestamp(seconds, tz=UTC)
-
-
-def _as_utc(value: datetime | float) -> datetime:
-    if isinstance(value, datetime):
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-    return _from_epoch(value)
+def _from_epoch(seconds: float | None) -> datetime | None:
+    return None if seconds is None else datetime.fromtimestamp(seconds, tz=UTC)
 
 
 def cmd_alerts(args: argparse.Namespace) -> int:
@@ -620,13 +618,12 @@ def cmd_alerts(args: argparse.Namespace) -> int:
     results = send_test(config.alerts, hostname())
     if not results:
         raise ForkqError("no alert channel is configured: set [alerts] webhook_url or email_to")
-    failed = 0
     for result in results:
-        ok = bool(result.ok)
-        failed += not ok
-        print(f"{'ok  ' if ok else 'FAIL'}  {result.channel}  {result.detail}")
+        status = "ok  " if result.ok else "FAIL"
+        print(f"{status}  {result.channel}  {' '.join(result.error.split())}".rstrip())
+    failed = [r.channel for r in results if not r.ok]
     if failed:
-        raise ForkqError(f"{failed} of {_plural(len(results), 'alert channel')} failed")
+        raise ForkqError(f"test alert failed on: {', '.join(failed)}")
     return int(ExitCode.OK)
 
 

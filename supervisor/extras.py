@@ -54,7 +54,3 @@ class Extras:
             crash_looping={name for name, p in master.pools.items() if p.crash_looping},
             db_error=master.db_error,
         )
-
-
-def attach_extras(master: Master) -> Extras:
-    return Extras(master)

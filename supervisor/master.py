@@ -9,23 +9,30 @@ child never touches it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
+from functools import partial
 from types import FrameType
+from typing import TypeVar
 
 from . import logs, registry, systemd
 from .child import ChildSpec, run_child
 from .chores import Chores, settle_owner
-from .config import Config, PoolConfig, load_config
+from .config import Config, load_config
 from .errors import ConfigError, DatabaseError, ExitCode
+from .extras import Extras
 from .pools import Periodic, PoolView, failed_at_startup, plan_size, respawn_delay
 from .proc import describe_exit, hostname, kill_group, process_name, reap, set_title
 from .state import Child, PoolState
 from .store import Store, open_store
+
+T = TypeVar("T")
 
 SIGNALS = (
     signal.SIGTERM,
@@ -69,7 +76,7 @@ class Master:
         self.poll_timer = Periodic(config.supervisor.poll_interval, now, first=0.0)
         watchdog = systemd.watchdog_interval()
         self.watchdog_timer = Periodic(watchdog, now, first=0.0) if watchdog else None
-        self.extras = None  # alerts and schedules, attached by run_daemon when configured
+        self.extras: Extras | None = None  # alerts and schedules, attached by run_daemon
 
     # --- signals -------------------------------------------------------------------------
 
@@ -295,7 +302,7 @@ class Master:
     def settle_pending(self) -> None:
         while self.unsettled:
             name, job_id, error, counted = self.unsettled[0]
-            if self.db(lambda: settle_owner(self.store, name, job_id, error, counted)) is None:
+            if self.db(partial(settle_owner, self.store, name, job_id, error, counted)) is None:
                 return  # database down: try again on the next tick
             self.unsettled.pop(0)
             if job_id is not None:
@@ -304,10 +311,8 @@ class Master:
     def close_child_fds(self, child: Child) -> None:
         for fd in (child.status_r, child.wake_w):
             if fd >= 0:
-                try:
+                with contextlib.suppress(OSError):
                     os.close(fd)
-                except OSError:
-                    pass
         child.status_r = child.wake_w = -1
 
     def kill_overtime(self, now: float) -> None:
@@ -338,10 +343,8 @@ class Master:
             return
         child.retiring = True
         child.exit_reason = reason
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(child.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
 
     # --- pools ---------------------------------------------------------------------------
 
@@ -378,7 +381,7 @@ class Master:
             idle = [c for c in kids if c.idle]
             ready = None
             if not idle and pool.target < pool.maximum and cfg.name not in self.paused:
-                ready = self.db(lambda n=cfg.name: self.store.count_ready(n, cap=1000))
+                ready = self.db(partial(self.store.count_ready, cfg.name, 1000))
             view = PoolView(
                 minimum=pool.minimum,
                 maximum=pool.maximum,
@@ -457,8 +460,14 @@ class Master:
             )
             for c in self.children.values():
                 self.db(
-                    lambda c=c: self.store.register_process(
-                        c.name, self.host, c.pid, "worker", c.pool, self.name
+                    partial(
+                        self.store.register_process,
+                        c.name,
+                        self.host,
+                        c.pid,
+                        "worker",
+                        c.pool,
+                        self.name,
                     )
                 )
 
@@ -472,7 +481,7 @@ class Master:
             self.extras.tick(self, leader=bool(report and report.leader))
         self.update_status()
 
-    def db(self, operation):  # type: ignore[no-untyped-def]
+    def db(self, operation: Callable[[], T]) -> T | None:
         """Run a master DB call; on failure log once per outage and return None."""
         try:
             result = operation()
@@ -595,7 +604,5 @@ def run_daemon(config: Config, config_path: str | None) -> int:
     """`forkq run`: import handlers before any fork (a broken module fails the boot), then arbitrate."""
     registry.load_modules(config.supervisor.handlers)
     master = Master(config, config_path)
-    from .extras import attach_extras
-
-    master.extras = attach_extras(master)
+    master.extras = Extras(master)
     return master.run()

@@ -49,7 +49,7 @@ def respawn_delay(failures: int) -> float:
     """Back-off before the next spawn after `failures` consecutive start-up failures."""
     if failures <= 0:
         return 0.0
-    return min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (failures - 1))
+    return min(BACKOFF_MAX, BACKOFF_FIRST * 2.0 ** (failures - 1))
 
 
 def failed_at_startup(lived: float, exit_ok: bool, reported: bool) -> bool:

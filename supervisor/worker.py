@@ -111,6 +111,8 @@ class Worker:
         self.events = events or NoEvents()
         self.log = logs.get()
         self.stopping = False
+        self.retire_reason: str | None = None  # set after a job: finish up and exit
+        self.retire_check: Callable[[], str | None] = lambda: None
         self.stats = WorkerStats()
         self.held: list[JobRow] = []  # claimed and not yet run
         self.pending = Pending()

@@ -1,0 +1,237 @@
+"""Alert channels (a Slack-compatible webhook, email over SMTP) and the glue the master runs.
+
+Every call here is made by the master, which has no threads and must keep ticking, so
+every network call has a short timeout and nothing raises to the caller: a channel that
+fails becomes a `ChannelResult` with an error. Errors never carry a secret: the webhook
+URL is shown as scheme://host/… (its path and query are often the secret) and the
+SMTP password is masked wherever it might appear.
+"""
+
+from __future__ import annotations
+
+import json
+import smtplib
+import socket
+import ssl
+import urllib.error
+import urllib.request
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from email.message import EmailMessage
+from email.utils import formatdate, make_msgid
+from typing import Any
+from urllib.parse import urlsplit
+
+from . import logs
+from .alerts import AlertState, Notification, Snapshot, evaluate, is_host_key
+from .config import AlertsConfig
+from .errors import DatabaseError
+from .store import Store
+
+WEBHOOK, EMAIL = "webhook", "email"
+REPLY_BYTES = 65536  # read at most this much of a webhook's answer
+
+
+@dataclass(frozen=True)
+class ChannelResult:
+    channel: str  # "webhook" | "email"
+    ok: bool
+    error: str = ""
+
+
+def redact_url(url: str) -> str:
+    """scheme://host[:port]/… : enough to tell which endpoint failed, never the token in it."""
+    try:
+        parts = urlsplit(url)
+        port = f":{parts.port}" if parts.port else ""
+        host = parts.hostname or "?"
+    except ValueError:
+        return "<invalid url>"
+    return f"{parts.scheme or '?'}://{host}{port}/…"
+
+
+def _scrub(text: str, secrets: Iterable[str]) -> str:
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "***")
+    return text
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, urllib.error.HTTPError):
+        return f"HTTP {exc.code} {exc.reason}"
+    if isinstance(exc, urllib.error.URLError):
+        exc = exc.reason if isinstance(exc.reason, BaseException) else Exception(str(exc.reason))
+    if isinstance(exc, TimeoutError | socket.timeout):
+        return "timed out"
+    return f"{type(exc).__name__}: {exc}".strip().rstrip(":")
+
+
+def send_webhook(url: str, text: str, timeout: float) -> ChannelResult:
+    """POST {"text": text} as JSON; any 2xx answer is success."""
+    target = redact_url(url)
+    parts = urlsplit(url)
+    secrets = (url, parts.path if parts.path != "/" else "", parts.query, parts.password or "")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return ChannelResult(WEBHOOK, False, f"{target}: not an http(s) URL")
+    request = urllib.request.Request(  # noqa: S310 - http(s) checked above
+        url,
+        data=json.dumps({"text": text}).encode("utf-8"),
+        headers={"Content-Type": "application/json", "User-Agent": "forkq"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - http(s) checked above
+            response.read(REPLY_BYTES)
+            status = int(response.status)
+    except Exception as exc:  # never raise to the master: report the channel as failed
+        if isinstance(exc, urllib.error.HTTPError):
+            exc.close()
+        return ChannelResult(WEBHOOK, False, _scrub(f"{target}: {_reason(exc)}", secrets))
+    if not 200 <= status < 300:
+        return ChannelResult(WEBHOOK, False, f"{target}: HTTP {status}")
+    return ChannelResult(WEBHOOK, True)
+
+
+def send_email(cfg: AlertsConfig, subject: str, text: str) -> ChannelResult:
+    """One message to every `email_to`: implicit TLS on port 465, STARTTLS when asked, login when
+    `smtp_user` is set (password from FORKQ_SMTP_PASSWORD only)."""
+    target = f"smtp {cfg.smtp_host}:{cfg.smtp_port}"
+    try:
+        message = _message(cfg, subject, text)
+        with _smtp(cfg) as smtp:
+            if cfg.smtp_starttls and cfg.smtp_port != 465:
+                smtp.starttls(context=ssl.create_default_context())
+            if cfg.smtp_user:
+                smtp.login(cfg.smtp_user, cfg.smtp_password)
+            smtp.send_message(message)
+    except Exception as exc:  # never raise to the master: report the channel as failed
+        hint = " (is FORKQ_SMTP_PASSWORD set?)" if cfg.smtp_user and not cfg.smtp_password else ""
+        return ChannelResult(EMAIL, False, _scrub(f"{target}: {_reason(exc)}{hint}", [cfg.smtp_password]))
+    return ChannelResult(EMAIL, True)
+
+
+def _smtp(cfg: AlertsConfig) -> smtplib.SMTP:
+    # local_hostname given, so smtplib does not call socket.getfqdn(), a DNS lookup with no timeout.
+    local = socket.gethostname()
+    if cfg.smtp_port == 465:
+        context = ssl.create_default_context()
+        return smtplib.SMTP_SSL(cfg.smtp_host, cfg.smtp_port, local, timeout=cfg.smtp_timeout, context=context)
+    return smtplib.SMTP(cfg.smtp_host, cfg.smtp_port, local, timeout=cfg.smtp_timeout)
+
+
+def _message(cfg: AlertsConfig, subject: str, text: str) -> EmailMessage:
+    host = socket.gethostname()
+    message = EmailMessage()
+    message["From"] = cfg.email_from or f"forkq@{host}"
+    message["To"] = ", ".join(cfg.email_to)
+    message["Subject"] = " ".join(subject.split())[:200]
+    message["Date"] = formatdate(localtime=True)
+    message["Message-ID"] = make_msgid("forkq", domain=host)  # domain given: no getfqdn()
+    message.set_content(text if text.endswith("\n") else text + "\n")
+    return message
+
+
+def channels(cfg: AlertsConfig) -> list[str]:
+    """The channels this config sends on."""
+    return ([WEBHOOK] if cfg.webhook_url else []) + ([EMAIL] if cfg.email_to else [])
+
+
+def deliver(cfg: AlertsConfig, notification: Notification, skip: Iterable[str] = ()) -> list[ChannelResult]:
+    """Send one message on every configured channel; `skip` names channels not to try this time
+    (they already failed this tick, so they are not given another timeout to wait out)."""
+    skipped = set(skip)
+    results = []
+    for channel in channels(cfg):
+        if channel in skipped:
+            results.append(ChannelResult(channel, False, "not tried: it failed earlier this tick"))
+        elif channel == WEBHOOK:
+            results.append(send_webhook(cfg.webhook_url, notification.text, cfg.webhook_timeout))
+        else:
+            body = f"{notification.text}\n\nalert: {notification.key} ({notification.kind})\n"
+            results.append(send_email(cfg, notification.subject, body))
+    return results
+
+
+def send_test(cfg: AlertsConfig, host: str) -> list[ChannelResult]:
+    """One test message on every channel (`forkq alerts test`); [] when none is configured."""
+    note = Notification("test", "firing", f"[forkq] forkq test alert from {host}")
+    return deliver(cfg, note)
+
+
+class AlertRunner:
+    """Judges alerts on each check tick and sends what they say; the master keeps one.
+
+    States live in the database so the cluster shares them (the host that holds the
+    chores lease judges the queue rules; the next holder carries on where it left).
+    This host's own rules are also kept in memory: when the database is unreachable
+    the states cannot be read, yet that is exactly when an alert must go out, once
+    per cooldown from each host that sees it.
+    """
+
+    def __init__(self) -> None:
+        self.memory: dict[str, AlertState] = {}
+        self.log: Any = logs.get(component="alerts")
+
+    def run(self, store: Store, cfg: AlertsConfig, snapshot: Snapshot, now: float) -> list[Notification]:
+        """One tick: load, judge, send, save. Returns the messages that went out.
+
+        `now` should be the database clock (`store.db_now()`) when it can be read, so
+        hosts with skewed clocks agree on cooldowns.
+        """
+        states, error = self._load(store, snapshot.host)
+        if error is not None and snapshot.db_error is None:
+            snapshot = replace(snapshot, queues=[], db_error=error)
+        new, notes = evaluate(snapshot, cfg, states, now)
+        sent = self._send(cfg, notes, states, new)
+        self.memory = {k: v for k, v in new.items() if is_host_key(k, snapshot.host)}
+        if error is None:
+            self._save(store, states, new)
+        return sent
+
+    def _load(self, store: Store, host: str) -> tuple[dict[str, AlertState], str | None]:
+        """The states to judge from, and the database error if they could not be read."""
+        try:
+            rows = store.load_alerts()
+        except DatabaseError as exc:
+            self.log.warning("alert_states_unavailable", error=str(exc)[:300])
+            return dict(self.memory), str(exc) or type(exc).__name__
+        states = {key: AlertState.from_store(row) for key, row in rows.items()}
+        # This host's own keys: memory wins, it saw what the database could not record.
+        states.update({k: v for k, v in self.memory.items() if is_host_key(k, host)})
+        return states, None
+
+    def _send(
+        self, cfg: AlertsConfig, notes: list[Notification], old: dict[str, AlertState], new: dict[str, AlertState]
+    ) -> list[Notification]:
+        sent: list[Notification] = []
+        failed: set[str] = set()
+        for note in notes:
+            results = deliver(cfg, note, skip=failed)
+            errors = {r.channel: r.error for r in results if not r.ok}
+            failed.update(errors)
+            if results and len(errors) == len(results):
+                # Not told: keep the old state, so the same message is tried on a later tick.
+                if note.key in old:
+                    new[note.key] = old[note.key]
+                else:
+                    new.pop(note.key, None)
+                self.log.warning("alert_send_failed", key=note.key, kind=note.kind, text=note.text, errors=errors)
+                continue
+            if errors:
+                self.log.warning("alert_send_failed", key=note.key, kind=note.kind, errors=errors, partial=True)
+            event = "alert_resolved" if note.kind == "resolved" else "alert_sent"
+            sent_on = [r.channel for r in results if r.ok]
+            self.log.info(event, key=note.key, kind=note.kind, text=note.text, channels=sent_on)
+            sent.append(note)
+        return sent
+
+    def _save(self, store: Store, old: dict[str, AlertState], new: dict[str, AlertState]) -> None:
+        for key, state in new.items():
+            if old.get(key) == state:
+                continue
+            try:
+                store.save_alert(key, state.state, state.detail, state.since, state.notified_at)
+            except DatabaseError as exc:
+                self.log.warning("alert_state_not_saved", key=key, error=str(exc)[:300])
+                return

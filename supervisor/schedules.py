@@ -1,0 +1,155 @@
+"""Cron schedules: which slots are due (pure, given `now`), and enqueueing them once per cluster.
+
+A slot is the UTC epoch second of one due time of a cron expression read in the
+schedule's time zone; croniter reads the expression and zoneinfo the zone. Around
+daylight-saving changes:
+
+* a wall time that does not exist that day (02:30 when clocks jump 02:00 -> 03:00)
+  runs when the clock jumps, at 03:00, so a daily job still runs that day;
+* a wall time that happens twice (01:30 when clocks fall back) runs once, at its first
+  occurrence, for schedules with fixed hours; schedules whose hour field is `*` follow
+  real time and run in both hours (an hourly job runs every hour of the night).
+
+Exactly once across hosts comes from the store: `enqueue_slot` inserts the unique
+(schedule, slot) row in the same transaction as the job, so a second host that reaches
+the same slot gets None and enqueues nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
+
+from croniter import croniter
+
+from . import logs
+from .config import ScheduleConfig
+from .errors import UsageError
+from .queue import build_job
+from .store import Store
+
+MAX_SKIPS = 1000  # guard against an iterator that keeps yielding times we skip
+
+
+def due_slots(
+    cron: str,
+    tz: str,
+    last_slot: float | None,
+    now: float,
+    misfire: str,
+    created: float,
+    grace: float = 60.0,
+) -> list[float]:
+    """The slots to enqueue now: at most one, the latest due time in (start, now].
+
+    `start` is `last_slot`, or `created` (when the daemon first saw the schedule) if no
+    slot was ever enqueued, so history is not backfilled. With `misfire="once"` slots
+    missed while every host was down collapse into one run of the latest on recovery;
+    with `"skip"` the latest runs only if it is at most `grace` seconds late (give it at
+    least one check interval), and missed ones are dropped.
+    """
+    start = created if last_slot is None else last_slot
+    zone = ZoneInfo(tz)
+    first = next(_forward(cron, zone, start), None)
+    if first is None or first > now:
+        return []
+    latest = _latest(cron, zone, now)
+    if latest is None or latest < first:
+        latest = first
+    if misfire == "skip" and now - latest > grace:
+        return []
+    return [latest]
+
+
+def next_run(cron: str, tz: str, now: float) -> float:
+    """The first due time strictly after `now` (for `forkq status` and listings)."""
+    found = next(_forward(cron, ZoneInfo(tz), now), None)
+    if found is None:
+        raise ValueError(f"cron expression {cron!r} never comes due")
+    return found
+
+
+def enqueue_due(
+    store: Store,
+    schedules: Sequence[ScheduleConfig],
+    now: float,
+    started_at: float,
+    grace: float,
+) -> list[tuple[str, float, int]]:
+    """Enqueue every due slot; returns (schedule, slot, job id) of what this call enqueued.
+
+    Call it with the database clock (`store.db_now()`) so hosts agree on what is due.
+    A slot another host already enqueued is silently left alone. Database errors
+    propagate: the master's tick handles an unreachable database in one place.
+    """
+    log = logs.get(component="schedules")
+    done: list[tuple[str, float, int]] = []
+    for schedule in schedules:
+        last = store.last_slot(schedule.name)
+        slots = due_slots(schedule.cron, schedule.timezone, last, now, schedule.misfire, started_at, grace)
+        for slot in slots:
+            try:
+                payload = dict(schedule.payload)
+                job = build_job(schedule.handler, payload, schedule.queue or None, 0.0, None, schedule.priority, None, None)
+            except UsageError as exc:
+                log.error("schedule_invalid", schedule=schedule.name, error=str(exc))
+                continue
+            job_id = store.enqueue_slot(schedule.name, slot, job)
+            if job_id is not None:
+                log.info("schedule_enqueued", schedule=schedule.name, slot=_iso(slot), job_id=job_id)
+                done.append((schedule.name, slot, job_id))
+    return done
+
+
+# --- croniter, in a time zone, with the repeated-hour rule --------------------------------
+
+
+def _local(ts: float, zone: ZoneInfo) -> datetime:
+    return datetime.fromtimestamp(ts, tz=zone)
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=UTC).isoformat()
+
+
+def _real_time(cron: str) -> bool:
+    """Whether the hour field is `*`: such schedules run in both copies of a repeated hour."""
+    expanded = croniter(cron).expanded
+    return bool(expanded[1] == ["*"])
+
+
+def _repeat(ts: float, zone: ZoneInfo) -> bool:
+    """Whether `ts` is the second occurrence of a wall time that happens twice (fall back)."""
+    local = _local(ts, zone)
+    return local.fold == 1 and local.replace(fold=0).utcoffset() != local.utcoffset()
+
+
+def _walk(cron: str, zone: ZoneInfo, start: float, forward: bool) -> Iterator[float]:
+    """Due times after (or before) `start`, strictly, in order, repeats dropped per the rule."""
+    real_time = _real_time(cron)
+    it = croniter(cron, _local(start, zone))
+    skips = 0
+    while skips < MAX_SKIPS:
+        try:
+            moment = it.get_next(datetime) if forward else it.get_prev(datetime)
+        except (ValueError, KeyError, OverflowError):  # croniter found no further time
+            return
+        ts = float(moment.timestamp())
+        if (ts <= start if forward else ts >= start) or (not real_time and _repeat(ts, zone)):
+            skips += 1
+            continue
+        yield ts
+
+
+def _forward(cron: str, zone: ZoneInfo, start: float) -> Iterator[float]:
+    return _walk(cron, zone, start, forward=True)
+
+
+def _latest(cron: str, zone: ZoneInfo, now: float) -> float | None:
+    """The latest due time at or before `now`."""
+    before = next(_walk(cron, zone, now, forward=False), None)
+    if before is None:
+        return None
+    after = next(_forward(cron, zone, before), None)  # croniter's prev is strict: `now` itself?
+    return after if after is not None and after <= now else before

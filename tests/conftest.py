@@ -1,0 +1,145 @@
+"""Fixtures shared by every suite: real databases, both backends.
+
+- `db_url` is parametrized over "sqlite" and "mysql" (test ids `[sqlite]`, `[mysql]`):
+  a URL whose schema is applied and whose tables are empty when the test starts. It is
+  a plain string, so a test can hand it to `python -m supervisor ...` subprocesses
+  (see `util.subprocess_env`).
+- `sqlite_db_url` / `mysql_db_url` give one backend only, for backend-specific tests.
+- `store` and `queue` wrap `db_url`; `backend` says which one is running.
+
+MariaDB comes from FORKQ_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/forkq_test).
+Each test session works in a database of its own, `<that database>_<pid>`, created
+and schema-applied at the start and dropped at the end; tables are emptied per test.
+A MariaDB that cannot be reached skips the mysql tests locally and fails them when
+CI is set: CI must never pass by skipping.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:  # run from a checkout without `pip install -e`
+    sys.path.insert(0, str(REPO_ROOT))
+
+from supervisor import Queue  # noqa: E402
+from supervisor.dburl import parse_database_url  # noqa: E402
+from supervisor.store import Store, open_store  # noqa: E402
+from util import (  # noqa: E402
+    DEFAULT_MYSQL_URL,
+    MYSQL_URL_ENV,
+    backend_of,
+    create_database,
+    database_name,
+    drop_database,
+    empty_tables,
+    in_ci,
+    mysql_connect,
+    sqlite_url_for,
+    with_database,
+)
+
+BACKENDS = ["sqlite", "mysql"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "slow: long end-to-end runs (chaos, 2,000-job drains)")
+    config.addinivalue_line(
+        "markers", "faults: fault injection (killed processes, database restarts); make test-faults"
+    )
+
+
+def unavailable(reason: str) -> None:
+    """Skip locally; fail on CI, where a skipped backend would hide a broken build."""
+    if in_ci():
+        pytest.fail(f"{reason} (CI is set: a missing MariaDB fails the run)", pytrace=False)
+    pytest.skip(reason)
+
+
+# --- MariaDB -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def mysql_server_url() -> str:
+    """FORKQ_TEST_MYSQL_URL once checked reachable; tests never write to its database."""
+    url = os.environ.get(MYSQL_URL_ENV, DEFAULT_MYSQL_URL)
+    try:
+        parsed = parse_database_url(url)
+    except Exception as exc:  # a ConfigError names what is wrong, never the password
+        pytest.fail(f"{MYSQL_URL_ENV} is not a usable URL: {exc}", pytrace=False)
+    if parsed.backend != "mysql":
+        pytest.fail(f"{MYSQL_URL_ENV} must be a mysql:// URL", pytrace=False)
+    try:
+        mysql_connect(url, database=False).close()
+    except Exception as exc:
+        unavailable(f"MariaDB not reachable at {parsed.redacted()}: {type(exc).__name__}: {exc}")
+    return url
+
+
+@pytest.fixture(scope="session")
+def mysql_session_url(mysql_server_url: str) -> Iterator[str]:
+    """A fresh database for this session, schema applied; dropped at the end."""
+    name = f"{database_name(mysql_server_url)}_{os.getpid()}"[:64]
+    url = with_database(mysql_server_url, name)
+    create_database(url)
+    store = open_store(url)
+    try:
+        store.apply_schema()
+    finally:
+        store.close()
+    yield url
+    drop_database(url)
+
+
+@pytest.fixture
+def mysql_db_url(mysql_session_url: str) -> str:
+    """The session's MariaDB database with every forkq table emptied."""
+    empty_tables(mysql_session_url)
+    return mysql_session_url
+
+
+# --- SQLite ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def sqlite_db_url(tmp_path: Path) -> str:
+    """A new SQLite file in the test's tmp_path, schema applied (absolute sqlite:////...)."""
+    url = sqlite_url_for(tmp_path / "forkq.db")
+    store = open_store(url)
+    try:
+        store.apply_schema()
+    finally:
+        store.close()
+    return url
+
+
+# --- both ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(params=BACKENDS, ids=BACKENDS)
+def db_url(request: pytest.FixtureRequest) -> str:
+    """Each backend in turn: a URL with the schema applied and empty tables."""
+    fixture = "sqlite_db_url" if request.param == "sqlite" else "mysql_db_url"
+    return str(request.getfixturevalue(fixture))
+
+
+@pytest.fixture
+def backend(db_url: str) -> str:
+    return backend_of(db_url)
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[Store]:
+    store = open_store(db_url)
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def queue(store: Store) -> Queue:
+    return Queue(store=store)
