@@ -8,6 +8,7 @@ the SMTP password.
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from collections.abc import Callable, Mapping
@@ -164,6 +165,15 @@ def _table(value: Any) -> dict[str, Any]:
     return value
 
 
+def _json_table(value: Any) -> dict[str, Any]:
+    table = _table(value)
+    try:
+        json.dumps(table, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"must be JSON-encodable (no TOML dates or times, nan or inf): {exc}") from exc
+    return table
+
+
 def _url(value: Any) -> DatabaseURL:
     try:
         return parse_database_url(_str(value))
@@ -214,7 +224,7 @@ _SCHEDULE_FIELDS: dict[str, Callable[[Any], Any]] = {
     "handler": _name,
     "timezone": _str,
     "queue": _name,
-    "payload": _table,
+    "payload": _json_table,
     "priority": _int(-(2**31)),
     "misfire": _one_of(MISFIRE_MODES),
 }
@@ -289,11 +299,18 @@ def build_config(raw: Mapping[str, Any], source: str, database_url: str | None =
 
 def _database(table: Any, override: str | None, problems: _Problems) -> DatabaseURL | None:
     values = problems.fields("database", table, {"url": _str})
-    url = override or os.environ.get("FORKQ_DATABASE_URL") or values.get("url") or DEFAULT_URL
+    env = os.environ.get("FORKQ_DATABASE_URL")
+    url, origin = (
+        (override, "--database")
+        if override
+        else (env, "FORKQ_DATABASE_URL")
+        if env
+        else (values.get("url", DEFAULT_URL), "database.url")
+    )
     try:
         return parse_database_url(url)
     except ConfigError as exc:
-        problems.add("database.url", str(exc))
+        problems.add(origin, str(exc))
         return None
 
 
@@ -310,8 +327,8 @@ def _pools(table: Any, problems: _Problems) -> tuple[PoolConfig, ...]:
         values.setdefault("max_workers", workers)  # static unless max_workers says otherwise
         if values["max_workers"] < workers:
             problems.add(f"pools.{name}.max_workers", f"must be at least workers ({workers})")
-        if len(name) > 64:
-            problems.add(f"pools.{name}", "a pool (queue) name has at most 64 characters")
+        if not name or len(name) > 64:
+            problems.add(f"pools.{name}", "a pool (queue) name has 1 to 64 characters")
         pools.append(PoolConfig(name=name, **values))
     return tuple(pools)
 
@@ -358,11 +375,12 @@ def _schedules(table: Any, problems: _Problems) -> tuple[ScheduleConfig, ...]:
     for name, body in table.items():
         key = f"schedules.{name}"
         values = problems.fields(key, body, _SCHEDULE_FIELDS)
-        missing = [k for k in ("cron", "handler") if k not in values]
-        for k in missing:
-            problems.add(f"{key}.{k}", "required")
-        if missing:
-            continue
+        given = body if isinstance(body, dict) else {}
+        for k in ("cron", "handler"):
+            if k not in given:
+                problems.add(f"{key}.{k}", "required")
+        if "cron" not in values or "handler" not in values:
+            continue  # missing (reported above) or invalid (reported by fields)
         error = _schedule_problem(values)
         if error:
             problems.add(key, error)
@@ -381,6 +399,6 @@ def _schedule_problem(values: Mapping[str, Any]) -> str | None:
         return f"cron: not a valid cron expression: {values['cron']!r}"
     try:
         ZoneInfo(values.get("timezone", "UTC"))
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a tz directory, a long name
         return f"timezone: unknown time zone {values.get('timezone')!r}"
     return None

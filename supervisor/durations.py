@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
@@ -15,12 +16,19 @@ def parse_duration(value: object) -> float:
     if isinstance(value, int | float):
         if value < 0:
             raise ValueError(f"a duration cannot be negative: {value!r}")
-        return float(value)
+        return _finite(float(value), value)
     if isinstance(value, str):
         match = _PATTERN.match(value)
         if match:
-            return float(match.group(1)) * _UNITS[match.group(2) or "s"]
+            return _finite(float(match.group(1)) * _UNITS[match.group(2) or "s"], value)
     raise ValueError(f'expected a duration such as 30, "90s", "15m", "7d"; got {value!r}')
+
+
+def _finite(seconds: float, value: object) -> float:
+    """nan, inf and digit strings past 1e308 are not durations (nan even passes `< 0`)."""
+    if not math.isfinite(seconds):
+        raise ValueError(f"a duration must be a finite number of seconds, got {value!r}")
+    return seconds
 
 
 def format_duration(seconds: float) -> str:

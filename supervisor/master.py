@@ -231,6 +231,8 @@ class Master:
                 inherited += [fd for fd in (other.status_r, other.wake_w) if fd >= 0]
             run_child(self.config, spec, inherited)
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        with contextlib.suppress(OSError):  # the child does it too; whoever runs first wins
+            os.setpgid(pid, pid)
         os.close(status_w)
         os.close(wake_r)
         os.set_blocking(status_r, False)
@@ -375,8 +377,6 @@ class Master:
         """Dynamic pools: count due jobs only where every child is busy (bounded, rare)."""
         for pool in self.pools.values():
             cfg = pool.config
-            if pool.maximum <= pool.minimum and pool.target == pool.minimum:
-                continue
             kids = [c for c in self.children.values() if c.pool == cfg.name and not c.retiring]
             idle = [c for c in kids if c.idle]
             ready = None
@@ -472,6 +472,8 @@ class Master:
                 )
 
     def check_tick(self) -> None:
+        for pool in self.pools.values():  # counted in check ticks, as the alert rule says
+            pool.saturated_ticks = pool.saturated_ticks + 1 if pool.saturated else 0
         self.settle_pending()
         paused = self.db(self.store.paused_queues)
         if paused is not None:
@@ -521,6 +523,10 @@ class Master:
             self.log.error("reload_refused", error=str(exc))
             systemd.ready()
             return
+        if config.database != self.config.database:
+            self.store.close()
+            self.store = open_store(config.database, timeout=DB_TIMEOUT)
+            self.chores = Chores(self.store, config)
         self.config = config
         self.chores.config = config
         old = self.pools

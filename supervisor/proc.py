@@ -41,18 +41,21 @@ def die_with_parent(sig: int = signal.SIGTERM) -> None:
 
 
 def kill_group(pid: int, sig: int) -> bool:
-    """Signal the child's process group (its handler's subprocesses too); False if gone."""
+    """Signal the child's process group (its handler's subprocesses too); False if gone.
+
+    Falls back to the pid alone when the group does not exist (yet): the master sets
+    the group right after fork, but a child may still be between fork and setpgid.
+    """
     try:
         os.killpg(pid, sig)
         return True
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        os.kill(pid, sig)
+        return True
     except ProcessLookupError:
         return False
-    except PermissionError:
-        try:
-            os.kill(pid, sig)
-            return True
-        except ProcessLookupError:
-            return False
 
 
 def reap() -> list[tuple[int, int]]:

@@ -17,7 +17,8 @@ class PoolState:
     slots: set[int] = field(default_factory=set)
     failures: int = 0  # consecutive start-up failures
     next_spawn: float = 0.0  # monotonic; back-off after start-up failures
-    saturated_ticks: int = 0
+    saturated: bool = False  # every child busy at max size with due jobs waiting (last scale tick)
+    saturated_ticks: int = 0  # consecutive check ticks saturated
     jobs_done: int = 0  # by children that have exited
 
     def __post_init__(self) -> None:

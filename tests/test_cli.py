@@ -86,9 +86,9 @@ def failed(result: subprocess.CompletedProcess[str], code: int) -> str:
     return lines[0]
 
 
-def dead_job(queue: Queue, store: Store, handler: str = "mail.send", **options: Any) -> int:
+def dead_job(producer: Queue, store: Store, handler: str = "mail.send", **options: Any) -> int:
     """A job that ran and failed for good, through the store's own operations."""
-    job_id = queue.enqueue(handler, {"n": 1}, **options)
+    job_id = producer.enqueue(handler, {"n": 1}, **options)
     claimed = store.claim(options.get("queue", "default"), OWNER, 100, 60)
     assert job_id in [row.id for row in claimed]
     assert store.fail(OWNER, job_id, "boom: it broke\n  at line 2", dead=True)

@@ -363,11 +363,6 @@ def test_an_unknown_time_zone_is_refused(tmp_path: Path, timezone: str) -> None:
     assert ": schedules.nightly: timezone: unknown time zone" in line
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=OSError,
-    reason="config._schedule_problem lets ZoneInfo's OSError escape (a tz directory, a long name)",
-)
 @pytest.mark.parametrize("timezone", ["America", "x" * 300])
 def test_a_time_zone_that_is_not_a_zone_file_is_refused(tmp_path: Path, timezone: str) -> None:
     [line] = problems(write(tmp_path, schedule(timezone=timezone)))
@@ -382,10 +377,6 @@ def test_a_schedule_without_cron_or_handler_is_refused(tmp_path: Path) -> None:
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="config accepts TOML datetimes in a schedule payload, which json.dumps cannot encode",
-)
 def test_a_schedule_payload_must_be_json(tmp_path: Path) -> None:
     text = schedule() + "payload = { at = 1979-05-27T07:32:00Z }\n"
     [line] = problems(write(tmp_path, text))
@@ -447,7 +438,6 @@ def test_junk_anywhere_is_a_config_error_never_a_crash(section: str, body: Any) 
     assert_loads_or_refuses({section: body})
 
 
-@pytest.mark.xfail(strict=True, reason="durations.parse_duration accepts nan, inf and overflow")
 @pytest.mark.parametrize("value", ["nan", "inf", '"1' + "0" * 400 + 's"'])
 def test_a_duration_must_be_finite(tmp_path: Path, value: str) -> None:
     path = write(tmp_path, f"[pools.default]\ntimeout = {value}\n")

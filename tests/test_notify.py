@@ -1,0 +1,436 @@
+"""Alert channels against real servers on loopback, and the runner against a real store."""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import json
+import os
+import socket
+import ssl
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pymysql
+import pytest
+from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import AuthResult, LoginPassword
+
+from supervisor.alerts import Notification, Snapshot
+from supervisor.config import AlertsConfig, build_config
+from supervisor.models import QueueStats
+from supervisor.notify import AlertRunner, deliver, redact_url, send_email, send_test, send_webhook
+from supervisor.store import Store, open_store
+
+T0 = 1_700_000_000.0
+COOLDOWN = 900.0
+MYSQL = {"host": "127.0.0.1", "port": 3306, "user": "root", "password": ""}
+SMTP_USER, SMTP_PASSWORD = "forkq", "pw-Zq81-never-logged"
+
+
+# --- a webhook receiver --------------------------------------------------------------------
+
+
+class Hook(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), HookHandler)
+        self.received: list[dict[str, Any]] = []
+        self.requests = 0
+        self.status = 200
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/hooks/T0001/B0002/Xs3cretT0ken?sig=qq77secret"
+
+    def texts(self) -> list[str]:
+        return [body["text"] for body in self.received]
+
+
+class HookHandler(BaseHTTPRequestHandler):
+    server: Hook
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.server.requests += 1
+        if self.server.status == 200:
+            assert self.headers["Content-Type"] == "application/json"
+            self.server.received.append(json.loads(body))
+        self.send_response(self.server.status)
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def hook() -> Iterator[Hook]:
+    server = Hook()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=5)
+
+
+# --- an SMTP receiver ----------------------------------------------------------------------
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.messages: list[tuple[str, list[str], email.message.EmailMessage]] = []
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        parsed = email.message_from_bytes(envelope.content, policy=email.policy.default)
+        self.messages.append((envelope.mail_from, list(envelope.rcpt_tos), parsed))  # type: ignore[arg-type]
+        return "250 OK"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def check_password(server: Any, session: Any, envelope: Any, mechanism: str, data: Any) -> AuthResult:
+    ok = isinstance(data, LoginPassword) and data.login == SMTP_USER.encode() and data.password == SMTP_PASSWORD.encode()
+    return AuthResult(success=ok, handled=False)
+
+
+def start_smtp(sink: Sink, port: int | None = None, **params: Any) -> Controller:
+    controller = Controller(sink, hostname="127.0.0.1", port=port or free_port(), **params)
+    controller.start()
+    return controller
+
+
+@pytest.fixture
+def smtp() -> Iterator[tuple[Sink, int]]:
+    sink = Sink()
+    controller = start_smtp(sink)
+    yield sink, controller.port
+    controller.stop()
+
+
+def alerts_config(**values: Any) -> AlertsConfig:
+    """Through build_config, as the daemon gets it (FORKQ_SMTP_PASSWORD read from the environment)."""
+    return build_config({"alerts": values}, "test.toml").alerts
+
+
+def mail_config(port: int, **values: Any) -> AlertsConfig:
+    base = {
+        "email_to": ["ops@example.com", "oncall@example.com"],
+        "email_from": "forkq@app1.example.com",
+        "smtp_host": "127.0.0.1",
+        "smtp_port": port,
+        "smtp_timeout": 2,
+    }
+    return alerts_config(**{**base, **values})
+
+
+# --- webhook -------------------------------------------------------------------------------
+
+
+def test_webhook_posts_slack_compatible_json(hook: Hook) -> None:
+    result = send_webhook(hook.url, '[forkq] app1: queue "email" backlog 1523', 2.0)
+    assert result.ok, result.error
+    assert hook.received == [{"text": '[forkq] app1: queue "email" backlog 1523'}]
+
+
+def test_webhook_error_status_is_an_error_without_the_secret(hook: Hook) -> None:
+    hook.status = 500
+    result = send_webhook(hook.url, "x", 2.0)
+    assert not result.ok
+    assert "500" in result.error
+    assert result.error.startswith(f"http://127.0.0.1:{hook.server_address[1]}/…")
+    assert "s3cret" not in result.error and "qq77" not in result.error and "hooks" not in result.error
+
+
+def test_webhook_to_a_closed_port_fails_fast_and_never_raises() -> None:
+    port = free_port()
+    started = time.monotonic()
+    result = send_webhook(f"http://127.0.0.1:{port}/hook/Xs3cretT0ken", "x", 2.0)
+    assert not result.ok and "refused" in result.error.lower()
+    assert "Xs3cret" not in result.error
+    assert time.monotonic() - started < 2.0
+
+
+def test_webhook_to_a_server_that_never_answers_times_out() -> None:
+    with socket.socket() as silent:  # accepts connections (the kernel backlog) and never replies
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        started = time.monotonic()
+        result = send_webhook(f"http://127.0.0.1:{silent.getsockname()[1]}/hook", "x", 0.5)
+        elapsed = time.monotonic() - started
+    assert not result.ok and "timed out" in result.error
+    assert 0.4 < elapsed < 2.0
+
+
+def test_webhook_refuses_other_schemes() -> None:
+    result = send_webhook("file:///etc/passwd", "x", 1.0)
+    assert not result.ok and "not an http(s) URL" in result.error
+
+
+def test_redact_url_keeps_scheme_and_host_only() -> None:
+    assert redact_url("https://user:pw@hooks.example:8443/services/T/B/secret?x=1") == "https://hooks.example:8443/…"
+
+
+# --- email ---------------------------------------------------------------------------------
+
+
+def test_email_is_received_with_from_to_subject_and_body(smtp: tuple[Sink, int]) -> None:
+    sink, port = smtp
+    result = send_email(mail_config(port), "[forkq] app1: queue backlog", "the body line\n")
+    assert result.ok, result.error
+    ((mail_from, rcpt, msg),) = sink.messages
+    assert mail_from == "forkq@app1.example.com"
+    assert rcpt == ["ops@example.com", "oncall@example.com"]
+    assert msg["From"] == "forkq@app1.example.com"
+    assert msg["To"] == "ops@example.com, oncall@example.com"
+    assert msg["Subject"] == "[forkq] app1: queue backlog"
+    assert msg.get_content().strip() == "the body line"
+
+
+def test_email_login_uses_the_password_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    sink = Sink()
+    controller = start_smtp(sink, authenticator=check_password, auth_require_tls=False, auth_required=True)
+    try:
+        monkeypatch.setenv("FORKQ_SMTP_PASSWORD", SMTP_PASSWORD)
+        cfg = mail_config(controller.port, smtp_user=SMTP_USER)
+        assert cfg.smtp_password == SMTP_PASSWORD and SMTP_PASSWORD not in repr(cfg)
+        assert send_email(cfg, "s", "b").ok
+        assert len(sink.messages) == 1
+        monkeypatch.setenv("FORKQ_SMTP_PASSWORD", SMTP_PASSWORD + "-wrong")
+        bad = send_email(mail_config(controller.port, smtp_user=SMTP_USER), "s", "b")
+        assert not bad.ok and "535" in bad.error
+        assert SMTP_PASSWORD not in bad.error
+        monkeypatch.delenv("FORKQ_SMTP_PASSWORD")
+        unset = send_email(mail_config(controller.port, smtp_user=SMTP_USER), "s", "b")
+        assert not unset.ok and "FORKQ_SMTP_PASSWORD" in unset.error
+        assert len(sink.messages) == 1
+    finally:
+        controller.stop()
+
+
+@pytest.fixture
+def tls_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1, trusted by the default context via SSL_CERT_FILE."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    return cert, key
+
+
+def server_context(cert: Path, key: Path) -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    return context
+
+
+def test_email_starttls_then_login(tls_files: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    sink = Sink()
+    controller = start_smtp(
+        sink, tls_context=server_context(*tls_files), require_starttls=True, authenticator=check_password
+    )  # auth_require_tls stays on: login only after STARTTLS
+    try:
+        monkeypatch.setenv("FORKQ_SMTP_PASSWORD", SMTP_PASSWORD)
+        plain = send_email(mail_config(controller.port, smtp_user=SMTP_USER), "s", "b")
+        assert not plain.ok  # the server insists on STARTTLS
+        result = send_email(mail_config(controller.port, smtp_user=SMTP_USER, smtp_starttls=True), "s", "b")
+        assert result.ok, result.error
+        assert len(sink.messages) == 1
+    finally:
+        controller.stop()
+
+
+def test_email_on_port_465_uses_implicit_tls(tls_files: tuple[Path, Path]) -> None:
+    sink = Sink()
+    try:
+        controller = start_smtp(sink, port=465, server_hostname="127.0.0.1", ssl_context=server_context(*tls_files))
+    except (OSError, RuntimeError) as exc:  # not root, or 465 taken
+        pytest.skip(f"cannot listen on 127.0.0.1:465: {exc}")
+    try:
+        result = send_email(mail_config(465), "implicit", "tls")
+        assert result.ok, result.error
+        assert sink.messages[0][2]["Subject"] == "implicit"
+    finally:
+        controller.stop()
+
+
+def test_email_to_an_unreachable_server_fails_within_the_timeout() -> None:
+    assert not send_email(mail_config(free_port()), "s", "b").ok
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        started = time.monotonic()
+        result = send_email(mail_config(silent.getsockname()[1], smtp_timeout=0.5), "s", "b")
+        elapsed = time.monotonic() - started
+    assert not result.ok and "timed out" in result.error
+    assert elapsed < 2.0
+
+
+# --- deliver and send_test -----------------------------------------------------------------
+
+
+def test_send_test_goes_out_on_every_channel(hook: Hook, smtp: tuple[Sink, int]) -> None:
+    sink, port = smtp
+    results = send_test(mail_config(port, webhook_url=hook.url), "app1")
+    assert [(r.channel, r.ok) for r in results] == [("webhook", True), ("email", True)]
+    assert hook.texts() == ["[forkq] forkq test alert from app1"]
+    assert "forkq test alert from app1" in sink.messages[0][2]["Subject"]
+
+
+def test_send_test_without_channels_sends_nothing() -> None:
+    assert send_test(AlertsConfig(), "app1") == []
+
+
+def test_deliver_reports_each_channel_and_skips_the_ones_told_to(hook: Hook) -> None:
+    cfg = mail_config(free_port(), webhook_url=hook.url, smtp_timeout=1)
+    note = Notification("max_ready:email", "firing", "[forkq] app1: x")
+    results = deliver(cfg, note)
+    assert [(r.channel, r.ok) for r in results] == [("webhook", True), ("email", False)]
+    results = deliver(cfg, note, skip={"email"})
+    assert results[1].error.startswith("not tried")
+
+
+# --- the runner against a real store -------------------------------------------------------
+
+
+def _mysql_or_skip() -> pymysql.connections.Connection[Any]:
+    try:
+        return pymysql.connect(**MYSQL, connect_timeout=2, autocommit=True)  # type: ignore[arg-type]
+    except pymysql.err.OperationalError as exc:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(f"no MariaDB at 127.0.0.1:3306: {exc}")
+
+
+@pytest.fixture(params=["sqlite", "mysql"])
+def _local_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty forkq database with the schema applied (until the shared conftest lands)."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'forkq.db'}"
+        open_store(url).apply_schema()
+        yield url
+        return
+    admin = _mysql_or_skip()
+    name = f"forkq_alerts_test_{os.getpid()}"
+    with admin.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {name}")
+        cur.execute(f"CREATE DATABASE {name}")
+    url = f"mysql://root@127.0.0.1:3306/{name}"
+    setup = open_store(url)
+    setup.apply_schema()
+    setup.close()
+    yield url
+    with admin.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {name}")
+    admin.close()
+
+
+@pytest.fixture
+def _local_store(_local_url: str) -> Iterator[Store]:
+    store = open_store(_local_url)
+    yield store
+    store.close()
+
+
+def backlog(ready: int, host: str = "app1") -> Snapshot:
+    return Snapshot(host=host, queues=[QueueStats(queue="email", ready=ready, oldest_ready_age=60.0)])
+
+
+def hook_config(hook: Hook) -> AlertsConfig:
+    return alerts_config(webhook_url=hook.url, cooldown=COOLDOWN, defaults={"max_ready": 1000})
+
+
+def test_two_hosts_sharing_a_database_send_one_message_per_cooldown(
+    hook: Hook, _local_url: str, _local_store: Store
+) -> None:
+    cfg = hook_config(hook)
+    other_store = open_store(_local_url)
+    hosts = [(AlertRunner(), _local_store, "app1"), (AlertRunner(), other_store, "app2")]
+    try:
+        t = T0
+        for _ in range(int(COOLDOWN // 10) + 1):  # the chores lease passes back and forth every tick
+            for runner, store, host in hosts:
+                runner.run(store, cfg, backlog(2000, host), t)
+                t += 5
+        for runner, store, host in hosts * 3:
+            runner.run(store, cfg, backlog(10, host), t)
+            t += 5
+    finally:
+        other_store.close()
+    texts = hook.texts()
+    assert [text.split(": ", 2)[1] for text in texts] == ["queue \"email\" backlog 2000 ready > max_ready 1000 (oldest waited 1m)", "still firing (for 15m)", "resolved"]  # noqa: E501
+    assert texts[0].startswith("[forkq] app1: ")
+    state = _local_store.load_alerts()["max_ready:email"]
+    assert state["state"] == "ok" and state["notified_at"] is not None
+
+
+def test_a_failed_delivery_is_retried_on_the_next_run(hook: Hook, _local_store: Store) -> None:
+    cfg = hook_config(hook)
+    runner = AlertRunner()
+    hook.status = 500
+    assert runner.run(_local_store, cfg, backlog(2000), T0) == []
+    stored = _local_store.load_alerts().get("max_ready:email")
+    assert stored is None or stored["notified_at"] is None
+    hook.status = 200
+    sent = runner.run(_local_store, cfg, backlog(2000), T0 + 10)
+    assert [n.kind for n in sent] == ["firing"]
+    assert hook.requests == 2 and len(hook.received) == 1
+    assert runner.run(_local_store, cfg, backlog(2000), T0 + 20) == []
+    assert _local_store.load_alerts()["max_ready:email"]["notified_at"] == pytest.approx(T0 + 10)
+
+
+def test_a_failed_resolved_message_is_retried_too(hook: Hook, _local_store: Store) -> None:
+    cfg = hook_config(hook)
+    runner = AlertRunner()
+    runner.run(_local_store, cfg, backlog(2000), T0)
+    hook.status = 503
+    assert runner.run(_local_store, cfg, backlog(5), T0 + 10) == []
+    assert _local_store.load_alerts()["max_ready:email"]["state"] == "firing"
+    hook.status = 200
+    assert [n.kind for n in runner.run(_local_store, cfg, backlog(5), T0 + 20)] == ["resolved"]
+    assert [t.split(": ")[1] for t in hook.texts()] == ['queue "email" backlog 2000 ready > max_ready 1000 (oldest waited 1m)', "resolved"]  # noqa: E501
+
+
+def test_database_outage_alerts_once_per_cooldown_per_host(hook: Hook, _local_store: Store) -> None:
+    cfg = hook_config(hook)
+    down = open_store(f"mysql://root@127.0.0.1:{free_port()}/forkq", timeout=2)
+    app1, app2 = AlertRunner(), AlertRunner()
+    for t in range(0, int(COOLDOWN), 10):
+        app1.run(down, cfg, Snapshot("app1", [], db_error="database unreachable: (2003) refused"), T0 + t)
+        app2.run(down, cfg, Snapshot("app2", []), T0 + t)  # the master did not notice; loading states did
+    texts = hook.texts()
+    assert sorted(text.split(": ")[0] for text in texts) == ["[forkq] app1", "[forkq] app2"]
+    assert all("database unreachable" in text for text in texts)
+    assert "database unreachable: database unreachable" not in texts[0]
+    app1.run(down, cfg, Snapshot("app1", [], db_error="still down"), T0 + COOLDOWN)
+    assert "still firing" in hook.texts()[-1]
+    # the database is back: one resolved message per host, and the state is written down
+    sent = app1.run(_local_store, cfg, backlog(5), T0 + COOLDOWN + 10)
+    assert [(n.key, n.kind) for n in sent] == [("db_unreachable:app1", "resolved")]
+    assert app1.run(_local_store, cfg, backlog(5), T0 + COOLDOWN + 20) == []
+    assert _local_store.load_alerts()["db_unreachable:app1"]["state"] == "ok"
+    assert [(n.key, n.kind) for n in app2.run(_local_store, cfg, backlog(5, "app2"), T0 + COOLDOWN + 30)] == [
+        ("db_unreachable:app2", "resolved")
+    ]
+
+
+def test_without_channels_alerts_are_still_judged_and_recorded(_local_store: Store) -> None:
+    cfg = alerts_config(cooldown=COOLDOWN, defaults={"max_ready": 1000})
+    runner = AlertRunner()
+    assert [n.kind for n in runner.run(_local_store, cfg, backlog(2000), T0)] == ["firing"]
+    assert runner.run(_local_store, cfg, backlog(2000), T0 + 10) == []
+    assert _local_store.load_alerts()["max_ready:email"]["state"] == "firing"
