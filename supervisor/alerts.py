@@ -12,10 +12,10 @@ the host, because only that host sees them, so another host never resolves them.
 
 Messages: one when an alert fires, at most one more per `cooldown` while it fires (a
 reminder; `max_dead` resolves once no job died for a cooldown, so it reminds only while
-jobs keep dying), and one when it resolves. An alert
-that comes back within `cooldown` of the last message (a figure hovering around its
-threshold) is announced only once the cooldown has passed, so flapping does not flood
-the channel; an alert that was never announced resolves silently.
+jobs keep dying), and one when it resolves. An alert that comes back within `cooldown`
+of the last message (a figure hovering around its threshold) is announced only once the
+cooldown has passed, so flapping does not flood the channel; an alert that was never
+announced resolves silently.
 """
 
 from __future__ import annotations
@@ -45,9 +45,12 @@ class Snapshot:
 
     host: str
     queues: list[QueueStats]
-    saturated_ticks: dict[str, int] = field(default_factory=dict)  # pool -> ticks at max_workers with backlog
-    crash_looping: set[str] = field(default_factory=set)  # pools whose children keep dying at start-up
-    db_error: str | None = None  # the database could not be reached this tick
+    # pool -> consecutive check ticks at max_workers with a backlog
+    saturated_ticks: dict[str, int] = field(default_factory=dict)
+    # pools whose children keep dying at start-up
+    crash_looping: set[str] = field(default_factory=set)
+    # why the database could not be reached this tick (None: it could)
+    db_error: str | None = None
     cluster: bool = True
 
 
@@ -155,7 +158,9 @@ def _step(
         return _state(FIRING, check, prev, since, last, announced=True), None
     if prev.firing and prev.announced:
         state = _state(OK, check, prev, now, now, announced=False)
-        return state, Notification(check.key, "resolved", f"[forkq] {host}: resolved: {check.resolved}")
+        return state, Notification(
+            check.key, "resolved", f"[forkq] {host}: resolved: {check.resolved}"
+        )
     since = now if prev.firing else prev.since
     return _state(OK, check, prev, since, last, announced=False), None
 
@@ -188,7 +193,9 @@ def _state(
 # --- the rules ---------------------------------------------------------------------------
 
 
-def _checks(snapshot: Snapshot, rules: AlertsConfig, states: dict[str, AlertState], now: float) -> Iterator[Check]:
+def _checks(
+    snapshot: Snapshot, rules: AlertsConfig, states: dict[str, AlertState], now: float
+) -> Iterator[Check]:
     host = snapshot.host
     yield _db_check(host, snapshot.db_error)
     crash = set(snapshot.crash_looping) | _names(states, "crash_loop", host)
@@ -258,7 +265,9 @@ def _ready_check(q: QueueStats, limit: int | None) -> Check:
         f"max_ready:{q.queue}",
         limit is not None and q.ready > limit,
         f"{where} backlog {q.ready} ready > max_ready {limit} (oldest waited {age(q.oldest_ready_age)})",
-        f"{where} backlog {q.ready} ready <= {limit}" if limit is not None else f"{where} max_ready rule removed",
+        f"{where} backlog {q.ready} ready <= {limit}"
+        if limit is not None
+        else f"{where} max_ready rule removed",
     )
 
 
@@ -275,7 +284,9 @@ def _age_check(q: QueueStats, limit: float | None) -> Check:
     )
 
 
-def _dead_check(q: QueueStats, limit: int | None, prev: AlertState | None, now: float, cooldown: float) -> Check:
+def _dead_check(
+    q: QueueStats, limit: int | None, prev: AlertState | None, now: float, cooldown: float
+) -> Check:
     """New dead jobs: more than `limit` died since the remembered baseline.
 
     It stays firing while jobs keep dying; once none died for a cooldown it resolves
@@ -290,7 +301,13 @@ def _dead_check(q: QueueStats, limit: int | None, prev: AlertState | None, now: 
     rose_at = float(detail.get("rose_at", prev.since if prev else now)) if dead <= seen else now
     fresh = dead - baseline
     firing = limit is not None and fresh > limit
-    if firing and firing_before and prev is not None and prev.announced and now - rose_at >= cooldown:
+    if (
+        firing
+        and firing_before
+        and prev is not None
+        and prev.announced
+        and now - rose_at >= cooldown
+    ):
         firing = False  # none died for a whole cooldown: this wave is over
     if firing_before and not firing:
         baseline = dead
@@ -315,11 +332,19 @@ def _where(q: QueueStats) -> str:
 def age(seconds: float | None) -> str:
     """7m12s, 45s, 2h05m, 3d4h: a duration in at most two units, exact to the second."""
     total = max(0, round(seconds or 0.0))
-    for big, small, name_big, name_small in ((86400, 3600, "d", "h"), (3600, 60, "h", "m"), (60, 1, "m", "s")):
+    for big, small, name_big, name_small in (
+        (86400, 3600, "d", "h"),
+        (3600, 60, "h", "m"),
+        (60, 1, "m", "s"),
+    ):
         if total >= big:
             whole, rest = divmod(total, big)
             part = rest // small
             if not part:
                 return f"{whole}{name_big}"
-            return f"{whole}{name_big}{part:02d}{name_small}" if small < 3600 else f"{whole}{name_big}{part}{name_small}"
+            return (
+                f"{whole}{name_big}{part:02d}{name_small}"
+                if small < 3600
+                else f"{whole}{name_big}{part}{name_small}"
+            )
     return f"{total}s"

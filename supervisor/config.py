@@ -80,7 +80,7 @@ class ScheduleConfig:
     cron: str
     handler: str
     timezone: str = "UTC"
-    queue: str = "default"
+    queue: str | None = None  # None: the handler's registered queue, as with enqueue
     payload: Mapping[str, Any] = field(default_factory=dict)
     priority: int = 0
     misfire: str = "once"

@@ -1,14 +1,17 @@
-"""The leader's extra chores on each check tick: due schedules and backlog alerts.
+"""Extra chores on each check tick: due schedules and backlog alerts.
 
-Kept apart from the arbiter so master.py stays about processes. Both run only on the
-host that holds the cluster chores lease, so N app servers send one alert and
-enqueue each schedule slot once (the slot row makes that exact even across a
-lease hand-over).
+Kept apart from the arbiter so master.py stays about processes. Schedules and the
+cluster-wide alert rules (backlog, age, dead jobs) run only on the host that holds
+the chores lease, so N app servers send one alert and enqueue each slot once (the
+slot row makes that exact even across a lease hand-over). Host-local rules
+(saturated pool, crash loop, database unreachable) are judged on every host.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from . import logs
@@ -28,22 +31,25 @@ class Extras:
         self.log = logs.get(role="master")
 
     def tick(self, master: Master, leader: bool) -> None:
-        now = time.time()
+        # The database clock, so hosts with skewed clocks agree on cooldowns and due slots.
+        now = master.db(master.store.db_now) or time.time()
         if leader and master.config.schedules:
-            try:
-                for name, slot, job_id in enqueue_due(
-                    master.store,
-                    master.config.schedules,
-                    now,
-                    self.started_at,
-                    master.config.supervisor.check_interval,
-                ):
-                    self.log.info("schedule_enqueued", schedule=name, slot=slot, job_id=job_id)
-            except DatabaseError as exc:
-                self.log.warning("schedules_skipped", error=str(exc))
-        # An unreachable database is alerted by every host (no shared state to agree on).
-        if leader or master.db_error:
-            self.alerts.run(master.store, master.config.alerts, self.snapshot(master), now)
+            self.enqueue_schedules(master, now)
+        snapshot = dataclasses.replace(self.snapshot(master), cluster=leader)
+        self.alerts.run(master.store, master.config.alerts, snapshot, now)
+
+    def enqueue_schedules(self, master: Master, now: float) -> None:
+        # Two check intervals of grace: a tick delayed by a slow SMTP server or a lease
+        # hand-over must not make misfire = "skip" drop a slot that is only just due.
+        grace = 2 * master.config.supervisor.check_interval
+        try:
+            for name, slot, job_id in enqueue_due(
+                master.store, master.config.schedules, now, self.started_at, grace
+            ):
+                when = datetime.fromtimestamp(slot, UTC).isoformat()
+                self.log.info("schedule_enqueued", schedule=name, slot=when, job_id=job_id)
+        except DatabaseError as exc:
+            self.log.warning("schedules_skipped", error=str(exc))
 
     def snapshot(self, master: Master) -> Snapshot:
         queues = [] if master.db_error else (master.db(master.store.stats) or [])

@@ -107,7 +107,9 @@ def send_email(cfg: AlertsConfig, subject: str, text: str) -> ChannelResult:
             smtp.send_message(message)
     except Exception as exc:  # never raise to the master: report the channel as failed
         hint = " (is FORKQ_SMTP_PASSWORD set?)" if cfg.smtp_user and not cfg.smtp_password else ""
-        return ChannelResult(EMAIL, False, _scrub(f"{target}: {_reason(exc)}{hint}", [cfg.smtp_password]))
+        return ChannelResult(
+            EMAIL, False, _scrub(f"{target}: {_reason(exc)}{hint}", [cfg.smtp_password])
+        )
     return ChannelResult(EMAIL, True)
 
 
@@ -116,7 +118,9 @@ def _smtp(cfg: AlertsConfig) -> smtplib.SMTP:
     local = socket.gethostname()
     if cfg.smtp_port == 465:
         context = ssl.create_default_context()
-        return smtplib.SMTP_SSL(cfg.smtp_host, cfg.smtp_port, local, timeout=cfg.smtp_timeout, context=context)
+        return smtplib.SMTP_SSL(
+            cfg.smtp_host, cfg.smtp_port, local, timeout=cfg.smtp_timeout, context=context
+        )
     return smtplib.SMTP(cfg.smtp_host, cfg.smtp_port, local, timeout=cfg.smtp_timeout)
 
 
@@ -137,7 +141,9 @@ def channels(cfg: AlertsConfig) -> list[str]:
     return ([WEBHOOK] if cfg.webhook_url else []) + ([EMAIL] if cfg.email_to else [])
 
 
-def deliver(cfg: AlertsConfig, notification: Notification, skip: Iterable[str] = ()) -> list[ChannelResult]:
+def deliver(
+    cfg: AlertsConfig, notification: Notification, skip: Iterable[str] = ()
+) -> list[ChannelResult]:
     """Send one message on every configured channel; `skip` names channels not to try this time
     (they already failed this tick, so they are not given another timeout to wait out)."""
     skipped = set(skip)
@@ -171,9 +177,15 @@ class AlertRunner:
 
     def __init__(self) -> None:
         self.memory: dict[str, AlertState] = {}
-        self.log: Any = logs.get(component="alerts")
 
-    def run(self, store: Store, cfg: AlertsConfig, snapshot: Snapshot, now: float) -> list[Notification]:
+    @property
+    def log(self) -> Any:
+        """Bound per use: a logger bound before `logs.setup()` would keep the default config."""
+        return logs.get(component="alerts")
+
+    def run(
+        self, store: Store, cfg: AlertsConfig, snapshot: Snapshot, now: float
+    ) -> list[Notification]:
         """One tick: load, judge, send, save. Returns the messages that went out.
 
         `now` should be the database clock (`store.db_now()`) when it can be read, so
@@ -202,7 +214,11 @@ class AlertRunner:
         return states, None
 
     def _send(
-        self, cfg: AlertsConfig, notes: list[Notification], old: dict[str, AlertState], new: dict[str, AlertState]
+        self,
+        cfg: AlertsConfig,
+        notes: list[Notification],
+        old: dict[str, AlertState],
+        new: dict[str, AlertState],
     ) -> list[Notification]:
         sent: list[Notification] = []
         failed: set[str] = set()
@@ -216,10 +232,14 @@ class AlertRunner:
                     new[note.key] = old[note.key]
                 else:
                     new.pop(note.key, None)
-                self.log.warning("alert_send_failed", key=note.key, kind=note.kind, text=note.text, errors=errors)
+                self.log.warning(
+                    "alert_send_failed", key=note.key, kind=note.kind, text=note.text, errors=errors
+                )
                 continue
             if errors:
-                self.log.warning("alert_send_failed", key=note.key, kind=note.kind, errors=errors, partial=True)
+                self.log.warning(
+                    "alert_send_failed", key=note.key, kind=note.kind, errors=errors, partial=True
+                )
             event = "alert_resolved" if note.kind == "resolved" else "alert_sent"
             sent_on = [r.channel for r in results if r.ok]
             self.log.info(event, key=note.key, kind=note.kind, text=note.text, channels=sent_on)

@@ -18,7 +18,7 @@ the same slot gets None and enqueues nothing.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from croniter import croniter
@@ -87,17 +87,27 @@ def enqueue_due(
     done: list[tuple[str, float, int]] = []
     for schedule in schedules:
         last = store.last_slot(schedule.name)
-        slots = due_slots(schedule.cron, schedule.timezone, last, now, schedule.misfire, started_at, grace)
+        slots = due_slots(
+            schedule.cron, schedule.timezone, last, now, schedule.misfire, started_at, grace
+        )
         for slot in slots:
             try:
                 payload = dict(schedule.payload)
-                job = build_job(schedule.handler, payload, schedule.queue or None, 0.0, None, schedule.priority, None, None)
+                job = build_job(
+                    schedule.handler,
+                    payload,
+                    schedule.queue or None,
+                    0.0,
+                    None,
+                    schedule.priority,
+                    None,
+                    None,
+                )
             except UsageError as exc:
                 log.error("schedule_invalid", schedule=schedule.name, error=str(exc))
                 continue
             job_id = store.enqueue_slot(schedule.name, slot, job)
-            if job_id is not None:
-                log.info("schedule_enqueued", schedule=schedule.name, slot=_iso(slot), job_id=job_id)
+            if job_id is not None:  # the caller logs what was enqueued (schedule_enqueued)
                 done.append((schedule.name, slot, job_id))
     return done
 
@@ -107,10 +117,6 @@ def enqueue_due(
 
 def _local(ts: float, zone: ZoneInfo) -> datetime:
     return datetime.fromtimestamp(ts, tz=zone)
-
-
-def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=UTC).isoformat()
 
 
 def _real_time(cron: str) -> bool:

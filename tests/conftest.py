@@ -27,9 +27,6 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:  # run from a checkout without `pip install -e`
     sys.path.insert(0, str(REPO_ROOT))
 
-from supervisor import Queue  # noqa: E402
-from supervisor.dburl import parse_database_url  # noqa: E402
-from supervisor.store import Store, open_store  # noqa: E402
 from util import (  # noqa: E402
     DEFAULT_MYSQL_URL,
     MYSQL_URL_ENV,
@@ -43,6 +40,10 @@ from util import (  # noqa: E402
     sqlite_url_for,
     with_database,
 )
+
+from supervisor import Queue  # noqa: E402
+from supervisor.dburl import parse_database_url  # noqa: E402
+from supervisor.store import Store, open_store  # noqa: E402
 
 BACKENDS = ["sqlite", "mysql"]
 

@@ -46,7 +46,10 @@ def test_max_ready_fires_above_the_threshold_not_at_it() -> None:
 def test_message_names_host_queue_figure_threshold_and_age() -> None:
     run = Run(cfg())
     (note,) = run.tick(snap(email(ready=1523, age_s=432)), T0)
-    assert note.text == '[forkq] app1: queue "email" backlog 1523 ready > max_ready 1000 (oldest waited 7m12s)'
+    assert (
+        note.text
+        == '[forkq] app1: queue "email" backlog 1523 ready > max_ready 1000 (oldest waited 7m12s)'
+    )
     assert "http" not in note.text
 
 
@@ -99,7 +102,8 @@ def test_an_alert_held_back_and_cleared_resolves_silently() -> None:
 
 def test_per_queue_rule_overrides_defaults() -> None:
     rules = build_config(
-        {"alerts": {"defaults": {"max_ready": 1000}, "rules": {"email": {"max_ready": 10}}}}, "t.toml"
+        {"alerts": {"defaults": {"max_ready": 1000}, "rules": {"email": {"max_ready": 10}}}},
+        "t.toml",
     ).alerts
     run = Run(AlertsConfig(cooldown=COOLDOWN, defaults=rules.defaults, rules=rules.rules))
     other = QueueStats(queue="reports", ready=500)
@@ -120,7 +124,10 @@ def test_max_age_fires_on_an_old_ready_job() -> None:
     run = Run(cfg(email=AlertRule(max_age=300.0)))
     assert run.tick(snap(email(ready=3, age_s=300)), T0) == []
     (note,) = run.tick(snap(email(ready=3, age_s=301)), T0 + 10)
-    assert note.text == '[forkq] app1: queue "email" oldest ready job waited 5m01s > max_age 5m (3 ready)'
+    assert (
+        note.text
+        == '[forkq] app1: queue "email" oldest ready job waited 5m01s > max_age 5m (3 ready)'
+    )
     (note,) = run.tick(snap(email(ready=0)), T0 + 20)
     assert note.kind == "resolved" and "<= 5m" in note.text
 
@@ -130,7 +137,9 @@ def test_max_dead_fires_on_new_dead_jobs_only() -> None:
     assert run.tick(snap(email(dead=0)), T0) == []
     (note,) = run.tick(snap(email(dead=1)), T0 + 10)
     assert note.kind == "firing"
-    assert note.text.startswith('[forkq] app1: queue "email" 1 new dead jobs > max_dead 0 (1 dead in all')
+    assert note.text.startswith(
+        '[forkq] app1: queue "email" 1 new dead jobs > max_dead 0 (1 dead in all'
+    )
     # the same dead job does not repeat, not even after the cooldown
     assert run.tick(snap(email(dead=1)), T0 + 20) == []
     # no new death for a cooldown: this wave is over, the baseline moves up to 1
@@ -195,9 +204,14 @@ def test_crash_loop_is_always_on() -> None:
 def test_database_unreachable_is_always_on_and_freezes_queue_alerts() -> None:
     run = Run(cfg())
     run.tick(snap(email(ready=5000)), T0)
-    (note,) = run.tick(snap(db_error="(2003) Can't connect to MySQL server on '127.0.0.1'"), T0 + 10)
+    (note,) = run.tick(
+        snap(db_error="(2003) Can't connect to MySQL server on '127.0.0.1'"), T0 + 10
+    )
     assert note.key == "db_unreachable:app1"
-    assert note.text == "[forkq] app1: database unreachable: (2003) Can't connect to MySQL server on '127.0.0.1'"
+    assert (
+        note.text
+        == "[forkq] app1: database unreachable: (2003) Can't connect to MySQL server on '127.0.0.1'"
+    )
     assert run.states["max_ready:email"].firing  # figures unknown: neither fired nor resolved
     notes = run.tick(snap(email(ready=5000)), T0 + 20)
     assert [(n.key, n.kind) for n in notes] == [("db_unreachable:app1", "resolved")]
@@ -229,7 +243,12 @@ def test_state_round_trips_through_the_store_shape() -> None:
     run = Run(cfg(email=AlertRule(max_dead=0)))
     run.tick(snap(email(ready=2000, dead=2)), T0)
     for key, state in run.states.items():
-        row = {"state": state.state, "detail": state.detail, "since": state.since, "notified_at": state.notified_at}
+        row = {
+            "state": state.state,
+            "detail": state.detail,
+            "since": state.since,
+            "notified_at": state.notified_at,
+        }
         assert AlertState.from_store(row) == state, key
 
 

@@ -543,15 +543,15 @@ def password_url(mysql_db_url: str) -> Iterator[str]:
         with conn.cursor() as cursor:
             for host in ("%", "localhost", "127.0.0.1"):
                 cursor.execute(
-                    f"CREATE OR REPLACE USER '{USER}'@'{host}' IDENTIFIED BY %s", (PASSWORD,)
+                    "CREATE OR REPLACE USER %s@%s IDENTIFIED BY %s", (USER, host, PASSWORD)
                 )
-                cursor.execute(f"GRANT ALL ON `{name}`.* TO '{USER}'@'{host}'")
+                cursor.execute(f"GRANT ALL ON `{name}`.* TO %s@%s", (USER, host))
         server = parse_database_url(mysql_db_url)
         yield f"mysql://{USER}:{PASSWORD}@{server.host}:{server.port}/{name}"
     finally:
         with conn.cursor() as cursor:
             for host in ("%", "localhost", "127.0.0.1"):
-                cursor.execute(f"DROP USER IF EXISTS '{USER}'@'{host}'")
+                cursor.execute("DROP USER IF EXISTS %s@%s", (USER, host))
         conn.close()
 
 

@@ -6,11 +6,6 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-
-from supervisor.errors import ConnectionLost, DatabaseError, DuplicateKey
-from supervisor.models import JobState, NewJob
-from supervisor.queue import build_job
-from supervisor.store import Store, open_store
 from util import (
     backdate,
     count_rows,
@@ -20,6 +15,11 @@ from util import (
     sqlite_url_for,
     wait_until,
 )
+
+from supervisor.errors import ConnectionLost, DatabaseError, DuplicateKey
+from supervisor.models import JobState, NewJob
+from supervisor.queue import build_job
+from supervisor.store import Store, open_store
 
 A = "host-a:101:aaaa"  # lease owners, as workers name themselves
 B = "host-b:202:bbbb"
@@ -114,7 +114,9 @@ def test_a_delayed_job_is_not_claimed_early_but_is_once_due(store: Store) -> Non
     much_later = put(store, delay=3600)
     assert store.claim("work", A, 10, LEASE) == []
 
-    claimed = wait_until(lambda: store.claim("work", A, 10, LEASE), timeout=10, message="delayed job due")
+    claimed = wait_until(
+        lambda: store.claim("work", A, 10, LEASE), timeout=10, message="delayed job due"
+    )
 
     assert [row.id for row in claimed] == [soon]
     row = store.get_job(soon)
@@ -208,7 +210,9 @@ def test_complete_with_keep_marks_the_job_done(store: Store) -> None:
     assert store.claim("work", B, 10, LEASE) == []
 
 
-def test_complete_with_archive_moves_the_row_to_the_archive_table(db_url: str, store: Store) -> None:
+def test_complete_with_archive_moves_the_row_to_the_archive_table(
+    db_url: str, store: Store
+) -> None:
     job_id = put(store, payload={"n": 7}, priority=3)
     claim_one(store)
     assert store.complete(A, [job_id], "archive") == 1
@@ -281,6 +285,7 @@ def test_fail_by_another_owner_changes_nothing(store: Store, dead: bool) -> None
 
 @pytest.mark.xfail(
     strict=True,
+    raises=AssertionError,
     reason="BUG: fail() with max_attempts=None writes NULL over the job's own max_attempts "
     "(mysql.sql/sqlite.sql fail_retry, fail_dead: use COALESCE(:max_attempts, max_attempts))",
 )
@@ -297,7 +302,11 @@ def test_release_without_counting_undoes_the_attempt(store: Store) -> None:
     claim_one(store, A)
     assert store.release(A, [job_id]) == 1
     row = store.get_job(job_id)
-    assert row is not None and (row.status, row.attempts, row.locked_by) == (JobState.READY, 0, None)
+    assert row is not None and (row.status, row.attempts, row.locked_by) == (
+        JobState.READY,
+        0,
+        None,
+    )
     [again] = store.claim("work", B, 1, LEASE)  # ready at once, for anyone
     assert (again.id, again.attempts) == (job_id, 1)
 
@@ -466,7 +475,11 @@ def test_processes_register_beat_go_stale_and_are_removed(db_url: str, store: St
     assert set(listed) == {"h:1:m", "h:2:w"}
     worker = listed["h:2:w"]
     assert (worker.host, worker.pid, worker.role, worker.pool, worker.master) == (
-        "h", 2, "worker", "email", "h:1:m",
+        "h",
+        2,
+        "worker",
+        "email",
+        "h:1:m",
     )
     assert store.stale_processes(older_than=60) == []
 
@@ -581,11 +594,30 @@ def test_an_unreachable_mysql_server_is_connection_lost_without_the_password() -
     assert password not in repr(store.url) and password not in str(store.url)
 
 
-def test_an_unopenable_sqlite_file_is_connection_lost(tmp_path: Path) -> None:
-    directory = tmp_path / "a-directory.db"
-    directory.mkdir()
-    store = open_store(sqlite_url_for(directory))
-    with pytest.raises(ConnectionLost):
+@pytest.mark.parametrize(
+    "where",
+    [
+        "directory",
+        pytest.param(
+            "under-a-file",
+            marks=pytest.mark.xfail(
+                strict=True,
+                raises=NotADirectoryError,
+                reason="BUG: SQLiteStore._connection runs Path.mkdir outside self._errors(), "
+                "so an OSError escapes the store untranslated",
+            ),
+        ),
+    ],
+)
+def test_an_unopenable_sqlite_path_is_connection_lost(tmp_path: Path, where: str) -> None:
+    if where == "directory":  # the path names a directory, not a file
+        path = tmp_path / "a-directory.db"
+        path.mkdir()
+    else:  # a parent of the path is a regular file
+        (tmp_path / "a-file").write_text("")
+        path = tmp_path / "a-file" / "sub" / "forkq.db"
+    store = open_store(sqlite_url_for(path))
+    with pytest.raises(ConnectionLost, match="unreachable"):
         store.schema_version()
 
 

@@ -60,7 +60,9 @@ def wait_until(
             value = predicate()
             if value:
                 return value
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {message} (last: {value!r})")
+            raise AssertionError(
+                f"timed out after {timeout:g}s waiting for {message} (last: {value!r})"
+            )
         time.sleep(interval)
 
 

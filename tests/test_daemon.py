@@ -1,0 +1,618 @@
+"""The daemon's contract (SPEC "The daemon"), checked against the real `forkq run`.
+
+Each test starts `python -m supervisor run -c FILE` in a session of its own (see
+daemon_util.py), on both backends, and judges it from outside: the jobs table, the
+processes table, the JSON log, process titles and exit statuses. Every wait has a
+deadline; the `daemons` fixture kills whatever is left, pass or fail.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from daemon_util import (
+    BROKEN_SOURCE,
+    CRASHING_SOURCE,
+    HANDLERS_MODULE,
+    Daemon,
+    daemons,  # noqa: F401  (the fixture)
+    session_processes,
+)
+from supervisor import Queue
+from supervisor.models import JobRow, JobState
+from supervisor.pools import STARTUP_WINDOW
+from supervisor.store import Store
+from util import count_rows, wait_until
+
+Factory = Callable[..., Daemon]
+
+KEEP = {"on_success": "keep"}  # done jobs stay visible as `done`
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def boot(daemons: Factory, **kwargs: Any) -> Daemon:
+    daemon = daemons(**kwargs)
+    daemon.start()
+    daemon.wait_ready()
+    return daemon
+
+
+def get(store: Store, job_id: int) -> JobRow:
+    row = store.get_job(job_id)
+    assert row is not None, f"job {job_id} vanished"
+    return row
+
+
+def wait_job(
+    store: Store,
+    job_id: int,
+    predicate: Callable[[JobRow], bool],
+    timeout: float = 10.0,
+    message: str = "job state",
+) -> JobRow:
+    def check() -> JobRow | None:
+        row = store.get_job(job_id)
+        return row if row is not None and predicate(row) else None
+
+    return wait_until(check, timeout=timeout, message=f"job {job_id}: {message}")
+
+
+def wait_done(store: Store, job_id: int, timeout: float = 10.0) -> JobRow:
+    return wait_job(store, job_id, lambda r: r.status == JobState.DONE, timeout, "done")
+
+
+def wait_running(daemon: Daemon, job_id: int, timeout: float = 10.0) -> int:
+    """Until a child's title shows the job; that child's pid."""
+
+    def find() -> int | None:
+        for pid, title in daemon.child_titles().items():
+            if f" job {job_id} (" in title:
+                return pid
+        return None
+
+    return wait_until(find, timeout=timeout, message=f"job {job_id} running in a child")
+
+
+def count_status(db_url: str, status: str) -> int:
+    return count_rows(db_url, "forkq_jobs", "status = ?", (status,))
+
+
+def when(event: dict[str, Any]) -> float:
+    return datetime.fromisoformat(event["timestamp"]).timestamp()
+
+
+# --- boot, titles, processes table --------------------------------------------------------------
+
+
+def test_boot_sets_titles_and_registers_every_process(
+    daemons: Factory, store: Store, queue: Queue
+) -> None:
+    daemon = boot(daemons, pools={"work": {"workers": 2, **KEEP}, "mail": {"workers": 1, **KEEP}})
+
+    assert daemon.master_title() == "forkq: master"
+    titles = daemon.child_titles()
+    assert sorted(titles.values()) == [
+        "forkq: mail worker 1 idle",
+        "forkq: work worker 1 idle",
+        "forkq: work worker 2 idle",
+    ]
+
+    rows = wait_until(
+        lambda: rows if len(rows := store.list_processes()) == 4 else None,
+        timeout=5,
+        message="4 process rows",
+    )
+    master = [r for r in rows if r.role == "master"]
+    workers = [r for r in rows if r.role == "worker"]
+    assert [(r.pid, r.host) for r in master] == [(daemon.pid, socket.gethostname())]
+    by_pid = {r.pid: r for r in workers}
+    assert set(by_pid) == set(titles)
+    for pid, title in titles.items():
+        assert title.startswith(f"forkq: {by_pid[pid].pool} worker ")
+        assert by_pid[pid].host == socket.gethostname()
+        assert by_pid[pid].master == master[0].name
+
+    job_id = queue.enqueue("t.sleep", {"seconds": 1.5}, queue="work")
+    pid = wait_running(daemon, job_id)
+    assert daemon.child_titles()[pid].endswith(f" job {job_id} (t.sleep)")
+    assert wait_done(store, job_id).attempts == 1
+    wait_until(
+        lambda: daemon.child_titles().get(pid, "").endswith(" idle"),
+        timeout=5,
+        message="the child's title back to idle",
+    )
+
+
+def test_jobs_enqueued_after_start_run_promptly(
+    daemons: Factory, store: Store, queue: Queue, db_url: str
+) -> None:
+    boot(daemons, pools={"work": {"workers": 2, **KEEP}})
+    started = time.monotonic()
+    ids = queue.enqueue_many([{"handler": "t.noop", "queue": "work"} for _ in range(20)])
+    wait_until(lambda: count_status(db_url, "done") == 20, timeout=10, message="20 jobs done")
+    print(f"20 jobs enqueued after start done in {time.monotonic() - started:.2f}s")
+    assert all(get(store, i).status == JobState.DONE for i in ids)
+
+
+# --- stopping ----------------------------------------------------------------------------------
+
+
+def test_sigterm_lets_the_running_job_finish(
+    daemons: Factory, store: Store, queue: Queue
+) -> None:
+    daemon = boot(daemons, pools={"work": {"workers": 1, **KEEP}}, supervisor={"shutdown_timeout": 15})
+    job_id = queue.enqueue("t.sleep", {"seconds": 2}, queue="work")
+    wait_running(daemon, job_id)
+
+    assert daemon.stop(timeout=15) == 0
+
+    row = get(store, job_id)
+    assert row.status == JobState.DONE
+    assert row.attempts == 1
+    assert store.list_processes() == []
+    assert daemon.events("child_killed_at_shutdown") == []
+    assert session_processes(daemon.pid) == []
+
+
+def test_sigterm_past_shutdown_timeout_kills_and_returns_the_job_uncounted(
+    daemons: Factory, store: Store, queue: Queue
+) -> None:
+    daemon = boot(daemons, pools={"work": {"workers": 1, **KEEP}}, supervisor={"shutdown_timeout": 1})
+    job_id = queue.enqueue("t.sleep", {"seconds": 30}, queue="work")
+    child = wait_running(daemon, job_id)
+    started = time.monotonic()
+
+    assert daemon.stop(timeout=10) == 0
+
+    assert time.monotonic() - started < 8
+    assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
+    row = get(store, job_id)
+    assert (row.status, row.attempts, row.locked_by) == (JobState.READY, 0, None)
+    assert daemon.events("child_killed_at_shutdown", job_id=job_id)
+    assert store.list_processes() == []
+
+
+def test_second_sigterm_during_the_drain_is_harmless(
+    daemons: Factory, store: Store, queue: Queue
+) -> None:
+    daemon = boot(daemons, pools={"work": {"workers": 1, **KEEP}}, supervisor={"shutdown_timeout": 15})
+    job_id = queue.enqueue("t.sleep", {"seconds": 2}, queue="work")
+    wait_running(daemon, job_id)
+
+    daemon.send_signal(signal.SIGTERM)
+    daemon.wait_event("master_stopping")
+    daemon.send_signal(signal.SIGTERM)
+
+    assert daemon.wait_exit(15) == 0
+    assert daemon.events("already_stopping")
+    row = get(store, job_id)
+    assert (row.status, row.attempts) == (JobState.DONE, 1)
+    assert daemon.events("child_killed_at_shutdown") == []
+
+
+def test_sigquit_exits_at_once_and_returns_the_job_uncounted(
+    daemons: Factory, store: Store, queue: Queue
+) -> None:
+    daemon = boot(daemons, pools={"work": {"workers": 1, **KEEP}}, supervisor={"shutdown_timeout": 30})
+    job_id = queue.enqueue("t.sleep", {"seconds": 30}, queue="work")
+    wait_running(daemon, job_id)
+    started = time.monotonic()
+
+    assert daemon.stop(timeout=10, sig=signal.SIGQUIT) == 0
+
+    assert time.monotonic() - started < 5
+    row = get(store, job_id)
+    assert (row.status, row.attempts, row.locked_by) == (JobState.READY, 0, None)
+    assert store.list_processes() == []
+    wait_until(lambda: session_processes(daemon.pid) == [], timeout=5, message="no process left")
+
+
+# --- reload and resize ---------------------------------------------------------------------------
+
+
+def test_hup_replaces_children_with_the_new_worker_count(daemons: Factory) -> None:
+    daemon = boot(daemons, pools={"work": {"workers": 1}})
+    old = set(daemon.pool_children("work"))
+    assert len(old) == 1
+
+    daemon.write_config(pools={"work": {"workers": 3}})
+    daemon.send_signal(signal.SIGHUP)
+
+    def replaced() -> bool:
+        now = set(daemon.pool_children("work"))
+        return len(now) == 3 and not now & old and not any(psutil.pid_exists(p) for p in old)
+
+    wait_until(replaced, timeout=10, message="3 new children, the old one gone")
+    daemon.wait_event("config_reloaded")
+    assert daemon.stop() == 0
+
+
+def test_hup_with_an_invalid_config_keeps_the_running_config(daemons: Factory) -> None:
+    daemon = boot(daemons, pools={"work": {"workers": 2}})
+    before = set(daemon.pool_children("work"))
+
+    daemon.write_config(pools={"work": {"workers": 3, "wrkers": 1}})
+    daemon.send_signal(signal.SIGHUP)
+
+    refused = daemon.wait_event("reload_refused")
+    assert "pools.work.wrkers" in refused[0]["error"]
+    assert daemon.alive()
+    assert set(daemon.pool_children("work")) == before
+    assert daemon.events("child_exited") == []
+    assert daemon.events("config_reloaded") == []
+    assert daemon.stop() == 0
+
+
+def test_ttin_and_ttou_add_and_remove_one_child_in_every_pool(daemons: Factory) -> None:
+    daemon = boot(daemons, pools={"work": {"workers": 2}, "mail": {"workers": 1}})
+
+    def sizes(work: int, mail: int) -> Callable[[], bool]:
+        return lambda: (
+            len(daemon.pool_children("work")),
+            len(daemon.pool_children("mail")),
+        ) == (work, mail)
+
+    daemon.send_signal(signal.SIGTTIN)
+    wait_until(sizes(3, 2), timeout=10, message="one more child in each pool")
+    daemon.send_signal(signal.SIGTTOU)
+    wait_until(sizes(2, 1), timeout=10, message="one fewer child in each pool")
+    daemon.send_signal(signal.SIGTTOU)
+    wait_until(sizes(1, 0), timeout=10, message="one fewer again")
+    assert daemon.stop() == 0
+
+
+# --- timeouts and dead children -----------------------------------------------------------------
+
+
+def test_hung_handler_is_killed_past_its_timeout_and_others_keep_flowing(
+    daemons: Factory, store: Store, queue: Queue, db_url: str
+) -> None:
+    daemon = boot(daemons, pools={"work": {"workers": 2, "timeout": 1, "claim_batch": 1, **KEEP}})
+    hung = queue.enqueue("t.hang", queue="work", max_attempts=1)
+    hung_pid = wait_running(daemon, hung)
+
+    others = queue.enqueue_many([{"handler": "t.noop", "queue": "work"} for _ in range(10)])
+    wait_until(
+        lambda: all(get(store, i).status == JobState.DONE for i in others),
+        timeout=10,
+        message="the other jobs done while one child hangs",
+    )
+
+    row = wait_job(store, hung, lambda r: r.status == JobState.DEAD, timeout=20, message="dead")
+    assert "killed after 1s timeout" in (row.last_error or "")
+    assert row.attempts == 1
+    assert daemon.events("job_timed_out", job_id=hung, child_pid=hung_pid)
+    exited = daemon.wait_event("child_exited", where=lambda e: e["child_pid"] == hung_pid)
+    assert exited[0]["status"].startswith("killed by SIG")
+    wait_until(
+        lambda: len(daemon.pool_children("work")) == 2 and hung_pid not in daemon.pool_children("work"),
+        timeout=10,
+        message="a replacement child",
+    )
+
+
+def test_handler_past_its_timeout_fails_softly_without_a_kill(
+    daemons: Factory, store: Store, queue: Queue
+) -> None:
+    daemon = boot(daemons, pools={"work": {"workers": 1, "timeout": 1, **KEEP}})
+    job_id = queue.enqueue("t.sleep", {"seconds": 5}, queue="work", max_attempts=1)
+    child = wait_running(daemon, job_id)
+
+    row = wait_job(store, job_id, lambda r: r.status == JobState.DEAD, timeout=10, message="dead")
+    assert "timed out after 1s" in (row.last_error or "")
+    assert "killed" not in (row.last_error or "")
+    assert row.attempts == 1
+    assert daemon.pool_children("work") == [child]
+    assert daemon.events("job_timed_out") == []
+    assert daemon.events("child_exited") == []
+
+
+def test_killed_child_job_is_settled_at_once_and_the_child_replaced(
+    daemons: Factory, store: Store, queue: Queue
+) -> None:
+    # timeout 60: the lease runs 90 s, so only the master's reaping can settle it in time
+    daemon = boot(daemons, pools={"work": {"workers": 1, "timeout": 60, **KEEP}})
+    job_id = queue.enqueue("t.sleep", {"seconds": 30}, queue="work")
+    child = wait_running(daemon, job_id)
+    owner = get(store, job_id).locked_by
+    killed_at = time.monotonic()
+
+    os.kill(child, signal.SIGKILL)
+
+    row = wait_job(
+        store,
+        job_id,
+        lambda r: r.locked_by != owner,
+        timeout=5,
+        message="settled by the master",
+    )
+    assert time.monotonic() - killed_at < 5
+    assert row.attempts == 1
+    assert row.status == JobState.READY  # back-off of the first retry is >= 1 s
+    assert "worker died (killed by SIGKILL)" in (row.last_error or "")
+    assert daemon.events("job_settled", job_id=job_id)
+    wait_until(
+        lambda: (kids := daemon.pool_children("work")) and child not in kids,
+        timeout=10,
+        message="a new child",
+    )
+
+
+# --- recycling ---------------------------------------------------------------------------------------
+
+
+def test_child_is_recycled_after_max_jobs_per_child(
+    daemons: Factory, store: Store, queue: Queue, db_url: str
+) -> None:
+    daemon = boot(daemons, pools={"work": {"workers": 1, "max_jobs_per_child": 5, **KEEP}})
+    queue.enqueue_many([{"handler": "t.noop", "queue": "work"} for _ in range(20)])
+
+    wait_until(lambda: count_status(db_url, "done") == 20, timeout=20, message="20 jobs done")
+    exits = daemon.wait_event(
+        "child_exited", where=lambda e: "max_jobs_per_child" in (e.get("reason") or ""), count=3
+    )
+    assert all(e["jobs"] <= 5 for e in exits), [e["jobs"] for e in exits]
+    spawned = {e["child_pid"] for e in daemon.events("child_spawned")}
+    assert len(spawned) >= 4
+
+
+def test_child_is_recycled_after_max_child_lifetime_even_when_idle(daemons: Factory) -> None:
+    daemon = boot(daemons, pools={"work": {"workers": 1, "max_child_lifetime": 2}})
+    first = daemon.pool_children("work")
+
+    exited = daemon.wait_event(
+        "child_exited", where=lambda e: e.get("reason") == "max_child_lifetime", timeout=8
+    )
+    assert exited[0]["child_pid"] in first
+    wait_until(
+        lambda: (kids := daemon.pool_children("work")) and not set(kids) & set(first),
+        timeout=5,
+        message="a replacement child",
+    )
+
+
+def test_child_is_recycled_after_max_child_lifetime_while_busy(
+    daemons: Factory, queue: Queue
+) -> None:
+    daemon = boot(daemons, pools={"work": {"workers": 1, "max_child_lifetime": 2}})
+    first = daemon.pool_children("work")
+    queue.enqueue_many(
+        [{"handler": "t.sleep", "payload": {"seconds": 0.1}, "queue": "work"} for _ in range(60)]
+    )
+    exited = daemon.wait_event(
+        "child_exited", where=lambda e: e.get("reason") == "max_child_lifetime", timeout=8
+    )
+    assert exited[0]["child_pid"] in first
+
+
+def test_child_over_its_memory_limit_is_recycled_after_the_job(
+    daemons: Factory, store: Store, queue: Queue
+) -> None:
+    daemon = boot(daemons, pools={"work": {"workers": 1, "memory_limit_mb": 40, **KEEP}})
+    small = queue.enqueue("t.noop", queue="work")
+    wait_done(store, small)
+    first = daemon.pool_children("work")
+    assert daemon.events("child_exited") == []  # a plain child stays under 40 MB
+
+    job_id = queue.enqueue("t.grow", {"mb": 80}, queue="work")
+
+    row = wait_done(store, job_id)
+    assert row.attempts == 1 and row.last_error is None
+    exited = daemon.wait_event(
+        "child_exited", where=lambda e: "memory_limit_mb" in (e.get("reason") or "")
+    )
+    assert exited[0]["child_pid"] in first
+    assert exited[0]["status"] == "exit 0"
+    wait_until(
+        lambda: (kids := daemon.pool_children("work")) and not set(kids) & set(first),
+        timeout=10,
+        message="a replacement child",
+    )
+
+
+# --- dynamic pools ---------------------------------------------------------------------------------
+
+
+def test_dynamic_pool_grows_with_backlog(
+    daemons: Factory, queue: Queue, db_url: str
+) -> None:
+    daemon = boot(
+        daemons, pools={"work": {"workers": 1, "max_workers": 4, "claim_batch": 1, **KEEP}}
+    )
+    queue.enqueue_many(
+        [{"handler": "t.sleep", "payload": {"seconds": 0.2}, "queue": "work"} for _ in range(200)]
+    )
+
+    resized = daemon.wait_event("pool_resized", where=lambda e: e.get("size", 0) > 1, timeout=15)
+    assert resized[0]["pool"] == "work"
+    most = wait_until(
+        lambda: n if (n := len(daemon.pool_children("work"))) > 1 else None,
+        timeout=10,
+        message="more than one child",
+    )
+    assert most <= 4
+    assert all(e["size"] <= 4 for e in daemon.events("pool_resized"))
+    assert daemon.stop(timeout=20) == 0
+
+
+# --- refused configurations ---------------------------------------------------------------------------
+
+
+def assert_refused(daemon: Daemon, words: list[str]) -> None:
+    daemon.start()
+    assert daemon.wait_exit(30) == 78, daemon.describe()
+    stderr = daemon.stderr_text()
+    for word in words:
+        assert word in stderr, stderr
+    assert "Traceback" not in stderr
+    assert daemon.events("child_spawned") == []
+    assert daemon.events("master_started") == []
+    assert session_processes(daemon.pid) == []
+
+
+def test_unknown_config_key_exits_78_before_forking(daemons: Factory, store: Store) -> None:
+    daemon = daemons(pools={"work": {"workers": 2, "wrkers": 3}})
+    assert_refused(daemon, [str(daemon.config_path), "pools.work.wrkers", "unknown key"])
+    assert store.list_processes() == []
+
+
+def test_handler_module_that_fails_to_import_exits_78(daemons: Factory, store: Store) -> None:
+    daemon = daemons(pools={"work": {"workers": 2}}, supervisor={"handlers": ["badhandlers"]})
+    daemon.write_module("badhandlers", BROKEN_SOURCE)
+    assert_refused(daemon, ["badhandlers", "broken on purpose"])
+    assert store.list_processes() == []
+
+
+# --- systemd --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def notify_socket() -> Iterator[tuple[socket.socket, str]]:
+    """An AF_UNIX datagram socket standing in for systemd (a short path: sun_path is small)."""
+    directory = tempfile.mkdtemp(prefix="fq-notify-")
+    path = os.path.join(directory, "notify.sock")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(path)
+    yield sock, path
+    sock.close()
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def receive_until(
+    sock: socket.socket, messages: list[str], done: Callable[[list[str]], bool], timeout: float
+) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while not done(messages):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError(f"timed out waiting for sd_notify messages; got {messages!r}")
+        sock.settimeout(min(left, 0.5))
+        try:
+            data = sock.recv(4096)
+        except TimeoutError:
+            continue
+        messages.extend(data.decode().split("\n"))
+    return messages
+
+
+def test_sd_notify_ready_status_watchdog_and_stopping(
+    daemons: Factory, notify_socket: tuple[socket.socket, str]
+) -> None:
+    sock, path = notify_socket
+    daemon = daemons(
+        pools={"work": {"workers": 2}},
+        env={"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "1000000"},
+    )
+    daemon.start()
+    messages: list[str] = []
+
+    receive_until(sock, messages, lambda m: "READY=1" in m, timeout=20)
+    after_ready = messages[messages.index("READY=1") + 1 :]
+    receive_until(
+        sock,
+        after_ready,
+        lambda m: any(x.startswith("STATUS=") for x in m),
+        timeout=10,
+    )
+    status = next(x for x in after_ready if x.startswith("STATUS="))
+    assert status.startswith("STATUS=2 children"), status  # the children were up before READY
+    receive_until(sock, after_ready, lambda m: m.count("WATCHDOG=1") >= 2, timeout=10)
+
+    daemon.send_signal(signal.SIGTERM)
+    receive_until(sock, after_ready, lambda m: "STOPPING=1" in m, timeout=10)
+    assert daemon.wait_exit(15) == 0
+
+
+def test_sd_notify_without_watchdog_sends_no_watchdog(
+    daemons: Factory, notify_socket: tuple[socket.socket, str]
+) -> None:
+    sock, path = notify_socket
+    daemon = daemons(pools={"work": {"workers": 1}}, env={"NOTIFY_SOCKET": path})
+    daemon.start()
+    messages: list[str] = []
+    receive_until(sock, messages, lambda m: "READY=1" in m, timeout=20)
+    daemon.wait_event("master_started")
+    assert daemon.stop() == 0
+    receive_until(sock, messages, lambda m: "STOPPING=1" in m, timeout=5)
+    assert "WATCHDOG=1" not in messages
+
+
+# --- the master dies ------------------------------------------------------------------------------------
+
+
+def test_children_exit_when_the_master_is_killed_and_a_restart_loses_nothing(
+    daemons: Factory, store: Store, queue: Queue, db_url: str
+) -> None:
+    pools = {"work": {"workers": 2, **KEEP}}
+    first = boot(daemons, pools=pools, name="first")
+    ids = queue.enqueue_many(
+        [{"handler": "t.sleep", "payload": {"seconds": 0.3}, "queue": "work"} for _ in range(30)]
+    )
+    wait_until(lambda: count_status(db_url, "done") >= 2, timeout=10, message="some jobs done")
+    children = first.pool_children("work")
+    assert len(children) == 2
+
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait_exit(5)
+
+    wait_until(
+        lambda: session_processes(first.pid) == [],
+        timeout=10,
+        message="the orphaned children gone",
+    )
+    # A real init reaps orphans at once; the one in some sandboxes takes its time, and
+    # until then the pids still exist (as zombies). Start the next master on a reaped host.
+    wait_until(
+        lambda: not any(psutil.pid_exists(pid) for pid in children),
+        timeout=30,
+        message="the orphans reaped by init",
+    )
+    second = boot(daemons, pools=pools, name="second")
+    wait_until(
+        lambda: count_status(db_url, "done") == len(ids),
+        timeout=30,
+        message="every job done after the restart",
+    )
+    assert count_status(db_url, "running") == 0
+    assert count_status(db_url, "ready") == 0
+    assert count_status(db_url, "dead") == 0
+    assert second.stop() == 0
+    assert store.list_processes() == []  # the first master's rows were cleaned up too
+
+
+# --- crash loops -------------------------------------------------------------------------------------------
+
+
+def test_child_that_dies_at_start_is_respawned_with_growing_back_off(daemons: Factory) -> None:
+    daemon = daemons(
+        pools={"work": {"workers": 1}},
+        supervisor={"handlers": [HANDLERS_MODULE, "crashhandlers"]},
+    )
+    daemon.write_module("crashhandlers", CRASHING_SOURCE)
+    daemon.start()
+
+    spawned = daemon.wait_event("child_spawned", count=5, timeout=30)
+    first = when(spawned[0])
+    in_window = [e for e in spawned if when(e) - first <= STARTUP_WINDOW]
+    assert len(in_window) < 10, len(in_window)
+    assert when(spawned[4]) - first >= 5.0  # 0.5 + 1 + 2 + 4 s of back-off, give or take
+    gaps = [when(b) - when(a) for a, b in zip(spawned, spawned[1:], strict=False)]
+    assert gaps[-1] > gaps[0]
+    loop = daemon.wait_event("pool_crash_loop")
+    assert loop[0]["pool"] == "work"
+    assert daemon.alive()
+    assert daemon.stop() == 0

@@ -1,0 +1,367 @@
+"""Fault injection against a private MariaDB: the server killed -9 and restarted under a
+running daemon, worker connections killed server-side, a restart under a caller's open
+transaction. Guarantee 1 (at least once: never lost) is what every test checks; the
+duplicates that at-least-once allows are counted and printed.
+
+Run with `make test-faults` (or `pytest -m faults -s tests/test_faults_mariadb.py` to
+see the figures). Every job is a `t.record` job: the handler appends `id,pid,...` to a
+record file with one O_APPEND write, so the file says which jobs ran and how often.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pymysql
+import pytest
+
+from daemon_util import Daemon, render_config
+from private_mariadb import PrivateMariaDB, private_db_url, private_mariadb  # noqa: F401
+from supervisor import Queue
+from supervisor.errors import ConnectionLost
+from util import mysql_connect, wait_until
+
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(300)]
+
+QUEUE = "work"
+POOL = {"workers": 4, "timeout": 5}  # lease = timeout + 30 s: a lost claim comes back in ~35 s
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+class Webhook:
+    """A Slack-compatible endpoint on loopback that keeps every {"text": ...} it is sent."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        received = self.texts
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                try:
+                    received.append(str(json.loads(body)["text"]))
+                except (ValueError, KeyError, TypeError):
+                    received.append(f"<unreadable: {body[:200]!r}>")
+                self.send_response(200)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks/T0K3N"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def webhook() -> Iterator[Webhook]:
+    hook = Webhook()
+    yield hook
+    hook.close()
+
+
+@pytest.fixture
+def daemon_factory(tmp_path: Path) -> Iterator[Any]:
+    made: list[Daemon] = []
+
+    def make(db_url: str, **kwargs: Any) -> Daemon:
+        daemon = Daemon(tmp_path / f"d{len(made)}", db_url, **kwargs)
+        made.append(daemon)
+        return daemon
+
+    yield make
+    for daemon in made:
+        daemon.kill_all()
+
+
+def record_ids(path: Path) -> list[int]:
+    """Job ids in the record file, one per run (a torn last line is not counted)."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return []
+    return [int(line.split(",", 1)[0]) for line in text.splitlines() if line.count(",") == 3]
+
+
+def count_lines(path: Path) -> int:
+    try:
+        return path.read_bytes().count(b"\n")
+    except FileNotFoundError:
+        return 0
+
+
+def job_counts(server: PrivateMariaDB) -> dict[str, int]:
+    rows = server.admin(
+        f"SELECT status, COUNT(*) FROM `{server.database}`.forkq_jobs GROUP BY status"
+    )
+    return {str(status): int(n) for status, n in rows}
+
+
+def enqueue_records(url: str, count: int, record: Path) -> list[int]:
+    queue = Queue(url)
+    try:
+        return queue.enqueue_many(
+            [{"handler": "t.record", "payload": {"file": str(record)}, "queue": QUEUE}] * count
+        )
+    finally:
+        queue.close()
+
+
+def drained(server: PrivateMariaDB) -> dict[str, int] | None:
+    counts = job_counts(server)
+    return None if counts else {"empty": 1}
+
+
+def report(name: str, **figures: Any) -> None:
+    line = ", ".join(f"{key}={value}" for key, value in figures.items())
+    print(f"\n[fault figures] {name}: {line}")
+
+
+def worker_ports(daemon: Daemon, server_port: int) -> set[int]:
+    """Local TCP ports of the children's connections to the server (not the master's)."""
+    ports = set()
+    for child in daemon.children():
+        try:
+            for conn in child.net_connections(kind="tcp"):
+                if conn.raddr and conn.raddr.port == server_port:
+                    ports.add(conn.laddr.port)
+        except psutil.Error:
+            continue
+    return ports
+
+
+# --- the database killed -9 under a running daemon -------------------------------------------
+
+
+def test_daemon_survives_two_database_crashes_and_loses_no_job(
+    private_mariadb: PrivateMariaDB,  # noqa: F811
+    private_db_url: str,  # noqa: F811
+    daemon_factory: Any,
+    webhook: Webhook,
+    tmp_path: Path,
+) -> None:
+    total = 5000
+    record = tmp_path / "record.csv"
+    daemon: Daemon = daemon_factory(private_db_url, pools={QUEUE: POOL})
+    alerts = (
+        "\n[alerts]\n"
+        f"webhook_url = {json.dumps(webhook.url)}\n"
+        'cooldown = "1h"\n'
+        "\n[alerts.defaults]\n"
+        "max_ready = 1000000\n"
+        "max_dead = 0\n"
+    )
+    daemon.write_config(text=render_config(daemon.db_url, daemon.pools, daemon.supervisor) + alerts)
+    daemon.start().wait_ready()
+    master_pid = daemon.pid
+    started = time.monotonic()
+    ids = enqueue_records(private_db_url, total, record)
+    assert len(set(ids)) == total
+
+    outages = []
+    for fraction in (0.25, 0.60):
+        wait_until(
+            lambda f=fraction: count_lines(record) >= total * f,
+            timeout=120,
+            interval=0.01,
+            message=f"{fraction:.0%} of the jobs run",
+        )
+        at = count_lines(record)
+        down = time.monotonic()
+        private_mariadb.kill9()
+        time.sleep(2.0)
+        private_mariadb.start()
+        outages.append((at, round(time.monotonic() - down, 2)))
+        assert daemon.alive(), f"the daemon died with the database: {daemon.describe()}"
+
+    wait_until(
+        lambda: drained(private_mariadb),
+        timeout=150,
+        interval=0.2,
+        message="every job done (forkq_jobs empty)",
+    )
+    elapsed = time.monotonic() - started
+
+    # The daemon lived through it: the same master, still arbitrating a full pool.
+    assert daemon.alive() and daemon.pid == master_pid, daemon.describe()
+    assert daemon.master_title() == "forkq: master"
+    assert len(daemon.events("master_started")) == 1
+    wait_until(
+        lambda: len(daemon.pool_children(QUEUE)) == POOL["workers"],
+        timeout=20,
+        message="a full pool after the outages",
+    )
+
+    # At least once: every job ran, none lost; count the duplicates at-least-once allows.
+    runs = record_ids(record)
+    counted = Counter(runs)
+    lost = set(ids) - set(counted)
+    duplicates = len(runs) - len(counted)
+    unknown = set(counted) - set(ids)
+    report(
+        "mariadb kill -9 x2",
+        jobs=total,
+        faults=len(outages),
+        killed_at_runs=[a for a, _ in outages],
+        down_seconds=[d for _, d in outages],
+        lost=len(lost),
+        duplicates=duplicates,
+        most_runs_of_one_job=max(counted.values()),
+        seconds=round(elapsed, 1),
+        webhook_messages=len(webhook.texts),
+    )
+    assert not lost, f"{len(lost)} jobs never ran: {sorted(lost)[:20]}"
+    assert not unknown
+    assert not daemon.events("job_finished", outcome="dead"), "a job died"
+
+    # Workers backed off while the server was away instead of spinning, and came back.
+    unreachable = [e for e in daemon.events("db_unreachable") if e.get("role") == "worker"]
+    assert unreachable, "no worker noticed the outage"
+    assert all(float(e["retry_in"]) > 0 for e in unreachable)
+    per_child = Counter(e.get("pid") for e in unreachable)
+    assert max(per_child.values()) <= 20, f"a worker retried in a tight loop: {per_child}"
+    assert daemon.events("db_reconnected"), "no worker logged its reconnect"
+
+    # The master alerted once the database went away and said when it came back.
+    wait_until(
+        lambda: any("resolved" in t and "database" in t for t in webhook.texts),
+        timeout=15,
+        message=f"a resolved database alert (got {webhook.texts})",
+    )
+    fired = [t for t in webhook.texts if "database unreachable" in t and "resolved" not in t]
+    assert fired, webhook.texts
+    assert not [t for t in webhook.texts if "dead" in t], webhook.texts
+    assert all("T0K3N" not in t and "secret" not in t for t in webhook.texts)
+
+
+# --- worker connections killed on the server -------------------------------------------------
+
+
+def test_server_side_kills_of_worker_connections_lose_and_hold_no_job(
+    private_mariadb: PrivateMariaDB,  # noqa: F811
+    private_db_url: str,  # noqa: F811
+    daemon_factory: Any,
+    tmp_path: Path,
+) -> None:
+    total = 2000
+    record = tmp_path / "record.csv"
+    daemon: Daemon = daemon_factory(private_db_url, pools={QUEUE: POOL})
+    daemon.start().wait_ready()
+    started = time.monotonic()
+    ids = enqueue_records(private_db_url, total, record)
+
+    kills = 0
+    in_query = 0
+    admin = private_mariadb.admin_connection()
+    try:
+        stop_at = time.monotonic() + 5.0
+        while time.monotonic() < stop_at and job_counts(private_mariadb):
+            ports = worker_ports(daemon, private_mariadb.port)
+            victims = [
+                c
+                for c in private_mariadb.connections()
+                if c["HOST"].rsplit(":", 1)[-1].isdigit()
+                and int(c["HOST"].rsplit(":", 1)[-1]) in ports
+            ]
+            busy = [c for c in victims if c["COMMAND"] == "Query"]
+            if victims:
+                victim = random.choice(busy or victims)
+                if private_mariadb.kill_connection(victim["ID"], admin):
+                    kills += 1
+                    in_query += victim["COMMAND"] == "Query"
+            time.sleep(0.05)
+    finally:
+        admin.close()
+    killing = time.monotonic() - started
+    progress_after_kills = count_lines(record)
+
+    wait_until(
+        lambda: drained(private_mariadb),
+        timeout=120,
+        interval=0.2,
+        message="every job done (forkq_jobs empty) after the connection kills",
+    )
+    elapsed = time.monotonic() - started
+    runs = record_ids(record)
+    counted = Counter(runs)
+    lost = set(ids) - set(counted)
+    report(
+        "KILL worker connections",
+        jobs=total,
+        faults=kills,
+        killed_mid_query=in_query,
+        killing_seconds=round(killing, 1),
+        runs_while_killing=progress_after_kills,
+        lost=len(lost),
+        duplicates=len(runs) - len(counted),
+        seconds=round(elapsed, 1),
+        lease_reaps=len([e for e in daemon.events("chores_done") if e.get("reaped")]),
+    )
+    assert kills >= 20, f"only {kills} connections were killed: the test did not test"
+    assert not lost, f"{len(lost)} jobs never ran: {sorted(lost)[:20]}"
+    assert daemon.alive(), daemon.describe()
+
+
+# --- a restart under the caller's own transaction ---------------------------------------------
+
+
+def test_restart_under_an_open_transactional_enqueue_fails_the_commit_and_leaves_no_job(
+    private_mariadb: PrivateMariaDB,  # noqa: F811
+    private_db_url: str,  # noqa: F811
+) -> None:
+    queue = Queue(private_db_url)
+    queue.enqueue("t.noop", {"warm": True}, queue=QUEUE)  # the producer's connection is open
+    private_mariadb.empty_tables()
+
+    conn = mysql_connect(private_db_url, autocommit=False)
+    try:
+        conn.begin()
+        with conn.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        job_id = queue.enqueue("t.noop", {"order": 42}, queue=QUEUE, connection=conn)
+        assert job_id > 0
+        private_mariadb.kill9()
+        private_mariadb.start()
+        with pytest.raises(pymysql.err.MySQLError):
+            conn.commit()
+    finally:
+        conn.close()
+
+    assert job_counts(private_mariadb) == {}, "the job outlived the transaction that never committed"
+
+    # A fresh producer works at once; one whose connection died with the server reports
+    # the loss as forkq's ConnectionLost (never a driver error) and works on the next call.
+    fresh = Queue(private_db_url)
+    try:
+        fresh_id = fresh.enqueue("t.noop", {"after": "restart"}, queue=QUEUE)
+    finally:
+        fresh.close()
+    try:
+        old_id = queue.enqueue("t.noop", {"after": "restart", "old": True}, queue=QUEUE)
+    except ConnectionLost:
+        old_id = queue.enqueue("t.noop", {"after": "restart", "old": True}, queue=QUEUE)
+    finally:
+        queue.close()
+    rows = private_mariadb.admin(
+        f"SELECT id, payload FROM `{private_mariadb.database}`.forkq_jobs ORDER BY id"
+    )
+    assert [r[0] for r in rows] == [fresh_id, old_id]
+    assert json.loads(rows[0][1]) == {"after": "restart"}

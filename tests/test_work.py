@@ -1,0 +1,287 @@
+"""`forkq work`: one foreground worker as a real process, on both backends.
+
+Each test writes a handler module into tmp_path and a config naming it, starts
+`python -m supervisor work` in a new session, and waits on what the database says,
+with deadlines. Every process started here is killed (its whole group) in teardown.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from util import sql, subprocess_env, wait_until
+
+from supervisor import Queue
+from supervisor.models import JobRow, JobState
+from supervisor.store import Store
+
+HANDLERS = '''
+import time
+from pathlib import Path
+
+from supervisor import Fail, Retry, handler
+
+
+def mark(payload, job, what):
+    Path(payload["dir"], f"{what}-{job.id}-{job.attempts}").write_text("")
+
+
+@handler("t.record")
+def record(payload, job):
+    mark(payload, job, "ran")
+
+
+@handler("t.fail")
+def fail(payload, job):
+    raise Fail("customer 42 does not exist")
+
+
+@handler("t.retry", max_attempts=2)
+def retry(payload, job):
+    mark(payload, job, "ran")
+    raise Retry(delay=0, reason="not yet")
+
+
+@handler("t.block")
+def block(payload, job):
+    """Runs until the test creates `release` (or 60 s pass)."""
+    mark(payload, job, "started")
+    deadline = time.monotonic() + 60
+    while not Path(payload["dir"], "release").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    mark(payload, job, "ran")
+'''
+
+CONFIG = """
+[supervisor]
+handlers = ["workhandlers"]
+{supervisor}
+
+[pools.default]
+on_success = "keep"
+
+[pools.a]
+on_success = "keep"
+
+[pools.b]
+on_success = "keep"
+"""
+
+WAIT = 30.0  # seconds any single condition may take on a slow machine
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    (tmp_path / "workhandlers.py").write_text(HANDLERS)
+    write_config(tmp_path)
+    return tmp_path
+
+
+def write_config(workdir: Path, **supervisor: float) -> None:
+    lines = "\n".join(f"{key} = {value}" for key, value in supervisor.items())
+    (workdir / "forkq.toml").write_text(CONFIG.format(supervisor=lines))
+
+
+Start = Callable[..., subprocess.Popen[str]]
+
+
+@pytest.fixture
+def start(workdir: Path, db_url: str) -> Iterator[Start]:
+    """Start `forkq work ARGS` in its own session; every group is killed at teardown."""
+    started: list[subprocess.Popen[str]] = []
+
+    def launch(*args: str) -> subprocess.Popen[str]:
+        env = subprocess_env(db_url, FORKQ_LOG_FORMAT="json")
+        env["PYTHONPATH"] = f"{workdir}:{env['PYTHONPATH']}"
+        env.pop("FORKQ_CONFIG", None)
+        command = [sys.executable, "-m", "supervisor", "work", "-c", "forkq.toml"]
+        process = subprocess.Popen(
+            [*command, *args, "--database", db_url],
+            cwd=workdir,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        started.append(process)
+        return process
+
+    yield launch
+    for process in started:
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+        process.communicate(timeout=WAIT)
+
+
+def finish(process: subprocess.Popen[str], timeout: float = 60) -> tuple[int, str]:
+    """Wait for the worker to exit by itself; its exit code and its log lines."""
+    output, _ = process.communicate(timeout=timeout)
+    return process.returncode, output
+
+
+def run(start: Start, *args: str) -> str:
+    """`forkq work ARGS` to completion; it must exit 0."""
+    code, output = finish(start(*args))
+    assert code == 0, output
+    return output
+
+
+def jobs(store: Store, ids: list[int]) -> list[JobRow]:
+    rows = [store.get_job(i) for i in ids]
+    assert all(row is not None for row in rows)
+    return [row for row in rows if row is not None]
+
+
+def statuses(store: Store, ids: list[int]) -> list[str]:
+    return [str(row.status) for row in jobs(store, ids)]
+
+
+def test_burst_drains_every_ready_job_and_exits_0(
+    start: Start, workdir: Path, queue: Queue, store: Store
+) -> None:
+    ids = [queue.enqueue("t.record", {"dir": str(workdir), "i": i}) for i in range(25)]
+    later = queue.enqueue("t.record", {"dir": str(workdir)}, delay=3600)
+    run(start, "--burst")
+    assert statuses(store, ids) == ["done"] * 25
+    assert all((workdir / f"ran-{i}-1").exists() for i in ids)
+    assert statuses(store, [later]) == ["ready"]  # not due: burst does not wait for it
+
+
+def test_max_jobs_stops_after_that_many_jobs(
+    start: Start, workdir: Path, queue: Queue, store: Store
+) -> None:
+    ids = [queue.enqueue("t.record", {"dir": str(workdir)}) for _ in range(5)]
+    run(start, "--max-jobs", "3")
+    assert statuses(store, ids) == ["done"] * 3 + ["ready"] * 2
+    assert [row.attempts for row in jobs(store, ids)[3:]] == [0, 0]  # handed back uncounted
+
+
+def test_queues_limits_what_is_worked(
+    start: Start, workdir: Path, queue: Queue, store: Store
+) -> None:
+    a = [queue.enqueue("t.record", {"dir": str(workdir)}, queue="a") for _ in range(3)]
+    b = [queue.enqueue("t.record", {"dir": str(workdir)}, queue="b") for _ in range(3)]
+    default = queue.enqueue("t.record", {"dir": str(workdir)})
+    run(start, "--queues", "a", "--burst")
+    assert statuses(store, a) == ["done"] * 3
+    assert statuses(store, [*b, default]) == ["ready"] * 4
+    run(start, "--queues", "b,default", "--burst")
+    assert statuses(store, [*b, default]) == ["done"] * 4
+
+
+def insert_raw_job(db_url: str, handler: str, payload: str) -> int:
+    """A row as another program would write it, bypassing forkq's checks."""
+    sql(
+        db_url,
+        "INSERT INTO forkq_jobs (queue, handler, payload) VALUES (?, ?, ?)",
+        ("default", handler, payload),
+    )
+    return int(sql(db_url, "SELECT MAX(id) FROM forkq_jobs")[0][0])
+
+
+def test_bad_jobs_end_dead_with_a_clear_error_while_the_rest_complete(
+    start: Start, workdir: Path, queue: Queue, store: Store, db_url: str
+) -> None:
+    payload = {"dir": str(workdir)}
+    good = [queue.enqueue("t.record", payload)]
+    unknown = queue.enqueue("nobody.registered.this", payload)
+    good.append(queue.enqueue("t.record", payload))
+    not_json = insert_raw_job(db_url, "t.record", "{this is not json")
+    failing = queue.enqueue("t.fail", payload)
+    good.append(queue.enqueue("t.record", payload))
+    run(start, "--burst")
+    assert statuses(store, good) == ["done"] * 3
+    errors = {}
+    for row in jobs(store, [unknown, not_json, failing]):
+        assert row.status == JobState.DEAD, row
+        assert row.attempts == 1
+        errors[row.id] = row.last_error or ""
+    assert "unknown handler 'nobody.registered.this'" in errors[unknown]
+    assert "payload is not valid JSON" in errors[not_json]
+    assert "failed permanently: customer 42 does not exist" in errors[failing]
+
+
+def test_retry_with_no_delay_ends_dead_after_exactly_max_attempts(
+    start: Start, workdir: Path, queue: Queue, store: Store
+) -> None:
+    job_id = queue.enqueue("t.retry", {"dir": str(workdir)}, max_attempts=2)
+    run(start, "--burst")
+    (row,) = jobs(store, [job_id])
+    assert (row.status, row.attempts) == (JobState.DEAD, 2)
+    assert row.last_error is not None and "retry requested: not yet" in row.last_error
+    assert sorted(p.name for p in workdir.glob("ran-*")) == [f"ran-{job_id}-1", f"ran-{job_id}-2"]
+
+
+def test_a_paused_queue_is_not_worked_until_resumed(
+    start: Start, workdir: Path, queue: Queue, store: Store
+) -> None:
+    ids = [queue.enqueue("t.record", {"dir": str(workdir)}) for _ in range(3)]
+    store.set_paused("default", True)
+    run(start, "--burst")  # nothing claimable: it leaves at once
+    assert [(row.status, row.attempts) for row in jobs(store, ids)] == [("ready", 0)] * 3
+    worker = start()
+    wait_until(lambda: store.list_processes(), WAIT, message="the worker to register")
+    assert statuses(store, ids) == ["ready"] * 3
+    store.set_paused("default", False)
+    wait_until(lambda: statuses(store, ids) == ["done"] * 3, WAIT, message="jobs done")
+    worker.send_signal(signal.SIGTERM)
+    assert finish(worker)[0] == 0
+
+
+def running_job(store: Store, job_id: int) -> bool:
+    row = store.get_job(job_id)
+    return row is not None and row.status == JobState.RUNNING
+
+
+def test_sigterm_lets_the_running_job_finish(
+    start: Start, workdir: Path, queue: Queue, store: Store
+) -> None:
+    payload = {"dir": str(workdir)}
+    blocking = queue.enqueue("t.block", payload)
+    waiting = queue.enqueue("t.record", payload)
+    worker = start()
+    wait_until(lambda: (workdir / f"started-{blocking}-1").exists(), WAIT, message="job start")
+    assert running_job(store, blocking)
+    worker.send_signal(signal.SIGTERM)
+    (workdir / "release").write_text("")
+    code, output = finish(worker)
+    assert code == 0, output
+    (done, left) = jobs(store, [blocking, waiting])
+    assert (done.status, done.attempts) == (JobState.DONE, 1)
+    assert (left.status, left.attempts) == (JobState.READY, 0)  # never started, handed back
+    assert not (workdir / f"ran-{waiting}-1").exists()
+
+
+def test_a_sigkilled_workers_job_is_settled_and_run_by_the_next_worker(
+    start: Start, workdir: Path, queue: Queue, store: Store
+) -> None:
+    # chores_lease: the dead worker held the cluster-chores lease; with the default (60 s)
+    # the next worker waits that long before it may settle anything.
+    write_config(
+        workdir, heartbeat_interval=0.5, process_stale_after=2, check_interval=0.5, chores_lease=2
+    )
+    job_id = queue.enqueue("t.block", {"dir": str(workdir)})
+    first = start()
+    wait_until(lambda: running_job(store, job_id), WAIT, message="the job to be running")
+    wait_until(lambda: (workdir / f"started-{job_id}-1").exists(), WAIT, message="handler start")
+    os.killpg(first.pid, signal.SIGKILL)
+    assert finish(first)[0] == -signal.SIGKILL
+    assert running_job(store, job_id)  # nobody settled it yet: its holder just vanished
+    (workdir / "release").write_text("")  # the next attempt runs straight through
+    second = start()
+    wait_until(lambda: statuses(store, [job_id]) == ["done"], 90, message="the job to be run again")
+    (row,) = jobs(store, [job_id])
+    assert row.attempts == 2
+    assert row.last_error is not None and "stopped beating" in row.last_error
+    assert (workdir / f"ran-{job_id}-2").exists()
+    second.send_signal(signal.SIGTERM)
+    assert finish(second)[0] == 0
