@@ -17,6 +17,10 @@ Three variants, each draining N no-op rows with W processes (multiprocessing, fo
   `UPDATE ... WHERE id IN (SELECT ... LIMIT 20) RETURNING id` + `COMMIT`, then DELETE,
   with forkq's pragmas (WAL, synchronous=FULL).
 
+Options for what-if runs: `fused` deletes a finished batch inside the next claim's
+transaction (one commit per batch instead of two), `isolation` sets the MySQL session
+isolation level, `synchronous` the SQLite pragma.
+
 The clock starts when every worker is connected (a barrier) and stops when the last
 worker has seen the table empty. Use from run.py, or alone:
 
@@ -33,19 +37,27 @@ import socket
 import sqlite3
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pymysql
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from supervisor.dburl import DatabaseURL, parse_database_url  # noqa: E402
+from supervisor.dburl import DatabaseURL, parse_database_url
 
 VARIANTS = ("skip_locked", "block", "sqlite")
 INSERT_CHUNK = 1000
 PAYLOAD = "{}"
 DEADLOCK, LOCK_WAIT_TIMEOUT = 1213, 1205
+
+
+@dataclass(frozen=True)
+class Options:
+    batch: int = 20
+    isolation: str = ""  # MySQL: e.g. "READ COMMITTED"; "" keeps the server's default
+    fused: bool = False  # ack a batch inside the next claim's transaction (one commit per batch)
+    synchronous: str = "FULL"  # SQLite
 
 
 @dataclass(frozen=True)
@@ -56,10 +68,9 @@ class DrainResult:
     seconds: float
     statements: int  # SQL statements sent by the workers (BEGIN/COMMIT included)
     commits: int  # transactions committed (autocommit statements count as one)
-    batch: int
+    opts: Options
     partitions: int = 0
     deadlocks: int = 0  # claim transactions rolled back by InnoDB and retried
-    isolation: str = ""
 
     @property
     def jobs_per_s(self) -> float:
@@ -75,7 +86,7 @@ def mysql_connect(url: DatabaseURL, **options: Any) -> Any:
         "port": url.port,
         "user": url.user,
         "password": url.password,
-        "database": url.database,
+        "database": url.database or None,
         "unix_socket": url.unix_socket or None,
         "charset": "utf8mb4",
         "autocommit": True,
@@ -94,10 +105,13 @@ def worker_connect(url: DatabaseURL, isolation: str) -> Any:
     return mysql_connect(url, init_command=f"SET SESSION TRANSACTION ISOLATION LEVEL {isolation}")
 
 
-def sqlite_connect(path: str) -> sqlite3.Connection:
+def sqlite_connect(path: str, synchronous: str = "FULL") -> sqlite3.Connection:
+    """forkq's pragmas: WAL, a busy timeout, synchronous=FULL unless told otherwise."""
+    if synchronous not in ("FULL", "NORMAL", "OFF"):
+        raise ValueError(f"synchronous must be FULL, NORMAL or OFF, not {synchronous!r}")
     conn = sqlite3.connect(path, timeout=30, isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = FULL")
+    conn.execute(f"PRAGMA synchronous = {synchronous}")
     conn.execute("PRAGMA busy_timeout = 30000")
     return conn
 
@@ -162,6 +176,16 @@ def _insert_rows(cur: Any, head: str, row: list[str], jobs: int) -> None:
         cur.execute(head + " " + ",".join(row * count), [PAYLOAD] * count)
 
 
+def ensure_database(url: DatabaseURL) -> None:
+    """Create the URL's MySQL database if it is missing (for running this file alone)."""
+    if url.backend == "sqlite":
+        return
+    conn = mysql_connect(replace(url, database=""))
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE IF NOT EXISTS `{url.database}`")
+    conn.close()
+
+
 def drop(url: DatabaseURL) -> None:
     if url.backend == "sqlite":
         conn = sqlite_connect(url.path)
@@ -178,33 +202,40 @@ def drop(url: DatabaseURL) -> None:
 # --- workers --------------------------------------------------------------------------------
 
 
-def _skip_locked_worker(
-    url: DatabaseURL, batch: int, barrier: Any, out: Any, isolation: str = ""
-) -> None:
-    conn = worker_connect(url, isolation)
+def _claim_skip_locked(cur: Any, batch: int, ack: list[int]) -> list[int]:
+    """One claim transaction; with `ack`, the previous batch is deleted in it too."""
+    cur.connection.begin()
+    if ack:
+        cur.execute("DELETE FROM bench_baseline WHERE id IN %s", (ack,))
+    cur.execute(
+        "SELECT id FROM bench_baseline WHERE status = 'ready' ORDER BY id LIMIT %s"
+        " FOR UPDATE SKIP LOCKED",
+        (batch,),
+    )
+    ids = [row[0] for row in cur.fetchall()]
+    if ids:
+        cur.execute("UPDATE bench_baseline SET status = 'running' WHERE id IN %s", (ids,))
+    cur.connection.commit()
+    return ids
+
+
+def _skip_locked_worker(url: DatabaseURL, opts: Options, barrier: Any, out: Any) -> None:
+    conn = worker_connect(url, opts.isolation)
     cur = conn.cursor()
     jobs = statements = commits = deadlocks = 0
+    pending: list[int] = []  # run, not yet deleted (fused mode)
     barrier.wait()
     while True:
         try:
-            conn.begin()
-            cur.execute(
-                "SELECT id FROM bench_baseline WHERE status = 'ready' ORDER BY id LIMIT %s"
-                " FOR UPDATE SKIP LOCKED",
-                (batch,),
-            )
-            ids = [row[0] for row in cur.fetchall()]
-            if ids:
-                cur.execute("UPDATE bench_baseline SET status = 'running' WHERE id IN %s", (ids,))
-                statements += 1
-            conn.commit()
+            ids = _claim_skip_locked(cur, opts.batch, pending)
         except pymysql.err.OperationalError as exc:
             if exc.args[0] not in (DEADLOCK, LOCK_WAIT_TIMEOUT):
                 raise
             conn.rollback()  # the transaction is gone: claim again, as forkq's _retrying does
             statements, deadlocks = statements + 3, deadlocks + 1
             continue
-        statements, commits = statements + 3, commits + 1
+        statements += 3 + bool(ids) + bool(pending)
+        commits, jobs, pending = commits + 1, jobs + len(pending), []
         if not ids:
             cur.execute("SELECT EXISTS (SELECT 1 FROM bench_baseline WHERE status = 'ready')")
             statements += 1
@@ -213,17 +244,18 @@ def _skip_locked_worker(
             continue
         for _ in ids:  # the jobs: no-ops
             pass
+        if opts.fused:
+            pending = ids
+            continue
         cur.execute("DELETE FROM bench_baseline WHERE id IN %s", (ids,))
         statements, commits, jobs = statements + 1, commits + 1, jobs + len(ids)
     conn.close()
     out.put((jobs, statements, commits, deadlocks))
 
 
-def _block_worker(
-    url: DatabaseURL, batch: int, barrier: Any, out: Any, isolation: str = ""
-) -> None:
+def _block_worker(url: DatabaseURL, opts: Options, barrier: Any, out: Any) -> None:
     """Seed 001: take a partition under a lease, work it without row locks, free it."""
-    conn = worker_connect(url, isolation)
+    conn = worker_connect(url, opts.isolation)
     cur = conn.cursor()
     me = f"{socket.gethostname()}:{os.getpid()}"
     jobs = statements = commits = 0
@@ -240,7 +272,7 @@ def _block_worker(
             cur.execute(
                 "SELECT id FROM bench_block WHERE part ="
                 " (SELECT part FROM bench_block_locks WHERE lock_by = %s) ORDER BY id LIMIT %s",
-                (me, batch),
+                (me, opts.batch),
             )
             ids = [row[0] for row in cur.fetchall()]
             statements += 1
@@ -266,34 +298,42 @@ def _block_worker(
     out.put((jobs, statements, commits, 0))
 
 
-def _sqlite_worker(
-    url: DatabaseURL, batch: int, barrier: Any, out: Any, isolation: str = ""
-) -> None:
-    conn = sqlite_connect(url.path)
+def _sqlite_worker(url: DatabaseURL, opts: Options, barrier: Any, out: Any) -> None:
+    conn = sqlite_connect(url.path, opts.synchronous)
     jobs = statements = commits = 0
+    pending: list[int] = []
     barrier.wait()
     while True:
         conn.execute("BEGIN IMMEDIATE")
+        if pending:
+            conn.execute(_delete_sqlite(pending), pending)
         ids = [
             row[0]
             for row in conn.execute(
                 "UPDATE bench_baseline SET status = 'running' WHERE id IN"
                 " (SELECT id FROM bench_baseline WHERE status = 'ready' ORDER BY id LIMIT ?)"
                 " RETURNING id",
-                (batch,),
+                (opts.batch,),
             ).fetchall()
         ]
         conn.execute("COMMIT")
-        statements, commits = statements + 3, commits + 1
+        statements += 3 + bool(pending)
+        commits, jobs, pending = commits + 1, jobs + len(pending), []
         if not ids:
             break  # one writer at a time: nothing ready means nothing left to claim
         for _ in ids:  # the jobs: no-ops
             pass
-        marks = ",".join("?" * len(ids))
-        conn.execute(f"DELETE FROM bench_baseline WHERE id IN ({marks})", ids)
+        if opts.fused:
+            pending = ids
+            continue
+        conn.execute(_delete_sqlite(ids), ids)
         statements, commits, jobs = statements + 1, commits + 1, jobs + len(ids)
     conn.close()
     out.put((jobs, statements, commits, 0))
+
+
+def _delete_sqlite(ids: list[int]) -> str:
+    return f"DELETE FROM bench_baseline WHERE id IN ({','.join('?' * len(ids))})"
 
 
 WORKERS = {"skip_locked": _skip_locked_worker, "block": _block_worker, "sqlite": _sqlite_worker}
@@ -304,22 +344,22 @@ def drain(
     variant: str,
     workers: int,
     jobs: int,
+    opts: Options = Options(),
     *,
-    batch: int = 20,
     partitions: int = 8,
-    isolation: str = "",
     timeout: float = 120.0,
+    fill: bool = True,
 ) -> DrainResult:
-    """Fill the variant's table with `jobs` rows and time W processes draining it."""
+    """Fill the variant's table with `jobs` rows (unless `fill` is False: `prepare` was
+    called already) and time W processes draining it."""
     parsed = parse_database_url(url) if isinstance(url, str) else url
-    prepare(parsed, variant, jobs, partitions)
+    if fill:
+        prepare(parsed, variant, jobs, partitions)
     ctx = mp.get_context("fork")
     barrier = ctx.Barrier(workers + 1)
     out = ctx.Queue()
     procs = [
-        ctx.Process(
-            target=WORKERS[variant], args=(parsed, batch, barrier, out, isolation), daemon=True
-        )
+        ctx.Process(target=WORKERS[variant], args=(parsed, opts, barrier, out), daemon=True)
         for _ in range(workers)
     ]
     for proc in procs:
@@ -347,10 +387,9 @@ def drain(
         seconds,
         sum(t[1] for t in totals),
         sum(t[2] for t in totals),
-        batch,
+        opts,
         partitions if variant == "block" else 0,
         sum(t[3] for t in totals),
-        isolation,
     )
 
 
@@ -364,24 +403,22 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--jobs", type=int, default=5000)
     parser.add_argument("--batch", type=int, default=20)
-    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--partitions", type=int, default=8, help="block: K")
     parser.add_argument(
-        "--isolation", default="", help='e.g. "READ COMMITTED" (default: the server\'s)'
+        "--isolation", default="", help='MySQL, e.g. "READ COMMITTED" (default: the server\'s)'
     )
+    parser.add_argument(
+        "--fused", action="store_true", help="ack each batch in the next claim's transaction"
+    )
+    parser.add_argument("--synchronous", default="FULL", help="SQLite: FULL or NORMAL")
     parser.add_argument("--keep", action="store_true", help="leave the tables behind")
     args = parser.parse_args()
     url = parse_database_url(args.url)
-    result = drain(
-        url,
-        args.variant,
-        args.workers,
-        args.jobs,
-        batch=args.batch,
-        partitions=args.partitions,
-        isolation=args.isolation,
-    )
+    ensure_database(url)
+    opts = Options(args.batch, args.isolation, args.fused, args.synchronous.upper())
+    result = drain(url, args.variant, args.workers, args.jobs, opts, partitions=args.partitions)
     print(
-        f"{result.variant} W={result.workers} batch={result.batch}: {result.jobs} jobs in"
+        f"{result.variant} W={result.workers} {opts}: {result.jobs} jobs in"
         f" {result.seconds:.3f}s = {result.jobs_per_s:,.0f} jobs/s;"
         f" {result.statements / result.jobs:.2f} statements/job,"
         f" {result.commits / result.jobs:.3f} commits/job, {result.deadlocks} deadlocks"

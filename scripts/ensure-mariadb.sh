@@ -92,8 +92,10 @@ setup_sql() {
   for user in "'$DB_USER'@'127.0.0.1'" "'$DB_USER'@'localhost'"; do
     echo "CREATE USER IF NOT EXISTS $user IDENTIFIED BY '$DB_PASSWORD';"
     echo "ALTER USER $user IDENTIFIED BY '$DB_PASSWORD';"
-    # ALL ON *.*: the tests create and drop a database of their own per session.
-    echo "GRANT ALL ON *.* TO $user;"
+    # ALL ON *.* WITH GRANT OPTION: the tests create and drop a database of their own per
+    # session, and some create accounts of their own (a password in a URL). A test-only
+    # account on a loopback-only server.
+    echo "GRANT ALL ON *.* TO $user WITH GRANT OPTION;"
   done
   echo "CREATE DATABASE IF NOT EXISTS \`$DB_NAME\` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;"
 }

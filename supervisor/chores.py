@@ -82,13 +82,22 @@ def reap_expired_leases(store: Store, limit: int = 500) -> int:
     return reaped
 
 
+def settle_gone_worker(store: Store, owner: str, error: str) -> int:
+    """A worker that vanished without a master to say which job it was running.
+
+    Each job it held may have run (or killed it), so each attempt counts; otherwise a
+    job that kills its worker (OOM, a segfault) would never end dead.
+    """
+    return sum(int(fail_held_job(store, row, owner, error)) for row in store.held_by(owner))
+
+
 def settle_stale_processes(store: Store, stale_after: float) -> int:
     """Processes that stopped beating: settle their jobs at once and drop their rows."""
     stale = store.stale_processes(stale_after)
     settled = 0
     for process in stale:
         if process.role == "worker":
-            settled += settle_owner(store, process.name, None, "worker stopped beating")
+            settled += settle_gone_worker(store, process.name, "worker stopped beating")
     store.remove_processes([p.name for p in stale])
     return settled
 

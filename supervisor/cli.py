@@ -293,7 +293,7 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """Aligned plain text: numbers right-aligned, everything else left-aligned."""
     cells = [list(headers)] + [[_cell(value) for value in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    numeric = [all(isinstance(row[i], int | float) for row in rows) for i in range(len(headers))]
+    numeric = [all(_is_number(row[i]) for row in rows) for i in range(len(headers))]
     lines = []
     for row in cells:
         parts = [
@@ -302,6 +302,10 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
         ]
         lines.append("  ".join(parts).rstrip())
     return "\n".join(lines)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _first_line(text: str | None, limit: int = 60) -> str | None:
@@ -570,28 +574,8 @@ def cmd_locks(args: argparse.Namespace) -> int:
 
 def cmd_schedules(args: argparse.Namespace) -> int:
     config = _config(args)
-    from .schedules import next_run
-
-    entries = []
     with _store(config) as store:
-        now = store.db_now()  # the clock the schedules are enqueued by
-        for s in config.schedules:
-            last = store.last_slot(s.name)
-            try:
-                upcoming: float | None = next_run(s.cron, s.timezone, now)
-            except ValueError:  # a valid expression that never comes due (Feb 30)
-                upcoming = None
-            entries.append(
-                {
-                    "name": s.name,
-                    "cron": s.cron,
-                    "timezone": s.timezone,
-                    "handler": s.handler,
-                    "queue": s.queue,
-                    "last_slot": _from_epoch(last),
-                    "next_run": _from_epoch(upcoming),
-                }
-            )
+        entries = _schedule_entries(config, store)
     if args.json:
         _print_json(
             [
@@ -603,8 +587,33 @@ def cmd_schedules(args: argparse.Namespace) -> int:
         print("no schedules configured")
     else:
         headers = ("NAME", "CRON", "TIMEZONE", "HANDLER", "QUEUE", "LAST SLOT", "NEXT RUN")
-        print(_table(headers, [tuple(e.values()) for e in entries]))
+        rows = [{**e, "queue": e["queue"] or "(handler's)"}.values() for e in entries]
+        print(_table(headers, [tuple(row) for row in rows]))
     return int(ExitCode.OK)
+
+
+def _schedule_entries(config: Config, store: Store) -> list[dict[str, Any]]:
+    from .schedules import next_run  # the cron machinery loads only when asked for
+
+    now = store.db_now()  # the clock the schedules are enqueued by
+    entries = []
+    for s in config.schedules:
+        try:
+            upcoming: float | None = next_run(s.cron, s.timezone, now)
+        except ValueError:  # a valid expression that never comes due (Feb 30)
+            upcoming = None
+        entries.append(
+            {
+                "name": s.name,
+                "cron": s.cron,
+                "timezone": s.timezone,
+                "handler": s.handler,
+                "queue": s.queue,  # None: the handler's registered queue
+                "last_slot": _from_epoch(store.last_slot(s.name)),
+                "next_run": _from_epoch(upcoming),
+            }
+        )
+    return entries
 
 
 def _from_epoch(seconds: float | None) -> datetime | None:

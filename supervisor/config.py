@@ -170,7 +170,9 @@ def _json_table(value: Any) -> dict[str, Any]:
     try:
         json.dumps(table, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"must be JSON-encodable (no TOML dates or times, nan or inf): {exc}") from exc
+        raise ValueError(
+            f"must be JSON-encodable (no TOML dates or times, nan or inf): {exc}"
+        ) from exc
     return table
 
 
@@ -286,15 +288,23 @@ def build_config(raw: Mapping[str, Any], source: str, database_url: str | None =
         if key not in known:
             problems.add(key, f"unknown section (expected one of: {', '.join(known)})")
     database = _database(raw.get("database", {}), database_url, problems)
-    supervisor = SupervisorConfig(
-        **problems.fields("supervisor", raw.get("supervisor", {}), _SUPERVISOR_FIELDS)
-    )
+    supervisor = _supervisor(raw.get("supervisor", {}), problems)
     pools = _pools(raw.get("pools"), problems)
     alerts = _alerts(raw.get("alerts", {}), problems)
     schedules = _schedules(raw.get("schedules", {}), problems)
     problems.raise_if_any()
     assert database is not None
     return Config(database, supervisor, pools, alerts, schedules, source)
+
+
+def _supervisor(table: Any, problems: _Problems) -> SupervisorConfig:
+    values = problems.fields("supervisor", table, _SUPERVISOR_FIELDS)
+    if "chores_lease" not in values:
+        # The chores lease outlives a few check ticks, so a leader that dies is replaced
+        # within seconds, not a fixed minute.
+        check = values.get("check_interval", SupervisorConfig.check_interval)
+        values["chores_lease"] = max(1.0, 3 * check)
+    return SupervisorConfig(**values)
 
 
 def _database(table: Any, override: str | None, problems: _Problems) -> DatabaseURL | None:

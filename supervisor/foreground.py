@@ -49,6 +49,7 @@ def run_foreground(
     owner = process_name()
     label = f"{','.join(names)} worker"
     worker = Worker(store, config, names, owner, TitleEvents(label))
+    worker.max_jobs = max_jobs
     log = logs.get(role="worker", queues=names)
 
     def stop(signum: int, frame: FrameType | None) -> None:

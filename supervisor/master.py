@@ -23,7 +23,7 @@ from typing import TypeVar
 
 from . import logs, registry, systemd
 from .child import ChildSpec, run_child
-from .chores import Chores, settle_owner
+from .chores import Chores, settle_gone_worker, settle_owner
 from .config import Config, load_config
 from .errors import ConfigError, DatabaseError, ExitCode
 from .extras import Extras
@@ -135,7 +135,7 @@ class Master:
         ]
         for process in gone:
             if process.role == "worker":
-                settle_owner(self.store, process.name, None, "worker gone (found at master start)")
+                settle_gone_worker(self.store, process.name, "worker gone (found at master start)")
         self.store.remove_processes([p.name for p in gone])
         if gone:
             self.log.info("stale_processes_settled", count=len(gone))

@@ -106,6 +106,8 @@ def build_job(
         raise UsageError("queue names have at most 64 characters")
     if not isinstance(delay, int | float) or not math.isfinite(delay) or delay < 0:
         raise UsageError("delay must be a finite number of seconds >= 0")
+    if run_at is not None and not isinstance(run_at, datetime):
+        raise UsageError("run_at must be a datetime")
     if run_at is not None and run_at.tzinfo is None:
         run_at = run_at.replace(tzinfo=UTC)  # naive times are taken as UTC
     if (

@@ -120,6 +120,7 @@ class Worker:
         self._paused: set[str] = set()
         self._paused_at = -PAUSE_CACHE
         self._backoff = 0.0
+        self.max_jobs: int | None = None  # `forkq work --max-jobs`: claim no more than this
 
     # --- settings per queue --------------------------------------------------------------
 
@@ -148,7 +149,7 @@ class Worker:
                 continue
             pool = self.pool(queue)
             batch = self.store.claim(
-                queue, self.owner, pool.claim_batch, pool.timeout + LEASE_MARGIN
+                queue, self.owner, self.claim_size(pool), pool.timeout + LEASE_MARGIN
             )
             if batch:
                 self._lease_until = time.monotonic() + pool.timeout + LEASE_MARGIN
@@ -156,6 +157,12 @@ class Worker:
                 self._run_held()
                 return len(batch)
         return 0
+
+    def claim_size(self, pool: PoolConfig) -> int:
+        """Never claim more than may still run: jobs past `max_jobs` would be handed back."""
+        if self.max_jobs is None:
+            return pool.claim_batch
+        return max(1, min(pool.claim_batch, self.max_jobs - self.stats.jobs))
 
     def _run_held(self) -> None:
         while self.held and not self.stopping:

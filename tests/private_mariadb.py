@@ -287,19 +287,25 @@ class PrivateMariaDB:
         finally:
             conn.close()
 
-    def connections(self, user: str | None = None) -> list[dict[str, Any]]:
-        """information_schema.PROCESSLIST rows of `user` (default: forkq's user)."""
-        conn = self.admin_connection()
+    def connections(self, user: str | None = None, conn: Any = None) -> list[dict[str, Any]]:
+        """information_schema.PROCESSLIST rows of `user` (default: forkq's user); TRX is the
+        InnoDB transaction the connection has open (None outside a transaction)."""
+        own = conn is None
+        conn = conn or self.admin_connection()
         try:
             with conn.cursor(pymysql.cursors.DictCursor) as cursor:
                 cursor.execute(
-                    "SELECT ID, USER, HOST, DB, COMMAND, TIME, STATE, INFO "
-                    "FROM information_schema.PROCESSLIST WHERE USER = %s",
+                    "SELECT p.ID, p.USER, p.HOST, p.DB, p.COMMAND, p.TIME, p.STATE, p.INFO, "
+                    "t.trx_id AS TRX "
+                    "FROM information_schema.PROCESSLIST p "
+                    "LEFT JOIN information_schema.INNODB_TRX t ON t.trx_mysql_thread_id = p.ID "
+                    "WHERE p.USER = %s",
                     (user or self.user,),
                 )
                 return list(cursor.fetchall())
         finally:
-            conn.close()
+            if own:
+                conn.close()
 
     def kill_connection(self, connection_id: int, conn: Any = None) -> bool:
         """`KILL <id>` (connection and its transaction); False if it was gone already."""

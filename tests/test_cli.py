@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,7 +24,7 @@ from util import (
     subprocess_env,
 )
 
-from supervisor import Queue
+from supervisor import Queue, cli
 from supervisor.dburl import parse_database_url
 from supervisor.models import JobState
 from supervisor.store import Store, open_store
@@ -463,6 +465,41 @@ def test_alerts_test_without_channels_fails(workdir: Path) -> None:
     assert "no alert channel" in failed(forkq(workdir, "alerts", "test"), 1)
 
 
+class _Hook(http.server.BaseHTTPRequestHandler):
+    bodies: list[bytes] = []
+
+    def do_POST(self) -> None:
+        _Hook.bodies.append(self.rfile.read(int(self.headers["Content-Length"])))
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_alerts_test_reports_each_channel(workdir: Path) -> None:
+    server = http.server.HTTPServer(("127.0.0.1", 0), _Hook)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+    (workdir / "alerts.toml").write_text(
+        f'[supervisor]\nhandlers = []\n[alerts]\nwebhook_url = "{url}"\n'
+    )
+    try:
+        out = ok(forkq(workdir, "alerts", "test", "-c", "alerts.toml"))
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+    assert out.split()[:2] == ["ok", "webhook"]
+    (body,) = _Hook.bodies
+    assert "test alert" in json.loads(body)["text"]
+    result = forkq(workdir, "alerts", "test", "-c", "alerts.toml")  # nobody listens now
+    assert "webhook" in failed(result, 1)
+    assert result.stdout.split()[:2] == ["FAIL", "webhook"]
+
+
 # --- schema and check ------------------------------------------------------------------------
 
 
@@ -578,3 +615,34 @@ def test_the_database_password_never_appears_in_output(
     outputs.append(denied.stdout + denied.stderr)
     assert f"{USER}:***@" in outputs[2]  # check shows the URL, redacted
     assert all(PASSWORD not in text for text in outputs)
+
+
+# --- in-process: what no subprocess can be made to do on purpose ------------------------------
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_an_unexpected_exception_is_one_line_unless_debug(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], debug: bool
+) -> None:
+    def explode(*args: Any, **kwargs: Any) -> Store:
+        raise RuntimeError("disk on fire\nsecond line")
+
+    monkeypatch.setattr(cli.logs, "setup", lambda **kwargs: None)
+    monkeypatch.setattr(cli, "open_store", explode)
+    argv = ["status", "--database", "sqlite:///unused.db"] + (["--debug"] if debug else [])
+    assert cli.main(argv) == 1
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("forkq: internal error: RuntimeError: disk on fire second line")
+    assert ("Traceback" in err) is debug
+    if not debug:
+        assert err.count("\n") == 1 and "run with --debug" in last
+
+
+def test_ctrl_c_exits_130(monkeypatch: pytest.MonkeyPatch) -> None:
+    def interrupted(*args: Any, **kwargs: Any) -> Store:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli.logs, "setup", lambda **kwargs: None)
+    monkeypatch.setattr(cli, "open_store", interrupted)
+    assert cli.main(["jobs", "--database", "sqlite:///unused.db"]) == 130

@@ -40,6 +40,14 @@ Factory = Callable[..., Daemon]
 
 KEEP = {"on_success": "keep"}  # done jobs stay visible as `done`
 
+# Open daemon bugs (see the reasons); strict, so the fix turns these red until unmarked.
+RECYCLE_AFTER_JOB_BUG = pytest.mark.xfail(
+    strict=True,
+    reason="bug: Worker._run_held (supervisor/worker.py) never calls retire_check() after a "
+    "job, so max_jobs_per_child / memory_limit_mb / max_child_lifetime act only once the "
+    "child is idle (a whole claimed batch or backlog later)",
+)
+
 
 # --- helpers ---------------------------------------------------------------------------------
 
@@ -355,6 +363,7 @@ def test_killed_child_job_is_settled_at_once_and_the_child_replaced(
 # --- recycling ---------------------------------------------------------------------------------------
 
 
+@RECYCLE_AFTER_JOB_BUG
 def test_child_is_recycled_after_max_jobs_per_child(
     daemons: Factory, store: Store, queue: Queue, db_url: str
 ) -> None:
@@ -363,7 +372,10 @@ def test_child_is_recycled_after_max_jobs_per_child(
 
     wait_until(lambda: count_status(db_url, "done") == 20, timeout=20, message="20 jobs done")
     exits = daemon.wait_event(
-        "child_exited", where=lambda e: "max_jobs_per_child" in (e.get("reason") or ""), count=3
+        "child_exited",
+        where=lambda e: "max_jobs_per_child" in (e.get("reason") or ""),
+        count=3,
+        timeout=5,
     )
     assert all(e["jobs"] <= 5 for e in exits), [e["jobs"] for e in exits]
     spawned = {e["child_pid"] for e in daemon.events("child_spawned")}
@@ -385,20 +397,33 @@ def test_child_is_recycled_after_max_child_lifetime_even_when_idle(daemons: Fact
     )
 
 
+@RECYCLE_AFTER_JOB_BUG
 def test_child_is_recycled_after_max_child_lifetime_while_busy(
-    daemons: Factory, queue: Queue
+    daemons: Factory, queue: Queue, db_url: str
 ) -> None:
-    daemon = boot(daemons, pools={"work": {"workers": 1, "max_child_lifetime": 2}})
+    daemon = boot(daemons, pools={"work": {"workers": 1, "max_child_lifetime": 2, **KEEP}})
     first = daemon.pool_children("work")
-    queue.enqueue_many(
-        [{"handler": "t.sleep", "payload": {"seconds": 0.1}, "queue": "work"} for _ in range(60)]
-    )
+    ids = queue.enqueue_many(
+        [{"handler": "t.sleep", "payload": {"seconds": 0.1}, "queue": "work"} for _ in range(200)]
+    )  # 20 s of work: the child must retire between two jobs, not when the backlog is gone
     exited = daemon.wait_event(
         "child_exited", where=lambda e: e.get("reason") == "max_child_lifetime", timeout=8
     )
     assert exited[0]["child_pid"] in first
+    assert count_status(db_url, "done") < len(ids)
+    replacement = wait_until(
+        lambda: (kids := daemon.pool_children("work")) and not set(kids) & set(first) and kids,
+        timeout=5,
+        message="a replacement child",
+    )
+    wait_until(
+        lambda: any(e["pid"] in replacement for e in daemon.events("job_finished")),
+        timeout=5,
+        message="the replacement working off the backlog",
+    )
 
 
+@RECYCLE_AFTER_JOB_BUG
 def test_child_over_its_memory_limit_is_recycled_after_the_job(
     daemons: Factory, store: Store, queue: Queue
 ) -> None:
@@ -413,7 +438,7 @@ def test_child_over_its_memory_limit_is_recycled_after_the_job(
     row = wait_done(store, job_id)
     assert row.attempts == 1 and row.last_error is None
     exited = daemon.wait_event(
-        "child_exited", where=lambda e: "memory_limit_mb" in (e.get("reason") or "")
+        "child_exited", where=lambda e: "memory_limit_mb" in (e.get("reason") or ""), timeout=5
     )
     assert exited[0]["child_pid"] in first
     assert exited[0]["status"] == "exit 0"

@@ -26,8 +26,13 @@ import pytest
 
 from daemon_util import Daemon, render_config
 from private_mariadb import PrivateMariaDB, private_db_url, private_mariadb  # noqa: F401
-from supervisor import Queue
+from supervisor import Queue, registry
+from supervisor.config import Config, PoolConfig
+from supervisor.dburl import parse_database_url
 from supervisor.errors import ConnectionLost
+from supervisor.store import open_store
+from supervisor.store.base import TRANSIENT_RETRIES
+from supervisor.worker import Worker
 from util import mysql_connect, wait_until
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(300)]
@@ -115,11 +120,14 @@ def job_counts(server: PrivateMariaDB) -> dict[str, int]:
     return {str(status): int(n) for status, n in rows}
 
 
-def enqueue_records(url: str, count: int, record: Path) -> list[int]:
+def enqueue_records(url: str, count: int, record: Path, seconds: float = 0.0) -> list[int]:
+    payload: dict[str, Any] = {"file": str(record)}
+    if seconds:
+        payload["seconds"] = seconds
     queue = Queue(url)
     try:
         return queue.enqueue_many(
-            [{"handler": "t.record", "payload": {"file": str(record)}, "queue": QUEUE}] * count
+            [{"handler": "t.record", "payload": payload, "queue": QUEUE}] * count
         )
     finally:
         queue.close()
@@ -135,17 +143,34 @@ def report(name: str, **figures: Any) -> None:
     print(f"\n[fault figures] {name}: {line}")
 
 
-def worker_ports(daemon: Daemon, server_port: int) -> set[int]:
-    """Local TCP ports of the children's connections to the server (not the master's)."""
-    ports = set()
-    for child in daemon.children():
-        try:
-            for conn in child.net_connections(kind="tcp"):
-                if conn.raddr and conn.raddr.port == server_port:
-                    ports.add(conn.laddr.port)
-        except psutil.Error:
-            continue
-    return ports
+def server_ports(process: psutil.Process, server_port: int) -> set[int]:
+    """Local TCP ports of a process's connections to the server."""
+    try:
+        return {
+            c.laddr.port
+            for c in process.net_connections(kind="tcp")
+            if c.raddr and c.raddr.port == server_port
+        }
+    except psutil.Error:
+        return set()
+
+
+def client_port(connection: dict[str, Any]) -> int | None:
+    host = str(connection["HOST"] or "")
+    port = host.rsplit(":", 1)[-1]
+    return int(port) if ":" in host and port.isdigit() else None
+
+
+def statement_kind(connection: dict[str, Any]) -> str:
+    """What a PROCESSLIST row was doing: claiming, acknowledging, idle..."""
+    text = " ".join(str(connection["INFO"] or "").split()).upper()
+    if "FOR UPDATE SKIP LOCKED" in text or "SET STATUS = 'RUNNING'" in text:
+        return "claim"
+    if text.startswith("DELETE FROM FORKQ_JOBS"):
+        return "ack"
+    if connection["TRX"]:
+        return "in_transaction" if connection["COMMAND"] == "Sleep" else "other_in_transaction"
+    return "idle" if connection["COMMAND"] == "Sleep" else "other"
 
 
 # --- the database killed -9 under a running daemon -------------------------------------------
@@ -266,27 +291,28 @@ def test_server_side_kills_of_worker_connections_lose_and_hold_no_job(
     daemon: Daemon = daemon_factory(private_db_url, pools={QUEUE: POOL})
     daemon.start().wait_ready()
     started = time.monotonic()
-    ids = enqueue_records(private_db_url, total, record)
+    ids = enqueue_records(private_db_url, total, record, seconds=0.01)  # ~5 s of work
 
     kills = 0
-    in_query = 0
+    killed_in: Counter[str] = Counter()  # what the killed connection was doing
+    master = psutil.Process(daemon.pid)
     admin = private_mariadb.admin_connection()
     try:
         stop_at = time.monotonic() + 5.0
-        while time.monotonic() < stop_at and job_counts(private_mariadb):
-            ports = worker_ports(daemon, private_mariadb.port)
-            victims = [
+        while time.monotonic() < stop_at and count_lines(record) < total:
+            # Every session of forkq's user but the master's is a worker's (children also
+            # hold the master's socket, inherited across the fork: it is left alone).
+            masters = server_ports(master, private_mariadb.port)
+            workers = [
                 c
-                for c in private_mariadb.connections()
-                if c["HOST"].rsplit(":", 1)[-1].isdigit()
-                and int(c["HOST"].rsplit(":", 1)[-1]) in ports
+                for c in private_mariadb.connections(conn=admin)
+                if client_port(c) is not None and client_port(c) not in masters
             ]
-            busy = [c for c in victims if c["COMMAND"] == "Query"]
-            if victims:
-                victim = random.choice(busy or victims)
+            busy = [c for c in workers if statement_kind(c) != "idle"]
+            for victim in busy or random.sample(workers, min(1, len(workers))):
                 if private_mariadb.kill_connection(victim["ID"], admin):
                     kills += 1
-                    in_query += victim["COMMAND"] == "Query"
+                    killed_in[statement_kind(victim)] += 1
             time.sleep(0.05)
     finally:
         admin.close()
@@ -307,7 +333,7 @@ def test_server_side_kills_of_worker_connections_lose_and_hold_no_job(
         "KILL worker connections",
         jobs=total,
         faults=kills,
-        killed_mid_query=in_query,
+        killed_while=dict(killed_in),
         killing_seconds=round(killing, 1),
         runs_while_killing=progress_after_kills,
         lost=len(lost),
@@ -315,7 +341,7 @@ def test_server_side_kills_of_worker_connections_lose_and_hold_no_job(
         seconds=round(elapsed, 1),
         lease_reaps=len([e for e in daemon.events("chores_done") if e.get("reaped")]),
     )
-    assert kills >= 20, f"only {kills} connections were killed: the test did not test"
+    assert kills >= 10, f"only {kills} connections were killed: the test did not test"
     assert not lost, f"{len(lost)} jobs never ran: {sorted(lost)[:20]}"
     assert daemon.alive(), daemon.describe()
 
@@ -365,3 +391,48 @@ def test_restart_under_an_open_transactional_enqueue_fails_the_commit_and_leaves
     )
     assert [r[0] for r in rows] == [fresh_id, old_id]
     assert json.loads(rows[0][1]) == {"after": "restart"}
+
+
+# --- a deadlock that outlasts the store's retries ---------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: Worker.safely() catches only ConnectionLost, so a TransientDatabaseError "
+    "(deadlock 1213 / lock wait 1205 after the store's 6 retries) escapes work_once and "
+    "kills the pool child (child_crashed, then child_failed_at_start back-off)",
+)
+def test_deadlocks_past_the_store_retries_back_off_instead_of_crashing_the_worker(
+    private_db_url: str,  # noqa: F811
+) -> None:
+    """Seen for real in the crash test: after a restart, claims deadlock with acks more
+    than TRANSIENT_RETRIES times in a row and the child died. Made certain here: the
+    driver reports deadlock 1213 on every claim until the fault is lifted."""
+    ran: list[int] = []
+    registry.handler("faults.deadlock_noop", queue=QUEUE)(lambda payload, job: ran.append(job.id))
+    store = open_store(private_db_url)
+    queue = Queue(store=store)
+    job_id = queue.enqueue("faults.deadlock_noop", {}, queue=QUEUE)
+    fault = {"left": TRANSIENT_RETRIES}
+    real_fetchall = store._fetchall
+
+    def deadlocking(name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        if name == "claim_select" and fault["left"] > 0:
+            fault["left"] -= 1
+            with store._errors():  # the store's own translation of the driver's error
+                raise pymysql.err.OperationalError(
+                    1213, "Deadlock found when trying to get lock; try restarting transaction"
+                )
+        return real_fetchall(name, params)
+
+    store._fetchall = deadlocking  # type: ignore[method-assign]
+    config = Config(database=parse_database_url(private_db_url), pools=(PoolConfig(name=QUEUE),))
+    worker = Worker(store, config, [QUEUE], "faults:1:deadlock")
+    worker.sleep = lambda seconds: None  # type: ignore[method-assign]  # back-off without waiting
+    try:
+        assert worker.safely(worker.work_once) == 0  # backs off; the child lives on
+        assert fault["left"] == 0
+        assert worker.safely(worker.work_once) == 1  # the fault is over: the job runs
+        assert ran == [job_id]
+    finally:
+        store.close()

@@ -185,14 +185,6 @@ def test_payload_must_be_json_serialisable(db_url: str, queue: Queue, payload: o
     assert count_rows(db_url, "forkq_jobs") == 0
 
 
-RUN_AT_TYPE_BUG = pytest.mark.xfail(
-    strict=True,
-    raises=AttributeError,
-    reason="BUG: build_job reads run_at.tzinfo before checking run_at is a datetime "
-    "(supervisor/queue.py build_job): a str or float raises AttributeError, not UsageError",
-)
-
-
 @pytest.mark.parametrize(
     "options",
     [
@@ -202,8 +194,8 @@ RUN_AT_TYPE_BUG = pytest.mark.xfail(
         {"max_attempts": 0},
         {"unique_key": ""},
         {"queue": "q" * 65},
-        pytest.param({"run_at": "2030-01-01T00:00:00Z"}, marks=RUN_AT_TYPE_BUG),
-        pytest.param({"run_at": 1_893_456_000.0}, marks=RUN_AT_TYPE_BUG),
+        {"run_at": "2030-01-01T00:00:00Z"},
+        {"run_at": 1_893_456_000.0},
     ],
     ids=[
         "negative-delay",

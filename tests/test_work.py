@@ -285,3 +285,14 @@ def test_a_sigkilled_workers_job_is_settled_and_run_by_the_next_worker(
     assert (workdir / f"ran-{job_id}-2").exists()
     second.send_signal(signal.SIGTERM)
     assert finish(second)[0] == 0
+
+
+def test_a_handler_module_that_fails_to_import_exits_78(
+    start: Start, workdir: Path, queue: Queue, store: Store
+) -> None:
+    job_id = queue.enqueue("t.record", {"dir": str(workdir)})
+    (workdir / "workhandlers.py").write_text("raise ImportError('half deployed')\n")
+    code, output = finish(start("--burst"))
+    assert code == 78, output
+    assert "workhandlers" in output and "half deployed" in output and "Traceback" not in output
+    assert statuses(store, [job_id]) == ["ready"]

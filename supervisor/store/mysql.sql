@@ -71,14 +71,14 @@ FROM forkq_jobs WHERE id IN %(ids)s AND status = 'running' AND locked_by = %(own
 -- name: fail_retry
 UPDATE forkq_jobs
 SET status = 'ready', run_at = NOW(6) + INTERVAL %(delay_us)s MICROSECOND, last_error = %(error)s,
-    locked_by = NULL, locked_until = NULL, max_attempts = %(max_attempts)s
+    locked_by = NULL, locked_until = NULL, max_attempts = COALESCE(%(max_attempts)s, max_attempts)
 WHERE id = %(id)s AND status = 'running' AND locked_by = %(owner)s
   AND (%(only_expired)s = 0 OR locked_until < NOW(6));
 
 -- name: fail_dead
 UPDATE forkq_jobs
 SET status = 'dead', finished_at = NOW(6), last_error = %(error)s,
-    locked_by = NULL, locked_until = NULL, max_attempts = %(max_attempts)s
+    locked_by = NULL, locked_until = NULL, max_attempts = COALESCE(%(max_attempts)s, max_attempts)
 WHERE id = %(id)s AND status = 'running' AND locked_by = %(owner)s
   AND (%(only_expired)s = 0 OR locked_until < NOW(6));
 

@@ -46,7 +46,13 @@ class SQLiteStore(Store):
             self._conn, self._in_tx = None, False
         if self._conn is None:
             if self.path != ":memory:":
-                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+                parent = Path(self.path).parent
+                try:
+                    parent.mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise ConnectionLost(
+                        f"database unreachable: cannot create {parent}: {exc.strerror}"
+                    ) from exc
             with self._errors():
                 conn = sqlite3.connect(
                     self.path,

@@ -60,14 +60,14 @@ WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'running' AND locke
 -- name: fail_retry
 UPDATE forkq_jobs
 SET status = 'ready', run_at = :now + :delay_us / 1000000.0, last_error = :error,
-    locked_by = NULL, locked_until = NULL, max_attempts = :max_attempts
+    locked_by = NULL, locked_until = NULL, max_attempts = COALESCE(:max_attempts, max_attempts)
 WHERE id = :id AND status = 'running' AND locked_by = :owner
   AND (:only_expired = 0 OR locked_until < :now);
 
 -- name: fail_dead
 UPDATE forkq_jobs
 SET status = 'dead', finished_at = :now, last_error = :error,
-    locked_by = NULL, locked_until = NULL, max_attempts = :max_attempts
+    locked_by = NULL, locked_until = NULL, max_attempts = COALESCE(:max_attempts, max_attempts)
 WHERE id = :id AND status = 'running' AND locked_by = :owner
   AND (:only_expired = 0 OR locked_until < :now);
 
