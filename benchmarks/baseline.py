@@ -31,21 +31,25 @@ worker has seen the table empty. Use from run.py, or alone:
 from __future__ import annotations
 
 import argparse
+import functools
 import multiprocessing as mp
 import os
+import queue
 import socket
 import sqlite3
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pymysql
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from supervisor.dburl import DatabaseURL, parse_database_url
 
+T = TypeVar("T")
 VARIANTS = ("skip_locked", "block", "sqlite")
 INSERT_CHUNK = 1000
 PAYLOAD = "{}"
@@ -202,55 +206,84 @@ def drop(url: DatabaseURL) -> None:
 # --- workers --------------------------------------------------------------------------------
 
 
-def _claim_skip_locked(cur: Any, batch: int, ack: list[int]) -> list[int]:
-    """One claim transaction; with `ack`, the previous batch is deleted in it too."""
-    cur.connection.begin()
-    if ack:
-        cur.execute("DELETE FROM bench_baseline WHERE id IN %s", (ack,))
-    cur.execute(
-        "SELECT id FROM bench_baseline WHERE status = 'ready' ORDER BY id LIMIT %s"
-        " FOR UPDATE SKIP LOCKED",
-        (batch,),
-    )
-    ids = [row[0] for row in cur.fetchall()]
-    if ids:
-        cur.execute("UPDATE bench_baseline SET status = 'running' WHERE id IN %s", (ids,))
-    cur.connection.commit()
-    return ids
+@dataclass
+class Tally:
+    """What one worker did: sent to the parent at the end."""
+
+    jobs: int = 0
+    statements: int = 0
+    commits: int = 0
+    deadlocks: int = 0
+
+    def as_tuple(self) -> tuple[int, int, int, int]:
+        return (self.jobs, self.statements, self.commits, self.deadlocks)
+
+
+def _retrying(conn: Any, tally: Tally, operation: Callable[[], T]) -> T:
+    """Run a transaction or statement again after InnoDB chose it as a deadlock victim
+    (it was rolled back), as forkq's Store._retrying does."""
+    while True:
+        try:
+            return operation()
+        except pymysql.err.OperationalError as exc:
+            if exc.args[0] not in (DEADLOCK, LOCK_WAIT_TIMEOUT):
+                raise
+            conn.rollback()
+            tally.deadlocks += 1
 
 
 def _skip_locked_worker(url: DatabaseURL, opts: Options, barrier: Any, out: Any) -> None:
     conn = worker_connect(url, opts.isolation)
     cur = conn.cursor()
-    jobs = statements = commits = deadlocks = 0
+    tally = Tally()
     pending: list[int] = []  # run, not yet deleted (fused mode)
+
+    def claim() -> list[int]:
+        """One transaction; in fused mode the previous batch is deleted in it too."""
+        conn.begin()
+        if pending:
+            cur.execute("DELETE FROM bench_baseline WHERE id IN %s", (pending,))
+        cur.execute(
+            "SELECT id FROM bench_baseline WHERE status = 'ready' ORDER BY id LIMIT %s"
+            " FOR UPDATE SKIP LOCKED",
+            (opts.batch,),
+        )
+        ids = [row[0] for row in cur.fetchall()]
+        if ids:
+            cur.execute("UPDATE bench_baseline SET status = 'running' WHERE id IN %s", (ids,))
+        conn.commit()
+        tally.statements += 3 + bool(ids) + bool(pending)
+        return ids
+
+    def ready_left() -> bool:
+        cur.execute("SELECT EXISTS (SELECT 1 FROM bench_baseline WHERE status = 'ready')")
+        tally.statements += 1
+        return bool(cur.fetchone()[0])
+
     barrier.wait()
     while True:
-        try:
-            ids = _claim_skip_locked(cur, opts.batch, pending)
-        except pymysql.err.OperationalError as exc:
-            if exc.args[0] not in (DEADLOCK, LOCK_WAIT_TIMEOUT):
-                raise
-            conn.rollback()  # the transaction is gone: claim again, as forkq's _retrying does
-            statements, deadlocks = statements + 3, deadlocks + 1
-            continue
-        statements += 3 + bool(ids) + bool(pending)
-        commits, jobs, pending = commits + 1, jobs + len(pending), []
+        ids = _retrying(conn, tally, claim)
+        tally.commits, tally.jobs, pending = tally.commits + 1, tally.jobs + len(pending), []
         if not ids:
-            cur.execute("SELECT EXISTS (SELECT 1 FROM bench_baseline WHERE status = 'ready')")
-            statements += 1
-            if not cur.fetchone()[0]:
-                break
-            continue
+            if _retrying(conn, tally, ready_left):
+                continue
+            break
         for _ in ids:  # the jobs: no-ops
             pass
         if opts.fused:
             pending = ids
             continue
-        cur.execute("DELETE FROM bench_baseline WHERE id IN %s", (ids,))
-        statements, commits, jobs = statements + 1, commits + 1, jobs + len(ids)
+        _retrying(conn, tally, functools.partial(cur.execute, DELETE_BASELINE, (ids,)))
+        tally.statements, tally.commits, tally.jobs = (
+            tally.statements + 1,
+            tally.commits + 1,
+            tally.jobs + len(ids),
+        )
     conn.close()
-    out.put((jobs, statements, commits, deadlocks))
+    out.put(tally.as_tuple())
+
+
+DELETE_BASELINE = "DELETE FROM bench_baseline WHERE id IN %s"
 
 
 def _block_worker(url: DatabaseURL, opts: Options, barrier: Any, out: Any) -> None:
@@ -258,44 +291,47 @@ def _block_worker(url: DatabaseURL, opts: Options, barrier: Any, out: Any) -> No
     conn = worker_connect(url, opts.isolation)
     cur = conn.cursor()
     me = f"{socket.gethostname()}:{os.getpid()}"
-    jobs = statements = commits = 0
+    tally = Tally()
+
+    def run(sql: str, params: Any) -> int:
+        tally.statements += 1
+        return int(_retrying(conn, tally, lambda: cur.execute(sql, params)))
+
     barrier.wait()
     while True:
-        took = cur.execute(
+        took = run(
             "UPDATE bench_block_locks SET lock_by = %s, expire_at = NOW(6) + INTERVAL 60 SECOND"
             " WHERE expire_at < NOW(6) ORDER BY expire_at LIMIT 1",
             (me,),
         )
-        statements, commits = statements + 1, commits + 1
+        tally.commits += 1
         ids: list[int] = []
         if took:
-            cur.execute(
+            run(
                 "SELECT id FROM bench_block WHERE part ="
                 " (SELECT part FROM bench_block_locks WHERE lock_by = %s) ORDER BY id LIMIT %s",
                 (me, opts.batch),
             )
             ids = [row[0] for row in cur.fetchall()]
-            statements += 1
             if ids:
                 for _ in ids:  # the jobs: no-ops
                     pass
-                cur.execute("DELETE FROM bench_block WHERE id IN %s", (ids,))
-                statements, commits, jobs = statements + 1, commits + 1, jobs + len(ids)
-            cur.execute(
+                run("DELETE FROM bench_block WHERE id IN %s", (ids,))
+                tally.commits, tally.jobs = tally.commits + 1, tally.jobs + len(ids)
+            run(
                 "UPDATE bench_block_locks SET lock_by = NULL,"
                 " expire_at = NOW(6) - INTERVAL 1 SECOND WHERE lock_by = %s",
                 (me,),
             )
-            statements, commits = statements + 1, commits + 1
+            tally.commits += 1
         if not ids:
-            cur.execute("SELECT EXISTS (SELECT 1 FROM bench_block)")
-            statements += 1
+            run("SELECT EXISTS (SELECT 1 FROM bench_block)", None)
             if not cur.fetchone()[0]:
                 break
             if not took:
                 time.sleep(0.001)  # every partition is held: let a holder finish
     conn.close()
-    out.put((jobs, statements, commits, 0))
+    out.put(tally.as_tuple())
 
 
 def _sqlite_worker(url: DatabaseURL, opts: Options, barrier: Any, out: Any) -> None:
@@ -336,6 +372,23 @@ def _delete_sqlite(ids: list[int]) -> str:
     return f"DELETE FROM bench_baseline WHERE id IN ({','.join('?' * len(ids))})"
 
 
+def _collect(out: Any, procs: list[Any], deadline: float) -> list[tuple[int, int, int, int]]:
+    """Each worker's tally; fail at once if one died instead of waiting for the deadline."""
+    totals: list[tuple[int, int, int, int]] = []
+    while len(totals) < len(procs):
+        try:
+            totals.append(out.get(timeout=0.2))
+            continue
+        except queue.Empty:
+            pass
+        dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+        if dead:
+            raise RuntimeError(f"a baseline worker died (exit code {dead[0]})")
+        if time.monotonic() > deadline:
+            raise TimeoutError("baseline drain passed its deadline")
+    return totals
+
+
 WORKERS = {"skip_locked": _skip_locked_worker, "block": _block_worker, "sqlite": _sqlite_worker}
 
 
@@ -367,8 +420,7 @@ def drain(
     try:
         barrier.wait(timeout=30)
         started = time.perf_counter()
-        deadline = time.monotonic() + timeout
-        totals = [out.get(timeout=max(0.1, deadline - time.monotonic())) for _ in procs]
+        totals = _collect(out, procs, time.monotonic() + timeout)
         seconds = time.perf_counter() - started
         for proc in procs:
             proc.join(timeout=10)

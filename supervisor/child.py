@@ -115,6 +115,7 @@ def child_main(config: Config, spec: ChildSpec) -> int:
 def _loop(worker: Worker, spec: ChildSpec, events: PipeEvents, signal_fd: int) -> str:
     recycler = Recycler(spec.pool, worker)
     worker.retire_check = recycler
+    worker.max_jobs = spec.pool.max_jobs_per_child  # never claim more than it may still run
     events.idle()
     while not worker.stopping and not worker.retire_reason:
         done = worker.safely(worker.work_once)

@@ -21,6 +21,8 @@ from functools import partial
 from types import FrameType
 from typing import TypeVar
 
+import psutil
+
 from . import logs, registry, systemd
 from .child import ChildSpec, run_child
 from .chores import Chores, settle_gone_worker, settle_owner
@@ -275,7 +277,7 @@ class Master:
                 reason=child.exit_reason or None,
             )
             self.settle_child(child, status)
-            if pool and failed_at_startup(now - child.started, exit_ok, child.reported):
+            if pool and failed_at_startup(now - child.started, exit_ok, child.reported, child.jobs):
                 pool.failures += 1
                 pool.next_spawn = now + respawn_delay(pool.failures)
                 event = "pool_crash_loop" if pool.crash_looping else "child_failed_at_start"
@@ -589,12 +591,12 @@ class Master:
 
 
 def _pid_alive(pid: int) -> bool:
+    """Alive and not a zombie (an orphan init has not reaped yet is gone for us)."""
     try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
         return False
-    except PermissionError:
+    except psutil.AccessDenied:
         return True
 
 

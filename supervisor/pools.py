@@ -52,9 +52,13 @@ def respawn_delay(failures: int) -> float:
     return min(BACKOFF_MAX, BACKOFF_FIRST * 2.0 ** (failures - 1))
 
 
-def failed_at_startup(lived: float, exit_ok: bool, reported: bool) -> bool:
-    """A child that never reported in, or died with an error right after starting."""
-    return not exit_ok and (not reported or lived < STARTUP_WINDOW)
+def failed_at_startup(lived: float, exit_ok: bool, reported: bool, jobs: int = 0) -> bool:
+    """A child that never reported in, or died with an error right after starting.
+
+    A child that already finished jobs was working, whatever killed it: it must not
+    push its pool into crash-loop back-off.
+    """
+    return not exit_ok and (not reported or (jobs == 0 and lived < STARTUP_WINDOW))
 
 
 class Periodic:

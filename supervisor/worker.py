@@ -143,7 +143,7 @@ class Worker:
             self._run_held()
             return count
         for queue in self.queues:
-            if self.stopping:
+            if self.stopping or self.retire_reason:
                 return 0
             if queue in self.paused():
                 continue
@@ -165,16 +165,16 @@ class Worker:
         return max(1, min(pool.claim_batch, self.max_jobs - self.stats.jobs))
 
     def _run_held(self) -> None:
-        while self.held and not self.stopping:
+        while self.held and not self.stopping and not self.retire_reason:
             self._ensure_lease(self.held[0])
-            row = self.held.pop(
-                0
-            )  # popped before it runs: a retry after a lost write never reruns it
+            # Popped before it runs: a retry after a lost write never runs it again.
+            row = self.held.pop(0)
             self.run_job(row)
+            self.retire_reason = self.retire_check()
             if self.pending.oldest and time.monotonic() - self.pending.oldest > ACK_MAX_AGE:
                 self.flush()
         self.flush()
-        if self.held:  # stopping: hand back what we never started, without counting it
+        if self.held:  # stopping or retiring: hand back what we never started, uncounted
             self.release_held()
 
     def safely(self, step: Callable[[], int]) -> int:
@@ -331,11 +331,15 @@ class Worker:
         return self.store.extend_leases(self.owner, ids, lease) == len(ids)
 
     def _ensure_lease(self, row: JobRow) -> None:
-        """Before a job starts, make sure every held lease outlives its timeout."""
-        need = self.job_timeout(row) + LEASE_MARGIN
-        if time.monotonic() + need > self._lease_until:
-            self.store.extend_leases(self.owner, [r.id for r in self.held], need)
-            self._lease_until = time.monotonic() + need
+        """Before a job starts, make sure every held lease outlives its timeout.
+
+        Only when less than the timeout plus half the margin is left: a fresh lease has
+        the whole margin, so a batch of short jobs never pays for an extension.
+        """
+        timeout = self.job_timeout(row)
+        if self._lease_until - time.monotonic() < timeout + LEASE_MARGIN / 2:
+            self.store.extend_leases(self.owner, [r.id for r in self.held], timeout + LEASE_MARGIN)
+            self._lease_until = time.monotonic() + timeout + LEASE_MARGIN
 
     def shutdown(self) -> None:
         """Write what is pending and hand back unstarted jobs; best effort."""

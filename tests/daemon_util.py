@@ -5,9 +5,10 @@ tmp_path, starts the master in a session of its own with JSON logs going to a fi
 and gives the test what it needs to look at from outside: the log's events, the
 children (psutil, with their process titles), signals, and a `stop()` with deadlines.
 
-The `daemons` fixture hands out Daemon objects and, whatever the test did, kills
-every process of every daemon's session at the end (the master's group and each
-child, which lives in a process group of its own). Every wait has a deadline.
+The `daemons` fixture (import `daemons_fixture` into a test module) hands out Daemon
+objects and, whatever the test did, kills every process of every daemon's session
+at the end (the master's group and each child, which lives in a process group of its
+own). Every wait has a deadline.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from typing import Any
 
 import psutil
 import pytest
-
 from util import REPO_ROOT, wait_until
 
 HANDLERS_MODULE = "testhandlers"
@@ -99,7 +99,7 @@ def fail(payload, job):
 
 # Every child dies right after the fork; the master (which forked nothing before
 # importing this) is unaffected.
-CRASHING_SOURCE = '''\
+CRASHING_SOURCE = """\
 import os
 
 from supervisor import handler
@@ -110,11 +110,11 @@ os.register_at_fork(after_in_child=lambda: os._exit(3))
 @handler("t.crash_noop")
 def noop(payload, job):
     return None
-'''
+"""
 
-BROKEN_SOURCE = '''\
+BROKEN_SOURCE = """\
 raise ImportError("this handler module is broken on purpose")
-'''
+"""
 
 SUPERVISOR_DEFAULTS: dict[str, Any] = {
     "handlers": [HANDLERS_MODULE],
@@ -137,9 +137,7 @@ def toml_value(value: Any) -> str:
     raise TypeError(f"cannot write {value!r} as TOML")
 
 
-def render_config(
-    db_url: str, pools: dict[str, dict[str, Any]], supervisor: dict[str, Any]
-) -> str:
+def render_config(db_url: str, pools: dict[str, dict[str, Any]], supervisor: dict[str, Any]) -> str:
     lines = ["[database]", f"url = {toml_value(db_url)}", "", "[supervisor]"]
     lines += [f"{key} = {toml_value(value)}" for key, value in supervisor.items()]
     for name, settings in pools.items():
@@ -232,8 +230,14 @@ class Daemon:
 
     def environment(self) -> dict[str, str]:
         env = dict(os.environ)
-        for key in ("FORKQ_DATABASE_URL", "FORKQ_CONFIG", "NOTIFY_SOCKET", "WATCHDOG_USEC",
-                    "WATCHDOG_PID", "FORKQ_LOG_FORMAT"):
+        for key in (
+            "FORKQ_DATABASE_URL",
+            "FORKQ_CONFIG",
+            "NOTIFY_SOCKET",
+            "WATCHDOG_USEC",
+            "WATCHDOG_PID",
+            "FORKQ_LOG_FORMAT",
+        ):
             env.pop(key, None)
         env["PYTHONPATH"] = os.pathsep.join([str(self.directory), str(REPO_ROOT)])
         env["PYTHONUNBUFFERED"] = "1"
@@ -401,8 +405,8 @@ def title_of(proc: psutil.Process) -> str:
     return " ".join(proc.cmdline()).strip()
 
 
-@pytest.fixture
-def daemons(tmp_path: Path, db_url: str) -> Iterator[Callable[..., Daemon]]:
+@pytest.fixture(name="daemons")
+def daemons_fixture(tmp_path: Path, db_url: str) -> Iterator[Callable[..., Daemon]]:
     """`daemons(pools=..., supervisor=..., name=...)` -> a configured, not yet started Daemon.
 
     Every daemon made here is killed (session-wide) at teardown, pass or fail.

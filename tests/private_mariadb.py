@@ -17,26 +17,32 @@ Fixtures:
   forkq's schema; stopped and its directory removed at the end, pass or fail.
 - `private_db_url`: that server running (restarted if a test left it down), forkq's
   tables emptied; the URL, with the password in it.
+
+`Webhook` is a Slack-compatible receiver on loopback, for tests that check which alerts
+the daemon sends while the database fails.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pymysql
 import pytest
+from util import DATA_TABLES, free_tcp_port, in_ci
 
 from supervisor.store import open_store
-from util import DATA_TABLES, free_tcp_port, in_ci
 
 INSTALL_DB = "mariadb-install-db"
 SERVER = "mariadbd"
@@ -63,7 +69,7 @@ class PrivateMariaDB:
         root: Path | None = None,
         *,
         user: str = "forkq",
-        password: str = "secret",  # noqa: S107 - a test server's password, by design
+        password: str = "secret",
         database: str = "forkq",
     ) -> None:
         self.owns_root = root is None
@@ -322,6 +328,41 @@ class PrivateMariaDB:
         finally:
             if own:
                 conn.close()
+
+
+# --- a loopback alert receiver (the fault and security suites check what alerts say) -------
+
+
+class Webhook:
+    """A Slack-compatible endpoint on loopback that keeps every {"text": ...} it is sent."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        received = self.texts
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                try:
+                    received.append(str(json.loads(body)["text"]))
+                except (ValueError, KeyError, TypeError):
+                    received.append(f"<unreadable: {body[:200]!r}>")
+                self.send_response(200)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks/T0K3N"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
 
 
 def _current_user() -> str:

@@ -15,26 +15,44 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from util import (
+    REPO_ROOT,
+    backend_of,
+    connected,
+    count_rows,
+    python,
+    schema_tables,
+    subprocess_env,
+)
 
 from supervisor import Queue, cli, registry
 from supervisor.config import Config, PoolConfig, load_config
 from supervisor.dburl import parse_database_url
-from supervisor.errors import ConfigError, ForkqError, UsageError
+from supervisor.errors import ConfigError, UsageError
 from supervisor.models import JobState
 from supervisor.store import Store
 from supervisor.worker import Worker
-from util import REPO_ROOT, backend_of, count_rows, python, schema_tables, sql, subprocess_env
 
 pytestmark = pytest.mark.timeout(120, method="thread")  # the worker's soft timeout owns SIGALRM
+
+
+@pytest.fixture(autouse=True)
+def fresh_logging() -> Iterator[None]:
+    """An in-process `cli.main` binds structlog to the stdout pytest captured for that test,
+    which is closed afterwards: start and end every test with structlog's defaults."""
+    structlog.reset_defaults()
+    yield
+    structlog.reset_defaults()
+
 
 QUEUE = "bad_input"
 EXAMPLE_CONFIG = REPO_ROOT / "deploy" / "forkq.toml"
@@ -61,11 +79,11 @@ HOSTILE_NAMES = [
     "zero\x00byte",
 ]
 
-RECEIVED: list[tuple[int, Any]] = []
+received: list[tuple[int, Any]] = []
 
 
 def _echo(payload: Any, job: Any) -> None:
-    RECEIVED.append((job.id, payload))
+    received.append((job.id, payload))
 
 
 registry.handler("bad.echo", queue=QUEUE)(_echo)
@@ -79,7 +97,7 @@ for _name in HOSTILE_NAMES:
 @pytest.fixture
 def work(store: Store, db_url: str) -> Iterator[Callable[..., int]]:
     """`work(queue=QUEUE)`: run a worker on `queue` until nothing is due; jobs run."""
-    RECEIVED.clear()
+    received.clear()
 
     def run(queue: str = QUEUE) -> int:
         config = Config(
@@ -96,20 +114,37 @@ def work(store: Store, db_url: str) -> Iterator[Callable[..., int]]:
         raise AssertionError("the worker never ran out of due jobs")
 
     yield run
-    RECEIVED.clear()
+    received.clear()
 
 
 def insert_raw(db_url: str, handler: str, payload: Any, queue: str = QUEUE) -> int:
     """One row as a non-Python producer would write it (the documented one-line INSERT)."""
-    sql(db_url, "INSERT INTO forkq_jobs (queue, handler, payload) VALUES (?, ?, ?)",
-        (queue, handler, payload))
-    return int(sql(db_url, "SELECT MAX(id) FROM forkq_jobs")[0][0])
+    with connected(db_url) as conn:
+        if backend_of(db_url) == "mysql":
+            with conn.cursor() as cursor:
+                cursor.execute(
+                    "INSERT INTO forkq_jobs (queue, handler, payload) VALUES (%s, %s, %s)",
+                    (queue, handler, payload),
+                )
+                job_id = int(cursor.lastrowid)
+        else:
+            job_id = int(
+                conn.execute(
+                    "INSERT INTO forkq_jobs (queue, handler, payload) VALUES (?, ?, ?)",
+                    (queue, handler, payload),
+                ).lastrowid
+            )
+        conn.commit()
+    return job_id
 
 
 def tables_intact(db_url: str) -> None:
-    """Every forkq table is still there and answers."""
-    for table in schema_tables():
-        count_rows(db_url, table)
+    """Every forkq table is still there and answers (one connection, one COUNT each)."""
+    with connected(db_url) as conn:
+        cursor = conn.cursor()
+        for table in schema_tables():
+            cursor.execute(f"SELECT COUNT(*) FROM {table}")
+            assert cursor.fetchone()[0] >= 0
 
 
 # --- payloads ---------------------------------------------------------------------------------
@@ -120,8 +155,9 @@ json_values = st.recursive(
     | st.integers()
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=20),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
     max_leaves=12,
 )
 
@@ -131,10 +167,10 @@ json_values = st.recursive(
 def test_any_json_payload_reaches_the_handler_unchanged(
     queue: Queue, work: Callable[..., int], payload: Any
 ) -> None:
-    RECEIVED.clear()
+    received.clear()
     job_id = queue.enqueue("bad.echo", payload, queue=QUEUE)
     assert work() == 1
-    assert RECEIVED == [(job_id, {} if payload is None else payload)]
+    assert [(job_id, {} if payload is None else payload)] == received
     assert queue.get(job_id).status == JobState.DONE  # type: ignore[union-attr]
 
 
@@ -142,8 +178,8 @@ def test_a_five_megabyte_payload_round_trips(queue: Queue, work: Callable[..., i
     big = {"blob": "x" * (5 * 1024 * 1024), "tail": "ü🚀"}
     job_id = queue.enqueue("bad.echo", big, queue=QUEUE)
     assert work() == 1
-    assert len(RECEIVED) == 1 and RECEIVED[0][0] == job_id
-    assert RECEIVED[0][1] == big
+    assert len(received) == 1 and received[0][0] == job_id
+    assert received[0][1] == big
 
 
 @pytest.mark.parametrize(
@@ -160,15 +196,25 @@ def test_a_five_megabyte_payload_round_trips(queue: Queue, work: Callable[..., i
         "{" * 5 + "}" * 5,
         "x" * (5 * 1024 * 1024),  # five megabytes of non-JSON
     ],
-    ids=["empty", "open-brace", "words", "single-quotes", "trailing-comma", "open-list",
-         "nul", "bom", "unbalanced", "5MB-of-junk"],
+    ids=[
+        "empty",
+        "open-brace",
+        "words",
+        "single-quotes",
+        "trailing-comma",
+        "open-list",
+        "nul",
+        "bom",
+        "unbalanced",
+        "5MB-of-junk",
+    ],
 )
 def test_a_raw_row_whose_payload_is_not_json_ends_dead_with_the_reason(
     db_url: str, queue: Queue, work: Callable[..., int], text: str
 ) -> None:
     job_id = insert_raw(db_url, "bad.echo", text)
     assert work() == 1
-    assert RECEIVED == []
+    assert received == []
     row = queue.get(job_id)
     assert row is not None and row.status == JobState.DEAD
     assert row.last_error and row.last_error.startswith("payload is not valid JSON"), row.last_error
@@ -182,7 +228,7 @@ def test_a_raw_row_with_any_json_value_runs(
 ) -> None:
     job_id = insert_raw(db_url, "bad.echo", text)
     assert work() == 1
-    assert RECEIVED == [(job_id, json.loads(text))]
+    assert [(job_id, json.loads(text))] == received
 
 
 @pytest.mark.xfail(
@@ -201,12 +247,20 @@ def test_a_payload_nested_too_deep_to_decode_ends_dead_and_the_worker_lives(
     assert row.last_error and "payload" in row.last_error
 
 
-def test_a_payload_nested_too_deep_to_encode_is_refused_as_usage(queue: Queue) -> None:
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: build_job catches only TypeError/ValueError from json.dumps; a payload nested "
+    "too deep to encode raises a bare RecursionError instead of UsageError",
+)
+def test_a_payload_nested_too_deep_to_encode_is_refused_as_usage(queue: Queue, db_url: str) -> None:
     deep: Any = []
     for _ in range(100_000):
         deep = [deep]
-    with pytest.raises((UsageError, RecursionError)):  # see the report: UsageError is right
-        queue.enqueue("bad.echo", deep, queue=QUEUE)
+    try:
+        with pytest.raises(UsageError):
+            queue.enqueue("bad.echo", deep, queue=QUEUE)
+    finally:
+        assert count_rows(db_url, "forkq_jobs") == 0
 
 
 @pytest.mark.xfail(
@@ -222,7 +276,7 @@ def test_a_payload_with_a_lone_surrogate_is_refused_or_round_trips(
     except UsageError:
         return
     assert work() == 1
-    assert RECEIVED == [(job_id, {"s": "\ud800"})]
+    assert [(job_id, {"s": "\ud800"})] == received
 
 
 def test_unserialisable_payloads_are_usage_errors(queue: Queue, db_url: str) -> None:
@@ -235,36 +289,39 @@ def test_unserialisable_payloads_are_usage_errors(queue: Queue, db_url: str) -> 
 # --- names --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", HOSTILE_NAMES, ids=range(len(HOSTILE_NAMES)))
 def test_hostile_handler_names_run_when_registered_and_die_when_not(
-    db_url: str, queue: Queue, work: Callable[..., int], name: str
+    db_url: str, queue: Queue, work: Callable[..., int]
 ) -> None:
-    registered = queue.enqueue(name, {"n": 1}, queue=QUEUE)
-    unknown = queue.enqueue(name + " (nobody registered this)", {"n": 2}, queue=QUEUE)
-    raw = insert_raw(db_url, name + "; --", '{"n": 3}')
-    assert work() == 3
-    assert RECEIVED == [(registered, {"n": 1})]
-    assert queue.get(registered).status == JobState.DONE  # type: ignore[union-attr]
-    for job_id in (unknown, raw):
-        row = queue.get(job_id)
-        assert row is not None and row.status == JobState.DEAD
-        assert row.last_error and row.last_error.startswith("unknown handler"), row.last_error
+    for name in HOSTILE_NAMES:
+        received.clear()
+        registered = queue.enqueue(name, {"n": 1}, queue=QUEUE)
+        unknown = queue.enqueue(name + " (nobody registered this)", {"n": 2}, queue=QUEUE)
+        raw = insert_raw(db_url, name + "; --", '{"n": 3}')
+        assert work() == 3, name
+        assert received == [(registered, {"n": 1})], name
+        assert queue.get(registered).status == JobState.DONE, name  # type: ignore[union-attr]
+        for job_id in (unknown, raw):
+            row = queue.get(job_id)
+            assert row is not None and row.status == JobState.DEAD, (name, row)
+            assert row.last_error and row.last_error.startswith("unknown handler"), row.last_error
     tables_intact(db_url)
+    assert count_rows(db_url, "forkq_jobs") == 3 * len(HOSTILE_NAMES)
 
 
-@pytest.mark.parametrize("name", HOSTILE_NAMES, ids=range(len(HOSTILE_NAMES)))
 def test_hostile_queue_names_are_separate_queues(
-    db_url: str, queue: Queue, work: Callable[..., int], name: str
+    db_url: str, queue: Queue, work: Callable[..., int]
 ) -> None:
-    mine = queue.enqueue("bad.echo", {"q": name}, queue=name)
     other = queue.enqueue("bad.echo", {"q": "other"}, queue=QUEUE)
-    assert work(name) == 1
-    assert RECEIVED == [(mine, {"q": name})]
-    assert queue.get(mine).queue == name  # type: ignore[union-attr]
+    for name in HOSTILE_NAMES:
+        received.clear()
+        mine = queue.enqueue("bad.echo", {"q": name}, queue=name)
+        assert work(name) == 1, name
+        assert received == [(mine, {"q": name})], name
+        assert queue.get(mine).queue == name  # type: ignore[union-attr]
+        queue.store.set_paused(name, True)
     assert queue.get(other).status == JobState.READY  # type: ignore[union-attr]
-    queue.store.set_paused(name, True)
-    assert name in queue.store.paused_queues()
-    assert {s.queue for s in queue.store.stats()} >= {name, QUEUE}
+    assert queue.store.paused_queues() == set(HOSTILE_NAMES)
+    assert {s.queue for s in queue.store.stats()} == {*HOSTILE_NAMES, QUEUE}
     tables_intact(db_url)
 
 
@@ -286,12 +343,44 @@ ASSIGNMENTS = [
 ]
 toml_values = st.sampled_from(
     [
-        "1", "-5", "0", "3.5", "-0.0", "nan", "inf", "-inf", "1e400", "9223372036854775807",
-        "true", "false", '""', '"x"', '"5m"', '"-1s"', '"1e999"', '"NaNs"', "[]", "[1, 2]",
-        '["a", 1]', '["handlers.nope"]', "{}", "{ a = 1 }", "1979-05-27T07:32:00Z",
-        "1979-05-27", "07:32:00", '"sqlite:///"', '"mysql://u:p@127.0.0.1:1/db"',
-        '"mysql://127.0.0.1:99999/db"', '"postgres://x/y"', '"http://"', '"* * * * * * *"',
-        '"Mars/Olympus_Mons"', '"../../etc/passwd"', '"delete"', '"keep"', "'literal'",
+        "1",
+        "-5",
+        "0",
+        "3.5",
+        "-0.0",
+        "nan",
+        "inf",
+        "-inf",
+        "1e400",
+        "9223372036854775807",
+        "true",
+        "false",
+        '""',
+        '"x"',
+        '"5m"',
+        '"-1s"',
+        '"1e999"',
+        '"NaNs"',
+        "[]",
+        "[1, 2]",
+        '["a", 1]',
+        '["handlers.nope"]',
+        "{}",
+        "{ a = 1 }",
+        "1979-05-27T07:32:00Z",
+        "1979-05-27",
+        "07:32:00",
+        '"sqlite:///"',
+        '"mysql://u:p@127.0.0.1:1/db"',
+        '"mysql://127.0.0.1:99999/db"',
+        '"postgres://x/y"',
+        '"http://"',
+        '"* * * * * * *"',
+        '"Mars/Olympus_Mons"',
+        '"../../etc/passwd"',
+        '"delete"',
+        '"keep"',
+        "'literal'",
         '"""multi\nline"""',
     ]
 ) | st.text(max_size=12).map(lambda s: json.dumps("v-" + s, ensure_ascii=False))
@@ -322,9 +411,15 @@ def mutated_example_config(draw: st.DrawFn) -> str:
 def check_loaded(config: Config) -> None:
     """A config that loads is one the daemon can use."""
     sup = config.supervisor
-    for seconds in (sup.check_interval, sup.shutdown_timeout, sup.poll_interval,
-                    sup.heartbeat_interval, sup.process_stale_after, sup.chores_lease,
-                    config.alerts.cooldown):
+    for seconds in (
+        sup.check_interval,
+        sup.shutdown_timeout,
+        sup.poll_interval,
+        sup.heartbeat_interval,
+        sup.process_stale_after,
+        sup.chores_lease,
+        config.alerts.cooldown,
+    ):
         assert seconds == seconds and seconds != float("inf"), config
     for pool in config.pools:
         assert 0 <= pool.workers <= pool.max_workers, pool
@@ -406,7 +501,12 @@ def test_forkq_check_subprocess_on_a_broken_config_exits_78_without_traceback(
     env.pop("FORKQ_DATABASE_URL")
     result = subprocess.run(
         [python(), "-m", "supervisor", "check", "-c", str(path)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert result.returncode == 78, result
     assert "Traceback" not in result.stdout + result.stderr
@@ -416,26 +516,92 @@ def test_forkq_check_subprocess_on_a_broken_config_exits_78_without_traceback(
 # --- command lines ---------------------------------------------------------------------------------
 
 WORDS = [
-    "enqueue", "status", "jobs", "show", "retry", "cancel", "pause", "resume", "purge",
-    "schema", "check", "locks", "schedules", "alerts", "print", "apply", "test",
-    "-c", "--config", "--database", "--debug", "--json", "--queue", "--queues", "--delay",
-    "--at", "--priority", "--unique-key", "--max-attempts", "--status", "--limit", "--dead",
-    "--done", "--older-than", "--burst", "--max-jobs", "-1", "0", "7", "1e3", "5m", "{}",
-    '{"a":', "nope.toml", "sqlite:///fuzz.db", "mysql://u:p@127.0.0.1:1/db", "dead", "x" * 70,
+    "enqueue",
+    "status",
+    "jobs",
+    "show",
+    "retry",
+    "cancel",
+    "pause",
+    "resume",
+    "purge",
+    "schema",
+    "check",
+    "locks",
+    "schedules",
+    "alerts",
+    "print",
+    "apply",
+    "test",
+    "-c",
+    "--config",
+    "--database",
+    "--debug",
+    "--json",
+    "--queue",
+    "--queues",
+    "--delay",
+    "--at",
+    "--priority",
+    "--unique-key",
+    "--max-attempts",
+    "--status",
+    "--limit",
+    "--dead",
+    "--done",
+    "--older-than",
+    "--burst",
+    "--max-jobs",
+    "-1",
+    "0",
+    "7",
+    "1e3",
+    "5m",
+    "{}",
+    '{"a":',
+    "nope.toml",
+    "sqlite:///fuzz.db",
+    "mysql://u:p@127.0.0.1:1/db",
+    "dead",
+    "x" * 70,
+]
+COMMANDS = [
+    "enqueue",
+    "status",
+    "jobs",
+    "show",
+    "retry",
+    "cancel",
+    "pause",
+    "resume",
+    "purge",
+    "schema",
+    "check",
+    "locks",
+    "schedules",
+    "alerts",
 ]
 argument = st.sampled_from(WORDS) | st.text(
     st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), max_size=10
 )
+command_lines = st.lists(argument, max_size=5) | st.builds(
+    lambda command, rest: [command, *rest],
+    st.sampled_from(COMMANDS),
+    st.lists(argument, max_size=4),
+)
 
 
-@settings(FUZZ, max_examples=60)
-@given(argv=st.lists(argument, max_size=5))
+@settings(FUZZ, max_examples=80)
+@given(argv=command_lines)
 def test_nonsense_command_lines_exit_cleanly(
     clean_env: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
 ) -> None:
     if any(word in ("run", "work") for word in argv):  # those would start to work
         return
     code, out, err = run_cli(argv, capsys)
+    if "--debug" in argv:  # tracebacks are what --debug is for
+        assert code in (0, 1, 2, 78), (code, err)
+        return
     assert_clean_failure(code, err, (0, 1, 2, 78))
     assert "Traceback" not in out
 
@@ -505,7 +671,12 @@ def test_the_cli_subprocess_turns_nonsense_into_exit_2(tmp_path: Path) -> None:
     env = subprocess_env("sqlite:///fuzz.db")
     result = subprocess.run(
         [python(), "-m", "supervisor", "jobs", "--limit", "'; DROP TABLE forkq_jobs; --"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr

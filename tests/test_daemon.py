@@ -8,6 +8,7 @@ deadline; the `daemons` fixture kills whatever is left, pass or fail.
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import signal
@@ -16,37 +17,28 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
-
 from daemon_util import (
     BROKEN_SOURCE,
     CRASHING_SOURCE,
     HANDLERS_MODULE,
     Daemon,
-    daemons,  # noqa: F401  (the fixture)
+    daemons_fixture,  # noqa: F401  (the `daemons` fixture)
     session_processes,
 )
+from util import count_rows, wait_until
+
 from supervisor import Queue
 from supervisor.models import JobRow, JobState
 from supervisor.pools import STARTUP_WINDOW
 from supervisor.store import Store
-from util import count_rows, wait_until
 
 Factory = Callable[..., Daemon]
 
 KEEP = {"on_success": "keep"}  # done jobs stay visible as `done`
-
-# Open daemon bugs (see the reasons); strict, so the fix turns these red until unmarked.
-RECYCLE_AFTER_JOB_BUG = pytest.mark.xfail(
-    strict=True,
-    reason="bug: Worker._run_held (supervisor/worker.py) never calls retire_check() after a "
-    "job, so max_jobs_per_child / memory_limit_mb / max_child_lifetime act only once the "
-    "child is idle (a whole claimed batch or backlog later)",
-)
 
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -159,10 +151,10 @@ def test_jobs_enqueued_after_start_run_promptly(
 # --- stopping ----------------------------------------------------------------------------------
 
 
-def test_sigterm_lets_the_running_job_finish(
-    daemons: Factory, store: Store, queue: Queue
-) -> None:
-    daemon = boot(daemons, pools={"work": {"workers": 1, **KEEP}}, supervisor={"shutdown_timeout": 15})
+def test_sigterm_lets_the_running_job_finish(daemons: Factory, store: Store, queue: Queue) -> None:
+    daemon = boot(
+        daemons, pools={"work": {"workers": 1, **KEEP}}, supervisor={"shutdown_timeout": 15}
+    )
     job_id = queue.enqueue("t.sleep", {"seconds": 2}, queue="work")
     wait_running(daemon, job_id)
 
@@ -179,7 +171,9 @@ def test_sigterm_lets_the_running_job_finish(
 def test_sigterm_past_shutdown_timeout_kills_and_returns_the_job_uncounted(
     daemons: Factory, store: Store, queue: Queue
 ) -> None:
-    daemon = boot(daemons, pools={"work": {"workers": 1, **KEEP}}, supervisor={"shutdown_timeout": 1})
+    daemon = boot(
+        daemons, pools={"work": {"workers": 1, **KEEP}}, supervisor={"shutdown_timeout": 1}
+    )
     job_id = queue.enqueue("t.sleep", {"seconds": 30}, queue="work")
     child = wait_running(daemon, job_id)
     started = time.monotonic()
@@ -197,7 +191,9 @@ def test_sigterm_past_shutdown_timeout_kills_and_returns_the_job_uncounted(
 def test_second_sigterm_during_the_drain_is_harmless(
     daemons: Factory, store: Store, queue: Queue
 ) -> None:
-    daemon = boot(daemons, pools={"work": {"workers": 1, **KEEP}}, supervisor={"shutdown_timeout": 15})
+    daemon = boot(
+        daemons, pools={"work": {"workers": 1, **KEEP}}, supervisor={"shutdown_timeout": 15}
+    )
     job_id = queue.enqueue("t.sleep", {"seconds": 2}, queue="work")
     wait_running(daemon, job_id)
 
@@ -215,7 +211,9 @@ def test_second_sigterm_during_the_drain_is_harmless(
 def test_sigquit_exits_at_once_and_returns_the_job_uncounted(
     daemons: Factory, store: Store, queue: Queue
 ) -> None:
-    daemon = boot(daemons, pools={"work": {"workers": 1, **KEEP}}, supervisor={"shutdown_timeout": 30})
+    daemon = boot(
+        daemons, pools={"work": {"workers": 1, **KEEP}}, supervisor={"shutdown_timeout": 30}
+    )
     job_id = queue.enqueue("t.sleep", {"seconds": 30}, queue="work")
     wait_running(daemon, job_id)
     started = time.monotonic()
@@ -270,9 +268,12 @@ def test_ttin_and_ttou_add_and_remove_one_child_in_every_pool(daemons: Factory) 
 
     def sizes(work: int, mail: int) -> Callable[[], bool]:
         return lambda: (
-            len(daemon.pool_children("work")),
-            len(daemon.pool_children("mail")),
-        ) == (work, mail)
+            (
+                len(daemon.pool_children("work")),
+                len(daemon.pool_children("mail")),
+            )
+            == (work, mail)
+        )
 
     daemon.send_signal(signal.SIGTTIN)
     wait_until(sizes(3, 2), timeout=10, message="one more child in each pool")
@@ -307,7 +308,9 @@ def test_hung_handler_is_killed_past_its_timeout_and_others_keep_flowing(
     exited = daemon.wait_event("child_exited", where=lambda e: e["child_pid"] == hung_pid)
     assert exited[0]["status"].startswith("killed by SIG")
     wait_until(
-        lambda: len(daemon.pool_children("work")) == 2 and hung_pid not in daemon.pool_children("work"),
+        lambda: (
+            len(daemon.pool_children("work")) == 2 and hung_pid not in daemon.pool_children("work")
+        ),
         timeout=10,
         message="a replacement child",
     )
@@ -363,7 +366,6 @@ def test_killed_child_job_is_settled_at_once_and_the_child_replaced(
 # --- recycling ---------------------------------------------------------------------------------------
 
 
-@RECYCLE_AFTER_JOB_BUG
 def test_child_is_recycled_after_max_jobs_per_child(
     daemons: Factory, store: Store, queue: Queue, db_url: str
 ) -> None:
@@ -397,7 +399,6 @@ def test_child_is_recycled_after_max_child_lifetime_even_when_idle(daemons: Fact
     )
 
 
-@RECYCLE_AFTER_JOB_BUG
 def test_child_is_recycled_after_max_child_lifetime_while_busy(
     daemons: Factory, queue: Queue, db_url: str
 ) -> None:
@@ -423,7 +424,6 @@ def test_child_is_recycled_after_max_child_lifetime_while_busy(
     )
 
 
-@RECYCLE_AFTER_JOB_BUG
 def test_child_over_its_memory_limit_is_recycled_after_the_job(
     daemons: Factory, store: Store, queue: Queue
 ) -> None:
@@ -452,9 +452,7 @@ def test_child_over_its_memory_limit_is_recycled_after_the_job(
 # --- dynamic pools ---------------------------------------------------------------------------------
 
 
-def test_dynamic_pool_grows_with_backlog(
-    daemons: Factory, queue: Queue, db_url: str
-) -> None:
+def test_dynamic_pool_grows_with_backlog(daemons: Factory, queue: Queue, db_url: str) -> None:
     daemon = boot(
         daemons, pools={"work": {"workers": 1, "max_workers": 4, "claim_batch": 1, **KEEP}}
     )
@@ -635,7 +633,7 @@ def test_child_that_dies_at_start_is_respawned_with_growing_back_off(daemons: Fa
     in_window = [e for e in spawned if when(e) - first <= STARTUP_WINDOW]
     assert len(in_window) < 10, len(in_window)
     assert when(spawned[4]) - first >= 5.0  # 0.5 + 1 + 2 + 4 s of back-off, give or take
-    gaps = [when(b) - when(a) for a, b in zip(spawned, spawned[1:], strict=False)]
+    gaps = [when(b) - when(a) for a, b in itertools.pairwise(spawned)]
     assert gaps[-1] > gaps[0]
     loop = daemon.wait_event("pool_crash_loop")
     assert loop[0]["pool"] == "work"

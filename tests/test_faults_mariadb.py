@@ -12,20 +12,24 @@ from __future__ import annotations
 
 import json
 import random
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pymysql
 import pytest
-
 from daemon_util import Daemon, render_config
-from private_mariadb import PrivateMariaDB, private_db_url, private_mariadb  # noqa: F401
+from private_mariadb import (  # noqa: F401 - fixtures
+    PrivateMariaDB,
+    Webhook,
+    private_db_url,
+    private_mariadb,
+)
+from util import mysql_connect, wait_until
+
 from supervisor import Queue, registry
 from supervisor.config import Config, PoolConfig
 from supervisor.dburl import parse_database_url
@@ -33,7 +37,6 @@ from supervisor.errors import ConnectionLost
 from supervisor.store import open_store
 from supervisor.store.base import TRANSIENT_RETRIES
 from supervisor.worker import Worker
-from util import mysql_connect, wait_until
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(300)]
 
@@ -42,38 +45,6 @@ POOL = {"workers": 4, "timeout": 5}  # lease = timeout + 30 s: a lost claim come
 
 
 # --- helpers ---------------------------------------------------------------------------------
-
-
-class Webhook:
-    """A Slack-compatible endpoint on loopback that keeps every {"text": ...} it is sent."""
-
-    def __init__(self) -> None:
-        self.texts: list[str] = []
-        received = self.texts
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                try:
-                    received.append(str(json.loads(body)["text"]))
-                except (ValueError, KeyError, TypeError):
-                    received.append(f"<unreadable: {body[:200]!r}>")
-                self.send_response(200)
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"ok")
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks/T0K3N"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
@@ -133,9 +104,9 @@ def enqueue_records(url: str, count: int, record: Path, seconds: float = 0.0) ->
         queue.close()
 
 
-def drained(server: PrivateMariaDB) -> dict[str, int] | None:
-    counts = job_counts(server)
-    return None if counts else {"empty": 1}
+def drained(server: PrivateMariaDB) -> bool:
+    """forkq_jobs is empty: every job done (deleted), none ready, running or dead."""
+    return not job_counts(server)
 
 
 def report(name: str, **figures: Any) -> None:
@@ -212,7 +183,7 @@ def test_daemon_survives_two_database_crashes_and_loses_no_job(
         at = count_lines(record)
         down = time.monotonic()
         private_mariadb.kill9()
-        time.sleep(2.0)
+        time.sleep(2.0)  # the outage itself, not a wait for something to happen
         private_mariadb.start()
         outages.append((at, round(time.monotonic() - down, 2)))
         assert daemon.alive(), f"the daemon died with the database: {daemon.describe()}"
@@ -252,6 +223,7 @@ def test_daemon_survives_two_database_crashes_and_loses_no_job(
         most_runs_of_one_job=max(counted.values()),
         seconds=round(elapsed, 1),
         webhook_messages=len(webhook.texts),
+        child_crashes=len(daemon.events("child_crashed")),
     )
     assert not lost, f"{len(lost)} jobs never ran: {sorted(lost)[:20]}"
     assert not unknown
@@ -261,6 +233,7 @@ def test_daemon_survives_two_database_crashes_and_loses_no_job(
     unreachable = [e for e in daemon.events("db_unreachable") if e.get("role") == "worker"]
     assert unreachable, "no worker noticed the outage"
     assert all(float(e["retry_in"]) > 0 for e in unreachable)
+    assert max(float(e["retry_in"]) for e in unreachable) >= 0.8, "the back-off never grew"
     per_child = Counter(e.get("pid") for e in unreachable)
     assert max(per_child.values()) <= 20, f"a worker retried in a tight loop: {per_child}"
     assert daemon.events("db_reconnected"), "no worker logged its reconnect"
@@ -340,6 +313,7 @@ def test_server_side_kills_of_worker_connections_lose_and_hold_no_job(
         duplicates=len(runs) - len(counted),
         seconds=round(elapsed, 1),
         lease_reaps=len([e for e in daemon.events("chores_done") if e.get("reaped")]),
+        child_crashes=len(daemon.events("child_crashed")),
     )
     assert kills >= 10, f"only {kills} connections were killed: the test did not test"
     assert not lost, f"{len(lost)} jobs never ran: {sorted(lost)[:20]}"
@@ -371,7 +345,9 @@ def test_restart_under_an_open_transactional_enqueue_fails_the_commit_and_leaves
     finally:
         conn.close()
 
-    assert job_counts(private_mariadb) == {}, "the job outlived the transaction that never committed"
+    assert job_counts(private_mariadb) == {}, (
+        "the job outlived the transaction that never committed"
+    )
 
     # A fresh producer works at once; one whose connection died with the server reports
     # the loss as forkq's ConnectionLost (never a driver error) and works on the next call.

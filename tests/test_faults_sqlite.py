@@ -21,12 +21,12 @@ from typing import Any
 
 import psutil
 import pytest
-
 from daemon_util import Daemon, session_processes
+from util import count_rows, sql, wait_until
+
 from supervisor import Queue
 from supervisor.proc import hostname
 from supervisor.store import open_store
-from util import count_rows, sql, wait_until
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(300)]
 
@@ -42,9 +42,7 @@ SUPERVISOR = {
 
 @pytest.fixture
 def daemon(tmp_path: Path, sqlite_db_url: str) -> Iterator[Daemon]:
-    daemon = Daemon(
-        tmp_path / "daemon", sqlite_db_url, pools={QUEUE: POOL}, supervisor=SUPERVISOR
-    )
+    daemon = Daemon(tmp_path / "daemon", sqlite_db_url, pools={QUEUE: POOL}, supervisor=SUPERVISOR)
     yield daemon
     daemon.kill_all()
 
@@ -181,15 +179,12 @@ def test_jobs_of_a_child_killed_before_its_master_registered_it_come_back_at_onc
     daemon.write_module(HOOK_MODULE, SLOW_PARENT_AFTER_FORK)
     try:
         queue = Queue(sqlite_db_url)
-        job_id = queue.enqueue(
-            "t.record", {"file": str(record), "seconds": 2}, queue=QUEUE
-        )
+        job_id = queue.enqueue("t.record", {"file": str(record), "seconds": 2}, queue=QUEUE)
         queue.close()
         daemon.start()
-        owners = wait_until(
-            lambda: running_owners(sqlite_db_url), timeout=10, message="the child claims"
-        )
-        assert owners == {next(iter(owners)): False}, "the master registered the child first"
+        # The master sleeps 4 s after the fork: killed within 3 s, it has not registered
+        # the child yet (unless the child registers itself, which is the fix).
+        wait_until(lambda: running_owners(sqlite_db_url), timeout=3, message="the child claims")
         kill_everything(daemon)
         daemon.write_module(HOOK_MODULE, "")  # the next master forks at normal speed
         daemon.start()
