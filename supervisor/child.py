@@ -30,6 +30,7 @@ from . import logs
 from .config import Config, PoolConfig
 from .models import JobRow
 from .proc import die_with_parent, set_title
+from .scoreboard import Scoreboard
 from .store import open_store
 from .worker import Worker
 
@@ -57,25 +58,32 @@ class ChildSpec:
     master_pid: int
     status_fd: int  # write end
     wake_fd: int  # read end
+    scoreboard: Scoreboard
 
 
 class PipeEvents:
-    """Reports to the master over the status pipe and keeps the process title current."""
+    """Reports to the master and keeps the process title current.
+
+    Job starts and ends go to the shared scoreboard (no system call, no master
+    wake-up per job); only idle and retiring go down the status pipe.
+    """
 
     def __init__(self, spec: ChildSpec) -> None:
         self.spec = spec
         self.label = f"forkq: {spec.pool.name} worker {spec.slot}"
+        self.jobs = 0
 
     def send(self, line: str) -> None:
         with contextlib.suppress(OSError):  # the master is gone; the parent-death check ends us
             os.write(self.spec.status_fd, (line + "\n").encode())
 
     def job_started(self, job: JobRow, timeout: float) -> None:
+        self.spec.scoreboard.write(job.id, timeout, self.jobs)
         set_title(f"{self.label} job {job.id} ({job.handler})")
-        self.send(f"S {job.id} {timeout:g}")
 
     def job_finished(self, job: JobRow, outcome: str) -> None:
-        self.send(f"F {job.id} {outcome}")
+        self.jobs += 1
+        self.spec.scoreboard.write(None, 0.0, self.jobs)
 
     def idle(self) -> None:
         set_title(f"{self.label} idle")

@@ -31,6 +31,7 @@ from .errors import ConfigError, DatabaseError, ExitCode
 from .extras import Extras
 from .pools import Periodic, PoolView, failed_at_startup, plan_size, respawn_delay
 from .proc import describe_exit, hostname, kill_group, process_name, reap, set_title
+from .scoreboard import Scoreboard
 from .state import Child, PoolState
 from .store import Store, open_store
 
@@ -180,8 +181,14 @@ class Master:
             timers.append(self.poll_timer)
         soonest = min(t.remaining(now) for t in timers)
         for child in self.children.values():
-            if child.kill_at:
-                soonest = min(soonest, max(0.0, child.kill_at - now))
+            entry = child.board.read()
+            due = (
+                child.kill_at
+                if child.term_sent_at
+                else entry.job_id and entry.deadline + KILL_GRACE
+            )
+            if due:
+                soonest = min(soonest, max(0.0, due - now))
         return soonest
 
     def read_child(self, fd: int) -> None:
@@ -201,12 +208,6 @@ class Master:
         now = time.monotonic()
         for line in lines:
             child.on_message(line.decode(errors="replace"), now)
-            if child.term_sent_at is not None:
-                continue  # a kill is under way; its deadline stands
-            if child.job_id is not None and child.job_timeout:
-                child.kill_at = now + child.job_timeout + KILL_GRACE
-            else:
-                child.kill_at = 0.0
 
     # --- children ------------------------------------------------------------------------
 
@@ -215,6 +216,7 @@ class Master:
         status_r, status_w = os.pipe()
         wake_r, wake_w = os.pipe()
         token = process_name().rsplit(":", 1)[1]
+        board = Scoreboard()
         sys.stdout.flush()
         sys.stderr.flush()
         old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
@@ -227,6 +229,7 @@ class Master:
                 os.getppid(),
                 status_w,
                 wake_r,
+                board,
             )
             inherited = [status_r, wake_w, self._wake_r, self._wake_w]
             for other in self.children.values():
@@ -247,6 +250,7 @@ class Master:
             status_r=status_r,
             wake_w=wake_w,
             started=now,
+            board=board,
         )
         self.children[pid] = child
         pool.slots.add(slot)
@@ -289,17 +293,19 @@ class Master:
                 )
             elif pool:
                 pool.failures = 0
+            child.board.close()
 
     def settle_child(self, child: Child, status: int) -> None:
         """Settle what a dead child held, at once: its running job fails (attempt counted)
         unless we killed it for shutdown; what it had not started goes back to ready."""
-        if child.killed_for_timeout:
-            error, counted = f"killed after {child.job_timeout:g}s timeout", True
+        running = child.now_running
+        if child.killed_job is not None and running == child.killed_job:
+            error, counted = f"killed after {child.killed_timeout:g}s timeout", True
         elif child.killed_for_shutdown:
             error, counted = "killed at shutdown", False
         else:
             error, counted = f"worker died ({describe_exit(status)})", True
-        self.unsettled.append((child.name, child.job_id, error, counted))
+        self.unsettled.append((child.name, running, error, counted))
         self.settle_pending()
         self.db(lambda: self.store.remove_processes([child.name]))
 
@@ -320,26 +326,27 @@ class Master:
         child.status_r = child.wake_w = -1
 
     def kill_overtime(self, now: float) -> None:
-        """Two stages, from local state only: SIGTERM the group, then SIGKILL it."""
+        """Two stages, from local state only (the scoreboard): SIGTERM the group, then SIGKILL."""
         for child in self.children.values():
-            if not child.kill_at or now < child.kill_at:
+            if child.term_sent_at is not None:
+                if child.kill_at and now >= child.kill_at:
+                    kill_group(child.pid, signal.SIGKILL)
+                    child.kill_at = 0.0
                 continue
-            if child.term_sent_at is None:
-                if child.job_id is not None:
-                    child.killed_for_timeout = True
-                    self.log.warning(
-                        "job_timed_out",
-                        pool=child.pool,
-                        child_pid=child.pid,
-                        job_id=child.job_id,
-                        timeout=child.job_timeout,
-                    )
-                kill_group(child.pid, signal.SIGTERM)
-                child.term_sent_at = now
-                child.kill_at = now + TERM_TO_KILL
-            else:
-                kill_group(child.pid, signal.SIGKILL)
-                child.kill_at = 0.0
+            entry = child.board.read()
+            if entry.job_id is None or now < entry.deadline + KILL_GRACE:
+                continue
+            child.killed_job, child.killed_timeout = entry.job_id, entry.timeout
+            self.log.warning(
+                "job_timed_out",
+                pool=child.pool,
+                child_pid=child.pid,
+                job_id=entry.job_id,
+                timeout=entry.timeout,
+            )
+            kill_group(child.pid, signal.SIGTERM)
+            child.term_sent_at = now
+            child.kill_at = now + TERM_TO_KILL
 
     def retire(self, child: Child, now: float, reason: str) -> None:
         """Ask a child to finish its current job and exit (shrink, HUP, TTOU)."""
@@ -380,7 +387,7 @@ class Master:
         for pool in self.pools.values():
             cfg = pool.config
             kids = [c for c in self.children.values() if c.pool == cfg.name and not c.retiring]
-            idle = [c for c in kids if c.idle]
+            idle = [c for c in kids if c.is_idle()]
             ready = None
             if not idle and pool.target < pool.maximum and cfg.name not in self.paused:
                 ready = self.db(partial(self.store.count_ready, cfg.name, 1000))
@@ -435,16 +442,14 @@ class Master:
 
     def poll_and_wake(self) -> None:
         """One query per poll for all pools with idle children; wake those whose queue is due."""
-        idle_pools = sorted(
-            {c.pool for c in self.children.values() if c.idle and not c.retiring} - self.paused
-        )
+        idle_pools = sorted({c.pool for c in self.children.values() if c.is_idle()} - self.paused)
         if not idle_pools:
             return
         due = self.db(lambda: self.store.due_queues(idle_pools))
         if not due:
             return
         for child in self.children.values():
-            if child.idle and not child.retiring and due.get(child.pool, 1.0) <= 0:
+            if child.is_idle() and due.get(child.pool, 1.0) <= 0:
                 try:
                     os.write(child.wake_w, b"w")
                     child.idle = False  # it reports idle again if it finds nothing
@@ -500,7 +505,7 @@ class Master:
         return result
 
     def update_status(self) -> None:
-        busy = sum(1 for c in self.children.values() if c.job_id is not None)
+        busy = sum(1 for c in self.children.values() if c.now_running is not None)
         jobs = sum(p.jobs_done for p in self.pools.values()) + sum(
             c.jobs for c in self.children.values()
         )
@@ -575,7 +580,7 @@ class Master:
                 if not child.killed_for_shutdown:
                     child.killed_for_shutdown = True
                     self.log.warning(
-                        "child_killed_at_shutdown", child_pid=child.pid, job_id=child.job_id
+                        "child_killed_at_shutdown", child_pid=child.pid, job_id=child.now_running
                     )
                     kill_group(child.pid, signal.SIGKILL)
         return False

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from .config import PoolConfig
 from .pools import CRASH_LOOP_AFTER
+from .scoreboard import Scoreboard
 
 
 @dataclass
@@ -46,33 +47,38 @@ class Child:
     status_r: int
     wake_w: int
     started: float
+    board: Scoreboard  # the job it runs now, written by the child
     reported: bool = False  # sent its first message: it came up
-    idle: bool = False
+    idle: bool = False  # said it found nothing; cleared when the master wakes it
     idle_since: float = 0.0
-    job_id: int | None = None
-    job_timeout: float = 0.0
-    jobs: int = 0
-    kill_at: float = 0.0  # monotonic deadline for the next kill stage; 0 = none
+    kill_at: float = 0.0  # monotonic deadline for SIGKILL once SIGTERM went out; 0 = none
     term_sent_at: float | None = None
-    killed_for_timeout: bool = False
+    killed_job: int | None = None  # the job it was killed for running past its timeout
+    killed_timeout: float = 0.0
     killed_for_shutdown: bool = False
     retiring: bool = False
     exit_reason: str = ""
     buffer: bytes = b""
 
+    @property
+    def now_running(self) -> int | None:
+        return self.board.read().job_id
+
+    @property
+    def jobs(self) -> int:
+        return self.board.read().jobs
+
+    def is_idle(self) -> bool:
+        return self.idle and not self.retiring and self.now_running is None
+
     def on_message(self, line: str, now: float) -> None:
-        """Apply one status line from the child: S id timeout | F id outcome | I | R reason."""
+        """Apply one status line from the child: I (idle) | R reason (retiring)."""
         kind, _, rest = line.partition(" ")
         self.reported = True
-        if kind == "S":
-            job, _, timeout = rest.partition(" ")
-            self.job_id, self.job_timeout, self.idle = int(job), float(timeout or 0), False
-        elif kind == "F":
-            self.job_id, self.jobs = None, self.jobs + 1
-        elif kind == "I":
+        if kind == "I":
             if not self.idle:
                 self.idle_since = now
-            self.idle, self.job_id = True, None
+            self.idle = True
         elif kind == "R":
             self.exit_reason = self.exit_reason or rest
             self.idle = False

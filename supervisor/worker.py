@@ -353,18 +353,21 @@ class Worker:
 
 @contextmanager
 def soft_timeout(seconds: float) -> Iterator[None]:
-    """Raise JobTimeout inside the handler after `seconds` (SIGALRM; main thread only)."""
+    """Raise JobTimeout inside the handler after `seconds` (SIGALRM; main thread only).
 
-    def expire(signum: int, frame: FrameType | None) -> None:
-        raise JobTimeout()
-
-    previous = signal.signal(signal.SIGALRM, expire)
+    The handler is installed once per process; each job only arms and disarms the timer.
+    """
+    if signal.getsignal(signal.SIGALRM) is not _expire:
+        signal.signal(signal.SIGALRM, _expire)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+
+
+def _expire(signum: int, frame: FrameType | None) -> None:
+    raise JobTimeout()
 
 
 def _describe(exc: BaseException) -> str:
