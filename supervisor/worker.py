@@ -136,8 +136,11 @@ class Worker:
     # --- the loop ------------------------------------------------------------------------
 
     def work_once(self) -> int:
-        """Claim one batch from the first queue that has work and run it; 0 when all are empty."""
-        self.flush()
+        """Claim one batch from the first queue that has work and run it; 0 when all are empty.
+
+        Successes of the previous batch are recorded in the claim's own transaction.
+        """
+        self.flush_failures()
         if self.held:  # a batch interrupted by a lost connection: finish it first
             count = len(self.held)
             self._run_held()
@@ -148,14 +151,17 @@ class Worker:
             if queue in self.paused():
                 continue
             pool = self.pool(queue)
-            batch = self.store.claim(
-                queue, self.owner, self.claim_size(pool), pool.timeout + LEASE_MARGIN
+            done = self.pending.successes
+            batch, written = self.store.complete_and_claim(
+                done, queue, self.owner, self.claim_size(pool), pool.timeout + LEASE_MARGIN
             )
+            self._acknowledged(done, written)
             if batch:
                 self._lease_until = time.monotonic() + pool.timeout + LEASE_MARGIN
                 self.held = list(batch)
                 self._run_held()
                 return len(batch)
+        self.flush()  # nothing claimed (paused, stopping): never go idle with unwritten outcomes
         return 0
 
     def claim_size(self, pool: PoolConfig) -> int:
@@ -173,7 +179,9 @@ class Worker:
             self.retire_reason = self.retire_check()
             if self.pending.oldest and time.monotonic() - self.pending.oldest > ACK_MAX_AGE:
                 self.flush()
-        self.flush()
+        # Successes wait for the next claim's transaction, unless this worker stops now.
+        if self.held or self.stopping or self.retire_reason:
+            self.flush()
         if self.held:  # stopping or retiring: hand back what we never started, uncounted
             self.release_held()
 
@@ -294,16 +302,24 @@ class Worker:
 
     def flush(self) -> None:
         """Write pending outcomes; on a lost connection they stay pending for the next try."""
-        if not self.pending:
-            return
         for mode, ids in list(self.pending.successes.items()):
             if ids:
-                written = self.store.complete(self.owner, ids, mode)
-                if written < len(ids):
-                    self.log.warning(
-                        "lease_lost", jobs=len(ids) - written, note="another worker holds them now"
-                    )
-            self.pending.successes[mode] = []
+                self._acknowledged({mode: ids}, self.store.complete(self.owner, ids, mode))
+        self.flush_failures()
+
+    def _acknowledged(self, done: dict[str, list[int]], written: int) -> None:
+        """Forget successes once written; fewer rows than ids means leases were taken over."""
+        expected = sum(len(ids) for ids in done.values())
+        if written < expected:
+            self.log.warning(
+                "lease_lost", jobs=expected - written, note="another worker holds them now"
+            )
+        for mode in list(done):
+            self.pending.successes.pop(mode, None)
+        if not any(self.pending.successes.values()):
+            self.pending.oldest = 0.0
+
+    def flush_failures(self) -> None:
         while self.pending.failures:
             failure = self.pending.failures[0]
             if not self.store.fail(
@@ -316,7 +332,6 @@ class Worker:
             ):
                 self.log.warning("lease_lost", job_id=failure["job_id"])
             self.pending.failures.pop(0)
-        self.pending.oldest = 0.0
 
     def release_held(self) -> None:
         ids = [row.id for row in self.held]

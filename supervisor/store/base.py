@@ -15,7 +15,7 @@ import json
 import random
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -49,7 +49,9 @@ def load_queries(path: Path) -> dict[str, str]:
 
 
 def _finish(lines: list[str]) -> str:
-    return "\n".join(lines).strip().rstrip(";").strip()
+    """The statement without its full-line comments (they document the file, not the query)."""
+    code = [line for line in lines if not line.lstrip().startswith("--")]
+    return "\n".join(code).strip().rstrip(";").strip()
 
 
 def split_script(text: str) -> list[str]:
@@ -209,18 +211,34 @@ class Store(ABC):
 
     def claim(self, queue: str, owner: str, limit: int, lease: float) -> list[JobRow]:
         """Take up to `limit` due jobs of `queue` under a lease, in priority / run_at / id order."""
+        return self.complete_and_claim({}, queue, owner, limit, lease)[0]
 
-        def attempt() -> list[JobRow]:
+    def complete_and_claim(
+        self,
+        done: Mapping[str, Sequence[int]],
+        queue: str,
+        owner: str,
+        limit: int,
+        lease: float,
+    ) -> tuple[list[JobRow], int]:
+        """Record the previous batch's successes and claim the next batch in one transaction.
+
+        `done` is {on_success mode: ids}. One commit (one fsync, one SQLite write lock)
+        per batch instead of two. Returns the claimed jobs and how many successes were
+        recorded (fewer than given: leases were taken over).
+        """
+
+        def attempt() -> tuple[list[JobRow], int]:
             with self._tx():
-                rows = self._fetchall("claim_select", self._params(queue=queue, limit=limit))
-                if not rows:
-                    return []
-                ids = [row["id"] for row in rows]
-                self._execute(
-                    "claim_update",
-                    self._params(owner=owner, ids=self._ids(ids), lease_us=micros(lease)),
+                completed = sum(
+                    self._complete(owner, ids, mode) for mode, ids in done.items() if ids
                 )
-            return [_claimed(row, owner) for row in rows]
+                rows = self._fetchall("claim_select", self._params(queue=queue, limit=limit))
+                if rows:
+                    ids = [row["id"] for row in rows]
+                    params = self._params(owner=owner, ids=self._ids(ids), lease_us=micros(lease))
+                    self._execute("claim_update", params)
+            return [_claimed(row, owner) for row in rows], completed
 
         return self._retrying(attempt)
 
@@ -233,18 +251,21 @@ class Store(ABC):
         """Record success of jobs this owner holds: delete, archive or keep them."""
         if not ids:
             return 0
-        params = {"owner": owner, "ids": self._ids(ids)}
+
+        def attempt() -> int:
+            with self._tx():
+                return self._complete(owner, ids, mode)
+
+        return self._retrying(attempt)
+
+    def _complete(self, owner: str, ids: Sequence[int], mode: str) -> int:
+        """Inside an open transaction (retried whole by the caller)."""
+        params = self._params(owner=owner, ids=self._ids(ids))
         if mode == "keep":
-            return self._run("complete_keep", **params)
+            return self._execute("complete_keep", params)
         if mode == "archive":
-
-            def archive() -> int:
-                with self._tx():
-                    self._execute("complete_archive_copy", self._params(**params))
-                    return self._execute("complete_delete", self._params(**params))
-
-            return self._retrying(archive)
-        return self._run("complete_delete", **params)
+            self._execute("complete_archive_copy", params)
+        return self._execute("complete_delete", params)
 
     def fail(
         self,

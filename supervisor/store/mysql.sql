@@ -36,7 +36,9 @@ INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, unique_key, m
 ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id) RETURNING id;
 
 -- name: claim_select
-SELECT * FROM forkq_jobs
+-- The claim index is forced: with a range on run_at the optimizer may pick
+-- forkq_jobs_status and sort the whole backlog for every batch.
+SELECT * FROM forkq_jobs FORCE INDEX (forkq_jobs_claim)
 WHERE queue = %(queue)s AND status = 'ready' AND run_at <= NOW(6)
 ORDER BY priority DESC, run_at, id
 LIMIT %(limit)s

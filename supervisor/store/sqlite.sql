@@ -24,7 +24,9 @@ ON CONFLICT (unique_key) DO UPDATE SET unique_key = excluded.unique_key
 RETURNING id;
 
 -- name: claim_select
-SELECT * FROM forkq_jobs
+-- The claim index is named: with a range on run_at the planner picks forkq_jobs_status
+-- and sorts the whole backlog for every batch.
+SELECT * FROM forkq_jobs INDEXED BY forkq_jobs_claim
 WHERE queue = :queue AND status = 'ready' AND run_at <= :now
 ORDER BY priority DESC, run_at, id
 LIMIT :limit;
