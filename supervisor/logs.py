@@ -20,11 +20,17 @@ SECRET_KEY = re.compile("password|passwd|secret|token", re.IGNORECASE)
 
 
 def _mask_secrets(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
-    # One regex over all keys at once: this runs for every log line, one per job.
-    if SECRET_KEY.search(" ".join(event)):
-        for key in [k for k in event if SECRET_KEY.search(k)]:
+    # Runs for every log line (one per job): a cached verdict per key name.
+    for key in event:
+        secret = _SECRET_VERDICTS.get(key)
+        if secret is None:
+            secret = _SECRET_VERDICTS[key] = bool(SECRET_KEY.search(key))
+        if secret:
             event[key] = "***"
     return event
+
+
+_SECRET_VERDICTS: dict[str, bool] = {}
 
 
 def setup(level: str = "info", json_lines: bool | None = None) -> None:
