@@ -22,6 +22,7 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass
+from functools import partial
 from types import FrameType
 
 import psutil
@@ -29,9 +30,9 @@ import psutil
 from . import logs
 from .config import Config, PoolConfig
 from .models import JobRow
-from .proc import die_with_parent, set_title
+from .proc import die_with_parent, hostname, set_title
 from .scoreboard import Scoreboard
-from .store import open_store
+from .store import Store, open_store
 from .worker import Worker
 
 IDLE_RECHECK = 30.0  # seconds an idle child waits for a wake-up before it looks itself
@@ -59,6 +60,7 @@ class ChildSpec:
     status_fd: int  # write end
     wake_fd: int  # read end
     scoreboard: Scoreboard
+    master_name: str
 
 
 class PipeEvents:
@@ -102,6 +104,9 @@ def child_main(config: Config, spec: ChildSpec) -> int:
     set_title(f"{events.label} starting")
     store = open_store(config.database)
     worker = Worker(store, config, [spec.pool.name], spec.name, events)
+    # Register before the first claim: if the master dies before it registers us, our
+    # jobs are still found by the process-table sweeps, not only by lease expiry.
+    worker.safely(partial(_register, store, spec))
 
     def stop(signum: int, frame: FrameType | None) -> None:
         worker.stopping = True  # finish the current job, hand back the rest, exit
@@ -135,6 +140,13 @@ def _loop(worker: Worker, spec: ChildSpec, events: PipeEvents, signal_fd: int) -
             return "master gone"
         worker.retire_reason = worker.retire_check()  # an idle child ages too
     return worker.retire_reason or "stopped"
+
+
+def _register(store: Store, spec: ChildSpec) -> int:
+    store.register_process(
+        spec.name, hostname(), os.getpid(), "worker", spec.pool.name, spec.master_name
+    )
+    return 0
 
 
 class Recycler:

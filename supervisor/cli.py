@@ -78,6 +78,8 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value > 2**63 - 1:  # ids and counts are 64-bit in both databases
+        raise argparse.ArgumentTypeError(f"must be at most {2**63 - 1}, got {value}")
     return value
 
 

@@ -27,7 +27,7 @@ from . import logs, registry, systemd
 from .child import ChildSpec, run_child
 from .chores import Chores, settle_gone_worker, settle_owner
 from .config import Config, load_config
-from .errors import ConfigError, DatabaseError, ExitCode
+from .errors import ConfigError, ConnectionLost, DatabaseError, ExitCode
 from .extras import Extras
 from .pools import Periodic, PoolView, failed_at_startup, plan_size, respawn_delay
 from .proc import describe_exit, hostname, kill_group, process_name, reap, set_title
@@ -69,7 +69,9 @@ class Master:
         self.stop_deadline = 0.0
         self.unsettled: list[tuple[str, int | None, str, bool]] = []  # settle when the DB answers
         self.paused: set[str] = set()
-        self.db_error: str | None = None
+        self.db_error: str | None = None  # set while the database is unreachable
+        self.db_backoff = 0.0
+        self.db_retry_at = 0.0
         self.chores = Chores(self.store, config)
         self._wake_r, self._wake_w = os.pipe()
         now = time.monotonic()
@@ -230,6 +232,7 @@ class Master:
                 status_w,
                 wake_r,
                 board,
+                self.name,
             )
             inherited = [status_r, wake_w, self._wake_r, self._wake_w]
             for other in self.children.values():
@@ -491,17 +494,31 @@ class Master:
         self.update_status()
 
     def db(self, operation: Callable[[], T]) -> T | None:
-        """Run a master DB call; on failure log once per outage and return None."""
+        """Run a master DB call; None when it failed.
+
+        While the database is unreachable, calls are skipped until a back-off retry
+        time: a silent server makes each call block for DB_TIMEOUT, and a loop turn
+        makes several calls, which must not delay kills and signals for long.
+        """
+        now = time.monotonic()
+        self.kill_overtime(now)  # a slow database never delays an overtime kill
+        if self.db_error is not None and now < self.db_retry_at:
+            return None
         try:
             result = operation()
-        except DatabaseError as exc:
+        except ConnectionLost as exc:
             if self.db_error is None:
                 self.log.error("db_unreachable", error=str(exc))
             self.db_error = str(exc)
+            self.db_backoff = min(DB_TIMEOUT, max(0.5, self.db_backoff * 2))
+            self.db_retry_at = time.monotonic() + self.db_backoff
+            return None
+        except DatabaseError as exc:  # reachable, but this call failed (e.g. a deadlock)
+            self.log.warning("db_call_failed", error=str(exc))
             return None
         if self.db_error is not None:
             self.log.info("db_reachable_again")
-            self.db_error = None
+            self.db_error, self.db_backoff = None, 0.0
         return result
 
     def update_status(self) -> None:

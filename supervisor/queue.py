@@ -130,7 +130,8 @@ def build_job(
         payload_json = json.dumps(
             {} if payload is None else payload, ensure_ascii=False, allow_nan=False
         )
-    except (TypeError, ValueError) as exc:
+        payload_json.encode("utf-8")  # a lone surrogate passes dumps but no driver
+    except (TypeError, ValueError, RecursionError) as exc:
         raise UsageError(f"payload must be JSON-serialisable: {exc}") from exc
     return NewJob(
         handler, payload_json, queue, priority, float(delay), run_at, unique_key, max_attempts

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from . import logs, registry
 from .config import Config, PoolConfig
-from .errors import ConnectionLost, DatabaseError, Fail, JobTimeout, Retry
+from .errors import ConnectionLost, DatabaseError, Fail, JobTimeout, Retry, TransientDatabaseError
 from .models import JobRow
 from .policy import after_failure, truncate_error
 from .store import Store
@@ -189,10 +189,11 @@ class Worker:
         """Run a loop step; a lost database means back-off and retry, never a crash."""
         try:
             result = step()
-        except ConnectionLost as exc:
+        except (ConnectionLost, TransientDatabaseError) as exc:
             self._backoff = min(MAX_BACKOFF, max(0.25, self._backoff * 2))
             delay = self._backoff * random.uniform(0.8, 1.2)
-            self.log.warning("db_unreachable", error=str(exc), retry_in=round(delay, 2))
+            event = "db_unreachable" if isinstance(exc, ConnectionLost) else "db_contention"
+            self.log.warning(event, error=str(exc), retry_in=round(delay, 2))
             self.sleep(delay)
             return 0
         if self._backoff:
@@ -252,7 +253,7 @@ class Worker:
             )
         try:
             payload = json.loads(row.payload)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, RecursionError) as exc:
             return "failed", f"payload is not valid JSON: {exc}", None, True
         try:
             with soft_timeout(timeout):

@@ -18,8 +18,9 @@ Fixtures:
 - `private_db_url`: that server running (restarted if a test left it down), forkq's
   tables emptied; the URL, with the password in it.
 
-`Webhook` is a Slack-compatible receiver on loopback, for tests that check which alerts
-the daemon sends while the database fails.
+`Partition` is a loopback TCP proxy in front of the server that can go silent (a network
+partition: no refusal, no reset) and heal. `Webhook` is a Slack-compatible receiver on
+loopback, for tests that check which alerts the daemon sends while the database fails.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -363,6 +365,78 @@ class Webhook:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+# --- a TCP proxy that can play a network partition --------------------------------------------
+
+
+class Partition:
+    """A loopback TCP proxy in front of a server that can stop answering, as a network
+    partition or a frozen server does: no RST, no FIN, just silence.
+
+    `cut()`: bytes stop flowing on open connections and new connections are accepted by
+    the kernel but never answered (a client waits for its timeout). `heal()`: traffic
+    flows again; connections opened during the cut are then forwarded too.
+    """
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.flowing = threading.Event()
+        self.flowing.set()
+        self.closed = False
+        self.sockets: list[socket.socket] = []
+        self.listener = socket.create_server(("127.0.0.1", 0), backlog=256)
+        self.port = int(self.listener.getsockname()[1])
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def cut(self) -> None:
+        self.flowing.clear()
+
+    def heal(self) -> None:
+        self.flowing.set()
+
+    def close(self) -> None:
+        self.closed = True
+        self.flowing.set()
+        for sock in [self.listener, *self.sockets]:
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def _accept(self) -> None:
+        while not self.closed:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._connect, args=(client,), daemon=True).start()
+
+    def _connect(self, client: socket.socket) -> None:
+        self.sockets.append(client)
+        self.flowing.wait()  # during a cut the client waits for a greeting that never comes
+        try:
+            upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
+        except OSError:
+            client.close()
+            return
+        upstream.settimeout(None)
+        self.sockets.append(upstream)
+        for src, dst in ((client, upstream), (upstream, client)):
+            threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while True:
+                data = src.recv(65536)
+                self.flowing.wait()  # held, not dropped: delivered late after a heal
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (src, dst):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
 
 
 def _current_user() -> str:

@@ -231,12 +231,6 @@ def test_a_raw_row_with_any_json_value_runs(
     assert [(job_id, json.loads(text))] == received
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: Worker._execute catches only ValueError/TypeError from json.loads; a deeply "
-    "nested payload raises RecursionError, which escapes work_once and kills the worker "
-    "(the child crashes on every attempt instead of the job ending dead)",
-)
 def test_a_payload_nested_too_deep_to_decode_ends_dead_and_the_worker_lives(
     db_url: str, queue: Queue, work: Callable[..., int]
 ) -> None:
@@ -247,11 +241,6 @@ def test_a_payload_nested_too_deep_to_decode_ends_dead_and_the_worker_lives(
     assert row.last_error and "payload" in row.last_error
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: build_job catches only TypeError/ValueError from json.dumps; a payload nested "
-    "too deep to encode raises a bare RecursionError instead of UsageError",
-)
 def test_a_payload_nested_too_deep_to_encode_is_refused_as_usage(queue: Queue, db_url: str) -> None:
     deep: Any = []
     for _ in range(100_000):
@@ -263,11 +252,6 @@ def test_a_payload_nested_too_deep_to_encode_is_refused_as_usage(queue: Queue, d
         assert count_rows(db_url, "forkq_jobs") == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: build_job encodes with ensure_ascii=False, so a lone surrogate passes and the "
-    "driver raises a raw UnicodeEncodeError at insert instead of UsageError (or a round trip)",
-)
 def test_a_payload_with_a_lone_surrogate_is_refused_or_round_trips(
     queue: Queue, work: Callable[..., int]
 ) -> None:
@@ -652,11 +636,6 @@ def test_valid_usage_with_a_bad_config_or_database_exits_78_or_1(
     assert_clean_failure(got, err, (code,))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: cli._positive_int has no upper bound; on SQLite an id past 2**63-1 raises "
-    "OverflowError in the driver, which the store does not translate (internal error)",
-)
 @pytest.mark.parametrize("command", [["show"], ["retry"], ["cancel"]])
 def test_a_job_id_too_big_for_the_database_is_a_clean_error(
     clean_env: Path, capsys: pytest.CaptureFixture[str], command: list[str]

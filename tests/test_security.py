@@ -419,7 +419,6 @@ EXECUTORS = {"execute", "executemany", "executescript", "mogrify"}
 # The one documented exception: MariaDB's multi-row INSERT ... RETURNING joins rows that
 # the driver escaped one by one (cursor.mogrify of the named row template).
 ALLOWED = {("store/mysql.py", "_insert_returning")}
-KNOWN_FINDINGS = {("store/sqlite.py", "_connection")}  # see the xfail below
 
 
 class SqlBuilding(ast.NodeVisitor):
@@ -512,7 +511,7 @@ def sql_building() -> list[tuple[str, str, int, str]]:
 
 
 def test_no_sql_is_built_by_string_formatting_in_the_python_sources() -> None:
-    found = [f for f in sql_building() if (f[0], f[1]) not in ALLOWED | KNOWN_FINDINGS]
+    found = [f for f in sql_building() if (f[0], f[1]) not in ALLOWED]
     assert found == [], (
         "SQL built by formatting (use a named query and bound values):\n"
         + "\n".join(
@@ -539,17 +538,6 @@ def f(cursor, table, n, queries):
     visitor.visit(ast.parse(source))
     lines = sorted({line for _, _, line, _ in visitor.found})
     assert lines == [3, 4, 5, 6, 8], visitor.found
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: store/sqlite.py _connection builds `PRAGMA busy_timeout = {...}` with an "
-    "f-string (an int, so not injectable, but against the no-formatted-SQL rule; and "
-    "redundant: sqlite3.connect(timeout=...) already sets the busy timeout)",
-)
-def test_sqlite_store_sets_no_pragma_by_formatting() -> None:
-    found = [f for f in sql_building() if (f[0], f[1]) in KNOWN_FINDINGS]
-    assert found == [], found
 
 
 def test_the_named_query_files_bind_every_value() -> None:

@@ -65,7 +65,7 @@ class SQLiteStore(Store):
                 )
                 conn.row_factory = _dict_row
                 conn.execute("PRAGMA journal_mode = WAL")
-                conn.execute("PRAGMA synchronous = NORMAL")
+                conn.execute("PRAGMA synchronous = FULL")
             self._conn, self._pid = conn, os.getpid()
         return self._conn
 
