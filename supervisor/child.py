@@ -35,7 +35,7 @@ from .scoreboard import Scoreboard
 from .store import Store, open_store
 from .worker import Worker
 
-IDLE_RECHECK = 30.0  # seconds an idle child waits for a wake-up before it looks itself
+IDLE_RECHECK = 120.0  # seconds an idle child waits for the master's wake-up before it looks itself
 LIFETIME_JITTER = 0.1  # ±10% so children started together do not all retire together
 HANDLED_SIGNALS = (
     signal.SIGTERM,

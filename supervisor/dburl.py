@@ -22,6 +22,10 @@ class DatabaseURL:
     database: str = ""
     unix_socket: str = ""
 
+    def is_local(self) -> bool:
+        """Loopback or a unix socket: traffic that never leaves this host."""
+        return bool(self.unix_socket) or self.host in ("127.0.0.1", "::1", "localhost")
+
     def redacted(self) -> str:
         """The URL for logs and status output: the password never appears."""
         if self.backend == "sqlite":

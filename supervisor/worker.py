@@ -120,12 +120,17 @@ class Worker:
         self._paused: set[str] = set()
         self._paused_at = -PAUSE_CACHE
         self._backoff = 0.0
+        self._pools: dict[str, PoolConfig] = {}
         self.max_jobs: int | None = None  # `forkq work --max-jobs`: claim no more than this
 
     # --- settings per queue --------------------------------------------------------------
 
     def pool(self, queue: str) -> PoolConfig:
-        return self.config.pool(queue) or PoolConfig(name=queue)
+        """Settings of the queue's pool (looked up several times per job, so kept in a dict)."""
+        pool = self._pools.get(queue)
+        if pool is None:
+            pool = self._pools[queue] = self.config.pool(queue) or PoolConfig(name=queue)
+        return pool
 
     def job_timeout(self, row: JobRow) -> float:
         registered = registry.get(row.handler)

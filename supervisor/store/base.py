@@ -309,8 +309,8 @@ class Store(ABC):
         """Per queue with ready jobs: seconds until the earliest is due (<= 0: due now)."""
         if not queues:
             return {}
-        rows = self._rows("due_queues", queues=self._ids(list(queues)))
-        return {r["queue"]: int(r["wait_us"] or 0) / 1e6 for r in rows}
+        rows = self._rows("due_queues", queues=json.dumps(list(queues)))
+        return {r["queue"]: int(r["wait_us"]) / 1e6 for r in rows if r["wait_us"] is not None}
 
     def count_ready(self, queue: str, cap: int = 10_000) -> int:
         return int(self._rows("count_ready", queue=queue, cap=cap)[0]["n"])

@@ -98,8 +98,14 @@ WHERE locked_until < NOW(6) AND status = 'running'
 ORDER BY locked_until LIMIT %(limit)s;
 
 -- name: due_queues
-SELECT queue, TIMESTAMPDIFF(MICROSECOND, NOW(6), MIN(run_at)) AS wait_us
-FROM forkq_jobs WHERE status = 'ready' AND queue IN %(queues)s GROUP BY queue;
+-- The master's idle poll: one index dive per queue (the earliest ready run_at), so its
+-- cost does not grow with the backlog. The queue list is bound as one JSON array.
+SELECT q.queue,
+       TIMESTAMPDIFF(MICROSECOND, NOW(6),
+         (SELECT j.run_at FROM forkq_jobs j
+          WHERE j.status = 'ready' AND j.queue = q.queue ORDER BY j.run_at LIMIT 1)) AS wait_us
+FROM JSON_TABLE(%(queues)s, '$[*]'
+       COLUMNS (queue VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) AS q;
 
 -- name: count_ready
 SELECT COUNT(*) AS n FROM (

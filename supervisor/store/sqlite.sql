@@ -87,9 +87,11 @@ WHERE locked_until < :now AND status = 'running'
 ORDER BY locked_until LIMIT :limit;
 
 -- name: due_queues
-SELECT queue, CAST((MIN(run_at) - :now) * 1000000 AS INTEGER) AS wait_us
-FROM forkq_jobs WHERE status = 'ready' AND queue IN (SELECT value FROM json_each(:queues))
-GROUP BY queue;
+-- One index dive per queue (the earliest ready run_at): cost independent of the backlog.
+SELECT q.value AS queue,
+       CAST(((SELECT MIN(j.run_at) FROM forkq_jobs j
+              WHERE j.status = 'ready' AND j.queue = q.value) - :now) * 1000000 AS INTEGER) AS wait_us
+FROM json_each(:queues) AS q;
 
 -- name: count_ready
 SELECT COUNT(*) AS n FROM (
