@@ -180,14 +180,22 @@ def _insert_rows(cur: Any, head: str, row: list[str], jobs: int) -> None:
         cur.execute(head + " " + ",".join(row * count), [PAYLOAD] * count)
 
 
-def ensure_database(url: DatabaseURL) -> None:
-    """Create the URL's MySQL database if it is missing (for running this file alone)."""
+def ensure_database(url: DatabaseURL) -> bool:
+    """Create the URL's MySQL database if it is missing (for running this file alone);
+    True when it was created here."""
     if url.backend == "sqlite":
-        return
+        return False
     conn = mysql_connect(replace(url, database=""))
     with conn.cursor() as cur:
-        cur.execute(f"CREATE DATABASE IF NOT EXISTS `{url.database}`")
+        cur.execute(
+            "SELECT 1 FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s", (url.database,)
+        )
+        if cur.fetchone():
+            conn.close()
+            return False
+        cur.execute(f"CREATE DATABASE `{url.database}`")
     conn.close()
+    return True
 
 
 def drop(url: DatabaseURL) -> None:
@@ -466,7 +474,7 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="leave the tables behind")
     args = parser.parse_args()
     url = parse_database_url(args.url)
-    ensure_database(url)
+    created = ensure_database(url)
     opts = Options(args.batch, args.isolation, args.fused, args.synchronous.upper())
     result = drain(url, args.variant, args.workers, args.jobs, opts, partitions=args.partitions)
     print(
@@ -477,6 +485,11 @@ def main() -> int:
     )
     if not args.keep:
         drop(url)
+        if created:
+            conn = mysql_connect(replace(url, database=""))
+            with conn.cursor() as cur:
+                cur.execute(f"DROP DATABASE IF EXISTS `{url.database}`")
+            conn.close()
     return 0
 
 

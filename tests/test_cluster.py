@@ -1,0 +1,135 @@
+"""Two real daemons on one database: one alert per cooldown, one "resolved", and each
+schedule slot enqueued once (both backends)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from daemon_util import Daemon, daemons_fixture, render_config  # noqa: F401  (the `daemons` fixture)
+from private_mariadb import Webhook
+from util import count_rows, wait_until
+
+from supervisor import Queue
+from supervisor.store import Store
+
+Factory = Callable[..., Daemon]
+
+
+def holds(predicate: Callable[[], bool], duration: float, message: str) -> None:
+    """Assert `predicate` stays true for `duration` seconds (a stability check, polled)."""
+    deadline = time.monotonic() + duration
+    while time.monotonic() < deadline:
+        assert predicate(), message
+        time.sleep(0.1)
+
+
+def start_pair(daemons: Factory, extra: str) -> list[Daemon]:
+    pair = []
+    for name in ("app1", "app2"):
+        daemon = daemons(name=name, pools={"work": {"workers": 1}})
+        daemon.write_config(
+            text=render_config(daemon.db_url, daemon.pools, daemon.supervisor) + extra
+        )
+        pair.append(daemon.start())
+    for daemon in pair:
+        daemon.wait_ready()
+    return pair
+
+
+def test_two_daemons_send_one_alert_per_cooldown_and_one_resolved(
+    daemons: Factory, queue: Queue, store: Store
+) -> None:
+    hook = Webhook()
+    try:
+        extra = f"""
+[alerts]
+webhook_url = "{hook.url}"
+cooldown = "1h"
+
+[alerts.rules.stuck]
+max_ready = 1
+"""
+        # No pool serves "stuck": its backlog stays until we cancel it.
+        ids = [queue.enqueue("t.noop", {}, queue="stuck") for _ in range(5)]
+        pair = start_pair(daemons, extra)
+        wait_until(
+            lambda: any('queue "stuck" backlog' in t for t in hook.texts),
+            timeout=20,
+            message="no backlog alert",
+        )
+        holds(lambda: len(hook.texts) == 1, 4.0, f"more than one alert: {hook.texts}")
+        fired = [t for t in hook.texts if 'queue "stuck" backlog 5 ready > max_ready 1' in t]
+        assert len(fired) == 1, hook.texts
+
+        assert store.cancel_jobs(ids) == 5
+        wait_until(
+            lambda: any("resolved" in t for t in hook.texts), timeout=20, message="no resolved"
+        )
+        holds(lambda: len(hook.texts) == 2, 4.0, f"more than one resolved: {hook.texts}")
+        assert "resolved" in hook.texts[1] and 'queue "stuck"' in hook.texts[1]
+        assert all(d.alive() for d in pair)
+    finally:
+        hook.close()
+
+
+def test_two_daemons_enqueue_each_schedule_slot_once(
+    daemons: Factory, db_url: str, store: Store
+) -> None:
+    extra = """
+[schedules.tick]
+cron = "* * * * * */2"   # croniter's sixth field: every 2 seconds
+handler = "t.noop"
+queue = "work"
+"""
+    pair = start_pair(daemons, extra)
+    wait_until(
+        lambda: count_rows(db_url, "forkq_schedule_slots") >= 4,
+        timeout=30,
+        message="fewer than 4 slots enqueued",
+    )
+    for daemon in pair:
+        daemon.stop()
+    events = [e for d in pair for e in d.events("schedule_enqueued")]
+    slots = [e["slot"] for e in events]
+    assert len(slots) == len(set(slots)), f"a slot was enqueued twice: {sorted(slots)}"
+    assert len(slots) == count_rows(db_url, "forkq_schedule_slots")
+    # Every slot's job ran (pool "work" deletes done jobs): nothing left behind.
+    assert count_rows(db_url, "forkq_jobs") == 0
+
+
+def test_an_unreachable_webhook_does_not_stop_jobs(
+    daemons: Factory, queue: Queue, db_url: str, tmp_path: Path
+) -> None:
+    import socket
+
+    silent = socket.socket()  # accepts connections (backlog) and never answers
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    try:
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/hook"
+        extra = f"""
+[alerts]
+webhook_url = "{url}"
+webhook_timeout = "1s"
+
+[alerts.rules.stuck]
+max_ready = 0
+"""
+        queue.enqueue("t.noop", {}, queue="stuck")  # keeps an alert firing and failing to send
+        daemon = daemons(name="solo", pools={"work": {"workers": 2}})
+        daemon.write_config(
+            text=render_config(daemon.db_url, daemon.pools, daemon.supervisor) + extra
+        )
+        daemon.start().wait_ready()
+        daemon.wait_event("alert_send_failed", timeout=20)
+        ids = [queue.enqueue("t.noop", {}, queue="work") for _ in range(200)]
+        wait_until(
+            lambda: count_rows(db_url, "forkq_jobs", "queue = 'work'") == 0,
+            timeout=30,
+            message="jobs stopped flowing while the webhook hangs",
+        )
+        assert len(ids) == 200 and daemon.alive()
+    finally:
+        silent.close()
