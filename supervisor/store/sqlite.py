@@ -154,10 +154,17 @@ class SQLiteStore(Store):
 
     def _insert_job(self, params: dict[str, Any]) -> int:
         with self._errors():
-            row = self._connection().execute(self.queries["insert_job"], params).fetchone()
+            # fetchall: a RETURNING statement is finished (and, outside a transaction,
+            # committed) only once every row has been read.
+            [row] = self._connection().execute(self.queries["insert_job"], params).fetchall()
         return int(row["id"])
 
     def insert_many(self, jobs: Sequence[NewJob]) -> list[int]:
+        if len(jobs) == 1:  # one statement is its own transaction: no BEGIN / COMMIT round
+            return [
+                self._retrying(lambda: self._insert_job(self._params(**self.job_params(jobs[0]))))
+            ]
+
         def attempt() -> list[int]:
             with self._transaction():
                 now = self._params()
