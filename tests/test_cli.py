@@ -24,7 +24,7 @@ from util import (
     subprocess_env,
 )
 
-from supervisor import Queue, cli
+from supervisor import Queue, cli, commands
 from supervisor.dburl import parse_database_url
 from supervisor.models import JobState
 from supervisor.store import Store, open_store
@@ -628,7 +628,7 @@ def test_an_unexpected_exception_is_one_line_unless_debug(
         raise RuntimeError("disk on fire\nsecond line")
 
     monkeypatch.setattr(cli.logs, "setup", lambda **kwargs: None)
-    monkeypatch.setattr(cli, "open_store", explode)
+    monkeypatch.setattr(commands, "open_store", explode)
     argv = ["status", "--database", "sqlite:///unused.db"] + (["--debug"] if debug else [])
     assert cli.main(argv) == 1
     err = capsys.readouterr().err
@@ -644,5 +644,5 @@ def test_ctrl_c_exits_130(monkeypatch: pytest.MonkeyPatch) -> None:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(cli.logs, "setup", lambda **kwargs: None)
-    monkeypatch.setattr(cli, "open_store", interrupted)
+    monkeypatch.setattr(commands, "open_store", interrupted)
     assert cli.main(["jobs", "--database", "sqlite:///unused.db"]) == 130

@@ -1,0 +1,55 @@
+"""Plain-text tables and JSON for the command line (no dependency for what print does)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+PROG = "forkq"
+ERROR_PREFIX = f"{PROG}: error: "
+
+
+def print_json(document: Any) -> None:
+    print(json.dumps(document, indent=2, sort_keys=True, default=str))
+
+
+def cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    return str(value)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """Aligned plain text: numbers right-aligned, everything else left-aligned."""
+    cells = [list(headers)] + [[cell(value) for value in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    numeric = [all(is_number(row[i]) for row in rows) for i in range(len(headers))]
+    lines = []
+    for row in cells:
+        parts = [
+            text.rjust(width) if right else text.ljust(width)
+            for text, width, right in zip(row, widths, numeric, strict=True)
+        ]
+        lines.append("  ".join(parts).rstrip())
+    return "\n".join(lines)
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def first_line(text: str | None, limit: int = 60) -> str | None:
+    if not text:
+        return None
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
