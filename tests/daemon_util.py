@@ -422,3 +422,19 @@ def daemons_fixture(tmp_path: Path, db_url: str) -> Iterator[Callable[..., Daemo
     yield make
     for daemon in made:
         daemon.kill_all()
+
+
+def record_ids(path: Path) -> list[int]:
+    """Job ids in a record file, one per run (a torn last line is not counted)."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return []
+    return [int(line.split(",", 1)[0]) for line in text.splitlines() if line.count(",") == 3]
+
+
+def count_lines(path: Path) -> int:
+    try:
+        return path.read_bytes().count(b"\n")
+    except FileNotFoundError:
+        return 0

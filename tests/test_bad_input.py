@@ -22,11 +22,11 @@ from typing import Any
 
 import pytest
 import structlog
+import util
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from util import (
     REPO_ROOT,
-    backend_of,
     connected,
     count_rows,
     python,
@@ -55,6 +55,12 @@ def fresh_logging() -> Iterator[None]:
 
 
 QUEUE = "bad_input"
+
+
+def insert_raw(db_url: str, handler: str, payload: Any, queue: str = QUEUE) -> int:
+    return util.insert_raw(db_url, handler, payload, queue)
+
+
 EXAMPLE_CONFIG = REPO_ROOT / "deploy" / "forkq.toml"
 FUZZ = settings(
     max_examples=30,
@@ -115,27 +121,6 @@ def work(store: Store, db_url: str) -> Iterator[Callable[..., int]]:
 
     yield run
     received.clear()
-
-
-def insert_raw(db_url: str, handler: str, payload: Any, queue: str = QUEUE) -> int:
-    """One row as a non-Python producer would write it (the documented one-line INSERT)."""
-    with connected(db_url) as conn:
-        if backend_of(db_url) == "mysql":
-            with conn.cursor() as cursor:
-                cursor.execute(
-                    "INSERT INTO forkq_jobs (queue, handler, payload) VALUES (%s, %s, %s)",
-                    (queue, handler, payload),
-                )
-                job_id = int(cursor.lastrowid)
-        else:
-            job_id = int(
-                conn.execute(
-                    "INSERT INTO forkq_jobs (queue, handler, payload) VALUES (?, ?, ?)",
-                    (queue, handler, payload),
-                ).lastrowid
-            )
-        conn.commit()
-    return job_id
 
 
 def tables_intact(db_url: str) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 import psutil
 import pymysql
 import pytest
-from daemon_util import Daemon, render_config
+from daemon_util import Daemon, count_lines, record_ids, render_config
 from private_mariadb import (  # noqa: F401 - fixtures
     Partition,
     PrivateMariaDB,
@@ -68,22 +68,6 @@ def daemon_factory(tmp_path: Path) -> Iterator[Any]:
     yield make
     for daemon in made:
         daemon.kill_all()
-
-
-def record_ids(path: Path) -> list[int]:
-    """Job ids in the record file, one per run (a torn last line is not counted)."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return []
-    return [int(line.split(",", 1)[0]) for line in text.splitlines() if line.count(",") == 3]
-
-
-def count_lines(path: Path) -> int:
-    try:
-        return path.read_bytes().count(b"\n")
-    except FileNotFoundError:
-        return 0
 
 
 def job_counts(server: PrivateMariaDB) -> dict[str, int]:

@@ -21,7 +21,7 @@ from typing import Any
 
 import psutil
 import pytest
-from daemon_util import Daemon, session_processes
+from daemon_util import Daemon, count_lines, record_ids, session_processes
 from util import count_rows, sql, wait_until
 
 from supervisor import Queue
@@ -45,21 +45,6 @@ def daemon(tmp_path: Path, sqlite_db_url: str) -> Iterator[Daemon]:
     daemon = Daemon(tmp_path / "daemon", sqlite_db_url, pools={QUEUE: POOL}, supervisor=SUPERVISOR)
     yield daemon
     daemon.kill_all()
-
-
-def record_ids(path: Path) -> list[int]:
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return []
-    return [int(line.split(",", 1)[0]) for line in text.splitlines() if line.count(",") == 3]
-
-
-def count_lines(path: Path) -> int:
-    try:
-        return path.read_bytes().count(b"\n")
-    except FileNotFoundError:
-        return 0
 
 
 def kill_everything(daemon: Daemon) -> int:

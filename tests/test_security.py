@@ -28,9 +28,10 @@ from typing import Any
 import psutil
 import pytest
 import structlog
+import util
 from daemon_util import Daemon, render_config, title_of
 from private_mariadb import PrivateMariaDB, Webhook, private_mariadb  # noqa: F401
-from util import REPO_ROOT, backend_of, connected, free_tcp_port, wait_until
+from util import REPO_ROOT, backend_of, free_tcp_port, wait_until
 
 from supervisor import cli, registry
 from supervisor.config import Config, PoolConfig
@@ -52,6 +53,12 @@ def fresh_logging() -> Iterator[None]:
 
 
 QUEUE = "sec"
+
+
+def insert_raw(db_url: str, handler: str, payload: Any, queue: str = QUEUE) -> int:
+    return util.insert_raw(db_url, handler, payload, queue)
+
+
 DB_PASSWORD = "Pw-7kQz93-dbleak"  # distinctive: found anywhere only if it leaked
 WRONG_PASSWORD = "Pw-Wr0ng-88x-dbleak"
 SMTP_PASSWORD = "Smtp-4nV8-relayleak"
@@ -99,26 +106,6 @@ class PickleBomb:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (os.system, (f"touch {self.path}",))
-
-
-def insert_raw(db_url: str, handler: str, payload: Any, queue: str = QUEUE) -> int:
-    with connected(db_url) as conn:
-        if backend_of(db_url) == "mysql":
-            with conn.cursor() as cursor:
-                cursor.execute(
-                    "INSERT INTO forkq_jobs (queue, handler, payload) VALUES (%s, %s, %s)",
-                    (queue, handler, payload),
-                )
-                job_id = int(cursor.lastrowid)
-        else:
-            job_id = int(
-                conn.execute(
-                    "INSERT INTO forkq_jobs (queue, handler, payload) VALUES (?, ?, ?)",
-                    (queue, handler, payload),
-                ).lastrowid
-            )
-        conn.commit()
-    return job_id
 
 
 @pytest.fixture

@@ -292,3 +292,24 @@ def run_mariadb_client(url: str, statements: str) -> subprocess.CompletedProcess
     )
     assert result.returncode == 0, f"mariadb client failed: {result.stderr.strip()}"
     return result
+
+
+def insert_raw(db_url: str, handler: str, payload: Any, queue: str) -> int:
+    """One row as a non-Python producer would write it (the documented one-line INSERT)."""
+    with connected(db_url) as conn:
+        if backend_of(db_url) == "mysql":
+            with conn.cursor() as cursor:
+                cursor.execute(
+                    "INSERT INTO forkq_jobs (queue, handler, payload) VALUES (%s, %s, %s)",
+                    (queue, handler, payload),
+                )
+                job_id = int(cursor.lastrowid)
+        else:
+            job_id = int(
+                conn.execute(
+                    "INSERT INTO forkq_jobs (queue, handler, payload) VALUES (?, ?, ?)",
+                    (queue, handler, payload),
+                ).lastrowid
+            )
+        conn.commit()
+    return job_id
