@@ -30,25 +30,13 @@ import psutil
 from . import logs
 from .config import Config, PoolConfig
 from .models import JobRow
-from .proc import die_with_parent, hostname, set_title
+from .proc import MASTER_SIGNALS, die_with_parent, hostname, set_title
 from .scoreboard import Scoreboard
 from .store import Store, open_store
 from .worker import Worker
 
 IDLE_RECHECK = 120.0  # seconds an idle child waits for the master's wake-up before it looks itself
 LIFETIME_JITTER = 0.1  # ±10% so children started together do not all retire together
-HANDLED_SIGNALS = (
-    signal.SIGTERM,
-    signal.SIGINT,
-    signal.SIGQUIT,
-    signal.SIGHUP,
-    signal.SIGTTIN,
-    signal.SIGTTOU,
-    signal.SIGALRM,
-    signal.SIGCHLD,
-    signal.SIGUSR1,
-    signal.SIGUSR2,
-)
 
 
 @dataclass(frozen=True)
@@ -208,7 +196,7 @@ def _wait_for_wake(wake_fd: int, signal_fd: int, timeout: float) -> bool:
 
 def reset_inherited_signals() -> None:
     """Back to defaults before anything else runs in the child (the master's handlers only queue)."""
-    for sig in HANDLED_SIGNALS:
+    for sig in MASTER_SIGNALS:
         signal.signal(sig, signal.SIG_DFL)
     signal.set_wakeup_fd(-1)
 

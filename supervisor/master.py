@@ -30,23 +30,14 @@ from .config import Config, load_config
 from .errors import ConfigError, ConnectionLost, DatabaseError, ExitCode
 from .extras import Extras
 from .pools import Periodic, PoolView, failed_at_startup, plan_size, respawn_delay
-from .proc import describe_exit, hostname, kill_group, process_name, reap, set_title
+from .proc import MASTER_SIGNALS, describe_exit, hostname, kill_group, process_name, reap, set_title
 from .scoreboard import Scoreboard
 from .state import Child, PoolState
 from .store import Store, open_store
 
 T = TypeVar("T")
 
-SIGNALS = (
-    signal.SIGTERM,
-    signal.SIGINT,
-    signal.SIGQUIT,
-    signal.SIGHUP,
-    signal.SIGTTIN,
-    signal.SIGTTOU,
-    signal.SIGCHLD,
-    signal.SIGALRM,
-)
+
 KILL_GRACE = 3.0  # seconds past a job's timeout (the child's own soft timeout) before SIGTERM
 TERM_TO_KILL = 2.0  # seconds between SIGTERM and SIGKILL of an overtime child
 SCALE_INTERVAL = 1.0  # seconds between pool-size decisions
@@ -89,7 +80,7 @@ class Master:
         for fd in (self._wake_r, self._wake_w):
             os.set_blocking(fd, False)
         signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
-        for sig in SIGNALS:
+        for sig in MASTER_SIGNALS:
             signal.signal(sig, self._queue_signal)
         signal.setitimer(
             signal.ITIMER_REAL,
@@ -221,7 +212,7 @@ class Master:
         board = Scoreboard()
         sys.stdout.flush()
         sys.stderr.flush()
-        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, MASTER_SIGNALS)
         pid = os.fork()
         if pid == 0:
             spec = ChildSpec(

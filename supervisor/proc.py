@@ -13,6 +13,17 @@ import socket
 import setproctitle
 
 PR_SET_PDEATHSIG = 1
+# What the master handles (its handlers only queue the signal); a child resets them all.
+MASTER_SIGNALS = (
+    signal.SIGTERM,
+    signal.SIGINT,
+    signal.SIGQUIT,
+    signal.SIGHUP,
+    signal.SIGTTIN,
+    signal.SIGTTOU,
+    signal.SIGCHLD,
+    signal.SIGALRM,
+)
 
 
 def hostname() -> str:
