@@ -15,7 +15,14 @@ from .config import Config
 from .errors import LockLost
 from .lock import Lock
 from .models import JobRow
-from .policy import DEFAULT_MAX_ATTEMPTS, after_failure, truncate_error
+from .policy import (
+    DEFAULT_BACKOFF_BASE,
+    DEFAULT_BACKOFF_CAP,
+    DEFAULT_MAX_ATTEMPTS,
+    Outcome,
+    after_failure,
+    truncate_error,
+)
 from .store import Store
 
 CHORES_LOCK = "forkq:chores"
@@ -26,26 +33,31 @@ def max_attempts_for(row: JobRow) -> int:
     return row.max_attempts or (registered.max_attempts if registered else DEFAULT_MAX_ATTEMPTS)
 
 
+def failure_outcome(row: JobRow, error: str, requested_delay: float | None = None) -> Outcome:
+    """After a failed attempt: retry with the handler's backoff while attempts are left, else dead."""
+    registered = registry.get(row.handler)
+    return after_failure(
+        row.attempts,
+        max_attempts_for(row),
+        error,
+        requested_delay=requested_delay,
+        base=registered.backoff_base if registered else DEFAULT_BACKOFF_BASE,
+        cap=registered.backoff_cap if registered else DEFAULT_BACKOFF_CAP,
+    )
+
+
 def fail_held_job(
     store: Store, row: JobRow, owner: str, error: str, *, only_expired: bool = False
 ) -> bool:
     """Record a failed attempt for a job whose holder is gone: retry with backoff, or dead."""
-    registered = registry.get(row.handler)
-    limit = max_attempts_for(row)
-    decision = after_failure(
-        row.attempts,
-        limit,
-        error,
-        base=registered.backoff_base if registered else 2.0,
-        cap=registered.backoff_cap if registered else 3600.0,
-    )
+    decision = failure_outcome(row, error)
     return store.fail(
         owner,
         row.id,
         truncate_error(decision.error),
         dead=decision.dead,
         delay=decision.delay,
-        max_attempts=limit,
+        max_attempts=max_attempts_for(row),
         only_expired=only_expired,
     )
 

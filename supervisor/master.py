@@ -383,7 +383,7 @@ class Master:
             kids = [c for c in self.children.values() if c.pool == cfg.name and not c.retiring]
             idle = [c for c in kids if c.is_idle()]
             ready = None
-            if not idle and pool.target < pool.maximum and cfg.name not in self.paused:
+            if kids and not idle and cfg.name not in self.paused:  # all busy: is there a backlog?
                 ready = self.db(partial(self.store.count_ready, cfg.name, 1000))
             view = PoolView(
                 minimum=pool.minimum,
@@ -395,9 +395,7 @@ class Master:
                 longest_idle=max((now - c.idle_since for c in idle), default=0.0),
             )
             new_target = plan_size(view)
-            pool.saturated_ticks = (
-                pool.saturated_ticks + 1 if (ready and pool.target >= pool.maximum) else 0
-            )
+            pool.saturated = bool(ready) and pool.target >= pool.maximum
             if new_target != pool.target:
                 self.log.info(
                     "pool_resized", pool=cfg.name, size=new_target, was=pool.target, ready=ready

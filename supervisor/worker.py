@@ -23,16 +23,18 @@ from types import FrameType
 from typing import Any, Protocol
 
 from . import logs, registry
+from .chores import failure_outcome, max_attempts_for
 from .config import Config, PoolConfig
 from .errors import ConnectionLost, DatabaseError, Fail, JobTimeout, Retry, TransientDatabaseError
 from .models import JobRow
-from .policy import after_failure, truncate_error
+from .policy import truncate_error
 from .store import Store
 
 LEASE_MARGIN = 30.0  # seconds a lease outlives the job's timeout: the master kills first
 ACK_MAX_AGE = 0.2  # seconds a success may wait in the buffer before it is written
 PAUSE_CACHE = 2.0  # seconds the paused-queue list is trusted
 MAX_BACKOFF = 10.0  # seconds between reconnect attempts at most
+QUICK_JOB = 0.01  # seconds: jobs faster than this on average are claimed in growing batches
 
 
 class WorkerEvents(Protocol):
@@ -91,8 +93,7 @@ class Pending:
 
 @dataclass
 class WorkerStats:
-    jobs: int = 0
-    started_at: float = field(default_factory=time.monotonic)
+    jobs: int = 0  # jobs run by this worker (recycling, --max-jobs)
 
 
 class Worker:
@@ -121,6 +122,7 @@ class Worker:
         self._paused_at = -PAUSE_CACHE
         self._backoff = 0.0
         self._pools: dict[str, PoolConfig] = {}
+        self._batch = 1  # the claim size grows while jobs are quick: see claim_size
         self.max_jobs: int | None = None  # `forkq work --max-jobs`: claim no more than this
 
     # --- settings per queue --------------------------------------------------------------
@@ -170,12 +172,25 @@ class Worker:
         return 0
 
     def claim_size(self, pool: PoolConfig) -> int:
-        """Never claim more than may still run: jobs past `max_jobs` would be handed back."""
-        if self.max_jobs is None:
-            return pool.claim_batch
-        return max(1, min(pool.claim_batch, self.max_jobs - self.stats.jobs))
+        """How many jobs to claim now.
+
+        Slow start: one job, doubling per batch up to `claim_batch` while jobs are quick.
+        A batch of slow jobs held by one child would sit out of reach of its idle siblings
+        and of the pool's growth; quick ones are where batching pays. Never more than may
+        still run under `max_jobs` (the rest would be handed back).
+        """
+        size = min(pool.claim_batch, self._batch)
+        if self.max_jobs is not None:
+            size = min(size, self.max_jobs - self.stats.jobs)
+        return max(1, size)
 
     def _run_held(self) -> None:
+        started, count = time.monotonic(), len(self.held)
+        self._run_batch()
+        quick = (time.monotonic() - started) / max(1, count) < QUICK_JOB
+        self._batch = min(self._batch * 2, 1024) if quick else 1
+
+    def _run_batch(self) -> None:
         while self.held and not self.stopping and not self.retire_reason:
             self._ensure_lease(self.held[0])
             # Popped before it runs: a retry after a lost write never runs it again.
@@ -279,19 +294,10 @@ class Worker:
         self.pending.oldest = self.pending.oldest or time.monotonic()
 
     def _queue_failure(self, row: JobRow, error: str, delay: float | None, permanent: bool) -> None:
-        registered = registry.get(row.handler)
-        limit = row.max_attempts or (registered.max_attempts if registered else 10)
         if permanent:
             dead, wait, message = True, 0.0, error
         else:
-            decision = after_failure(
-                row.attempts,
-                limit,
-                error,
-                requested_delay=delay,
-                base=registered.backoff_base if registered else 2.0,
-                cap=registered.backoff_cap if registered else 3600.0,
-            )
+            decision = failure_outcome(row, error, delay)
             dead, wait, message = decision.dead, decision.delay, decision.error
         self.pending.failures.append(
             {
@@ -299,7 +305,7 @@ class Worker:
                 "error": truncate_error(message),
                 "dead": dead,
                 "delay": wait,
-                "max_attempts": limit,
+                "max_attempts": max_attempts_for(row),
             }
         )
         self.flush()  # failures are written at once

@@ -133,3 +133,33 @@ max_ready = 0
         assert len(ids) == 200 and daemon.alive()
     finally:
         silent.close()
+
+
+def test_a_pool_saturated_at_max_workers_raises_its_alert(
+    daemons: Factory, queue: Queue, db_url: str
+) -> None:
+    hook = Webhook()
+    try:
+        extra = f"""
+[alerts]
+webhook_url = "{hook.url}"
+cooldown = "1h"
+
+[alerts.rules.work]
+saturated_ticks = 2
+"""
+        daemon = daemons(name="busy", pools={"work": {"workers": 1, "max_workers": 1}})
+        daemon.write_config(
+            text=render_config(daemon.db_url, daemon.pools, daemon.supervisor) + extra
+        )
+        daemon.start().wait_ready()
+        for _ in range(20):
+            queue.enqueue("t.sleep", {"seconds": 0.5}, queue="work")
+        wait_until(
+            lambda: any('pool "work" saturated' in t for t in hook.texts),
+            timeout=20,
+            message=f"no saturation alert: {hook.texts}",
+        )
+        assert daemon.alive()
+    finally:
+        hook.close()
