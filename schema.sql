@@ -32,7 +32,6 @@ CREATE TABLE IF NOT EXISTS forkq_jobs (
   UNIQUE KEY forkq_jobs_unique_key (unique_key),
   KEY forkq_jobs_claim (queue, status, priority DESC, run_at, id),
   KEY forkq_jobs_status (status, queue, run_at),
-  KEY forkq_jobs_lease (locked_until),
   KEY forkq_jobs_finished (finished_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq jobs: one row per job';
 

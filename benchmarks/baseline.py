@@ -472,11 +472,22 @@ def main() -> int:
     )
     parser.add_argument("--synchronous", default="FULL", help="SQLite: FULL or NORMAL")
     parser.add_argument("--keep", action="store_true", help="leave the tables behind")
+    parser.add_argument(
+        "--no-fill", action="store_true", help="drain the table `prepare` filled (run.py does)"
+    )
     args = parser.parse_args()
     url = parse_database_url(args.url)
     created = ensure_database(url)
     opts = Options(args.batch, args.isolation, args.fused, args.synchronous.upper())
-    result = drain(url, args.variant, args.workers, args.jobs, opts, partitions=args.partitions)
+    result = drain(
+        url,
+        args.variant,
+        args.workers,
+        args.jobs,
+        opts,
+        partitions=args.partitions,
+        fill=not args.no_fill,
+    )
     print(
         f"{result.variant} W={result.workers} {opts}: {result.jobs} jobs in"
         f" {result.seconds:.3f}s = {result.jobs_per_s:,.0f} jobs/s;"

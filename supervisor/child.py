@@ -25,8 +25,6 @@ from dataclasses import dataclass
 from functools import partial
 from types import FrameType
 
-import psutil
-
 from . import logs
 from .config import Config, PoolConfig
 from .models import JobRow
@@ -174,6 +172,8 @@ class ResidentSize:
 
     def __call__(self) -> int:
         if self.fd is None:
+            import psutil  # only where /proc is missing: it is not imported at boot
+
             return int(psutil.Process().memory_info().rss)
         return int(os.pread(self.fd, 128, 0).split()[1]) * self.page
 

@@ -439,6 +439,10 @@ def _check_schema(store: Store, checks: _Checks) -> None:
         return
     if current is not None and current > SCHEMA_VERSION:
         checks.fail("schema", f"version {current} is newer than this forkq ({SCHEMA_VERSION})")
+    elif current is not None and current < SCHEMA_VERSION:
+        checks.ok(
+            "schema", f"version {current}; {SCHEMA_VERSION} is available: run `forkq schema apply`"
+        )
     else:
         checks.ok("schema", f"version {current}")
 

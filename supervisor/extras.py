@@ -15,20 +15,29 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from . import logs
-from .alerts import Snapshot
 from .errors import DatabaseError
-from .notify import AlertRunner
-from .schedules import enqueue_due
 
 if TYPE_CHECKING:
+    from .alerts import Snapshot
     from .master import Master
+    from .notify import AlertRunner
 
 
 class Extras:
     def __init__(self, master: Master) -> None:
         self.started_at = time.time()
-        self.alerts = AlertRunner()
+        self._alerts: AlertRunner | None = None
         self.log = logs.get(role="master")
+
+    @property
+    def alerts(self) -> AlertRunner:
+        # Imported at the first check tick, not at boot: alerts, mail and HTTP modules
+        # would otherwise delay the first fork.
+        if self._alerts is None:
+            from .notify import AlertRunner
+
+            self._alerts = AlertRunner()
+        return self._alerts
 
     def tick(self, master: Master, leader: bool) -> None:
         # The database clock, so hosts with skewed clocks agree on cooldowns and due slots.
@@ -41,6 +50,8 @@ class Extras:
     def enqueue_schedules(self, master: Master, now: float) -> None:
         # Two check intervals of grace: a tick delayed by a slow SMTP server or a lease
         # hand-over must not make misfire = "skip" drop a slot that is only just due.
+        from .schedules import enqueue_due
+
         grace = 2 * master.config.supervisor.check_interval
         try:
             for name, slot, job_id in enqueue_due(
@@ -52,6 +63,8 @@ class Extras:
             self.log.warning("schedules_skipped", error=str(exc))
 
     def snapshot(self, master: Master) -> Snapshot:
+        from .alerts import Snapshot
+
         queues = [] if master.db_error else (master.db(master.store.stats) or [])
         return Snapshot(
             host=master.host,

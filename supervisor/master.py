@@ -21,8 +21,6 @@ from functools import partial
 from types import FrameType
 from typing import TypeVar
 
-import psutil
-
 from . import logs, registry, systemd
 from .child import ChildSpec, run_child
 from .chores import Chores, settle_gone_worker, settle_owner
@@ -33,7 +31,7 @@ from .pools import Periodic, PoolView, failed_at_startup, plan_size, respawn_del
 from .proc import MASTER_SIGNALS, describe_exit, hostname, kill_group, process_name, reap, set_title
 from .scoreboard import Scoreboard
 from .state import Child, PoolState
-from .store import Store, open_store
+from .store import SCHEMA_VERSION, Store, open_store
 
 T = TypeVar("T")
 
@@ -108,7 +106,14 @@ class Master:
     # --- boot ----------------------------------------------------------------------------
 
     def boot(self) -> None:
-        self.store.require_schema()
+        version = self.store.require_schema()
+        if version < SCHEMA_VERSION:
+            self.log.warning(
+                "schema_upgrade_available",
+                version=version,
+                latest=SCHEMA_VERSION,
+                note="run `forkq schema apply`",
+            )
         self.store.register_process(self.name, self.host, os.getpid(), "master")
         self.settle_dead_local_processes()
         self.install_signals()
@@ -603,6 +608,8 @@ class Master:
 
 def _pid_alive(pid: int) -> bool:
     """Alive and not a zombie (an orphan init has not reaped yet is gone for us)."""
+    import psutil  # imported on first use, not at boot (the first fork waits for imports)
+
     try:
         return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
     except psutil.NoSuchProcess:

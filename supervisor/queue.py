@@ -15,6 +15,9 @@ from .lock import Lock
 from .models import JobRow, NewJob
 from .store import Store, open_store
 
+# One encoder for every payload: json.dumps with options builds a new one per call.
+_PAYLOAD_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+
 ENQUEUE_KEYS = frozenset(
     {"handler", "payload", "queue", "delay", "run_at", "priority", "unique_key", "max_attempts"}
 )
@@ -127,10 +130,9 @@ def build_job(
     ):
         raise UsageError("max_attempts must be an integer >= 1")
     try:
-        payload_json = json.dumps(
-            {} if payload is None else payload, ensure_ascii=False, allow_nan=False
-        )
-        payload_json.encode("utf-8")  # a lone surrogate passes dumps but no driver
+        payload_json = _PAYLOAD_ENCODER.encode({} if payload is None else payload)
+        if not payload_json.isascii():
+            payload_json.encode("utf-8")  # a lone surrogate passes the encoder but no driver
     except (TypeError, ValueError, RecursionError) as exc:
         raise UsageError(f"payload must be JSON-serialisable: {exc}") from exc
     return NewJob(

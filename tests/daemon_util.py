@@ -147,22 +147,24 @@ def render_config(db_url: str, pools: dict[str, dict[str, Any]], supervisor: dic
 
 
 def parse_json_lines(text: str) -> list[dict[str, Any]]:
-    """JSON objects, one a line; tolerant of lines two processes interleaved."""
-    decoder = json.JSONDecoder()
+    """The daemon's log: exactly one JSON object a line, whatever wrote it (the master and
+    every child share stdout; a spliced line is a defect, so it fails the test here).
+
+    Only a last line without its newline is skipped: the file is read while processes write.
+    """
     events: list[dict[str, Any]] = []
-    for line in text.splitlines():
-        line = line.strip()
-        while line:
-            start = line.find("{")
-            if start < 0:
-                break
-            try:
-                obj, end = decoder.raw_decode(line, start)
-            except ValueError:
-                break
-            if isinstance(obj, dict):
-                events.append(obj)
-            line = line[end:].strip()
+    lines = text.split("\n")
+    for number, line in enumerate(lines[:-1], 1):
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError as exc:
+            raise AssertionError(
+                f"log line {number} is not one JSON object: {line[:300]!r}"
+            ) from exc
+        assert isinstance(event, dict), f"log line {number} is not an object: {line[:300]!r}"
+        events.append(event)
     return events
 
 

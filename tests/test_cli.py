@@ -27,7 +27,7 @@ from util import (
 from supervisor import Queue, cli, commands
 from supervisor.dburl import parse_database_url
 from supervisor.models import JobState
-from supervisor.store import Store, open_store
+from supervisor.store import SCHEMA_VERSION, Store, open_store
 
 OWNER = "test-host:1:feedbeef"  # a lease owner that is not a real process
 HANDLER_MODULE = """
@@ -516,14 +516,14 @@ def test_schema_apply_is_idempotent_and_keeps_jobs(
     job_id = queue.enqueue("mail.send")
     for _ in range(2):
         out = ok(forkq(workdir, "schema", "apply", database=db_url))
-        assert "schema version 1 applied" in out
+        assert f"schema version {SCHEMA_VERSION} applied" in out
     assert store.get_job(job_id) is not None
 
 
 def test_schema_apply_creates_the_tables_of_a_new_database(workdir: Path) -> None:
     url = f"sqlite:///{workdir / 'new.db'}"
     ok(forkq(workdir, "schema", "apply", database=url))
-    assert sql(url, "SELECT version FROM forkq_schema") == [(1,)]
+    assert sql(url, "SELECT version FROM forkq_schema") == [(SCHEMA_VERSION,)]
 
 
 def test_check_passes_on_a_good_setup(workdir: Path, db_url: str) -> None:

@@ -9,11 +9,15 @@ deadline; the `daemons` fixture kills whatever is left, pass or fail.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import shutil
 import signal
 import socket
+import subprocess
+import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -146,6 +150,38 @@ def test_jobs_enqueued_after_start_run_promptly(
     wait_until(lambda: count_status(db_url, "done") == 20, timeout=10, message="20 jobs done")
     print(f"20 jobs enqueued after start done in {time.monotonic() - started:.2f}s")
     assert all(get(store, i).status == JobState.DONE for i in ids)
+
+
+def test_log_lines_of_many_children_never_splice_on_a_pipe(
+    daemons: Factory, queue: Queue, db_url: str
+) -> None:
+    """journald reads the daemon's stdout through one pipe shared by the master and
+    every child: each event must arrive as one whole JSON line."""
+    daemon = daemons(pools={"work": {"workers": 4, "claim_batch": 20, **KEEP}})
+    queue.enqueue_many([{"handler": "t.noop", "queue": "work"} for _ in range(3000)])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "supervisor", "run", "-c", str(daemon.config_path)],
+        cwd=daemon.directory,
+        env=daemon.environment(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    lines: list[bytes] = []
+    assert proc.stdout is not None
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)  # type: ignore[arg-type]
+    reader.start()
+    try:
+        wait_until(lambda: count_status(db_url, "done") == 3000, timeout=60, message="3000 done")
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+        reader.join(timeout=10)
+    events = [json.loads(line) for line in lines]  # a spliced line raises here
+    finished = [e for e in events if e["event"] == "job_finished"]
+    assert len(finished) >= 3000
+    assert len({e["pid"] for e in finished}) >= 2, "the test needs several children writing"
 
 
 # --- stopping ----------------------------------------------------------------------------------

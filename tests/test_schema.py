@@ -133,7 +133,8 @@ def test_every_query_name_the_code_uses_is_defined_for_both_backends() -> None:
     used: set[str] = set()
     for path in STORE_DIR.glob("*.py"):
         used |= {a or b for a, b in pattern.findall(path.read_text(encoding="utf-8"))}
-    assert {"claim_select", "claim_update", "insert_job"} <= used  # the scan found calls
+    assert {"claim_select", "claim_update", "complete_delete"} <= used  # the scan found calls
+    used |= {"insert_job", "insert_job_unique"}  # chosen per job by Store.insert_query
     assert used - set(MYSQL_QUERIES) == set()
     assert used - BATCH_INSERT_QUERIES - set(SQLITE_QUERIES) == set()
 
@@ -165,6 +166,42 @@ def test_apply_schema_twice_is_idempotent_and_records_the_version(db_url: str) -
         store.require_schema()
         assert job_id is not None and store.get_job(job_id) is not None  # data survives
         assert live_columns(db_url) == declared(MYSQL_DDL)
+    finally:
+        store.close()
+
+
+def job_indexes(url: str) -> set[str]:
+    if backend_of(url) == "mysql":
+        rows = sql(
+            url,
+            "SELECT DISTINCT INDEX_NAME FROM information_schema.STATISTICS"
+            " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'forkq_jobs'",
+        )
+    else:
+        rows = sql(
+            url, "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'forkq_jobs'"
+        )
+    return {name for (name,) in rows}
+
+
+def test_a_version_1_database_is_upgraded_in_place(db_url: str) -> None:
+    """Version 1 had an index on locked_until; apply drops it and keeps every row."""
+    store = open_store(db_url)
+    try:
+        job_id = store.enqueue(_job())
+        if backend_of(db_url) == "mysql":
+            sql(db_url, "ALTER TABLE forkq_jobs ADD INDEX forkq_jobs_lease (locked_until)")
+        else:
+            sql(db_url, "CREATE INDEX forkq_jobs_lease ON forkq_jobs (locked_until)")
+        sql(db_url, "UPDATE forkq_schema SET version = 1")
+        assert "forkq_jobs_lease" in job_indexes(db_url)
+        assert store.require_schema() == 1  # the daemon still runs on version 1
+        assert store.apply_schema() == SCHEMA_VERSION == 2
+        assert store.schema_version() == 2
+        assert "forkq_jobs_lease" not in job_indexes(db_url)
+        assert {"forkq_jobs_claim", "forkq_jobs_status"} <= job_indexes(db_url)
+        assert store.get_job(job_id) is not None
+        assert store.apply_schema() == 2  # and again: nothing left to upgrade
     finally:
         store.close()
 

@@ -167,7 +167,7 @@ class MySQLStore(Store):
     def _insert_job(self, params: dict[str, Any]) -> int:
         conn = self._connection()
         with self._errors(), conn.cursor() as cursor:
-            cursor.execute(self.queries["insert_job"], params)
+            cursor.execute(self.queries[self.insert_query(params)], params)
             return int(cursor.lastrowid)
 
     def insert_many(self, jobs: Sequence[NewJob]) -> list[int]:
@@ -204,8 +204,9 @@ class MySQLStore(Store):
         return [self._insert_job(self._params(**self.job_params(j))) for j in jobs]
 
     def insert_on(self, connection: Any, job: NewJob) -> int:
+        params = self._params(**self.job_params(job))
         with connection.cursor(pymysql.cursors.Cursor) as cursor:
-            cursor.execute(self.queries["insert_job"], self._params(**self.job_params(job)))
+            cursor.execute(self.queries[self.insert_query(params)], params)
             return int(cursor.lastrowid)
 
 

@@ -154,9 +154,12 @@ class SQLiteStore(Store):
 
     def _insert_job(self, params: dict[str, Any]) -> int:
         with self._errors():
+            cursor = self._connection().execute(self.queries[self.insert_query(params)], params)
+            if params["unique_key"] is None:
+                return int(cursor.lastrowid or 0)
             # fetchall: a RETURNING statement is finished (and, outside a transaction,
             # committed) only once every row has been read.
-            [row] = self._connection().execute(self.queries["insert_job"], params).fetchall()
+            [row] = cursor.fetchall()
         return int(row["id"])
 
     def insert_many(self, jobs: Sequence[NewJob]) -> list[int]:
@@ -173,10 +176,11 @@ class SQLiteStore(Store):
         return self._retrying(attempt) if jobs else []
 
     def insert_on(self, connection: Any, job: NewJob) -> int:
-        row = connection.execute(
-            self.queries["insert_job"], self._params(**self.job_params(job))
-        ).fetchone()
-        return int(row[0])
+        params = self._params(**self.job_params(job))
+        cursor = connection.execute(self.queries[self.insert_query(params)], params)
+        if params["unique_key"] is None:
+            return int(cursor.lastrowid or 0)
+        return int(cursor.fetchone()[0])
 
 
 def _dict_row(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:

@@ -17,6 +17,13 @@ INSERT INTO forkq_schema (id, version, applied_at) VALUES (1, :version, :now)
 ON CONFLICT (id) DO UPDATE SET version = excluded.version, applied_at = excluded.applied_at;
 
 -- name: insert_job
+-- A job without a unique key: a plain INSERT (the id is the cursor's lastrowid).
+INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, enqueued_at, max_attempts)
+VALUES (:queue, :handler, :payload, :priority, COALESCE(:run_at, :now + :delay_us / 1000000.0), :now,
+        :max_attempts);
+
+-- name: insert_job_unique
+-- With a unique key: a duplicate returns the existing job's id.
 INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, enqueued_at, unique_key, max_attempts)
 VALUES (:queue, :handler, :payload, :priority, COALESCE(:run_at, :now + :delay_us / 1000000.0), :now,
         :unique_key, :max_attempts)
@@ -26,7 +33,10 @@ RETURNING id;
 -- name: claim_select
 -- The claim index is named: with a range on run_at the planner picks forkq_jobs_status
 -- and sorts the whole backlog for every batch.
-SELECT * FROM forkq_jobs INDEXED BY forkq_jobs_claim
+-- Only what a worker needs (the same columns as MySQL's claim_select).
+SELECT id, handler, payload, priority, attempts, max_attempts, unique_key,
+       run_at AS run_at_s, enqueued_at AS enqueued_at_s
+FROM forkq_jobs INDEXED BY forkq_jobs_claim
 WHERE queue = :queue AND status = 'ready' AND run_at <= :now
 ORDER BY priority DESC, run_at, id
 LIMIT :limit;
@@ -82,6 +92,8 @@ WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'running' AND locke
 SELECT * FROM forkq_jobs WHERE status = 'running' AND locked_by = :owner ORDER BY id;
 
 -- name: expired_leases
+-- Running rows are few (workers x claim batch): the status index finds them all, so
+-- locked_until needs no index of its own (one less index to write per claim).
 SELECT * FROM forkq_jobs
 WHERE locked_until < :now AND status = 'running'
 ORDER BY locked_until LIMIT :limit;
@@ -202,3 +214,9 @@ INSERT INTO forkq_alerts (alert_key, state, detail, since, notified_at)
 VALUES (:key, :state, :detail, :since, :notified_at)
 ON CONFLICT (alert_key) DO UPDATE SET state = excluded.state, detail = excluded.detail,
   since = excluded.since, notified_at = excluded.notified_at;
+
+-- Schema upgrades: `upgrade_to_N` runs once on a database at version N-1 (`forkq schema apply`).
+
+-- name: upgrade_to_2
+-- Version 2 drops the lease index: expired leases are found through forkq_jobs_status.
+DROP INDEX IF EXISTS forkq_jobs_lease;

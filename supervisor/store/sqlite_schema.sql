@@ -21,7 +21,6 @@ CREATE TABLE IF NOT EXISTS forkq_jobs (
 );
 CREATE INDEX IF NOT EXISTS forkq_jobs_claim ON forkq_jobs (queue, status, priority DESC, run_at, id);
 CREATE INDEX IF NOT EXISTS forkq_jobs_status ON forkq_jobs (status, queue, run_at);
-CREATE INDEX IF NOT EXISTS forkq_jobs_lease ON forkq_jobs (locked_until);
 CREATE INDEX IF NOT EXISTS forkq_jobs_finished ON forkq_jobs (finished_at);
 
 CREATE TABLE IF NOT EXISTS forkq_jobs_archive (
