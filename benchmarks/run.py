@@ -1666,8 +1666,11 @@ METHOD = [
     " (one pool, W children, claim_batch 20, default max_jobs_per_child 1000, JSON logs to a file);"
     " the bench polls `COUNT(*)` every 10 ms. *Daemon start* = N / (last job gone - Popen); *steady"
     " state* = 90% of N / (time from 95% left to 5% left), which leaves out interpreter start,"
-    " imports and forks. The daemon is stopped with SIGTERM afterwards (not timed). The raw"
-    " baselines (benchmarks/baseline.py) start their clock when every process is connected."
+    " imports and forks. The daemon is stopped with SIGTERM afterwards (not timed); three runs,"
+    " the median kept. *Raw loop as a program* (the baseline of the target ratio) runs"
+    " `python benchmarks/baseline.py` on the same pre-filled rows and is timed exactly like the"
+    " daemon: from Popen, by the same poller, median of three. The other raw baselines"
+    " (benchmarks/baseline.py in-process) start their clock when every process is connected."
     " *Statements per job* come from MariaDB's USER_STATISTICS for the daemon's own user"
     " (SELECT + UPDATE + OTHER commands, BEGIN/COMMIT included; boot included).",
     "- **latency**: an idle daemon (W=2, default poll_interval 50 ms); the bench enqueues one job"
