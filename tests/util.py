@@ -245,24 +245,26 @@ def empty_tables(url: str) -> None:
 
 def create_database(url: str) -> None:
     """Create the database a MySQL URL names, dropping any leftover of the same name."""
-    name = database_name(url)
-    assert re.fullmatch(r"\w+", name), name
-    conn = mysql_connect(url, database=False)
-    try:
-        with conn.cursor() as cursor:
-            cursor.execute(f"DROP DATABASE IF EXISTS `{name}`")
-            cursor.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
-    finally:
-        conn.close()
+    _on_server(
+        url,
+        "DROP DATABASE IF EXISTS `{name}`",
+        "CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+    )
 
 
 def drop_database(url: str) -> None:
+    _on_server(url, "DROP DATABASE IF EXISTS `{name}`")
+
+
+def _on_server(url: str, *statements: str) -> None:
+    """Run statements about the URL's database (`{name}`) on a connection to no database."""
     name = database_name(url)
     assert re.fullmatch(r"\w+", name), name
     conn = mysql_connect(url, database=False)
     try:
         with conn.cursor() as cursor:
-            cursor.execute(f"DROP DATABASE IF EXISTS `{name}`")
+            for statement in statements:
+                cursor.execute(statement.format(name=name))
     finally:
         conn.close()
 

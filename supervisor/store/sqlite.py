@@ -154,13 +154,7 @@ class SQLiteStore(Store):
 
     def _insert_job(self, params: dict[str, Any]) -> int:
         with self._errors():
-            cursor = self._connection().execute(self.queries[self.insert_query(params)], params)
-            if params["unique_key"] is None:
-                return int(cursor.lastrowid or 0)
-            # fetchall: a RETURNING statement is finished (and, outside a transaction,
-            # committed) only once every row has been read.
-            [row] = cursor.fetchall()
-        return int(row["id"])
+            return self._insert(self._connection(), params)
 
     def insert_many(self, jobs: Sequence[NewJob]) -> list[int]:
         if len(jobs) == 1:  # one statement is its own transaction: no BEGIN / COMMIT round
@@ -176,11 +170,18 @@ class SQLiteStore(Store):
         return self._retrying(attempt) if jobs else []
 
     def insert_on(self, connection: Any, job: NewJob) -> int:
-        params = self._params(**self.job_params(job))
+        return self._insert(connection, self._params(**self.job_params(job)))
+
+    def _insert(self, connection: sqlite3.Connection, params: dict[str, Any]) -> int:
+        """One job's INSERT on `connection` (ours or the caller's); its id."""
         cursor = connection.execute(self.queries[self.insert_query(params)], params)
         if params["unique_key"] is None:
-            return int(cursor.lastrowid or 0)
-        return int(cursor.fetchone()[0])
+            assert cursor.lastrowid is not None  # set by every successful INSERT
+            return cursor.lastrowid
+        # fetchall: a RETURNING statement is finished (and, outside a transaction,
+        # committed) only once every row has been read. Rows are dicts on our connection.
+        [row] = cursor.fetchall()
+        return int(row["id"] if isinstance(row, dict) else row[0])
 
 
 def _dict_row(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:
