@@ -27,7 +27,14 @@ from .chores import Chores, settle_gone_worker, settle_owner
 from .config import Config, load_config
 from .errors import ConfigError, ConnectionLost, DatabaseError, ExitCode
 from .extras import Extras
-from .pools import Periodic, PoolView, failed_at_startup, plan_size, respawn_delay
+from .pools import (
+    Periodic,
+    PoolView,
+    failed_at_startup,
+    may_retry_db,
+    plan_size,
+    respawn_delay,
+)
 from .proc import MASTER_SIGNALS, describe_exit, hostname, kill_group, process_name, reap, set_title
 from .scoreboard import Scoreboard
 from .state import Child, PoolState
@@ -41,6 +48,7 @@ TERM_TO_KILL = 2.0  # seconds between SIGTERM and SIGKILL of an overtime child
 SCALE_INTERVAL = 1.0  # seconds between pool-size decisions
 MAX_SLEEP = 1.0  # the loop wakes at least this often (watchdog, deadlines)
 DB_TIMEOUT = 5.0  # the master's queries give up after this (shorter than a tick)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)
 
 
 class Master:
@@ -88,6 +96,9 @@ class Master:
 
     def _queue_signal(self, signum: int, frame: FrameType | None) -> None:
         self.signals.append(signum)  # nothing else here: the loop acts
+
+    def stop_requested(self) -> bool:
+        return self.stopping or any(sig in STOP_SIGNALS for sig in self.signals)
 
     def handle_signals(self) -> None:
         while self.signals:
@@ -156,7 +167,10 @@ class Master:
             else:
                 self.kill_overtime(now)
                 self.periodic(now)
-                self.maintain_pools(now)
+                # A stop that arrived during slow database calls is acted on before any spawn.
+                self.handle_signals()
+                if not self.stopping:
+                    self.maintain_pools(time.monotonic())
         return self.shutdown()
 
     def wait_for_events(self) -> None:
@@ -178,16 +192,21 @@ class Master:
         if any(c.idle for c in self.children.values()):
             timers.append(self.poll_timer)
         soonest = min(t.remaining(now) for t in timers)
+        kill = self.next_kill()
+        return soonest if kill is None else min(soonest, max(0.0, kill - now))
+
+    def next_kill(self) -> float | None:
+        """When the next signal to an overtime child is due (monotonic), if any."""
+        dues = []
         for child in self.children.values():
+            if child.term_sent_at:
+                if child.kill_at:
+                    dues.append(child.kill_at)
+                continue
             entry = child.board.read()
-            due = (
-                child.kill_at
-                if child.term_sent_at
-                else entry.job_id and entry.deadline + KILL_GRACE
-            )
-            if due:
-                soonest = min(soonest, max(0.0, due - now))
-        return soonest
+            if entry.job_id:
+                dues.append(entry.deadline + KILL_GRACE)
+        return min(dues, default=None)
 
     def read_child(self, fd: int) -> None:
         child = next((c for c in self.children.values() if c.status_r == fd), None)
@@ -483,7 +502,7 @@ class Master:
         if paused is not None:
             self.paused = paused
         report = self.db(self.chores.run)
-        if self.extras is not None:
+        if self.extras is not None and not self.stop_requested():  # no alerts while stopping
             self.extras.tick(self, leader=bool(report and report.leader))
         self.update_status()
 
@@ -492,11 +511,15 @@ class Master:
 
         While the database is unreachable, calls are skipped until a back-off retry
         time: a silent server makes each call block for DB_TIMEOUT, and a loop turn
-        makes several calls, which must not delay kills and signals for long.
+        makes several calls, which must not delay kills and signals for long. Once a
+        stop is asked for, an unreachable database is not tried again at all: what is
+        left unsettled is settled by the next master's boot or by lease expiry.
         """
         now = time.monotonic()
         self.kill_overtime(now)  # a slow database never delays an overtime kill
-        if self.db_error is not None and now < self.db_retry_at:
+        if self.db_error is not None and not may_retry_db(
+            now, self.db_retry_at, self.stop_requested(), self.next_kill(), DB_TIMEOUT
+        ):
             return None
         try:
             result = operation()

@@ -191,7 +191,12 @@ class AlertRunner:
         `now` should be the database clock (`store.db_now()`) when it can be read, so
         hosts with skewed clocks agree on cooldowns.
         """
-        states, error = self._load(store, snapshot.host)
+        states: dict[str, AlertState]
+        error: str | None
+        if snapshot.db_error is not None:  # known unreachable: a load would only block
+            states, error = dict(self.memory), snapshot.db_error
+        else:
+            states, error = self._load(store, snapshot.host)
         if error is not None and snapshot.db_error is None:
             snapshot = replace(snapshot, queues=[], db_error=error)
         new, notes = evaluate(snapshot, cfg, states, now)

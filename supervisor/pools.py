@@ -1,4 +1,7 @@
-"""Pure decisions about pool sizes, respawn back-off and periodic timers. No os.*, no sockets."""
+"""Pure decisions of the master: pool sizes, respawn back-off, database retries, timers.
+
+No os.*, no sockets.
+"""
 
 from __future__ import annotations
 
@@ -77,3 +80,17 @@ class Periodic:
 
     def remaining(self, now: float) -> float:
         return max(0.0, self.next - now)
+
+
+def may_retry_db(
+    now: float, retry_at: float, stop_requested: bool, next_kill: float | None, timeout: float
+) -> bool:
+    """Whether the master tries an unreachable database again now.
+
+    A try against a silent server blocks the loop for `timeout`: not before the back-off
+    time, not while a stop waits, and not when a kill of an overtime child falls due
+    within it (kills are decided locally and must not wait for the database).
+    """
+    if now < retry_at or stop_requested:
+        return False
+    return next_kill is None or next_kill - now > timeout

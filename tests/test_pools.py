@@ -18,6 +18,7 @@ from supervisor.pools import (
     Periodic,
     PoolView,
     failed_at_startup,
+    may_retry_db,
     plan_size,
     respawn_delay,
 )
@@ -207,3 +208,22 @@ def test_periodic_skips_missed_periods_instead_of_firing_back_to_back() -> None:
 def test_periodic_remaining_is_never_negative() -> None:
     timer = Periodic(1.0, now=0.0)
     assert timer.remaining(50.0) == 0.0
+
+
+# --- retrying an unreachable database ----------------------------------------------------
+
+
+def test_an_unreachable_database_is_retried_only_after_its_back_off() -> None:
+    assert not may_retry_db(10.0, retry_at=10.5, stop_requested=False, next_kill=None, timeout=5)
+    assert may_retry_db(10.5, retry_at=10.5, stop_requested=False, next_kill=None, timeout=5)
+
+
+def test_an_unreachable_database_is_not_retried_once_a_stop_is_asked_for() -> None:
+    assert not may_retry_db(99.0, retry_at=10.0, stop_requested=True, next_kill=None, timeout=5)
+
+
+def test_an_unreachable_database_is_not_retried_when_a_kill_falls_due_within_a_timeout() -> None:
+    # a silent server would hold the loop past the kill
+    assert not may_retry_db(20.0, retry_at=10.0, stop_requested=False, next_kill=24.0, timeout=5)
+    assert not may_retry_db(20.0, retry_at=10.0, stop_requested=False, next_kill=19.0, timeout=5)
+    assert may_retry_db(20.0, retry_at=10.0, stop_requested=False, next_kill=25.5, timeout=5)
