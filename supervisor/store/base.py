@@ -221,11 +221,17 @@ class Store(ABC):
 
     @staticmethod
     def insert_query(params: Mapping[str, Any]) -> str:
-        """The named INSERT for one job: deduplicating only when it has a unique key."""
-        return "insert_job" if params["unique_key"] is None else "insert_job_unique"
+        """The named INSERT for one job: deduplicating only when it has a unique key, and
+        computing run_at only when it is not "now" (each costs the server per insert)."""
+        if params["unique_key"] is not None:
+            return "insert_job_unique"
+        if params["run_at"] is None and not params["delay_us"]:
+            return "insert_job"
+        return "insert_job_at"
 
     def enqueue(self, job: NewJob) -> int:
-        return self.insert_many([job])[0]
+        """One job, one statement: its own transaction (autocommit), no BEGIN / COMMIT."""
+        return self._retrying(lambda: self._insert_job(self._params(**self.job_params(job))))
 
     # --- workers -------------------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -19,6 +20,11 @@ from .base import Store, load_queries, split_script
 
 HERE = Path(__file__).parent
 QUERIES = load_queries(HERE / "mysql.sql")
+# The names each query binds: PyMySQL escapes every value of the dict it is given, and
+# the shared parameter dicts carry more than any one query uses.
+PARAM_NAMES = {
+    name: tuple(dict.fromkeys(re.findall(r"%\((\w+)\)s", sql))) for name, sql in QUERIES.items()
+}
 BATCH_INSERT_QUERIES = frozenset({"insert_jobs_head", "insert_jobs_row", "insert_jobs_tail"})
 INSERT_CHUNK = 1000  # rows per multi-row INSERT
 
@@ -119,12 +125,12 @@ class MySQLStore(Store):
     def _execute(self, name: str, params: dict[str, Any]) -> int:
         conn = self._connection()
         with self._errors(), conn.cursor() as cursor:
-            return int(cursor.execute(self.queries[name], params))
+            return int(cursor.execute(self.queries[name], _bound(name, params)))
 
     def _fetchall(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         conn = self._connection()
         with self._errors(), conn.cursor(pymysql.cursors.DictCursor) as cursor:
-            cursor.execute(self.queries[name], params)
+            cursor.execute(self.queries[name], _bound(name, params))
             return list(cursor.fetchall())
 
     @contextmanager
@@ -166,17 +172,16 @@ class MySQLStore(Store):
 
     def _insert_job(self, params: dict[str, Any]) -> int:
         conn = self._connection()
+        query = self.insert_query(params)
         with self._errors(), conn.cursor() as cursor:
-            cursor.execute(self.queries[self.insert_query(params)], params)
+            cursor.execute(self.queries[query], _bound(query, params))
             return int(cursor.lastrowid)
 
     def insert_many(self, jobs: Sequence[NewJob]) -> list[int]:
         if not jobs:
             return []
         if len(jobs) == 1:
-            return [
-                self._retrying(lambda: self._insert_job(self._params(**self.job_params(jobs[0]))))
-            ]
+            return [self.enqueue(jobs[0])]
         insert = self._insert_returning if self.is_mariadb() else self._insert_each
 
         def attempt() -> list[int]:
@@ -205,9 +210,15 @@ class MySQLStore(Store):
 
     def insert_on(self, connection: Any, job: NewJob) -> int:
         params = self._params(**self.job_params(job))
+        query = self.insert_query(params)
         with connection.cursor(pymysql.cursors.Cursor) as cursor:
-            cursor.execute(self.queries[self.insert_query(params)], params)
+            cursor.execute(self.queries[query], _bound(query, params))
             return int(cursor.lastrowid)
+
+
+def _bound(query: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Only the values `query` names (a missing one is a KeyError here, as in PyMySQL)."""
+    return {name: params[name] for name in PARAM_NAMES[query]}
 
 
 def _describe(exc: BaseException) -> str:

@@ -158,9 +158,7 @@ class SQLiteStore(Store):
 
     def insert_many(self, jobs: Sequence[NewJob]) -> list[int]:
         if len(jobs) == 1:  # one statement is its own transaction: no BEGIN / COMMIT round
-            return [
-                self._retrying(lambda: self._insert_job(self._params(**self.job_params(jobs[0]))))
-            ]
+            return [self.enqueue(jobs[0])]
 
         def attempt() -> list[int]:
             with self._transaction():

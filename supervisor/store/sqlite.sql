@@ -17,7 +17,12 @@ INSERT INTO forkq_schema (id, version, applied_at) VALUES (1, :version, :now)
 ON CONFLICT (id) DO UPDATE SET version = excluded.version, applied_at = excluded.applied_at;
 
 -- name: insert_job
--- A job without a unique key: a plain INSERT (the id is the cursor's lastrowid).
+-- A job to run now, without a unique key: a plain INSERT (the id is the cursor's lastrowid).
+INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, enqueued_at, max_attempts)
+VALUES (:queue, :handler, :payload, :priority, :now, :now, :max_attempts);
+
+-- name: insert_job_at
+-- A delayed job (or one with a run_at), without a unique key.
 INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, enqueued_at, max_attempts)
 VALUES (:queue, :handler, :payload, :priority, COALESCE(:run_at, :now + :delay_us / 1000000.0), :now,
         :max_attempts);
