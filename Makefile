@@ -49,7 +49,10 @@ lint: venv
 bench: venv
 	$(PY) benchmarks/run.py
 
+# Bytecode as a wheel install ships it: an editable install under PYTHONDONTWRITEBYTECODE
+# would compile every module at each start.
 run: venv
+	$(PY) -m compileall -q supervisor handlers >/dev/null
 	$(PY) -m supervisor schema apply -c $(CONFIG) && $(PY) handlers/demo_enqueue.py && $(PY) -m supervisor run -c $(CONFIG)
 
 clean:

@@ -35,6 +35,9 @@ from .worker import Worker
 
 IDLE_RECHECK = 120.0  # seconds an idle child waits for the master's wake-up before it looks itself
 LIFETIME_JITTER = 0.1  # ±10% so children started together do not all retire together
+# Up to 10% fewer jobs, never more (the limit guards against leaks): children started
+# together would otherwise all be recycled at once, and the pool would stop for a respawn.
+JOBS_JITTER = 0.1
 
 
 @dataclass(frozen=True)
@@ -114,7 +117,7 @@ def child_main(config: Config, spec: ChildSpec) -> int:
 def _loop(worker: Worker, spec: ChildSpec, events: PipeEvents, signal_fd: int) -> str:
     recycler = Recycler(spec.pool, worker)
     worker.retire_check = recycler
-    worker.max_jobs = spec.pool.max_jobs_per_child  # never claim more than it may still run
+    worker.max_jobs = recycler.max_jobs  # never claim more than it may still run
     events.idle()
     while not worker.stopping and not worker.retire_reason:
         done = worker.safely(worker.work_once)
@@ -143,11 +146,12 @@ class Recycler:
         self.worker = worker
         jitter = random.uniform(1 - LIFETIME_JITTER, 1 + LIFETIME_JITTER)
         self.retire_at = time.monotonic() + pool.max_child_lifetime * jitter
+        self.max_jobs = max(1, round(pool.max_jobs_per_child * random.uniform(1 - JOBS_JITTER, 1)))
         self.memory_limit = pool.memory_limit_mb * 1024 * 1024
         self.rss = ResidentSize()
 
     def __call__(self) -> str | None:
-        if self.worker.stats.jobs >= self.pool.max_jobs_per_child:
+        if self.worker.stats.jobs >= self.max_jobs:
             return f"max_jobs_per_child ({self.pool.max_jobs_per_child})"
         if time.monotonic() >= self.retire_at:
             return "max_child_lifetime"

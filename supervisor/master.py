@@ -72,7 +72,10 @@ class Master:
         self.chores = Chores(self.store, config)
         self._wake_r, self._wake_w = os.pipe()
         now = time.monotonic()
-        self.check_timer = Periodic(config.supervisor.check_interval, now, first=0.0)
+        # The first check tick comes one interval after boot, not at once: it imports
+        # alerts, scans the backlog and runs chores, all of which would compete with the
+        # first jobs of a restart (a lease left by a crash is no staler for 10 s).
+        self.check_timer = Periodic(config.supervisor.check_interval, now)
         self.beat_timer = Periodic(config.supervisor.heartbeat_interval, now, first=0.0)
         self.scale_timer = Periodic(SCALE_INTERVAL, now)
         self.poll_timer = Periodic(config.supervisor.poll_interval, now, first=0.0)

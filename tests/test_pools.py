@@ -1,4 +1,5 @@
-"""The pure decisions of supervisor/pools.py, with fixed numbers and fixed times.
+"""The pure decisions of supervisor/pools.py (and a child's recycling limit), with fixed
+numbers and fixed times.
 
 The daemon tests can only watch a pool grow (SHRINK_IDLE_AFTER is a constant of the
 master process); shrinking, back-off and the timers are checked here.
@@ -7,9 +8,12 @@ master process); shrinking, back-off and the timers are checked here.
 from __future__ import annotations
 
 import itertools
+from types import SimpleNamespace
 
 import pytest
 
+from supervisor.child import JOBS_JITTER, Recycler
+from supervisor.config import PoolConfig
 from supervisor.pools import (
     BACKOFF_FIRST,
     BACKOFF_MAX,
@@ -227,3 +231,15 @@ def test_an_unreachable_database_is_not_retried_when_a_kill_falls_due_within_a_t
     assert not may_retry_db(20.0, retry_at=10.0, stop_requested=False, next_kill=24.0, timeout=5)
     assert not may_retry_db(20.0, retry_at=10.0, stop_requested=False, next_kill=19.0, timeout=5)
     assert may_retry_db(20.0, retry_at=10.0, stop_requested=False, next_kill=25.5, timeout=5)
+
+
+# --- recycling -----------------------------------------------------------------------------
+
+
+def test_children_started_together_are_recycled_after_different_job_counts() -> None:
+    pool = PoolConfig(name="work", max_jobs_per_child=1000)
+    limits = [Recycler(pool, SimpleNamespace()).max_jobs for _ in range(200)]  # type: ignore[arg-type]
+    assert all(1000 * (1 - JOBS_JITTER) <= n <= 1000 for n in limits)  # never above the limit
+    assert len(set(limits)) > 20
+    tiny = PoolConfig(name="work", max_jobs_per_child=1)
+    assert Recycler(tiny, SimpleNamespace()).max_jobs == 1  # type: ignore[arg-type]
