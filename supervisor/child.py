@@ -28,6 +28,7 @@ from types import FrameType
 from . import logs
 from .config import Config, PoolConfig
 from .models import JobRow
+from .pools import recycle_after
 from .proc import MASTER_SIGNALS, die_with_parent, hostname, set_title
 from .scoreboard import Scoreboard
 from .store import Store, open_store
@@ -35,9 +36,6 @@ from .worker import Worker
 
 IDLE_RECHECK = 120.0  # seconds an idle child waits for the master's wake-up before it looks itself
 LIFETIME_JITTER = 0.1  # ±10% so children started together do not all retire together
-# Up to 10% fewer jobs, never more (the limit guards against leaks): children started
-# together would otherwise all be recycled at once, and the pool would stop for a respawn.
-JOBS_JITTER = 0.1
 
 
 @dataclass(frozen=True)
@@ -146,7 +144,7 @@ class Recycler:
         self.worker = worker
         jitter = random.uniform(1 - LIFETIME_JITTER, 1 + LIFETIME_JITTER)
         self.retire_at = time.monotonic() + pool.max_child_lifetime * jitter
-        self.max_jobs = max(1, round(pool.max_jobs_per_child * random.uniform(1 - JOBS_JITTER, 1)))
+        self.max_jobs = recycle_after(pool.max_jobs_per_child, random.random())
         self.memory_limit = pool.memory_limit_mb * 1024 * 1024
         self.rss = ResidentSize()
 

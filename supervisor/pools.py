@@ -1,6 +1,5 @@
-"""Pure decisions of the master: pool sizes, respawn back-off, database retries, timers.
-
-No os.*, no sockets.
+"""Pure decisions about processes: pool sizes, respawn back-off, recycling, database
+retries and periodic timers. No os.*, no sockets.
 """
 
 from __future__ import annotations
@@ -12,6 +11,9 @@ STARTUP_WINDOW = 5.0  # a child that dies this soon after its start failed at st
 BACKOFF_FIRST = 0.5  # seconds before respawning after the first start-up failure
 BACKOFF_MAX = 60.0
 CRASH_LOOP_AFTER = 3  # consecutive start-up failures that make a pool "crash-looping"
+# Up to 10% fewer jobs per child, never more (the limit guards against leaks): children
+# started together would otherwise all be recycled at once, and the pool would stop.
+JOBS_JITTER = 0.1
 
 
 @dataclass(frozen=True)
@@ -94,3 +96,8 @@ def may_retry_db(
     if now < retry_at or stop_requested:
         return False
     return next_kill is None or next_kill - now > timeout
+
+
+def recycle_after(max_jobs_per_child: int, draw: float) -> int:
+    """A child's own job limit: `draw` (uniform in [0, 1)) takes up to JOBS_JITTER off."""
+    return max(1, round(max_jobs_per_child * (1 - JOBS_JITTER * draw)))

@@ -1,5 +1,4 @@
-"""The pure decisions of supervisor/pools.py (and a child's recycling limit), with fixed
-numbers and fixed times.
+"""The pure decisions of supervisor/pools.py, with fixed numbers and fixed times.
 
 The daemon tests can only watch a pool grow (SHRINK_IDLE_AFTER is a constant of the
 master process); shrinking, back-off and the timers are checked here.
@@ -8,15 +7,13 @@ master process); shrinking, back-off and the timers are checked here.
 from __future__ import annotations
 
 import itertools
-from types import SimpleNamespace
 
 import pytest
 
-from supervisor.child import JOBS_JITTER, Recycler
-from supervisor.config import PoolConfig
 from supervisor.pools import (
     BACKOFF_FIRST,
     BACKOFF_MAX,
+    JOBS_JITTER,
     SHRINK_IDLE_AFTER,
     STARTUP_WINDOW,
     Periodic,
@@ -24,6 +21,7 @@ from supervisor.pools import (
     failed_at_startup,
     may_retry_db,
     plan_size,
+    recycle_after,
     respawn_delay,
 )
 
@@ -236,10 +234,9 @@ def test_an_unreachable_database_is_not_retried_when_a_kill_falls_due_within_a_t
 # --- recycling -----------------------------------------------------------------------------
 
 
-def test_children_started_together_are_recycled_after_different_job_counts() -> None:
-    pool = PoolConfig(name="work", max_jobs_per_child=1000)
-    limits = [Recycler(pool, SimpleNamespace()).max_jobs for _ in range(200)]  # type: ignore[arg-type]
-    assert all(1000 * (1 - JOBS_JITTER) <= n <= 1000 for n in limits)  # never above the limit
-    assert len(set(limits)) > 20
-    tiny = PoolConfig(name="work", max_jobs_per_child=1)
-    assert Recycler(tiny, SimpleNamespace()).max_jobs == 1  # type: ignore[arg-type]
+def test_a_child_is_recycled_after_at_most_max_jobs_per_child_and_at_least_90_percent() -> None:
+    assert recycle_after(1000, draw=0.0) == 1000
+    assert recycle_after(1000, draw=0.5) == 950
+    assert recycle_after(1000, draw=0.999) == 900
+    assert JOBS_JITTER == 0.1
+    assert recycle_after(1, draw=0.999) == 1  # never zero

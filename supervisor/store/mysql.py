@@ -171,11 +171,8 @@ class MySQLStore(Store):
     # --- inserts -------------------------------------------------------------------------
 
     def _insert_job(self, params: dict[str, Any]) -> int:
-        conn = self._connection()
-        query = self.insert_query(params)
-        with self._errors(), conn.cursor() as cursor:
-            cursor.execute(self.queries[query], _bound(query, params))
-            return int(cursor.lastrowid)
+        with self._errors():
+            return self._insert(self._connection(), params)
 
     def insert_many(self, jobs: Sequence[NewJob]) -> list[int]:
         if not jobs:
@@ -209,8 +206,12 @@ class MySQLStore(Store):
         return [self._insert_job(self._params(**self.job_params(j))) for j in jobs]
 
     def insert_on(self, connection: Any, job: NewJob) -> int:
-        params = self._params(**self.job_params(job))
+        return self._insert(connection, self._params(**self.job_params(job)))
+
+    def _insert(self, connection: Any, params: dict[str, Any]) -> int:
+        """One job's INSERT on `connection` (ours or the caller's); its id."""
         query = self.insert_query(params)
+        # A plain cursor: the caller's connection may default to dict rows.
         with connection.cursor(pymysql.cursors.Cursor) as cursor:
             cursor.execute(self.queries[query], _bound(query, params))
             return int(cursor.lastrowid)
