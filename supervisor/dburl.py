@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, unquote
 
 from .errors import ConfigError
 
@@ -53,21 +53,56 @@ def parse_database_url(url: str) -> DatabaseURL:
         return DatabaseURL(backend="sqlite", path=path)
     if scheme not in MYSQL_SCHEMES:
         raise ConfigError(f"unsupported database scheme {scheme!r}: use mysql:// or sqlite:///")
-    parts = urlsplit(url)
-    try:
-        port = parts.port or 3306
-    except ValueError as exc:
-        raise ConfigError("database url has an invalid port") from exc
-    database = parts.path.lstrip("/")
-    if not database:
-        raise ConfigError("mysql url needs a database name: mysql://user:pass@host:3306/DBNAME")
-    query = parse_qs(parts.query)
+    userinfo, host, port, database, query = _split_mysql(url.split("://", 1)[1])
+    user, _, password = userinfo.partition(":")
     return DatabaseURL(
         backend="mysql",
-        host=parts.hostname or "127.0.0.1",
+        host=host or "127.0.0.1",
         port=port,
-        user=unquote(parts.username or ""),
-        password=unquote(parts.password or ""),
-        database=unquote(database),
-        unix_socket=query.get("unix_socket", [""])[0],
+        user=unquote(user),
+        password=unquote(password),
+        database=database,
+        unix_socket=parse_qs(query).get("unix_socket", [""])[0],
     )
+
+
+def _split_mysql(rest: str) -> tuple[str, str, int, str, str]:
+    """(userinfo, host, port, database, query) of what follows `mysql://`.
+
+    Parsed here rather than by urlsplit, which refuses a `[` or `]` anywhere before the
+    host (it takes them for an IPv6 address) and so cannot read a password holding one.
+    The user part ends at the last `@` before the path: a raw `@`, `:`, `[` or `]` in a
+    password is read as meant. A raw `/`, `?` or `#` ends the authority in any URL, so a
+    password holding one cannot be told from a path: it must be percent-encoded.
+    Messages never quote the URL: it may hold the password.
+    """
+    end = min((i for i in map(rest.find, "/?#") if i >= 0), default=len(rest))
+    authority, after = rest[:end], rest[end:]
+    path, _, query = after.partition("?")
+    if "#" in after or (("@" in after) and "@" not in authority):
+        raise ConfigError(
+            "database url: a '/', '?' or '#' in the user name or password must be"
+            " percent-encoded (%2F, %3F, %23); the url must not have a #fragment"
+        )
+    userinfo, _, hostport = authority.rpartition("@")
+    host, port = _host_port(hostport)
+    database = unquote(path.lstrip("/"))
+    if not database:
+        raise ConfigError("mysql url needs a database name: mysql://user:pass@host:3306/DBNAME")
+    return userinfo, host, port, database, query
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    """`host`, `host:port`, `[v6]` or `[v6]:port`; the port defaults to 3306."""
+    if text.startswith("["):
+        host, bracket, rest = text[1:].partition("]")
+        if not bracket or (rest and not rest.startswith(":")):
+            raise ConfigError("database url has an invalid IPv6 host: use [address]:port")
+        port_text = rest[1:]
+    else:
+        host, _, port_text = text.partition(":")
+    if not port_text:
+        return host.lower(), 3306
+    if not port_text.isascii() or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise ConfigError("database url has an invalid port")
+    return host.lower(), int(port_text)
