@@ -14,6 +14,7 @@ from .errors import UsageError
 from .lock import Lock
 from .models import JobRow, NewJob
 from .store import Store, open_store
+from .wake import Nudger
 
 # One encoder for every payload: json.dumps with options builds a new one per call.
 _PAYLOAD_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
@@ -26,12 +27,16 @@ ENQUEUE_KEYS = frozenset(
 class Queue:
     """A handle on the queue tables of one database. Cheap; opens its connection lazily."""
 
-    def __init__(self, url: str | DatabaseURL | None = None, *, store: Store | None = None) -> None:
+    def __init__(
+        self, url: str | DatabaseURL | None = None, *, store: Store | None = None, wake: bool = True
+    ) -> None:
+        """`wake=False` (or FORKQ_WAKE=0): no datagram to local daemons (see wake.py)."""
         if store is None:
             if url is None:
                 raise UsageError("Queue needs a database URL")
             store = open_store(url)
         self.store = store
+        self.nudger = Nudger.for_store(store) if wake else None
 
     def enqueue(
         self,
@@ -50,11 +55,18 @@ class Queue:
 
         With `connection` (a PyMySQL or sqlite3 connection of the caller's), the row is
         written inside the caller's open transaction: it exists iff the caller commits.
+        Local daemons are nudged before that commit all the same: a child woken that
+        early finds nothing and goes idle (one empty claim), or finds the job if the
+        commit came first; either way the poll finds it within `poll_interval`.
         """
         job = build_job(handler, payload, queue, delay, run_at, priority, unique_key, max_attempts)
         if connection is not None:
-            return self.store.insert_on(connection, job)
-        return self.store.enqueue(job)
+            job_id = self.store.insert_on(connection, job)
+        else:
+            job_id = self.store.enqueue(job)
+        if self.nudger is not None:
+            self.nudger.nudge_jobs((job,))
+        return job_id
 
     def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[int]:
         """Add many jobs in one transaction (one round trip per 1,000 rows on MariaDB)."""
@@ -77,7 +89,10 @@ class Queue:
                     spec.get("max_attempts"),
                 )
             )
-        return self.store.insert_many(built)
+        ids = self.store.insert_many(built)
+        if self.nudger is not None:
+            self.nudger.nudge_jobs(built)
+        return ids
 
     def get(self, job_id: int) -> JobRow | None:
         return self.store.get_job(job_id)
