@@ -12,6 +12,8 @@ import socket
 
 import setproctitle
 
+from .escaping import for_terminal
+
 PR_SET_PDEATHSIG = 1
 # What the master handles (its handlers only queue the signal); a child resets them all.
 MASTER_SIGNALS = (
@@ -36,7 +38,13 @@ def process_name(pid: int | None = None) -> str:
 
 
 def set_title(title: str) -> None:
-    setproctitle.setproctitle(title)
+    """The process title, control characters shown as escapes.
+
+    A title carries a handler name read from a row: a NUL would make setproctitle raise
+    (a crash before the unknown-handler check), and ESC or CR would reach whoever runs
+    `ps` or `top` in a terminal.
+    """
+    setproctitle.setproctitle(for_terminal(title))
 
 
 def die_with_parent(sig: int = signal.SIGTERM) -> None:

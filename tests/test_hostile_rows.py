@@ -1,0 +1,77 @@
+"""Rows written by a careless or hostile producer, run by the real daemon (issue 12, item 12).
+
+Any program that can INSERT into forkq_jobs can put NUL and control characters in a
+handler name, a unique key or a payload. The worker's process title, its log lines
+and its error text all carry the handler name; none of them may crash the child. A
+handler name no module registered ends the job `dead` with the reason, on its first
+attempt, and the pool goes on with the next job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from daemon_util import Daemon, daemons_fixture  # noqa: F401 - fixture
+from util import sql, wait_until
+
+from supervisor.models import JobRow, JobState
+from supervisor.store import open_store
+
+pytestmark = pytest.mark.timeout(120)
+
+QUEUE = "work"
+NUL_HANDLER = "t.noop\x00; rm -rf /"
+CONTROL_HANDLER = "t.\x1b]0;owned\x07\x1b[2J\r\n\x9bX"
+
+
+def insert(db_url: str, handler: str, payload: str, unique_key: str | None = None) -> int:
+    """One row as a producer in another language writes it, bound parameters only."""
+    sql(
+        db_url,
+        "INSERT INTO forkq_jobs (queue, handler, payload, unique_key) VALUES (?, ?, ?, ?)",
+        (QUEUE, handler, payload, unique_key),
+    )
+    return int(sql(db_url, "SELECT MAX(id) FROM forkq_jobs")[0][0])  # one writer: this test
+
+
+def job(db_url: str, job_id: int) -> JobRow | None:
+    store = open_store(db_url)
+    try:
+        return store.get_job(job_id)
+    finally:
+        store.close()
+
+
+def test_control_characters_in_a_row_never_crash_a_worker(
+    daemons: Callable[..., Daemon], db_url: str
+) -> None:
+    nul = insert(db_url, NUL_HANDLER, "{}")
+    control = insert(db_url, CONTROL_HANDLER, "{}")
+    escaped_payload = insert(db_url, "t.noop", '{"a": "\\u0000\\u001b[2J"}', "key\x00\x1b\r")
+    raw_payload = insert(db_url, "t.noop", '{"a": "\x00\x1b"}')
+    good = insert(db_url, "t.noop", "{}")
+    daemon = daemons(pools={QUEUE: {"workers": 1, "timeout": 10}}).start()
+
+    def finished() -> dict[int, Any]:
+        rows = {i: job(db_url, i) for i in (nul, control, escaped_payload, raw_payload, good)}
+        states = {i: None if row is None else row.status for i, row in rows.items()}
+        return rows if all(s in (None, JobState.DEAD) for s in states.values()) else {}
+
+    rows = wait_until(finished, timeout=60, message="every hostile row settled")
+    assert rows[good] is None and rows[escaped_payload] is None  # done (and deleted)
+    for job_id in (nul, control):
+        row = rows[job_id]
+        assert row is not None and row.status == JobState.DEAD
+        assert row.attempts == 1, f"job {job_id} took {row.attempts} attempts"
+        assert (row.last_error or "").startswith("unknown handler "), row.last_error
+        assert row.handler in (NUL_HANDLER, CONTROL_HANDLER)  # the row itself is untouched
+    assert "\\x00" in (rows[nul].last_error or "")  # the reason shows the NUL, escaped
+    raw = rows[raw_payload]
+    assert raw is not None and raw.status == JobState.DEAD and raw.attempts == 1
+    assert "payload is not valid JSON" in (raw.last_error or "")
+    assert daemon.events("child_crashed") == [], daemon.events("child_crashed")
+    assert daemon.events("child_failed_at_start") == []
+    assert len(daemon.events("child_spawned")) == 1  # one child did all of it
+    assert daemon.stop() == 0
