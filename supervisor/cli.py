@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 
 from . import logs
 from .commands import (
+    STATUS_CAP,
     cmd_alerts,
     cmd_cancel,
     cmd_check,
@@ -39,7 +40,9 @@ from .commands import (
 )
 from .durations import parse_duration
 from .errors import ConfigError, ExitCode, ForkqError, UsageError
+from .escaping import for_terminal
 from .models import JobState
+from .store import SCHEMA_VERSION
 from .tables import ERROR_PREFIX, PROG
 
 Command = Callable[[argparse.Namespace], int]
@@ -99,6 +102,18 @@ def _int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
 
 
+def _schema_version(text: str) -> int:
+    """A schema version a database can be at: 1 up to this forkq's own."""
+    version = _int(text)
+    if version < 1:
+        raise argparse.ArgumentTypeError(f"schema versions start at 1, got {version}")
+    if version > SCHEMA_VERSION:
+        raise argparse.ArgumentTypeError(
+            f"schema version {version} is newer than this forkq's ({SCHEMA_VERSION})"
+        )
+    return version
+
+
 def _seconds(text: str) -> float:
     """A duration: 30, 1.5, "90s", "5m", "7d"."""
     try:
@@ -155,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     command("run", cmd_run, "run the daemon: the master and its pools of workers")
     _work_parser(command("work", cmd_work, "one worker in the foreground"))
     _enqueue_parser(command("enqueue", cmd_enqueue, "add a job and print its id"))
-    _json_flag(command("status", cmd_status, "queues and processes across hosts"))
+    _status_parser(command("status", cmd_status, "queues and processes across hosts"))
     _jobs_parser(command("jobs", cmd_jobs, "list jobs, newest first"))
     show = command("show", cmd_show, "every field of one job")
     show.add_argument("id", metavar="ID", type=_positive_int)
@@ -169,6 +184,12 @@ def build_parser() -> argparse.ArgumentParser:
     _purge_parser(command("purge", cmd_purge, "delete finished jobs (done and dead by default)"))
     schema = command("schema", cmd_schema, "print or apply the database schema")
     schema.add_argument("action", choices=("print", "apply"))
+    schema.add_argument(
+        "--upgrade-from",
+        metavar="N",
+        type=_schema_version,
+        help="print only the statements that upgrade schema version N to the latest",
+    )
     command("check", cmd_check, "check config, handlers, database and schema")
     _json_flag(command("locks", cmd_locks, "the cluster-wide lease locks"))
     _json_flag(command("schedules", cmd_schedules, "the cron schedules and their next runs"))
@@ -179,6 +200,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _json_flag(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--json", action="store_true", help="print one JSON document")
+
+
+def _status_parser(sub: argparse.ArgumentParser) -> None:
+    _json_flag(sub)
+    sub.add_argument(
+        "--exact",
+        action="store_true",
+        help=f"count every job (by default counts stop at {STATUS_CAP:,} per queue and status,"
+        f" printed {STATUS_CAP}+, so status stays fast on millions of rows)",
+    )
 
 
 def _work_parser(sub: argparse.ArgumentParser) -> None:
@@ -246,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         if debug:
             traceback.print_exc()
-        detail = " ".join(str(exc).split())
+        detail = for_terminal(" ".join(str(exc).split()))
         print(
             f"{PROG}: internal error: {type(exc).__name__}: {detail}"
             + ("" if debug else " (run with --debug for the traceback)"),
@@ -262,4 +293,4 @@ def _print_error(exc: ForkqError, debug: bool) -> None:
     if not isinstance(exc, ConfigError):  # a config error lists one problem a line
         lines = ["; ".join(lines)]
     for line in lines or [type(exc).__name__]:
-        print(ERROR_PREFIX + line, file=sys.stderr)
+        print(ERROR_PREFIX + for_terminal(line), file=sys.stderr)

@@ -17,13 +17,18 @@ from . import registry
 from .config import Config, load_config
 from .durations import format_duration
 from .errors import ConfigError, ExitCode, ForkqError, JobNotFound, SchemaError, UsageError
+from .escaping import for_terminal, lines_for_terminal
 from .models import JobRow, JobState, QueueStats
 from .proc import hostname
 from .queue import Queue
 from .store import SCHEMA_VERSION, Store, open_store
-from .tables import ERROR_PREFIX, cell, first_line, plural, print_json, table
+from .store.base import load_queries, upgrade_statements
+from .tables import ERROR_PREFIX, AtLeast, cell, first_line, plural, print_json, table
 
 CHECK_TIMEOUT = 5.0  # seconds `forkq check` waits for the database
+# `forkq status` counts up to this many jobs per queue and status ("100000+" past it),
+# so it stays fast on a table of millions; --exact counts them all.
+STATUS_CAP = 100_000
 
 
 def _config(args: argparse.Namespace) -> Config:
@@ -49,6 +54,9 @@ def _store(config: Config, *, schema: bool = True) -> Iterator[Store]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     config = _config(args)
+    # Imported here first so a broken module's error names the config file; the
+    # daemon's own import of them before it forks is then a no-op.
+    registry.load_modules(config.supervisor.handlers, source=config.source)
     from .master import run_daemon  # the daemon's modules load only for the daemon
 
     return run_daemon(config, args.config or os.environ.get("FORKQ_CONFIG") or None)
@@ -66,7 +74,8 @@ def cmd_work(args: argparse.Namespace) -> int:
 
 def cmd_enqueue(args: argparse.Namespace) -> int:
     config = _config(args)
-    registry.load_modules(config.supervisor.handlers)  # so the handler's default queue applies
+    # So the handler's default queue applies.
+    registry.load_modules(config.supervisor.handlers, source=config.source)
     with _store(config) as store:
         job_id = Queue(store=store).enqueue(
             args.handler,
@@ -131,7 +140,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(f"{key.ljust(width)}{cell(value)}")
     if error:
         print("last_error:")
-        for line in str(error).splitlines():
+        for line in lines_for_terminal(str(error)):
             print(f"  {line}")
     else:
         print(f"{'last_error'.ljust(width)}-")
@@ -218,18 +227,17 @@ def _set_paused(args: argparse.Namespace, *, paused: bool) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     config = _config(args)
+    cap = None if args.exact else STATUS_CAP
     with _store(config) as store:
-        stats = {s.queue: s for s in store.stats()}
+        queues = store.stats(cap, queues=[pool.name for pool in config.pools])
         processes = store.list_processes()
         now = store.db_now()  # heartbeat ages on the database clock, as the pruning judges them
-    for pool in config.pools:
-        stats.setdefault(pool.name, QueueStats(pool.name))
-    queues = [stats[name] for name in sorted(stats)]
     beats = [round(max(0.0, now - p.heartbeat_at.timestamp()), 3) for p in processes]
     if args.json:
         print_json(
             {
                 "database": config.database.redacted(),
+                "cap": cap,
                 "queues": [q.as_dict() for q in queues],
                 "processes": [
                     {**p.as_dict(), "heartbeat_age": age}
@@ -252,15 +260,13 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def _queues_table(queues: Sequence[QueueStats]) -> str:
+    """Counts that reached the cap read "100000+"."""
     headers = ("QUEUE", "READY", "DELAYED", "RUNNING", "DEAD", "DONE", "OLDEST", "PAUSED")
+    counts = ("ready", "delayed", "running", "dead", "done")
     rows = [
         (
             q.queue,
-            q.ready,
-            q.delayed,
-            q.running,
-            q.dead,
-            q.done,
+            *(AtLeast(getattr(q, c)) if c in q.capped else getattr(q, c) for c in counts),
             format_duration(q.oldest_ready_age) if q.ready else "-",
             q.paused,
         )
@@ -354,7 +360,8 @@ def cmd_alerts(args: argparse.Namespace) -> int:
         raise ForkqError("no alert channel is configured: set [alerts] webhook_url or email_to")
     for result in results:
         status = "ok  " if result.ok else "FAIL"
-        print(f"{status}  {result.channel}  {' '.join(result.error.split())}".rstrip())
+        error = for_terminal(" ".join(result.error.split()))
+        print(f"{status}  {result.channel}  {error}".rstrip())
     failed = [r.channel for r in results if not r.ok]
     if failed:
         raise ForkqError(f"test alert failed on: {', '.join(failed)}")
@@ -366,10 +373,19 @@ def cmd_alerts(args: argparse.Namespace) -> int:
 
 def cmd_schema(args: argparse.Namespace) -> int:
     config = _config(args)
+    upgrade_from: int | None = args.upgrade_from
+    if upgrade_from is not None and args.action != "print":
+        raise UsageError("--upgrade-from goes with `schema print`")
     if args.action == "print":
         here = Path(__file__).parent / "store"
-        name = "mysql_schema.sql" if config.database.backend == "mysql" else "sqlite_schema.sql"
-        sys.stdout.write((here / name).read_text(encoding="utf-8"))
+        backend = config.database.backend
+        if upgrade_from is None:
+            sys.stdout.write((here / f"{backend}_schema.sql").read_text(encoding="utf-8"))
+        else:
+            # Only the statements, each ending in `;`: a reviewed migration file as it is.
+            queries = load_queries(here / f"{backend}.sql")
+            for statement in upgrade_statements(queries, upgrade_from):
+                print(f"{statement};")
         return int(ExitCode.OK)
     with _store(config, schema=False) as store:
         version = store.apply_schema()
@@ -389,7 +405,7 @@ class _Checks:
 
     def fail(self, name: str, detail: str, *, config: bool = False) -> None:
         for line in detail.splitlines() or [""]:
-            print(f"FAIL  {name.ljust(9)} {line}")
+            print(f"FAIL  {name.ljust(9)} {for_terminal(line)}")
         self.failed.append(name)
         self.config_failed = self.config_failed or config
 
@@ -408,7 +424,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         return _check_result(checks)
     checks.ok("config", f"{config.source}: {plural(len(config.pools), 'pool')}")
     try:
-        modules = registry.load_modules(config.supervisor.handlers)
+        modules = registry.load_modules(config.supervisor.handlers, source=config.source)
         checks.ok("handlers", f"{', '.join(modules) or 'none'}: {len(registry.names())} registered")
     except ConfigError as exc:
         checks.fail("handlers", str(exc), config=True)

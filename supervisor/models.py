@@ -10,6 +10,7 @@ from typing import Any
 
 class JobState(StrEnum):
     READY = "ready"
+    SCHEDULED = "scheduled"  # due later than the promotion horizon: outside the claim's range
     RUNNING = "running"
     DONE = "done"
     DEAD = "dead"
@@ -95,17 +96,38 @@ class NewJob:
 
 @dataclass(frozen=True)
 class QueueStats:
+    """One queue's figures. Counts stop at the cap the caller gave `Store.stats`, so that
+    reading them costs the same at 10k rows and at 5M: a count named in `capped` reached
+    the cap and is a lower bound (the queue holds more; shown as "10000+")."""
+
     queue: str
-    ready: int = 0  # due now
-    delayed: int = 0  # ready but run_at in the future
+    ready: int = 0  # due now: ready with run_at <= now
+    delayed: int = 0  # not due yet: scheduled, or ready with run_at in the future
     running: int = 0
     dead: int = 0
     done: int = 0  # kept (on_success = keep)
-    oldest_ready_age: float = 0.0  # seconds the oldest due job has waited
+    oldest_ready_age: float = 0.0  # seconds the oldest due job has waited (exact, never capped)
     paused: bool = False
+    capped: frozenset[str] = frozenset()  # names of the counts above that reached the cap
+
+    def shown(self, count: str) -> str:
+        """A count as text: "10000+" when it reached the cap."""
+        value = getattr(self, count)
+        return f"{value}+" if count in self.capped else str(value)
 
     def as_dict(self) -> dict[str, Any]:
-        return dict(vars(self))
+        out = dict(vars(self))
+        out["capped"] = sorted(self.capped)
+        return out
+
+
+@dataclass(frozen=True)
+class QueueTimes:
+    """What the master's poll learns of one queue: seconds until each is due (None: none)."""
+
+    ready_in: float | None  # the earliest ready job (<= 0: a child can claim now)
+    scheduled_in: float | None  # the earliest scheduled job (promote it when near)
+    last_ready_in: float | None  # the latest ready job (far ahead: a raw INSERT to demote)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from .escaping import for_terminal
+
 PROG = "forkq"
 ERROR_PREFIX = f"{PROG}: error: "
 
@@ -15,14 +17,22 @@ def print_json(document: Any) -> None:
     print(json.dumps(document, indent=2, sort_keys=True, default=str))
 
 
+class AtLeast(int):
+    """A count that stopped at its cap: the true figure is this or more, printed "10000+"."""
+
+    def __str__(self) -> str:
+        return f"{int(self)}+"
+
+
 def cell(value: Any) -> str:
+    """A value as table text: one line, control characters as escapes (rows may hold any)."""
     if value is None:
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, datetime):
         return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
-    return str(value)
+    return for_terminal(str(value))
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

@@ -15,22 +15,32 @@ import json
 import random
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import DuplicateKey, SchemaError, TransientDatabaseError
-from ..models import JobRow, JobState, LockRow, NewJob, ProcessRow, QueueStats, utc
+from ..models import JobRow, JobState, LockRow, NewJob, ProcessRow, QueueStats, QueueTimes, utc
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 2  # what `forkq schema apply` creates
-# The oldest schema this code runs on: version 2 only dropped an index.
+SCHEMA_VERSION = 3  # what `forkq schema apply` creates
+# The oldest schema this code runs on: version 2 only dropped an index, version 3 only
+# documents the `scheduled` status in a column comment.
 OLDEST_SCHEMA_VERSION = 1
+# A job due later than this is stored `scheduled`, outside the claim's index range, and
+# made `ready` this long before it is due (by the master's poll or `forkq work`), so a
+# claim never walks the jobs waiting for later and is still on time to the microsecond.
+SCHEDULE_AHEAD = 2.0
+PROMOTE_BATCH = 500  # rows per promote / demote transaction
 TRANSIENT_RETRIES = 6  # deadlocks and lock-wait timeouts are retried this many times
 PURGE_CHUNK = 5000
+STATS_CAP = 10_000  # stats() counts stop here unless the caller says otherwise
+EXACT_LIMIT = 2**62  # the LIMIT of an exact count (cap=None): never reached
+AHEAD_US = round(SCHEDULE_AHEAD * 1_000_000)
 
 
 def load_queries(path: Path) -> dict[str, str]:
@@ -60,6 +70,32 @@ def split_script(text: str) -> list[str]:
     """Split a DDL script on `;` at line ends; comments are dropped (none contain `;`)."""
     body = "\n".join(line for line in text.splitlines() if not line.strip().startswith("--"))
     return [part.strip() for part in body.split(";\n") if part.strip().rstrip(";").strip()]
+
+
+UPGRADE_PREFIX = "upgrade_to_"
+
+
+def upgrades(queries: Mapping[str, str]) -> dict[int, list[str]]:
+    """{N: the statements that take version N-1 to N}, from the `upgrade_to_N` queries.
+
+    An upgrade may hold several statements, one per line ending in `;`; each records
+    its own version last, so a script stopped half-way says how far it got.
+    """
+    return {
+        int(name[len(UPGRADE_PREFIX) :]): [part.rstrip(";").strip() for part in split_script(sql)]
+        for name, sql in queries.items()
+        if name.startswith(UPGRADE_PREFIX)
+    }
+
+
+def upgrade_statements(queries: Mapping[str, str], from_version: int) -> list[str]:
+    """Every statement, in order, that takes a database at `from_version` to the latest."""
+    return [
+        statement
+        for version, statements in sorted(upgrades(queries).items())
+        if version > from_version
+        for statement in statements
+    ]
 
 
 def micros(seconds: float) -> int:
@@ -174,20 +210,10 @@ class Store(ABC):
         """Create what is missing, run upgrades from older versions, record the version."""
         current = self.schema_version()
         self._run_ddl(self._schema_statements())
-        for version, statements in sorted(self._upgrades().items()):
-            if current is not None and current < version:
-                self._run_ddl(statements)
+        if current is not None:
+            self._run_ddl(upgrade_statements(self.queries, current))
         self._run("set_schema_version", version=SCHEMA_VERSION)
         return SCHEMA_VERSION
-
-    def _upgrades(self) -> dict[int, list[str]]:
-        """DDL to go from version N-1 to N: the `upgrade_to_N` queries of the backend."""
-        prefix = "upgrade_to_"
-        return {
-            int(name[len(prefix) :]): [sql]
-            for name, sql in self.queries.items()
-            if name.startswith(prefix)
-        }
 
     def require_schema(self) -> int:
         """The applied version, if this code can run on it; SchemaError if not."""
@@ -217,6 +243,7 @@ class Store(ABC):
             "delay_us": micros(job.delay),
             "unique_key": job.unique_key,
             "max_attempts": job.max_attempts,
+            "ahead_us": AHEAD_US,
         }
 
     @staticmethod
@@ -308,6 +335,7 @@ class Store(ABC):
         name = "fail_dead" if dead else "fail_retry"
         changed = self._run(
             name,
+            status=JobState.SCHEDULED if delay > SCHEDULE_AHEAD else JobState.READY,
             owner=owner,
             id=job_id,
             error=error,
@@ -333,33 +361,68 @@ class Store(ABC):
 
     def due_queues(self, queues: Sequence[str]) -> dict[str, float]:
         """Per queue with ready jobs: seconds until the earliest is due (<= 0: due now)."""
+        return {q: t.ready_in for q, t in self.poll(queues).items() if t.ready_in is not None}
+
+    def poll(self, queues: Sequence[str]) -> dict[str, QueueTimes]:
+        """One query, three index dives per queue: when its ready and scheduled jobs fall due."""
         if not queues:
             return {}
         rows = self._rows("due_queues", queues=json.dumps(list(queues)))
-        return {r["queue"]: int(r["wait_us"]) / 1e6 for r in rows if r["wait_us"] is not None}
+        return {
+            r["queue"]: QueueTimes(
+                _seconds(r["wait_us"]), _seconds(r["scheduled_us"]), _seconds(r["last_us"])
+            )
+            for r in rows
+        }
+
+    def promote(self, queue: str, limit: int = PROMOTE_BATCH) -> int:
+        """Make up to `limit` scheduled jobs due within SCHEDULE_AHEAD ready; how many."""
+        return self._move("promote", queue, limit)
+
+    def demote(self, queue: str, limit: int = PROMOTE_BATCH) -> int:
+        """Move up to `limit` ready jobs due after SCHEDULE_AHEAD to scheduled; how many."""
+        return self._move("demote", queue, limit)
+
+    def _move(self, kind: str, queue: str, limit: int) -> int:
+        def attempt() -> int:
+            with self._tx():
+                params = self._params(queue=queue, limit=limit, ahead_us=AHEAD_US)
+                ids = [row["id"] for row in self._fetchall(f"{kind}_select", params)]
+                if not ids:
+                    return 0
+                return self._execute(f"{kind}_update", self._params(ids=self._ids(ids)))
+
+        return self._retrying(attempt)
 
     def count_ready(self, queue: str, cap: int = 10_000) -> int:
         return int(self._rows("count_ready", queue=queue, cap=cap)[0]["n"])
 
     # --- operators -----------------------------------------------------------------------
 
-    def stats(self) -> list[QueueStats]:
-        """Per queue: ready, delayed, running, dead, done, oldest ready age, paused."""
-        acc: dict[str, dict[str, Any]] = {}
-        for row in self._rows("stats"):
-            entry = acc.setdefault(row["queue"], {"queue": row["queue"]})
-            status, count = row["status"], int(row["n"])
-            if status == JobState.READY:
-                delayed = int(row["delayed_n"] or 0)
-                entry["ready"] = count - delayed
-                entry["delayed"] = delayed
-                entry["oldest_ready_age"] = max(0.0, int(row["oldest_us"] or 0) / 1e6)
-            elif status in ("running", "dead", "done"):
-                entry[status] = count
+    def stats(self, cap: int | None = STATS_CAP, queues: Iterable[str] = ()) -> list[QueueStats]:
+        """Per queue: ready, delayed, running, dead, done, oldest ready age, paused.
+
+        Never a scan of the jobs table, so a check tick costs the same at 10k rows and at
+        5M: queue names come one index dive each (stats_first_queue, then each queue's
+        `next_queue`), and each queue is one statement of index ranges that stop after
+        `cap` + 1 entries. A count past `cap` is reported as `cap` and named in
+        `QueueStats.capped`. `cap=None` counts exactly, walking every index entry: for an
+        operator who asks (`forkq status --exact`), never on a timer.
+
+        `queues` are reported even when they hold no job (configured pools), as are
+        paused queues.
+        """
+        limit = EXACT_LIMIT if cap is None else cap + 1
+        found: dict[str, QueueStats] = {}
+        name = self._rows("stats_first_queue")[0]["queue"]
+        while name is not None and name not in found:  # a name seen twice: the walk is over
+            row = self._rows("stats_queue", queue=name, limit=limit)[0]
+            found[name] = _queue_stats(name, row, cap)
+            name = row["next_queue"]
         paused = self.paused_queues()
-        for queue in paused:
-            acc.setdefault(queue, {"queue": queue})
-        return [QueueStats(**entry, paused=name in paused) for name, entry in sorted(acc.items())]
+        for extra in (*paused, *queues):
+            found.setdefault(extra, QueueStats(extra))
+        return [replace(s, paused=s.queue in paused) for _, s in sorted(found.items())]
 
     def get_job(self, job_id: int) -> JobRow | None:
         rows = self._rows("get_job", id=job_id) or self._rows("get_archived_job", id=job_id)
@@ -515,6 +578,36 @@ class Store(ABC):
         )
 
 
+def _queue_stats(queue: str, row: dict[str, Any], cap: int | None) -> QueueStats:
+    """One stats_queue row: counts past `cap` become `cap` and are named in `capped`.
+
+    `delayed` adds two ranges (scheduled rows, and ready rows not yet due); it is a
+    lower bound when either is.
+    """
+    capped: set[str] = set()
+
+    def count(name: str, *columns: str) -> int:
+        total = 0
+        for column in columns or (name,):
+            value = int(row[column] or 0)
+            if cap is not None and value > cap:
+                value = cap
+                capped.add(name)
+            total += value
+        return total
+
+    return QueueStats(
+        queue,
+        ready=count("ready"),
+        delayed=count("delayed", "ready_later", "scheduled"),
+        running=count("running"),
+        dead=count("dead"),
+        done=count("done"),
+        oldest_ready_age=max(0.0, int(row["oldest_us"] or 0) / 1e6),
+        capped=frozenset(capped),
+    )
+
+
 def _claimed(row: dict[str, Any], queue: str, owner: str) -> JobRow:
     """The row as it is after claim_update, without reading it back.
 
@@ -539,6 +632,10 @@ def _claimed(row: dict[str, Any], queue: str, owner: str) -> JobRow:
         started_at=None,
         finished_at=None,
     )
+
+
+def _seconds(us: Any) -> float | None:
+    return None if us is None else int(us) / 1e6
 
 
 def _process(row: dict[str, Any]) -> ProcessRow:

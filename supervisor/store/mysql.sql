@@ -25,32 +25,40 @@ INSERT INTO forkq_jobs (queue, handler, payload, priority, max_attempts)
 VALUES (%(queue)s, %(handler)s, %(payload)s, %(priority)s, %(max_attempts)s);
 
 -- name: insert_job_at
--- A delayed job (or one with a run_at), without a unique key.
-INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, max_attempts)
+-- A delayed job (or one with a run_at), without a unique key. One due later than the
+-- promotion horizon is stored `scheduled`, out of the claim's range (status reads the
+-- run_at set just before it in the same row: MySQL and MariaDB evaluate left to right).
+INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status, max_attempts)
 VALUES (%(queue)s, %(handler)s, %(payload)s, %(priority)s,
         COALESCE(FROM_UNIXTIME(%(run_at)s), NOW(6) + INTERVAL %(delay_us)s MICROSECOND),
+        IF(run_at > NOW(6) + INTERVAL %(ahead_us)s MICROSECOND, 'scheduled', 'ready'),
         %(max_attempts)s);
 
 -- name: insert_job_unique
 -- With a unique key: a duplicate returns the existing job's id (through LAST_INSERT_ID).
-INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, unique_key, max_attempts)
+INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status, unique_key, max_attempts)
 VALUES (%(queue)s, %(handler)s, %(payload)s, %(priority)s,
         COALESCE(FROM_UNIXTIME(%(run_at)s), NOW(6) + INTERVAL %(delay_us)s MICROSECOND),
+        IF(run_at > NOW(6) + INTERVAL %(ahead_us)s MICROSECOND, 'scheduled', 'ready'),
         %(unique_key)s, %(max_attempts)s)
 ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id);
 
 -- name: insert_jobs_head
-INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, unique_key, max_attempts) VALUES;
+INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status, unique_key, max_attempts) VALUES;
 
 -- name: insert_jobs_row
 (%(queue)s, %(handler)s, %(payload)s, %(priority)s,
  COALESCE(FROM_UNIXTIME(%(run_at)s), NOW(6) + INTERVAL %(delay_us)s MICROSECOND),
+ IF(run_at > NOW(6) + INTERVAL %(ahead_us)s MICROSECOND, 'scheduled', 'ready'),
  %(unique_key)s, %(max_attempts)s);
 
 -- name: insert_jobs_tail
 ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id) RETURNING id;
 
 -- name: claim_select
+-- Only `ready` rows are in the range: jobs due later wait as `scheduled` (promote_select),
+-- so the scan reads and locks about `limit` rows however many jobs wait for later. The
+-- session runs READ COMMITTED: no gap locks, so a claim never blocks an enqueue.
 -- The claim index is forced: with a range on run_at the optimizer may pick
 -- forkq_jobs_status and sort the whole backlog for every batch.
 -- Only what a worker needs, times as epoch doubles: every column costs decoding per job,
@@ -90,8 +98,9 @@ SELECT id, queue, handler, payload, 'done', priority, run_at, attempts, max_atte
 FROM forkq_jobs WHERE id IN %(ids)s AND status = 'running' AND locked_by = %(owner)s;
 
 -- name: fail_retry
+-- `status` is 'scheduled' when the backoff reaches past the promotion horizon.
 UPDATE forkq_jobs
-SET status = 'ready', run_at = NOW(6) + INTERVAL %(delay_us)s MICROSECOND, last_error = %(error)s,
+SET status = %(status)s, run_at = NOW(6) + INTERVAL %(delay_us)s MICROSECOND, last_error = %(error)s,
     locked_by = NULL, locked_until = NULL, max_attempts = COALESCE(%(max_attempts)s, max_attempts)
 WHERE id = %(id)s AND status = 'running' AND locked_by = %(owner)s
   AND (%(only_expired)s = 0 OR locked_until < NOW(6));
@@ -119,25 +128,85 @@ WHERE locked_until < NOW(6) AND status = 'running'
 ORDER BY locked_until LIMIT %(limit)s;
 
 -- name: due_queues
--- The master's idle poll: one index dive per queue (the earliest ready run_at), so its
--- cost does not grow with the backlog. The queue list is bound as one JSON array.
+-- The master's poll: three index dives per queue on forkq_jobs_status, so its cost does
+-- not grow with the backlog: the earliest ready run_at (wake a child), the earliest
+-- scheduled one (promote), the latest ready one (a raw INSERT far ahead: demote).
+-- The queue list is bound as one JSON array.
 SELECT q.queue,
        TIMESTAMPDIFF(MICROSECOND, NOW(6),
          (SELECT j.run_at FROM forkq_jobs j
-          WHERE j.status = 'ready' AND j.queue = q.queue ORDER BY j.run_at LIMIT 1)) AS wait_us
+          WHERE j.status = 'ready' AND j.queue = q.queue ORDER BY j.run_at LIMIT 1)) AS wait_us,
+       TIMESTAMPDIFF(MICROSECOND, NOW(6),
+         (SELECT j.run_at FROM forkq_jobs j
+          WHERE j.status = 'scheduled' AND j.queue = q.queue ORDER BY j.run_at LIMIT 1)) AS scheduled_us,
+       TIMESTAMPDIFF(MICROSECOND, NOW(6),
+         (SELECT j.run_at FROM forkq_jobs j
+          WHERE j.status = 'ready' AND j.queue = q.queue ORDER BY j.run_at DESC LIMIT 1)) AS last_us
 FROM JSON_TABLE(%(queues)s, '$[*]'
        COLUMNS (queue VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) AS q;
+
+-- name: promote_select
+-- Scheduled jobs due within the horizon become ready (the claim still waits for run_at,
+-- so a job is never early). SKIP LOCKED: two hosts promoting at once split the rows.
+SELECT id FROM forkq_jobs FORCE INDEX (forkq_jobs_status)
+WHERE status = 'scheduled' AND queue = %(queue)s
+  AND run_at <= NOW(6) + INTERVAL %(ahead_us)s MICROSECOND
+ORDER BY run_at
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: promote_update
+UPDATE forkq_jobs SET status = 'ready' WHERE id IN %(ids)s AND status = 'scheduled';
+
+-- name: demote_select
+-- Ready rows far in the future (a raw INSERT with a run_at ahead: the column defaults to
+-- ready) move out of the claim's range, the latest first.
+SELECT id FROM forkq_jobs FORCE INDEX (forkq_jobs_status)
+WHERE status = 'ready' AND queue = %(queue)s
+  AND run_at > NOW(6) + INTERVAL %(ahead_us)s MICROSECOND
+ORDER BY run_at DESC
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: demote_update
+UPDATE forkq_jobs SET status = 'scheduled' WHERE id IN %(ids)s AND status = 'ready';
 
 -- name: count_ready
 SELECT COUNT(*) AS n FROM (
   SELECT 1 FROM forkq_jobs WHERE queue = %(queue)s AND status = 'ready' AND run_at <= NOW(6)
   LIMIT %(cap)s) AS due;
 
--- name: stats
-SELECT queue, status, COUNT(*) AS n,
-       SUM(run_at > NOW(6)) AS delayed_n,
-       TIMESTAMPDIFF(MICROSECOND, MIN(CASE WHEN run_at <= NOW(6) THEN run_at END), NOW(6)) AS oldest_us
-FROM forkq_jobs GROUP BY status, queue;
+-- name: stats_first_queue
+-- `forkq status` and the check tick never scan the jobs table: queue names come from a
+-- loose index scan on forkq_jobs_claim (queue first), one dive per name. This is the
+-- first name; stats_queue gives the next one. (A recursive CTE cannot do the walk:
+-- MariaDB runs its correlated `queue > previous` as a full index scan per step.)
+SELECT MIN(queue) AS queue FROM forkq_jobs;
+
+-- name: stats_queue
+-- One queue in one round trip, every figure an index range of forkq_jobs_status
+-- (status, queue, run_at) that stops after %(limit)s entries (the caller's cap + 1, so
+-- it can tell a capped count), or a single dive: the oldest due run_at and the next
+-- queue name. Its cost is flat however many rows the table holds. The status index is
+-- forced for ready rows: in forkq_jobs_claim, priority sits before run_at and due rows
+-- are not one range.
+SELECT
+  (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs FORCE INDEX (forkq_jobs_status)
+     WHERE status = 'ready' AND queue = %(queue)s AND run_at <= NOW(6) LIMIT %(limit)s) AS c) AS ready,
+  (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs FORCE INDEX (forkq_jobs_status)
+     WHERE status = 'ready' AND queue = %(queue)s AND run_at > NOW(6) LIMIT %(limit)s) AS c) AS ready_later,
+  (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
+     WHERE status = 'scheduled' AND queue = %(queue)s LIMIT %(limit)s) AS c) AS scheduled,
+  (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
+     WHERE status = 'running' AND queue = %(queue)s LIMIT %(limit)s) AS c) AS running,
+  (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
+     WHERE status = 'dead' AND queue = %(queue)s LIMIT %(limit)s) AS c) AS dead,
+  (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
+     WHERE status = 'done' AND queue = %(queue)s LIMIT %(limit)s) AS c) AS done,
+  TIMESTAMPDIFF(MICROSECOND,
+    (SELECT MIN(run_at) FROM forkq_jobs
+     WHERE status = 'ready' AND queue = %(queue)s AND run_at <= NOW(6)), NOW(6)) AS oldest_us,
+  (SELECT MIN(queue) FROM forkq_jobs WHERE queue > %(queue)s) AS next_queue;
 
 -- name: get_job
 SELECT * FROM forkq_jobs WHERE id = %(id)s;
@@ -239,7 +308,18 @@ ON DUPLICATE KEY UPDATE state = VALUES(state), detail = VALUES(detail), since = 
                         notified_at = VALUES(notified_at);
 
 -- Schema upgrades: `upgrade_to_N` runs once on a database at version N-1 (`forkq schema apply`).
+-- Each holds everything version N adds (new tables included), one statement a line ending
+-- in `;`, and records version N last: `forkq schema print --upgrade-from M` prints exactly
+-- these, for teams whose migrations are reviewed SQL files.
 
 -- name: upgrade_to_2
 -- Version 2 drops the lease index: expired leases are found through forkq_jobs_status.
 ALTER TABLE forkq_jobs DROP INDEX forkq_jobs_lease;
+UPDATE forkq_schema SET version = 2, applied_at = NOW(6) WHERE id = 1 AND version < 2;
+
+-- name: upgrade_to_3
+-- Version 3 adds the status `scheduled` (a job due later, made ready when due). Only the
+-- column comment changes: ALGORITHM=INSTANT edits metadata and never rebuilds the table
+-- (a server that cannot do it refuses instead), and running it twice changes nothing.
+ALTER TABLE forkq_jobs MODIFY status VARCHAR(16) NOT NULL DEFAULT 'ready' COMMENT 'ready | scheduled | running | done | dead', ALGORITHM=INSTANT;
+UPDATE forkq_schema SET version = 3, applied_at = NOW(6) WHERE id = 1 AND version < 3;

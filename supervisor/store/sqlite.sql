@@ -22,20 +22,28 @@ INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, enqueued_at, 
 VALUES (:queue, :handler, :payload, :priority, :now, :now, :max_attempts);
 
 -- name: insert_job_at
--- A delayed job (or one with a run_at), without a unique key.
-INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, enqueued_at, max_attempts)
-VALUES (:queue, :handler, :payload, :priority, COALESCE(:run_at, :now + :delay_us / 1000000.0), :now,
-        :max_attempts);
+-- A delayed job (or one with a run_at), without a unique key. One due later than the
+-- promotion horizon is stored `scheduled`, out of the claim's range.
+INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status, enqueued_at, max_attempts)
+VALUES (:queue, :handler, :payload, :priority, COALESCE(:run_at, :now + :delay_us / 1000000.0),
+        CASE WHEN COALESCE(:run_at, :now + :delay_us / 1000000.0) > :now + :ahead_us / 1000000.0
+             THEN 'scheduled' ELSE 'ready' END,
+        :now, :max_attempts);
 
 -- name: insert_job_unique
 -- With a unique key: a duplicate returns the existing job's id.
-INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, enqueued_at, unique_key, max_attempts)
-VALUES (:queue, :handler, :payload, :priority, COALESCE(:run_at, :now + :delay_us / 1000000.0), :now,
-        :unique_key, :max_attempts)
+INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status, enqueued_at, unique_key,
+                        max_attempts)
+VALUES (:queue, :handler, :payload, :priority, COALESCE(:run_at, :now + :delay_us / 1000000.0),
+        CASE WHEN COALESCE(:run_at, :now + :delay_us / 1000000.0) > :now + :ahead_us / 1000000.0
+             THEN 'scheduled' ELSE 'ready' END,
+        :now, :unique_key, :max_attempts)
 ON CONFLICT (unique_key) DO UPDATE SET unique_key = excluded.unique_key
 RETURNING id;
 
 -- name: claim_select
+-- Only `ready` rows are in the range: jobs due later wait as `scheduled` (promote_select),
+-- so the scan reads about `limit` rows however many jobs wait for later.
 -- The claim index is named: with a range on run_at the planner picks forkq_jobs_status
 -- and sorts the whole backlog for every batch.
 -- Only what a worker needs (the same columns as MySQL's claim_select).
@@ -75,8 +83,9 @@ FROM forkq_jobs
 WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'running' AND locked_by = :owner;
 
 -- name: fail_retry
+-- `status` is 'scheduled' when the backoff reaches past the promotion horizon.
 UPDATE forkq_jobs
-SET status = 'ready', run_at = :now + :delay_us / 1000000.0, last_error = :error,
+SET status = :status, run_at = :now + :delay_us / 1000000.0, last_error = :error,
     locked_by = NULL, locked_until = NULL, max_attempts = COALESCE(:max_attempts, max_attempts)
 WHERE id = :id AND status = 'running' AND locked_by = :owner
   AND (:only_expired = 0 OR locked_until < :now);
@@ -104,22 +113,71 @@ WHERE locked_until < :now AND status = 'running'
 ORDER BY locked_until LIMIT :limit;
 
 -- name: due_queues
--- One index dive per queue (the earliest ready run_at): cost independent of the backlog.
+-- Three index dives per queue: cost independent of the backlog. The earliest ready
+-- run_at (wake a child), the earliest scheduled (promote), the latest ready (demote).
 SELECT q.value AS queue,
        CAST(((SELECT MIN(j.run_at) FROM forkq_jobs j
-              WHERE j.status = 'ready' AND j.queue = q.value) - :now) * 1000000 AS INTEGER) AS wait_us
+              WHERE j.status = 'ready' AND j.queue = q.value) - :now) * 1000000 AS INTEGER) AS wait_us,
+       CAST(((SELECT MIN(j.run_at) FROM forkq_jobs j
+              WHERE j.status = 'scheduled' AND j.queue = q.value) - :now) * 1000000 AS INTEGER)
+         AS scheduled_us,
+       CAST(((SELECT MAX(j.run_at) FROM forkq_jobs j
+              WHERE j.status = 'ready' AND j.queue = q.value) - :now) * 1000000 AS INTEGER) AS last_us
 FROM json_each(:queues) AS q;
+
+-- name: promote_select
+-- Scheduled jobs due within the horizon become ready (the claim still waits for run_at,
+-- so a job is never early).
+SELECT id FROM forkq_jobs INDEXED BY forkq_jobs_status
+WHERE status = 'scheduled' AND queue = :queue AND run_at <= :now + :ahead_us / 1000000.0
+ORDER BY run_at
+LIMIT :limit;
+
+-- name: promote_update
+UPDATE forkq_jobs SET status = 'ready'
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'scheduled';
+
+-- name: demote_select
+-- Ready rows far in the future (a raw INSERT with a run_at ahead) leave the claim's range.
+SELECT id FROM forkq_jobs INDEXED BY forkq_jobs_status
+WHERE status = 'ready' AND queue = :queue AND run_at > :now + :ahead_us / 1000000.0
+ORDER BY run_at DESC
+LIMIT :limit;
+
+-- name: demote_update
+UPDATE forkq_jobs SET status = 'scheduled'
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'ready';
 
 -- name: count_ready
 SELECT COUNT(*) AS n FROM (
   SELECT 1 FROM forkq_jobs WHERE queue = :queue AND status = 'ready' AND run_at <= :now
   LIMIT :cap);
 
--- name: stats
-SELECT queue, status, COUNT(*) AS n,
-       SUM(run_at > :now) AS delayed_n,
-       CAST((:now - MIN(CASE WHEN run_at <= :now THEN run_at END)) * 1000000 AS INTEGER) AS oldest_us
-FROM forkq_jobs GROUP BY status, queue;
+-- name: stats_first_queue
+-- Queue names by a loose index scan on forkq_jobs_claim, one dive per name (as in
+-- mysql.sql): this is the first; stats_queue gives the next one.
+SELECT MIN(queue) AS queue FROM forkq_jobs;
+
+-- name: stats_queue
+-- One queue, one statement: index ranges of forkq_jobs_status that stop after :limit
+-- entries (the caller's cap + 1), and single dives for the oldest due run_at and the
+-- next queue name; flat cost however many rows the table holds.
+SELECT
+  (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
+     WHERE status = 'ready' AND queue = :queue AND run_at <= :now LIMIT :limit)) AS ready,
+  (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
+     WHERE status = 'ready' AND queue = :queue AND run_at > :now LIMIT :limit)) AS ready_later,
+  (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
+     WHERE status = 'scheduled' AND queue = :queue LIMIT :limit)) AS scheduled,
+  (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
+     WHERE status = 'running' AND queue = :queue LIMIT :limit)) AS running,
+  (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
+     WHERE status = 'dead' AND queue = :queue LIMIT :limit)) AS dead,
+  (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
+     WHERE status = 'done' AND queue = :queue LIMIT :limit)) AS done,
+  CAST((:now - (SELECT MIN(run_at) FROM forkq_jobs
+     WHERE status = 'ready' AND queue = :queue AND run_at <= :now)) * 1000000 AS INTEGER) AS oldest_us,
+  (SELECT MIN(queue) FROM forkq_jobs WHERE queue > :queue) AS next_queue;
 
 -- name: get_job
 SELECT * FROM forkq_jobs WHERE id = :id;
@@ -221,7 +279,17 @@ ON CONFLICT (alert_key) DO UPDATE SET state = excluded.state, detail = excluded.
   since = excluded.since, notified_at = excluded.notified_at;
 
 -- Schema upgrades: `upgrade_to_N` runs once on a database at version N-1 (`forkq schema apply`).
+-- Each holds everything version N adds, one statement a line ending in `;`, and records
+-- version N last (`forkq schema print --upgrade-from M` prints exactly these).
 
 -- name: upgrade_to_2
 -- Version 2 drops the lease index: expired leases are found through forkq_jobs_status.
 DROP INDEX IF EXISTS forkq_jobs_lease;
+UPDATE forkq_schema SET version = 2, applied_at = (julianday('now') - 2440587.5) * 86400.0
+WHERE id = 1 AND version < 2;
+
+-- name: upgrade_to_3
+-- Version 3 adds the status `scheduled`. SQLite keeps no column comments (the status
+-- values are listed in sqlite_schema.sql), so only the version changes.
+UPDATE forkq_schema SET version = 3, applied_at = (julianday('now') - 2440587.5) * 86400.0
+WHERE id = 1 AND version < 3;
