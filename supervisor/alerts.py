@@ -31,6 +31,7 @@ OK, FIRING = "ok", "firing"
 QUEUE_RULES = ("max_ready", "max_age", "max_dead")
 HOST_RULES = ("saturated", "crash_loop", "db_unreachable")
 ERROR_CHARS = 300  # a database error quoted in a message is cut here
+STATS_FLOOR = 10_000  # the check tick counts at least this far per queue and status
 
 Kind = Literal["firing", "resolved", "reminder"]
 
@@ -119,6 +120,22 @@ def evaluate(
         if note is not None:
             notes.append(note)
     return new, notes
+
+
+def stats_cap(rules: AlertsConfig, floor: int = STATS_FLOOR) -> int:
+    """The cap the check tick gives `Store.stats`: past every max_ready and max_dead, so a
+    capped count still decides whether a rule fires, and at least `floor`.
+
+    Counting stops there, which keeps the tick's cost flat however many rows the table
+    holds (a count costs about one index entry read per job, up to the cap).
+    """
+    limits = [
+        limit + 1
+        for rule in (rules.defaults, *rules.rules.values())
+        for limit in (rule.max_ready, rule.max_dead)
+        if limit is not None
+    ]
+    return max([floor, *limits])
 
 
 def rule_for(rules: AlertsConfig, queue: str) -> AlertRule:
@@ -211,7 +228,7 @@ def _checks(
     for name in sorted(set(stats) | _queues(states)):
         queue = stats.get(name) or QueueStats(queue=name)  # a drained queue has no rows left
         rule = rule_for(rules, name)
-        yield _ready_check(queue, rule.max_ready)
+        yield _ready_check(queue, rule.max_ready, states.get(f"max_ready:{name}"))
         yield _age_check(queue, rule.max_age)
         yield _dead_check(queue, rule.max_dead, states.get(f"max_dead:{name}"), now, rules.cooldown)
 
@@ -259,13 +276,19 @@ def _saturated_check(host: str, pool: str, ticks: int, limit: int | None) -> Che
     )
 
 
-def _ready_check(q: QueueStats, limit: int | None) -> Check:
+def _ready_check(q: QueueStats, limit: int | None, prev: AlertState | None) -> Check:
+    """A capped count is a lower bound: at or past the limit it fires; below it (a cap
+    under the limit: `stats_cap` avoids that) it tells nothing and the state holds."""
     where = _where(q)
+    firing = limit is not None and q.ready > limit
+    if limit is not None and "ready" in q.capped and not firing:
+        firing = q.ready >= limit or (prev is not None and prev.firing)
+    ready = q.shown("ready")
     return Check(
         f"max_ready:{q.queue}",
-        limit is not None and q.ready > limit,
-        f"{where} backlog {q.ready} ready > max_ready {limit} (oldest waited {age(q.oldest_ready_age)})",
-        f"{where} backlog {q.ready} ready <= {limit}"
+        firing,
+        f"{where} backlog {ready} ready > max_ready {limit} (oldest waited {age(q.oldest_ready_age)})",
+        f"{where} backlog {ready} ready <= {limit}"
         if limit is not None
         else f"{where} max_ready rule removed",
     )
@@ -277,7 +300,8 @@ def _age_check(q: QueueStats, limit: float | None) -> Check:
     return Check(
         f"max_age:{q.queue}",
         limit is not None and q.ready > 0 and q.oldest_ready_age > limit,
-        f"{where} oldest ready job waited {oldest} > max_age {age(limit or 0)} ({q.ready} ready)",
+        f"{where} oldest ready job waited {oldest} > max_age {age(limit or 0)}"
+        f" ({q.shown('ready')} ready)",
         f"{where} oldest ready job waited {oldest} <= {age(limit)}"
         if limit is not None
         else f"{where} max_age rule removed",
@@ -293,7 +317,11 @@ def _dead_check(
     and the baseline moves up to the current count, so it fires again only on new
     ones. A drop in the count (retry, purge, pruning) lowers the baseline. Until the
     first message the baseline is 0: dead jobs nobody was told about count as new.
+
+    A count that reached the stats cap is judged by `_dead_capped`.
     """
+    if "dead" in q.capped:
+        return _dead_capped(q, limit, prev, now)
     detail = prev.detail if prev else {}
     dead, firing_before = q.dead, prev is not None and prev.firing
     baseline = min(int(detail.get("baseline", 0)), dead)
@@ -322,6 +350,36 @@ def _dead_check(
         f"{where} {fresh} new dead jobs > max_dead {limit} ({dead} dead in all; forkq jobs --status dead)",
         resolved,
         memory={"baseline": baseline, "seen": dead, "rose_at": rose_at},
+    )
+
+
+def _dead_capped(q: QueueStats, limit: int | None, prev: AlertState | None, now: float) -> Check:
+    """max_dead when the dead count stopped at the cap: it is only a lower bound.
+
+    New deaths can no longer be told from old ones, so: the alert fires when the lower
+    bound alone is more than `limit` above the baseline (then it is sure); a firing
+    alert stays firing, with its reminders, and never resolves for lack of new deaths
+    (it cannot see them) until retries or purges bring the count under the cap; the
+    baseline never moves on a capped count. A lower bound above the last count still
+    proves that jobs died (`rose_at`).
+    """
+    detail = prev.detail if prev else {}
+    firing_before = prev is not None and prev.firing
+    baseline = int(detail.get("baseline", 0))
+    seen = int(detail.get("seen", 0))
+    rose_at = float(detail.get("rose_at", prev.since if prev else now))
+    if q.dead > seen:
+        rose_at, seen = now, q.dead
+    fresh = max(0, q.dead - baseline)
+    where = _where(q)
+    return Check(
+        f"max_dead:{q.queue}",
+        limit is not None and (firing_before or fresh > limit),
+        f"{where} {fresh}+ new dead jobs > max_dead {limit} ({q.dead}+ dead in all, past the"
+        " count cap: new ones cannot be told from old until retries or purges bring it under;"
+        " forkq jobs --status dead)",
+        f"{where} max_dead rule removed",
+        memory={"baseline": baseline, "seen": seen, "rose_at": rose_at},
     )
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from supervisor.alerts import AlertState, Notification, Snapshot, age, evaluate
+from dataclasses import replace
+
+from supervisor.alerts import AlertState, Notification, Snapshot, age, evaluate, stats_cap
 from supervisor.config import AlertRule, AlertsConfig, build_config
 from supervisor.models import QueueStats
 
@@ -176,6 +178,59 @@ def test_max_dead_drop_resolves_and_lowers_the_baseline() -> None:
     assert run.tick(snap(email(dead=1)), T0 + 20) == []
     (note,) = run.tick(snap(email(dead=1)), T0 + 10 + COOLDOWN)
     assert note.kind == "firing" and "1 new dead jobs" in note.text
+
+
+def capped(q: QueueStats, *counts: str) -> QueueStats:
+    """`q` as Store.stats reports it when these counts stopped at the cap (lower bounds)."""
+    return replace(q, capped=frozenset(counts))
+
+
+def test_a_capped_ready_count_is_a_lower_bound() -> None:
+    run = Run(cfg())
+    (note,) = run.tick(snap(capped(email(ready=1000, age_s=60), "ready")), T0)  # more than 1000
+    assert note.kind == "firing" and "backlog 1000+ ready > max_ready 1000" in note.text
+    # a cap under the threshold tells nothing: the alert neither resolves nor fires
+    assert run.tick(snap(capped(email(ready=500), "ready")), T0 + 10) == []
+    assert run.states["max_ready:email"].firing
+    assert [n.kind for n in run.tick(snap(email(ready=500)), T0 + 20)] == ["resolved"]
+    quiet = Run(cfg())
+    assert quiet.tick(snap(capped(email(ready=500), "ready")), T0) == []
+    assert "max_ready:email" not in quiet.states
+
+
+def test_max_dead_past_the_cap_fires_when_sure_and_never_resolves_for_quiet() -> None:
+    run = Run(cfg(email=AlertRule(max_dead=0)))
+    run.tick(snap(email(dead=9_995)), T0)
+    (note,) = run.tick(snap(email(dead=9_995)), T0 + COOLDOWN)
+    assert note.kind == "resolved"  # quiet for a cooldown: the baseline moves up to 9,995
+    # more died, and the count stops at the cap: at least 5 new ones
+    (note,) = run.tick(snap(capped(email(dead=10_000), "dead")), T0 + 3 * COOLDOWN)
+    assert note.kind == "firing" and "5+ new dead jobs > max_dead 0 (10000+ dead" in note.text
+    # past the cap new deaths cannot be seen: no quiet resolution, a reminder instead
+    (note,) = run.tick(snap(capped(email(dead=10_000), "dead")), T0 + 4 * COOLDOWN + 10)
+    assert note.kind == "reminder"
+    assert run.states["max_dead:email"].detail["baseline"] == 9_995
+    # retried: the exact count is back, under the cap
+    (note,) = run.tick(snap(email(dead=0)), T0 + 5 * COOLDOWN)
+    assert note.kind == "resolved" and "dead jobs down to 0" in note.text
+
+
+def test_max_dead_past_the_cap_does_not_fire_on_a_bound_within_the_threshold() -> None:
+    run = Run(cfg(email=AlertRule(max_dead=10)))
+    run.tick(snap(email(dead=9_995)), T0)
+    run.tick(snap(email(dead=9_995)), T0 + COOLDOWN)  # resolved: baseline 9,995
+    # at least 5 new: perhaps more than 10, perhaps not
+    assert run.tick(snap(capped(email(dead=10_000), "dead")), T0 + 3 * COOLDOWN) == []
+    assert not run.states["max_dead:email"].firing
+
+
+def test_the_check_tick_cap_passes_every_alert_threshold() -> None:
+    assert stats_cap(AlertsConfig()) == 10_000
+    rules = AlertsConfig(
+        defaults=AlertRule(max_ready=1000, max_dead=0),
+        rules={"bulk": AlertRule(max_ready=50_000), "dying": AlertRule(max_dead=20_000)},
+    )
+    assert stats_cap(rules) == 50_001
 
 
 def test_saturation_fires_after_n_ticks() -> None:
