@@ -137,10 +137,13 @@ class ChoresReport:
 class Chores:
     """Holds the cluster chores lease across ticks; only the holder does the chores."""
 
-    def __init__(self, store: Store, config: Config) -> None:
+    def __init__(self, store: Store, config: Config, owner: str | None = None) -> None:
+        """`owner` names the lease holder across processes: the daemon's master forks a
+        tick process per check, each renewing the lease the previous one took."""
         self.store = store
         self.config = config
-        self.lock = Lock(store, CHORES_LOCK, config.supervisor.chores_lease)
+        self.lock = Lock(store, CHORES_LOCK, config.supervisor.chores_lease, owner)
+        self.lock.held = owner is not None  # renew first: a tick cannot know what the last one did
         self.log = logs.get()
 
     def lead(self) -> bool:
@@ -150,7 +153,7 @@ class Chores:
                 self.lock.renew()
                 return True
             except LockLost:
-                self.log.warning("chores_lease_lost")
+                pass  # expired, or taken over by another host: try to take it
         return self.lock.acquire()
 
     def run(self) -> ChoresReport:

@@ -19,6 +19,7 @@ from .config import Config
 from .errors import ConnectionLost, ExitCode
 from .models import JobRow
 from .proc import hostname, process_name, set_title
+from .promote import PROMOTE_INTERVAL, keep_schedule_of
 from .store import open_store
 from .worker import Worker
 
@@ -42,7 +43,7 @@ class TitleEvents:
 def run_foreground(
     config: Config, queues: Sequence[str] | None, max_jobs: int | None, burst: bool
 ) -> int:
-    registry.load_modules(config.supervisor.handlers)
+    registry.load_modules(config.supervisor.handlers, source=config.source)
     store = open_store(config.database)
     store.require_schema()
     names = list(queues or [p.name for p in config.pools])
@@ -60,7 +61,7 @@ def run_foreground(
     chores = Chores(store, config)
     store.register_process(owner, hostname(), os.getpid(), "worker", pool=",".join(names)[:64])
     log.info("worker_started", owner=owner, burst=burst, max_jobs=max_jobs)
-    next_beat = next_chores = 0.0
+    next_beat = next_chores = next_promote = 0.0
     idle_sleep = config.supervisor.poll_interval
     try:
         while not worker.stopping:
@@ -71,6 +72,9 @@ def run_foreground(
             if now >= next_chores:
                 next_chores = now + config.supervisor.check_interval
                 worker.safely(lambda: chores.run().reaped)
+            if now >= next_promote:  # no master here to promote the jobs about to fall due
+                next_promote = now + PROMOTE_INTERVAL
+                worker.safely(lambda: keep_schedule_of(store, names))
             done = worker.safely(worker.work_once)
             if max_jobs is not None and worker.stats.jobs >= max_jobs:
                 break

@@ -21,7 +21,7 @@ def owner_id() -> str:
 
 
 class Lock:
-    def __init__(self, store: Store, name: str, ttl: float) -> None:
+    def __init__(self, store: Store, name: str, ttl: float, owner: str | None = None) -> None:
         if not name or len(name) > 191:
             raise ValueError("a lock name has 1 to 191 characters")
         if ttl <= 0:
@@ -29,7 +29,7 @@ class Lock:
         self.store = store
         self.name = name
         self.ttl = ttl
-        self.owner = owner_id()
+        self.owner = owner or owner_id()
         self.held = False
 
     def acquire(self) -> bool:

@@ -4,7 +4,11 @@ The master has no threads. Signal handlers only queue the signal; `signal.set_wa
 wakes the main loop's `select`, which also watches every child's status pipe. All
 decisions about time use the monotonic clock and local state, so a database outage
 never stops a kill. The master's own database connection is lazy and fork-aware; a
-child never touches it.
+child never touches it. Its own queries are small (heartbeats, the poll, settling a
+reaped child) and give up after MASTER_DB_TIMEOUT; everything slow (chores, schedules,
+alerts with their mail and webhooks) runs in a check-tick process it forks (tick.py),
+so neither a silent database nor a hung mail server delays a stop or a kill by more
+than that.
 """
 
 from __future__ import annotations
@@ -21,12 +25,11 @@ from functools import partial
 from types import FrameType
 from typing import TypeVar
 
-from . import logs, registry, systemd
+from . import logs, registry, systemd, wake
 from .child import ChildSpec, run_child
-from .chores import Chores, settle_gone_worker, settle_owner
+from .chores import CHORES_LOCK, settle_gone_worker, settle_owner
 from .config import Config, load_config
 from .errors import ConfigError, ConnectionLost, DatabaseError, ExitCode
-from .extras import Extras
 from .pools import (
     Periodic,
     PoolView,
@@ -36,9 +39,11 @@ from .pools import (
     respawn_delay,
 )
 from .proc import MASTER_SIGNALS, describe_exit, hostname, kill_group, process_name, reap, set_title
+from .promote import PROMOTE_INTERVAL, keep_schedule, needs_demotion, needs_promotion
 from .scoreboard import Scoreboard
 from .state import Child, PoolState
 from .store import SCHEMA_VERSION, Store, open_store
+from .tick import TickInput, TickReport, tick_main, tick_timeout
 
 T = TypeVar("T")
 
@@ -47,7 +52,9 @@ KILL_GRACE = 3.0  # seconds past a job's timeout (the child's own soft timeout) 
 TERM_TO_KILL = 2.0  # seconds between SIGTERM and SIGKILL of an overtime child
 SCALE_INTERVAL = 1.0  # seconds between pool-size decisions
 MAX_SLEEP = 1.0  # the loop wakes at least this often (watchdog, deadlines)
-DB_TIMEOUT = 5.0  # the master's queries give up after this (shorter than a tick)
+# The master's own queries give up after this: a stop or an overtime kill waits at most
+# this long on a silent database (SPEC: within 1 s). They are index dives and keyed writes.
+DB_TIMEOUT = 0.75
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)
 
 
@@ -59,6 +66,7 @@ class Master:
         self.name = process_name()
         self.log = logs.get(role="master")
         self.store: Store = open_store(config.database, timeout=DB_TIMEOUT)
+        self.started_at = time.time()  # schedules start here (a slot missed before boot is not ours)
         self.pools: dict[str, PoolState] = {p.name: PoolState(p) for p in config.pools}
         self.children: dict[int, Child] = {}
         self.signals: deque[int] = deque()
@@ -69,19 +77,24 @@ class Master:
         self.db_error: str | None = None  # set while the database is unreachable
         self.db_backoff = 0.0
         self.db_retry_at = 0.0
-        self.chores = Chores(self.store, config)
         self._wake_r, self._wake_w = os.pipe()
-        now = time.monotonic()
-        # The first check tick comes one interval after boot, not at once: it imports
-        # alerts, scans the backlog and runs chores, all of which would compete with the
-        # first jobs of a restart (a lease left by a crash is no staler for 10 s).
-        self.check_timer = Periodic(config.supervisor.check_interval, now)
-        self.beat_timer = Periodic(config.supervisor.heartbeat_interval, now, first=0.0)
+        self.listener: wake.WakeListener | None = None  # same-host nudges (wake.py)
+        # The check tick runs on SIGALRM (every check_interval, set in install_signals):
+        # the first one interval after boot, not at once, so the chores do not compete
+        # with the first jobs of a restart (a lease left by a crash is no staler for 10 s).
+        self.check_due = False
+        self.tick: TickProcess | None = None
+        self.alert_memory: dict[str, object] = {}  # host alert states, carried across ticks
+        self.make_timers(time.monotonic())
+
+    def make_timers(self, now: float) -> None:
+        sup = self.config.supervisor
+        self.beat_timer = Periodic(sup.heartbeat_interval, now, first=0.0)
         self.scale_timer = Periodic(SCALE_INTERVAL, now)
-        self.poll_timer = Periodic(config.supervisor.poll_interval, now, first=0.0)
+        self.poll_timer = Periodic(sup.poll_interval, now, first=0.0)
+        self.promote_timer = Periodic(PROMOTE_INTERVAL, now, first=0.0)
         watchdog = systemd.watchdog_interval()
         self.watchdog_timer = Periodic(watchdog, now, first=0.0) if watchdog else None
-        self.extras: Extras | None = None  # alerts and schedules, attached by run_daemon
 
     # --- signals -------------------------------------------------------------------------
 
@@ -91,11 +104,11 @@ class Master:
         signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
         for sig in MASTER_SIGNALS:
             signal.signal(sig, self._queue_signal)
-        signal.setitimer(
-            signal.ITIMER_REAL,
-            self.config.supervisor.check_interval,
-            self.config.supervisor.check_interval,
-        )
+        self.arm_check_timer()
+
+    def arm_check_timer(self) -> None:
+        interval = self.config.supervisor.check_interval
+        signal.setitimer(signal.ITIMER_REAL, interval, interval)
 
     def _queue_signal(self, signum: int, frame: FrameType | None) -> None:
         self.signals.append(signum)  # nothing else here: the loop acts
@@ -115,7 +128,7 @@ class Master:
             elif sig in (signal.SIGTTIN, signal.SIGTTOU):
                 self.resize_all(+1 if sig == signal.SIGTTIN else -1)
             elif sig == signal.SIGALRM:
-                self.check_timer.next = 0.0  # the check tick runs on this loop turn
+                self.check_due = True  # the check tick starts on this loop turn
 
     # --- boot ----------------------------------------------------------------------------
 
@@ -131,6 +144,7 @@ class Master:
         self.store.register_process(self.name, self.host, os.getpid(), "master")
         self.settle_dead_local_processes()
         self.install_signals()
+        self.listener = wake.listen(self.config.database, self.log)
         set_title("forkq: master")
         self.log.info(
             "master_started",
@@ -178,6 +192,10 @@ class Master:
 
     def wait_for_events(self) -> None:
         fds = [self._wake_r] + [c.status_r for c in self.children.values() if c.status_r >= 0]
+        if self.tick is not None and self.tick.report_r >= 0:
+            fds.append(self.tick.report_r)
+        if self.listener is not None:
+            fds.append(self.listener.fileno())  # last: idle reports are read before nudges
         timeout = min(MAX_SLEEP, self.next_deadline())
         try:
             readable, _, _ = select.select(fds, [], [], timeout)
@@ -186,12 +204,16 @@ class Master:
         for fd in readable:
             if fd == self._wake_r:
                 _drain(fd)
+            elif self.tick is not None and fd == self.tick.report_r:
+                self.read_tick()
+            elif self.listener is not None and fd == self.listener.fileno():
+                self.wake_named(self.listener.drain())
             else:
                 self.read_child(fd)
 
     def next_deadline(self) -> float:
         now = time.monotonic()
-        timers = [self.check_timer, self.beat_timer, self.scale_timer]
+        timers = [self.beat_timer, self.scale_timer, self.promote_timer]
         if any(c.idle for c in self.children.values()):
             timers.append(self.poll_timer)
         soonest = min(t.remaining(now) for t in timers)
@@ -252,7 +274,7 @@ class Master:
                 board,
                 self.name,
             )
-            inherited = [status_r, wake_w, self._wake_r, self._wake_w]
+            inherited = [status_r, wake_w, *self.master_fds()]
             for other in self.children.values():
                 inherited += [fd for fd in (other.status_r, other.wake_w) if fd >= 0]
             run_child(self.config, spec, inherited)
@@ -282,8 +304,20 @@ class Master:
             )
         )
 
+    def master_fds(self) -> list[int]:
+        """What a forked child closes first: the master's own descriptors."""
+        fds = [self._wake_r, self._wake_w]
+        if self.listener is not None:
+            fds.append(self.listener.fileno())
+        if self.tick is not None and self.tick.report_r >= 0:
+            fds.append(self.tick.report_r)
+        return fds
+
     def reap_children(self, now: float) -> None:
         for pid, status in reap():
+            if self.tick is not None and pid == self.tick.pid:
+                self.tick_exited(status)
+                continue
             child = self.children.pop(pid, None)
             if child is None:
                 continue
@@ -450,30 +484,49 @@ class Master:
     def periodic(self, now: float) -> None:
         if self.watchdog_timer and self.watchdog_timer.due(now):
             systemd.watchdog()
-        if self.poll_timer.due(now):
-            self.poll_and_wake()
+        # Every poll_interval while a child is idle, and every PROMOTE_INTERVAL in any case:
+        # scheduled jobs must become ready while every child is busy, too.
+        idle = any(c.is_idle() for c in self.children.values())
+        if (self.poll_timer.due(now) and idle) or self.promote_timer.due(now):
+            self.promote_timer = Periodic(PROMOTE_INTERVAL, now)
+            self.poll()
         if self.beat_timer.due(now):
             self.heartbeat()
         if self.scale_timer.due(now):
             self.scale(now)
-        if self.check_timer.due(now):
-            self.check_tick()
+        if self.check_due:
+            self.check_due = False
+            self.check_tick(now)
 
-    def poll_and_wake(self) -> None:
-        """One query per poll for all pools with idle children; wake those whose queue is due."""
-        idle_pools = sorted({c.pool for c in self.children.values() if c.is_idle()} - self.paused)
-        if not idle_pools:
+    def poll(self) -> None:
+        """One query for every pool: promote scheduled jobs about to fall due, and wake
+        idle children whose queue has a due job."""
+        pools = sorted(set(self.pools) - self.paused)
+        if not pools:
             return
-        due = self.db(lambda: self.store.due_queues(idle_pools))
-        if not due:
+        times = self.db(lambda: self.store.poll(pools))
+        if not times:
             return
+        if any(needs_promotion(t) or needs_demotion(t) for t in times.values()):
+            self.db(lambda: keep_schedule(self.store, times))
         for child in self.children.values():
-            if child.is_idle() and due.get(child.pool, 1.0) <= 0:
-                try:
-                    os.write(child.wake_w, b"w")
-                    child.idle = False  # it reports idle again if it finds nothing
-                except (BlockingIOError, BrokenPipeError):
-                    pass
+            due = times.get(child.pool)
+            if child.is_idle() and due is not None and due.ready_in is not None and due.ready_in <= 0:
+                self.wake(child)
+
+    def wake_named(self, queues: set[str]) -> None:
+        """A local producer named these queues: wake one idle child of each, no query."""
+        for name in (queues & self.pools.keys()) - self.paused:
+            idle = [c for c in self.children.values() if c.pool == name and c.is_idle()]
+            if idle:
+                self.wake(idle[0])
+
+    def wake(self, child: Child) -> None:
+        try:
+            os.write(child.wake_w, b"w")
+            child.idle = False  # it reports idle again if it finds nothing
+        except (BlockingIOError, BrokenPipeError):
+            pass
 
     def heartbeat(self) -> None:
         names = [self.name] + [c.name for c in self.children.values()]
@@ -497,17 +550,83 @@ class Master:
                     )
                 )
 
-    def check_tick(self) -> None:
+    def check_tick(self, now: float) -> None:
         for pool in self.pools.values():  # counted in check ticks, as the alert rule says
             pool.saturated_ticks = pool.saturated_ticks + 1 if pool.saturated else 0
         self.settle_pending()
-        paused = self.db(self.store.paused_queues)
-        if paused is not None:
-            self.paused = paused
-        report = self.db(self.chores.run)
-        if self.extras is not None and not self.stop_requested():  # no alerts while stopping
-            self.extras.tick(self, leader=bool(report and report.leader))
         self.update_status()
+        if self.tick is not None:  # one at a time; a hung one is killed
+            if now - self.tick.started > tick_timeout(self.config.supervisor.check_interval):
+                self.log.warning("check_tick_killed", tick_pid=self.tick.pid)
+                kill_group(self.tick.pid, signal.SIGKILL)
+            return
+        if not self.stop_requested():  # no chores nor alerts while stopping
+            self.spawn_tick(now)
+
+    def spawn_tick(self, now: float) -> None:
+        given = TickInput(
+            host=self.host,
+            owner=self.name,
+            started_at=self.started_at,
+            saturated_ticks={name: p.saturated_ticks for name, p in self.pools.items()},
+            crash_looping={name for name, p in self.pools.items() if p.crash_looping},
+            db_error=self.db_error,
+            alert_memory=dict(self.alert_memory),
+        )
+        report_r, report_w = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, MASTER_SIGNALS)
+        pid = os.fork()
+        if pid == 0:
+            inherited = [report_r, *self.master_fds()]
+            for other in self.children.values():
+                inherited += [fd for fd in (other.status_r, other.wake_w) if fd >= 0]
+            tick_main(self.config, given, report_w, inherited)
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        os.close(report_w)
+        os.set_blocking(report_r, False)
+        self.tick = TickProcess(pid, report_r, now)
+
+    def read_tick(self) -> None:
+        if self.tick is not None:
+            self.read_report(self.tick)
+
+    def read_report(self, tick: TickProcess) -> None:
+        try:
+            data = os.read(tick.report_r, 65536)
+        except BlockingIOError:
+            return
+        tick.buffer += data
+        if data:
+            return
+        os.close(tick.report_r)
+        tick.report_r = -1
+        if not tick.buffer:
+            return
+        try:
+            report = TickReport.decode(tick.buffer)
+        except (ValueError, TypeError, KeyError) as exc:
+            self.log.error("check_tick_report_unreadable", error=str(exc)[:200])
+            return
+        self.alert_memory = report.alert_memory
+        tick.leader = report.leader
+        if report.paused is not None:
+            self.paused = set(report.paused)
+
+    def tick_exited(self, status: int) -> None:
+        tick, self.tick = self.tick, None
+        while tick is not None and tick.report_r >= 0:  # what is left in the pipe, to EOF
+            try:
+                self.read_report(tick)
+            except OSError:
+                os.close(tick.report_r)
+                tick.report_r = -1
+        if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
+            self.log.warning("check_tick_failed", status=describe_exit(status))
+        elif tick is not None:  # one line per check_interval: the tick's pulse, for operators
+            took = round(time.monotonic() - tick.started, 3)
+            self.log.info("check_tick", seconds=took, leader=tick.leader)
 
     def db(self, operation: Callable[[], T]) -> T | None:
         """Run a master DB call; None when it failed.
@@ -570,9 +689,13 @@ class Master:
         if config.database != self.config.database:
             self.store.close()
             self.store = open_store(config.database, timeout=DB_TIMEOUT)
-            self.chores = Chores(self.store, config)
+            if self.listener is not None:
+                self.listener.close()
+            self.listener = wake.listen(config.database, self.log)
         self.config = config
-        self.chores.config = config
+        # New intervals take effect now; the next tick takes the new chores lease.
+        self.make_timers(time.monotonic())
+        self.arm_check_timer()
         old = self.pools
         self.pools = {}
         for pool_config in config.pools:
@@ -601,6 +724,8 @@ class Master:
             shutdown_timeout=self.config.supervisor.shutdown_timeout,
             children=len(self.children),
         )
+        if self.tick is not None:  # a tick mid-chore is rolled back; the lease is released below
+            kill_group(self.tick.pid, signal.SIGKILL)
         for child in self.children.values():
             if graceful:
                 self.retire(child, now, "shutdown")
@@ -610,7 +735,7 @@ class Master:
 
     def finish_stop(self, now: float) -> bool:
         """True once every child is gone; past the deadline the rest are killed."""
-        if not self.children:
+        if not self.children and self.tick is None:
             return True
         if now >= self.stop_deadline:
             for child in self.children.values():
@@ -624,9 +749,12 @@ class Master:
 
     def shutdown(self) -> int:
         signal.setitimer(signal.ITIMER_REAL, 0)
+        if self.listener is not None:
+            self.listener.close()
+            self.listener = None
         self.settle_pending()
         self.db(lambda: self.store.remove_processes([self.name]))
-        self.db(self.chores.release)
+        self.db(lambda: self.store.release_lock(CHORES_LOCK, self.name))
         self.store.close()
         self.log.info("master_stopped", unsettled=len(self.unsettled))
         return int(ExitCode.OK)
@@ -655,6 +783,15 @@ def _drain(fd: int) -> None:
 def run_daemon(config: Config, config_path: str | None) -> int:
     """`forkq run`: import handlers before any fork (a broken module fails the boot), then arbitrate."""
     registry.load_modules(config.supervisor.handlers)
-    master = Master(config, config_path)
-    master.extras = Extras(master)
-    return master.run()
+    return Master(config, config_path).run()
+
+
+class TickProcess:
+    """The running check tick: its pid and the pipe its report comes on."""
+
+    def __init__(self, pid: int, report_r: int, started: float) -> None:
+        self.pid = pid
+        self.report_r = report_r
+        self.started = started
+        self.buffer = b""
+        self.leader = False  # from its report

@@ -125,7 +125,7 @@ def test_enqueue_prints_the_id_and_stores_every_option(
     assert row is not None
     assert (row.handler, row.queue, row.priority) == ("mail.send", "urgent", 7)
     assert json.loads(row.payload) == {"to": "a@example.com", "n": [1, 2]}
-    assert (row.unique_key, row.max_attempts, row.status) == ("welcome-42", 3, JobState.READY)
+    assert (row.unique_key, row.max_attempts, row.status) == ("welcome-42", 3, JobState.SCHEDULED)
     assert row.run_at - row.enqueued_at > timedelta(minutes=59)
 
 
@@ -184,6 +184,7 @@ def test_enqueue_with_a_broken_handler_module_is_a_config_error(
     (workdir / "clihandlers.py").write_text("raise RuntimeError('half-written module')\n")
     line = failed(forkq(workdir, "-c", "forkq.toml", "enqueue", "mail.send", database=db_url), 78)
     assert "clihandlers" in line and "half-written module" in line
+    assert line.startswith("forkq: error: forkq.toml: supervisor.handlers: ")
     assert store.list_jobs() == []
 
 
@@ -553,6 +554,81 @@ def test_check_fails_on_missing_tables(workdir: Path) -> None:
     result = forkq(workdir, "check", "-c", "forkq.toml", database=url)
     assert result.returncode == 1
     assert any(line.split()[:2] == ["FAIL", "schema"] for line in result.stdout.splitlines())
+
+
+BROKEN_MODULES = {
+    "raises": (
+        "raise RuntimeError('half-written\\nmodule')\n",
+        "RuntimeError: half-written module",
+    ),
+    "imports-nothing": (
+        "import no_such_module_anywhere\n",
+        "ModuleNotFoundError: No module named 'no_such_module_anywhere'",
+    ),
+}
+
+
+@pytest.mark.parametrize("broken", sorted(BROKEN_MODULES))
+def test_run_names_the_config_file_of_a_handler_module_that_fails_to_import(
+    workdir: Path, broken: str
+) -> None:
+    source, reason = BROKEN_MODULES[broken]
+    (workdir / "clihandlers.py").write_text(source)
+    (workdir / "etc").mkdir()
+    (workdir / "forkq.toml").rename(workdir / "etc" / "forkq.toml")
+    url = f"sqlite:///{workdir / 'x.db'}"
+    line = failed(forkq(workdir, "run", "-c", "etc/forkq.toml", database=url), 78)
+    assert line == (
+        "forkq: error: etc/forkq.toml: supervisor.handlers: module 'clihandlers'"
+        f" failed to import: {reason}"
+    )
+
+
+@pytest.mark.parametrize("broken", sorted(BROKEN_MODULES))
+def test_check_names_the_config_file_of_a_handler_module_that_fails_to_import(
+    workdir: Path, broken: str
+) -> None:
+    source, reason = BROKEN_MODULES[broken]
+    (workdir / "clihandlers.py").write_text(source)
+    result = forkq(workdir, "check", "-c", "forkq.toml", database=f"sqlite:///{workdir / 'x.db'}")
+    assert result.returncode == 78, (result.stdout, result.stderr)
+    [line] = [line for line in result.stdout.splitlines() if line.split()[1] == "handlers"]
+    assert line.split(None, 2) == [
+        "FAIL",
+        "handlers",
+        f"forkq.toml: supervisor.handlers: module 'clihandlers' failed to import: {reason}",
+    ]
+
+
+def test_the_upgrade_statements_of_the_latest_version_are_none(workdir: Path) -> None:
+    out = ok(forkq(workdir, "schema", "print", "--upgrade-from", str(SCHEMA_VERSION)))
+    assert out == ""
+    older = ok(forkq(workdir, "schema", "print", "--upgrade-from", str(SCHEMA_VERSION - 1)))
+    assert older.endswith(";\n") and "CREATE TABLE" not in older
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--upgrade-from", "two"], "expected a whole number, got 'two'"),
+        (["--upgrade-from", "0"], "schema versions start at 1, got 0"),
+        (["--upgrade-from", str(SCHEMA_VERSION + 1)], "is newer than this forkq's"),
+        (["--upgrade-from"], "expected one argument"),
+    ],
+    ids=["not-a-number", "zero", "newer", "missing"],
+)
+def test_schema_print_refuses_a_bad_upgrade_from(
+    workdir: Path, args: list[str], message: str
+) -> None:
+    line = failed(forkq(workdir, "schema", "print", *args), 2)
+    assert "--upgrade-from" in line and message in line
+
+
+def test_upgrade_from_only_goes_with_schema_print(workdir: Path) -> None:
+    url = f"sqlite:///{workdir / 'x.db'}"
+    line = failed(forkq(workdir, "schema", "apply", "--upgrade-from", "2", database=url), 2)
+    assert "--upgrade-from" in line
+    assert not (workdir / "x.db").exists()
 
 
 def test_check_exits_78_on_a_bad_config(workdir: Path) -> None:

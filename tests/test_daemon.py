@@ -391,7 +391,10 @@ def test_killed_child_job_is_settled_at_once_and_the_child_replaced(
     assert row.attempts == 1
     assert row.status == JobState.READY  # back-off of the first retry is >= 1 s
     assert "worker died (killed by SIGKILL)" in (row.last_error or "")
-    assert daemon.events("job_settled", job_id=job_id)
+    # The master logs once its write is done: the row can be seen a moment before the line.
+    wait_until(
+        lambda: daemon.events("job_settled", job_id=job_id), timeout=5, message="job_settled"
+    )
     wait_until(
         lambda: (kids := daemon.pool_children("work")) and child not in kids,
         timeout=10,

@@ -11,6 +11,7 @@ record file with one O_APPEND write, so the file says which jobs ran and how oft
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
 import time
@@ -36,6 +37,7 @@ from supervisor import Queue, registry
 from supervisor.config import Config, PoolConfig
 from supervisor.dburl import parse_database_url
 from supervisor.errors import ConnectionLost
+from supervisor.master import DB_TIMEOUT as MASTER_DB_TIMEOUT
 from supervisor.store import open_store
 from supervisor.store.base import TRANSIENT_RETRIES
 from supervisor.worker import Worker
@@ -421,7 +423,7 @@ def test_a_silent_database_delays_neither_overtime_kills_nor_shutdown(
     partition: Partition,
     daemon_factory: Any,
 ) -> None:
-    timeout, grace, term_to_kill, one_db_timeout = 2.0, 3.0, 2.0, 5.0
+    timeout, grace, term_to_kill, one_db_timeout = 2.0, 3.0, 2.0, MASTER_DB_TIMEOUT
     url = private_db_url.replace(f":{private_mariadb.port}/", f":{partition.port}/")
     daemon: Daemon = daemon_factory(
         url,
@@ -461,3 +463,82 @@ def test_a_silent_database_delays_neither_overtime_kills_nor_shutdown(
     daemon.send_signal(signal.SIGTERM)
     assert daemon.wait_exit(3 + one_db_timeout + 4.0) == 0
     report("silent database", sigterm_exit_after=round(time.monotonic() - stopping, 1))
+
+
+def test_a_stopped_database_server_holds_back_neither_a_kill_nor_a_stop(
+    private_mariadb: PrivateMariaDB,  # noqa: F811
+    private_db_url: str,  # noqa: F811
+    daemon_factory: Any,
+) -> None:
+    """SIGSTOP the server itself (connections open, nothing answers): the master's own
+    queries give up after MASTER_DB_TIMEOUT and the slow work runs in the tick process,
+    so an overtime kill, a SIGTERM and a SIGQUIT are each acted on within about a second."""
+    timeout, grace, term_to_kill, slack = 2.0, 3.0, 2.0, 1.0
+    server_pid = private_mariadb.pid
+    assert server_pid is not None
+
+    def hang_one(daemon: Daemon) -> int:
+        daemon.start().wait_ready()
+        queue = Queue(private_db_url)
+        job_id = queue.enqueue("t.hang", {}, queue=QUEUE, max_attempts=1)
+        queue.close()
+        [busy] = wait_until(
+            lambda: [pid for pid, t in daemon.child_titles().items() if f" job {job_id} " in t],
+            timeout=10,
+            message="the job running",
+        )
+        return busy
+
+    config = {
+        "pools": {QUEUE: {"workers": 1, "timeout": timeout}},
+        "supervisor": {"shutdown_timeout": 30, "check_interval": 1},
+    }
+    first: Daemon = daemon_factory(private_db_url, **config)
+    busy = hang_one(first)
+    stopped = time.monotonic()
+    os.kill(server_pid, signal.SIGSTOP)
+    try:
+        deadline = timeout + grace + term_to_kill + MASTER_DB_TIMEOUT + slack
+        wait_until(
+            lambda: child_gone(busy),
+            timeout=deadline,
+            interval=0.05,
+            message=f"the overtime child killed within {deadline:g}s ({first.describe()})",
+        )
+        killed_after = time.monotonic() - stopped
+        time.sleep(2 * MASTER_DB_TIMEOUT)  # the master is back to polling the silent server
+        sent = time.time()
+        first.send_signal(signal.SIGTERM)
+        [stopping] = wait_until(
+            lambda: first.events("master_stopping"), timeout=5, message="SIGTERM acted on"
+        )
+        acted_after = _event_time(stopping) - sent
+        assert acted_after < MASTER_DB_TIMEOUT + slack, acted_after
+    finally:
+        os.kill(server_pid, signal.SIGCONT)
+    first.kill_all()
+
+    second: Daemon = daemon_factory(private_db_url, **config)
+    busy = hang_one(second)
+    os.kill(server_pid, signal.SIGSTOP)
+    try:
+        time.sleep(2 * MASTER_DB_TIMEOUT)
+        sent = time.monotonic()
+        second.send_signal(signal.SIGQUIT)
+        assert second.wait_exit(MASTER_DB_TIMEOUT + 2 * slack) == 0
+        quit_after = time.monotonic() - sent
+        assert child_gone(busy)
+    finally:
+        os.kill(server_pid, signal.SIGCONT)
+    report(
+        "stopped server",
+        overtime_kill_after=round(killed_after, 2),
+        sigterm_acted_after=round(acted_after, 2),
+        sigquit_exit_after=round(quit_after, 2),
+    )
+
+
+def _event_time(event: dict[str, Any]) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(str(event["timestamp"]).replace("Z", "+00:00")).timestamp()

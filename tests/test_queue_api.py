@@ -49,7 +49,7 @@ def test_enqueue_stores_every_option(queue: Queue, store: Store) -> None:
         5,
     )
     assert json.loads(row.payload) == {"to": "a@example.com", "tags": ["welcome"], "name": "Zoë"}
-    assert (row.status, row.attempts, row.locked_by) == (JobState.READY, 0, None)
+    assert (row.status, row.attempts, row.locked_by) == (JobState.SCHEDULED, 0, None)
     assert before + 59 <= row.run_at.timestamp() <= store.db_now() + 61
     assert store.claim("email", OWNER, 10, 30) == []  # delayed
 

@@ -10,6 +10,7 @@ from util import (
     backdate,
     count_rows,
     free_tcp_port,
+    insert_raw_ahead,
     mysql_connect,
     sql,
     sqlite_url_for,
@@ -17,9 +18,9 @@ from util import (
 )
 
 from supervisor.errors import ConnectionLost, DatabaseError, DuplicateKey
-from supervisor.models import JobState, NewJob
+from supervisor.models import JobState, NewJob, QueueTimes
 from supervisor.queue import build_job
-from supervisor.store import Store, open_store
+from supervisor.store import SCHEDULE_AHEAD, Store, open_store
 
 A = "host-a:101:aaaa"  # lease owners, as workers name themselves
 B = "host-b:202:bbbb"
@@ -121,7 +122,7 @@ def test_a_delayed_job_is_not_claimed_early_but_is_once_due(store: Store) -> Non
     assert [row.id for row in claimed] == [soon]
     row = store.get_job(soon)
     assert row is not None and row.started_at is not None and row.started_at >= row.run_at
-    assert status(store, much_later) == "ready"
+    assert status(store, much_later) == "scheduled"  # outside the claim's range until near
 
 
 def test_run_at_is_an_absolute_time(store: Store) -> None:
@@ -255,7 +256,8 @@ def test_fail_with_attempts_left_returns_the_job_to_ready_later(store: Store) ->
     assert store.fail(A, job_id, "ValueError: boom", dead=False, delay=30, max_attempts=5) is True
     row = store.get_job(job_id)
     assert row is not None
-    assert (row.status, row.locked_by, row.locked_until) == (JobState.READY, None, None)
+    # A backoff past the promotion horizon waits as scheduled, out of the claim's range.
+    assert (row.status, row.locked_by, row.locked_until) == (JobState.SCHEDULED, None, None)
     assert row.last_error == "ValueError: boom"
     assert row.attempts == 1 and row.max_attempts == 5
     assert row.run_at.timestamp() >= before + 29
@@ -431,11 +433,52 @@ def test_due_queues_tells_how_long_until_the_first_ready_job(store: Store) -> No
     put(store, "later", delay=120)
     put(store, "busy")
     store.claim("busy", A, 1, LEASE)
-    due = store.due_queues(["now", "later", "busy", "empty"])
-    assert set(due) == {"now", "later"}
+    put(store, "soon", delay=1)  # within the promotion horizon: ready, not yet due
+    due = store.due_queues(["now", "later", "busy", "empty", "soon"])
+    assert set(due) == {"now", "soon"}  # "later" waits as scheduled
     assert due["now"] <= 0
-    assert 30 < due["later"] <= 60
+    assert 0 < due["soon"] <= 1
     assert store.due_queues([]) == {}
+
+
+def test_poll_tells_when_scheduled_jobs_fall_due_and_promotion_makes_them_claimable(
+    store: Store,
+) -> None:
+    ids = [put(store, "later", delay=60), put(store, "later", delay=120)]
+    times = store.poll(["later", "empty"])
+    assert times["empty"] == QueueTimes(None, None, None)
+    later = times["later"]
+    assert later.ready_in is None and later.last_ready_in is None
+    assert later.scheduled_in is not None and 30 < later.scheduled_in <= 60
+    assert store.promote("later") == 0  # not within the horizon yet
+    assert [status(store, i) for i in ids] == ["scheduled", "scheduled"]
+
+
+def test_promotion_readies_only_jobs_about_to_fall_due_and_never_makes_them_early(
+    store: Store,
+) -> None:
+    near = put(store, "q", delay=SCHEDULE_AHEAD + 0.5)  # stored scheduled
+    far = put(store, "q", delay=3600)
+    assert status(store, near) == "scheduled"
+    wait_until(lambda: store.promote("q") == 1, timeout=5, message="near job promoted")
+    assert [status(store, near), status(store, far)] == ["ready", "scheduled"]
+    row = store.get_job(near)
+    assert row is not None and row.run_at.timestamp() > store.db_now()  # ready, still ahead
+    assert store.claim("q", A, 10, LEASE) == []  # never early
+    [claimed] = wait_until(lambda: store.claim("q", A, 10, LEASE), timeout=5, message="due")
+    assert claimed.id == near
+
+
+def test_a_raw_insert_far_ahead_is_demoted_out_of_the_claim_range(
+    store: Store, db_url: str
+) -> None:
+    far = insert_raw_ahead(db_url, "q", 3600)
+    assert status(store, far) == "ready"  # the column's default
+    times = store.poll(["q"])["q"]
+    assert times.last_ready_in is not None and times.last_ready_in > 3000
+    assert store.demote("q") == 1
+    assert status(store, far) == "scheduled"
+    assert store.poll(["q"])["q"].last_ready_in is None
 
 
 def test_count_ready_counts_due_jobs_up_to_the_cap(store: Store) -> None:

@@ -153,7 +153,7 @@ def test_burst_drains_every_ready_job_and_exits_0(
     run(start, "--burst")
     assert statuses(store, ids) == ["done"] * 25
     assert all((workdir / f"ran-{i}-1").exists() for i in ids)
-    assert statuses(store, [later]) == ["ready"]  # not due: burst does not wait for it
+    assert statuses(store, [later]) == ["scheduled"]  # not due: burst does not wait for it
 
 
 def test_max_jobs_stops_after_that_many_jobs(

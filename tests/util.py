@@ -315,3 +315,27 @@ def insert_raw(db_url: str, handler: str, payload: Any, queue: str) -> int:
             )
         conn.commit()
     return job_id
+
+
+def insert_raw_ahead(db_url: str, queue: str, seconds: float) -> int:
+    """A raw INSERT with a run_at `seconds` ahead on the database clock, as another
+    program would write it: status takes its default, `ready`."""
+    with connected(db_url) as conn:
+        if backend_of(db_url) == "mysql":
+            with conn.cursor() as cursor:
+                cursor.execute(
+                    "INSERT INTO forkq_jobs (queue, handler, payload, run_at)"
+                    " VALUES (%s, 't.noop', '{}', NOW(6) + INTERVAL %s MICROSECOND)",
+                    (queue, int(seconds * 1_000_000)),
+                )
+                job_id = int(cursor.lastrowid)
+        else:
+            job_id = int(
+                conn.execute(
+                    "INSERT INTO forkq_jobs (queue, handler, payload, run_at)"
+                    " VALUES (?, 't.noop', '{}', (julianday('now') - 2440587.5) * 86400.0 + ?)",
+                    (queue, seconds),
+                ).lastrowid
+            )
+        conn.commit()
+    return job_id

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from ..dburl import DatabaseURL, parse_database_url
-from .base import SCHEMA_VERSION, Store
+from .base import PROMOTE_BATCH, SCHEDULE_AHEAD, SCHEMA_VERSION, Store
 
-__all__ = ["SCHEMA_VERSION", "Store", "open_store"]
+__all__ = ["PROMOTE_BATCH", "SCHEDULE_AHEAD", "SCHEMA_VERSION", "Store", "open_store"]
 
 
 def open_store(url: DatabaseURL | str, *, timeout: float = 60.0) -> Store:

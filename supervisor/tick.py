@@ -1,0 +1,167 @@
+"""The check tick, in a short-lived process of its own: chores, schedules, alerts.
+
+Every `check_interval` (SIGALRM) the master forks one tick. It works on a database
+connection of its own with the ordinary timeouts, sends mail and webhooks, writes one
+line of JSON on a pipe, and exits. Whatever the database or an SMTP or webhook server
+does meanwhile, the master's loop never waits on it, so a stop or an overtime kill is
+acted on at once. One tick at a time: a tick still running when the next falls due is
+left alone, and one that outlives `tick_timeout` is killed.
+
+Schedules and the cluster-wide alert rules (backlog, age, dead jobs) run only on the
+host that holds the chores lease, so N app servers send one alert and enqueue each
+slot once (the slot row makes that exact even across a lease hand-over). Host-local
+rules (saturated pool, crash loop, database unreachable) are judged on every host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from . import logs
+from .chores import Chores
+from .config import Config
+from .errors import DatabaseError
+from .proc import MASTER_SIGNALS, die_with_parent, set_title
+from .store import Store, open_store
+
+
+def tick_timeout(check_interval: float) -> float:
+    """How long a tick may run before the master kills it: a hung SMTP server must not
+    hold every later tick back, yet a slow one must get to finish."""
+    return max(60.0, 3 * check_interval)
+
+
+@dataclass(frozen=True)
+class TickInput:
+    """What the master knew when it forked the tick (inherited, never sent)."""
+
+    host: str
+    owner: str  # the master's process name: the chores lease's owner across ticks
+    started_at: float  # wall clock of the master's boot: schedules start there
+    saturated_ticks: dict[str, int] = field(default_factory=dict)
+    crash_looping: set[str] = field(default_factory=set)
+    db_error: str | None = None  # the master's own view: unreachable at its last call
+    alert_memory: dict[str, Any] = field(default_factory=dict)  # AlertState by key
+
+
+@dataclass
+class TickReport:
+    """The one line a tick sends back to the master."""
+
+    leader: bool = False
+    db_error: str | None = None
+    alert_memory: dict[str, Any] = field(default_factory=dict)
+    paused: list[str] | None = None
+
+    def encode(self) -> bytes:
+        memory = {k: dataclasses.asdict(v) for k, v in self.alert_memory.items()}
+        return (json.dumps({**vars(self), "alert_memory": memory}) + "\n").encode()
+
+    @classmethod
+    def decode(cls, line: bytes) -> TickReport:
+        from .alerts import AlertState
+
+        data = json.loads(line)
+        memory = {k: AlertState(**v) for k, v in data.pop("alert_memory").items()}
+        return cls(**data, alert_memory=memory)
+
+
+def run_tick(config: Config, store: Store, given: TickInput) -> TickReport:
+    """One check tick's work; database trouble is reported, never raised."""
+    log = logs.get(role="master", component="tick")
+    report = TickReport(db_error=given.db_error)
+    if report.db_error is None:
+        try:
+            report.paused = sorted(store.paused_queues())
+            report.leader = Chores(store, config, owner=given.owner).run().leader
+        except DatabaseError as exc:
+            report.db_error = str(exc) or type(exc).__name__
+            log.warning("chores_skipped", error=report.db_error[:300])
+    now = time.time()
+    if report.db_error is None:
+        with contextlib.suppress(DatabaseError):  # the database clock, so hosts agree
+            now = store.db_now()
+    if report.leader and config.schedules:
+        _enqueue_schedules(config, store, now, given.started_at)
+    report.alert_memory = _alerts(config, store, given, report, now)
+    return report
+
+
+def _enqueue_schedules(config: Config, store: Store, now: float, started_at: float) -> None:
+    # Two check intervals of grace: a tick delayed by a slow SMTP server or a lease
+    # hand-over must not make misfire = "skip" drop a slot that is only just due.
+    from .schedules import enqueue_due
+
+    log = logs.get(role="master")
+    grace = 2 * config.supervisor.check_interval
+    try:
+        for name, slot, job_id in enqueue_due(store, config.schedules, now, started_at, grace):
+            when = datetime.fromtimestamp(slot, UTC).isoformat()
+            log.info("schedule_enqueued", schedule=name, slot=when, job_id=job_id)
+    except DatabaseError as exc:
+        log.warning("schedules_skipped", error=str(exc))
+
+
+def _alerts(
+    config: Config, store: Store, given: TickInput, report: TickReport, now: float
+) -> dict[str, Any]:
+    from .alerts import Snapshot
+    from .notify import AlertRunner
+
+    queues = []
+    if report.leader and report.db_error is None:  # only the lease holder judges queues
+        try:
+            queues = store.stats()
+        except DatabaseError as exc:
+            report.db_error = str(exc) or type(exc).__name__
+    snapshot = Snapshot(
+        host=given.host,
+        queues=queues,
+        saturated_ticks=given.saturated_ticks,
+        crash_looping=given.crash_looping,
+        db_error=report.db_error,
+        cluster=report.leader,
+    )
+    runner = AlertRunner()
+    runner.memory = dict(given.alert_memory)
+    runner.run(store, config.alerts, snapshot, now)
+    return runner.memory
+
+
+def tick_main(config: Config, given: TickInput, report_fd: int, close_fds: list[int]) -> None:
+    """The tick process's outermost frame: never returns, never unwinds into master code."""
+    code = 1
+    try:
+        for sig in MASTER_SIGNALS:
+            signal.signal(sig, signal.SIG_DFL)
+        signal.set_wakeup_fd(-1)
+        signal.pthread_sigmask(signal.SIG_SETMASK, set())
+        for fd in close_fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        die_with_parent(signal.SIGKILL)
+        set_title("forkq: master check")
+        store = open_store(config.database)
+        report = run_tick(config, store, given)
+        store.close()
+        os.write(report_fd, report.encode())
+        code = 0
+    except BaseException:
+        with contextlib.suppress(BaseException):
+            logs.get(role="master").error("tick_crashed", error=traceback.format_exc(limit=5))
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
