@@ -16,15 +16,37 @@ FORKQ_TEST_MYSQL_URL ?= mysql://forkq:forkq@127.0.0.1:3306/forkq_test
 PYTEST = FORKQ_TEST_MYSQL_URL='$(FORKQ_TEST_MYSQL_URL)' $(PY) -m pytest -q -p no:cacheprovider
 CONFIG ?= deploy/forkq.toml
 
-.PHONY: all venv test test-faults db lint bench run clean
+.PHONY: all venv test test-faults db lint bench run clean FORCE
 
 all: test
 
-# The stamp is newer than pyproject.toml once its dependencies are installed.
+# The stamp is newer than pyproject.toml once its dependencies are installed, and is
+# touched last: a failed or interrupted install runs again next time.
+# A venv whose pip does not run is half-made (`python3 -m venv` without Debian's
+# python3-venv leaves bin/python and no pip; an interrupted pip upgrade leaves no pip)
+# or stale (its Python was removed): it is deleted and built again, and a creation that
+# fails deletes what it made, so no later run trips over it. VENV_OK is that test; a
+# venv whose python does not start is redone even when its stamp is up to date.
+VENV_OK = $(PY) -m pip --version >/dev/null 2>&1
+VENV_BROKEN := $(shell $(PY) -c '' >/dev/null 2>&1 || echo FORCE)
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+FORCE:
+
+$(STAMP): pyproject.toml $(VENV_BROKEN)
+	@if ! $(VENV_OK); then \
+	  if [ -e '$(VENV)' ] && [ ! -f '$(VENV)/pyvenv.cfg' ]; then \
+	    echo "make: $(VENV) exists and is not a venv: move it away or set VENV=DIR" >&2; exit 1; \
+	  fi; \
+	  rm -rf '$(VENV)'; \
+	  echo "$(PYTHON) -m venv $(VENV)"; \
+	  if ! { $(PYTHON) -m venv '$(VENV)' && $(VENV_OK); }; then \
+	    rm -rf '$(VENV)'; \
+	    echo "make: could not create $(VENV) with $(PYTHON): on Debian or Ubuntu run" \
+	      "'apt-get install python3-venv' (Python 3.11+), then make again" >&2; \
+	    exit 1; \
+	  fi; \
+	fi
 	$(PY) -m pip install -q -U pip
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@

@@ -1,7 +1,11 @@
 -- forkq schema for MySQL 8.0+ / MariaDB 10.6+: the data contract.
 --
 -- Idempotent: every statement can run again on a database that already has it
--- (`forkq schema apply` does, and then upgrades older versions).
+-- (`forkq schema apply` does, and then upgrades older versions). This file alone,
+-- applied with the mysql client (`mysql app < schema.sql`), gives a database that
+-- `forkq run` accepts: its last statement records the schema version on a new
+-- database and leaves an older database's version as it is (upgrade that one with
+-- `forkq schema apply`, or the statements `forkq schema print --upgrade-from N` prints).
 --
 -- Any program can enqueue with one statement; every other column defaults:
 --   INSERT INTO forkq_jobs (queue, handler, payload)
@@ -16,7 +20,7 @@ CREATE TABLE IF NOT EXISTS forkq_jobs (
   queue        VARCHAR(64)  NOT NULL DEFAULT 'default' COMMENT 'the queue (business type) whose pool runs this job',
   handler      VARCHAR(191) NOT NULL COMMENT 'registered handler name, e.g. email.send; an unknown name ends the job dead, it is never imported',
   payload      LONGTEXT     NOT NULL COMMENT 'JSON text given to the handler; text that is not JSON ends the job dead',
-  status       VARCHAR(16)  NOT NULL DEFAULT 'ready' COMMENT 'ready | running | done | dead',
+  status       VARCHAR(16)  NOT NULL DEFAULT 'ready' COMMENT 'ready | scheduled | running | done | dead',
   priority     INT          NOT NULL DEFAULT 0 COMMENT 'higher runs first within a queue',
   run_at       TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'not claimed before this time (delay, backoff)',
   attempts     INT          NOT NULL DEFAULT 0 COMMENT 'attempts started so far',
@@ -108,3 +112,6 @@ CREATE TABLE IF NOT EXISTS forkq_schema (
   applied_at   TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'when',
   PRIMARY KEY (id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq schema version';
+
+-- The version this file creates; kept if the database already records one.
+INSERT IGNORE INTO forkq_schema (id, version) VALUES (1, 3);

@@ -70,8 +70,14 @@ def clear() -> None:
     _HANDLERS.clear()
 
 
-def load_modules(modules: Iterable[str], reload: bool = False) -> list[str]:
-    """Import the configured handler modules; a module that fails is a config error."""
+def load_modules(
+    modules: Iterable[str], reload: bool = False, *, source: str | None = None
+) -> list[str]:
+    """Import the configured handler modules; a module that fails is a config error.
+
+    `source` is the config file that names the modules: the error starts with it, as
+    every other config error does, and stays one line whatever the module raised.
+    """
     loaded = []
     for module in modules:
         try:
@@ -81,8 +87,11 @@ def load_modules(modules: Iterable[str], reload: bool = False) -> list[str]:
             else:
                 importlib.import_module(module)
         except Exception as exc:
+            where = f"{source}: " if source else ""
+            detail = " ".join(str(exc).split())
+            reason = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
             raise ConfigError(
-                f"supervisor.handlers: module {module!r} failed to import: {type(exc).__name__}: {exc}"
+                f"{where}supervisor.handlers: module {module!r} failed to import: {reason}"
             ) from exc
         loaded.append(module)
     return loaded

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +25,7 @@ from util import (
     run_mariadb_client,
     sql,
     sqlite_url_for,
+    subprocess_env,
     with_database,
 )
 
@@ -30,7 +33,7 @@ from supervisor.dburl import parse_database_url
 from supervisor.models import NewJob
 from supervisor.queue import build_job
 from supervisor.store import SCHEMA_VERSION, open_store
-from supervisor.store.base import load_queries, split_script
+from supervisor.store.base import load_queries, split_script, upgrade_statements, upgrades
 from supervisor.store.mysql import BATCH_INSERT_QUERIES
 
 MYSQL_DDL = ddl_columns(SCHEMA_SQL.read_text(encoding="utf-8"))
@@ -113,8 +116,33 @@ def test_the_store_applies_exactly_schema_sql_on_mysql() -> None:
 
 def test_schema_statements_are_idempotent_create_if_not_exists() -> None:
     for path in (SCHEMA_SQL, SQLITE_SCHEMA_SQL):
-        for statement in split_script(path.read_text(encoding="utf-8")):
+        *creates, last = split_script(path.read_text(encoding="utf-8"))
+        for statement in creates:
             assert re.match(r"CREATE (TABLE|INDEX) IF NOT EXISTS ", statement), statement[:60]
+        assert re.match(r"INSERT (OR )?IGNORE INTO forkq_schema ", last), last
+
+
+def test_schema_files_alone_record_the_latest_version_if_none_is_recorded() -> None:
+    # `mysql db < schema.sql` must give a database `forkq run` accepts, and must never
+    # mark an older database as upgraded: the version row is inserted only if missing.
+    for path in (SCHEMA_SQL, SQLITE_SCHEMA_SQL):
+        last = split_script(path.read_text(encoding="utf-8"))[-1]
+        match = re.fullmatch(
+            r"INSERT (?:OR )?IGNORE INTO forkq_schema \(id, version\) VALUES \(1, (\d+)\);?", last
+        )
+        assert match, last
+        assert int(match.group(1)) == SCHEMA_VERSION, path.name
+
+
+@pytest.mark.parametrize("queries", [MYSQL_QUERIES, SQLITE_QUERIES], ids=["mysql", "sqlite"])
+def test_every_upgrade_records_its_own_version_last(queries: dict[str, str]) -> None:
+    steps = upgrades(queries)
+    assert sorted(steps) == list(range(2, SCHEMA_VERSION + 1))
+    for version, statements in steps.items():
+        assert re.match(rf"UPDATE forkq_schema SET version = {version}\b", statements[-1]), version
+        assert all(not statement.endswith(";") for statement in statements)
+    assert upgrade_statements(queries, SCHEMA_VERSION) == []
+    assert upgrade_statements(queries, SCHEMA_VERSION - 1) == steps[SCHEMA_VERSION]
 
 
 # --- named queries ---------------------------------------------------------------------------
@@ -196,12 +224,12 @@ def test_a_version_1_database_is_upgraded_in_place(db_url: str) -> None:
         sql(db_url, "UPDATE forkq_schema SET version = 1")
         assert "forkq_jobs_lease" in job_indexes(db_url)
         assert store.require_schema() == 1  # the daemon still runs on version 1
-        assert store.apply_schema() == SCHEMA_VERSION == 2
-        assert store.schema_version() == 2
+        assert store.apply_schema() == SCHEMA_VERSION == 3
+        assert store.schema_version() == 3
         assert "forkq_jobs_lease" not in job_indexes(db_url)
         assert {"forkq_jobs_claim", "forkq_jobs_status"} <= job_indexes(db_url)
         assert store.get_job(job_id) is not None
-        assert store.apply_schema() == 2  # and again: nothing left to upgrade
+        assert store.apply_schema() == 3  # and again: nothing left to upgrade
     finally:
         store.close()
 
@@ -229,6 +257,165 @@ def test_schema_version_is_none_on_an_empty_database(empty_db_url: str) -> None:
         assert store.schema_version() == SCHEMA_VERSION
     finally:
         store.close()
+
+
+# --- version 3, and the schema files alone ------------------------------------------------
+
+STATUS_COMMENT_2 = "ready | running | done | dead"
+STATUS_COMMENT_3 = "ready | scheduled | running | done | dead"
+
+
+def status_comment(url: str) -> str:
+    [(comment,)] = sql(
+        url,
+        "SELECT COLUMN_COMMENT FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()"
+        " AND TABLE_NAME = 'forkq_jobs' AND COLUMN_NAME = 'status'",
+    )
+    return str(comment)
+
+
+def innodb_table_id(url: str) -> int:
+    """InnoDB's id of forkq_jobs: a table that is rebuilt (copied) gets a new one."""
+    [(version,)] = sql(url, "SELECT VERSION()")
+    query = (
+        "SELECT TABLE_ID FROM information_schema.INNODB_SYS_TABLES WHERE NAME = ?"
+        if "MariaDB" in str(version)
+        else "SELECT TABLE_ID FROM information_schema.INNODB_TABLES WHERE NAME = ?"
+    )
+    [(table_id,)] = sql(url, query, [f"{database_name(url)}/forkq_jobs"])
+    return int(table_id)
+
+
+def make_version_2(url: str) -> None:
+    """Put the database back as version 2 left it: no `scheduled` in the status comment."""
+    if backend_of(url) == "mysql":
+        sql(
+            url,
+            "ALTER TABLE forkq_jobs MODIFY status VARCHAR(16) NOT NULL DEFAULT 'ready'"
+            " COMMENT 'ready | running | done | dead'",
+        )
+        assert status_comment(url) == STATUS_COMMENT_2
+    sql(url, "UPDATE forkq_schema SET version = 2")
+
+
+def recorded_version(url: str) -> int:
+    [(version,)] = sql(url, "SELECT version FROM forkq_schema")
+    return int(version)
+
+
+def job_ids(url: str) -> set[int]:
+    return {int(job_id) for (job_id,) in sql(url, "SELECT id FROM forkq_jobs")}
+
+
+def test_a_version_2_database_is_upgraded_to_3_in_place(db_url: str) -> None:
+    mysql = backend_of(db_url) == "mysql"
+    store = open_store(db_url)
+    try:
+        store.enqueue(_job())
+        store.enqueue(build_job("schema.keep", {"n": 2}, "default", 86400.0, None, 0, None, None))
+        before = job_ids(db_url)
+        make_version_2(db_url)
+        table_id = innodb_table_id(db_url) if mysql else 0
+        assert store.require_schema() == 2  # the daemon still runs on version 2
+        assert store.apply_schema() == SCHEMA_VERSION == 3
+        assert recorded_version(db_url) == 3
+        assert job_ids(db_url) == before and len(before) == 2
+        if mysql:
+            assert status_comment(db_url) == STATUS_COMMENT_3
+            assert innodb_table_id(db_url) == table_id  # metadata only: never a table copy
+        # Safe to run twice (a DBA replaying a migration): nothing changes, nothing fails.
+        for statement in upgrade_statements(store.queries, 2):
+            sql(db_url, statement)
+        assert recorded_version(db_url) == 3
+        assert job_ids(db_url) == before
+        if mysql:
+            assert status_comment(db_url) == STATUS_COMMENT_3
+            assert innodb_table_id(db_url) == table_id
+    finally:
+        store.close()
+
+
+def apply_script(url: str, script: str) -> None:
+    """Run a whole SQL script as a DBA would: the mysql client, or sqlite3's own script runner."""
+    if backend_of(url) == "sqlite":
+        conn = sqlite3.connect(parse_database_url(url).path)
+        try:
+            conn.executescript(script)
+        finally:
+            conn.close()
+        return
+    if mariadb_client() is None:
+        message = "the mariadb command-line client is not installed"
+        if in_ci():
+            pytest.fail(message)
+        pytest.skip(message)
+    run_mariadb_client(url, script)
+
+
+def forkq_cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m supervisor ARGS --database URL` in a subprocess, with no config file."""
+    env = subprocess_env(url)
+    env.pop("FORKQ_CONFIG", None)
+    return subprocess.run(
+        [sys.executable, "-m", "supervisor", *args, "--database", url],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def schema_line(url: str) -> str:
+    """The `schema` line of `forkq check`, which must pass."""
+    result = forkq_cli(url, "check")
+    assert result.returncode == 0, (result.stdout, result.stderr)
+    return next(line for line in result.stdout.splitlines() if line.split()[1:2] == ["schema"])
+
+
+def schema_file(url: str) -> Path:
+    return SCHEMA_SQL if backend_of(url) == "mysql" else SQLITE_SCHEMA_SQL
+
+
+def test_the_schema_file_alone_gives_a_database_forkq_accepts(empty_db_url: str) -> None:
+    script = schema_file(empty_db_url).read_text(encoding="utf-8")
+    apply_script(empty_db_url, script)
+    apply_script(empty_db_url, script)  # and again: every statement is idempotent
+    assert recorded_version(empty_db_url) == SCHEMA_VERSION
+    assert schema_line(empty_db_url).split() == ["ok", "schema", "version", str(SCHEMA_VERSION)]
+    assert live_columns(empty_db_url) == declared(MYSQL_DDL)
+
+
+def test_the_schema_file_leaves_an_old_database_old_and_printed_upgrades_upgrade_it(
+    empty_db_url: str,
+) -> None:
+    url = empty_db_url
+    store = open_store(url)
+    try:
+        store.apply_schema()
+        store.enqueue(_job())
+    finally:
+        store.close()
+    before = job_ids(url)
+    make_version_2(url)
+    table_id = innodb_table_id(url) if backend_of(url) == "mysql" else 0
+    apply_script(url, schema_file(url).read_text(encoding="utf-8"))
+    assert recorded_version(url) == 2  # not marked upgraded by CREATE ... IF NOT EXISTS
+    assert "version 2; 3 is available" in schema_line(url)
+
+    printed = forkq_cli(url, "schema", "print", "--upgrade-from", "2")
+    assert printed.returncode == 0, printed.stderr
+    assert printed.stdout.endswith(";\n")
+    statements = [part.strip() for part in printed.stdout.split(";\n") if part.strip()]
+    assert not any(statement.startswith("CREATE") for statement in statements)
+    assert statements[-1].startswith("UPDATE forkq_schema SET version = 3")
+    apply_script(url, printed.stdout)
+    assert recorded_version(url) == 3
+    assert schema_line(url).split() == ["ok", "schema", "version", "3"]
+    assert job_ids(url) == before and before
+    if backend_of(url) == "mysql":
+        assert status_comment(url) == STATUS_COMMENT_3
+        assert innodb_table_id(url) == table_id
 
 
 # --- the one-statement enqueue of any program ----------------------------------------------

@@ -1,12 +1,14 @@
 -- forkq schema for SQLite: the same tables and columns as schema.sql (a test checks).
 -- Times are REAL seconds since the Unix epoch (UTC); DEFAULT is the current time.
+-- Applied alone (`sqlite3 forkq.db < sqlite_schema.sql`) it records its schema version
+-- on a new database; an older database keeps its own until `forkq schema apply`.
 
 CREATE TABLE IF NOT EXISTS forkq_jobs (
   id           INTEGER PRIMARY KEY AUTOINCREMENT,
   queue        TEXT    NOT NULL DEFAULT 'default',
   handler      TEXT    NOT NULL,
   payload      TEXT    NOT NULL,
-  status       TEXT    NOT NULL DEFAULT 'ready',
+  status       TEXT    NOT NULL DEFAULT 'ready', -- ready | scheduled | running | done | dead
   priority     INTEGER NOT NULL DEFAULT 0,
   run_at       REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
   attempts     INTEGER NOT NULL DEFAULT 0,
@@ -90,3 +92,6 @@ CREATE TABLE IF NOT EXISTS forkq_schema (
   version      INTEGER NOT NULL,
   applied_at   REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0)
 );
+
+-- The version this file creates; kept if the database already records one.
+INSERT OR IGNORE INTO forkq_schema (id, version) VALUES (1, 3);
