@@ -28,12 +28,6 @@ PARAM_NAMES = {
 BATCH_INSERT_QUERIES = frozenset({"insert_jobs_head", "insert_jobs_row", "insert_jobs_tail"})
 INSERT_CHUNK = 1000  # rows per multi-row INSERT
 
-# forkq's own sessions take no gap locks: a claim, a promotion or an ack never makes an
-# application's INSERT wait, and never deadlocks with one (InnoDB's REPEATABLE READ
-# would lock the gaps its index scans pass). Every statement forkq runs is a single-row
-# or keyed change that needs no stronger isolation.
-READ_COMMITTED = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"
-
 DEADLOCK, LOCK_WAIT_TIMEOUT, DUPLICATE_ENTRY = 1213, 1205, 1062
 # Server gone, lost, killed or shutting down, or unreachable: reconnect and try later.
 CONNECTION_ERRORS = frozenset(
@@ -83,8 +77,12 @@ class MySQLStore(Store):
                     # on loopback or a unix socket TLS protects nothing.
                     ssl_disabled=self.url.is_local(),
                 )
+                # forkq's own sessions take no gap locks: a claim, a promotion or an ack
+                # never makes an application's INSERT wait, nor deadlocks with one
+                # (REPEATABLE READ locks the gaps an index scan passes). Each statement
+                # forkq runs is a keyed or single-row change needing nothing stronger.
                 with self._conn.cursor() as cursor:
-                    cursor.execute(READ_COMMITTED)
+                    cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
             self._pid = os.getpid()
         return self._conn
 
