@@ -18,6 +18,8 @@ from typing import Any, TextIO
 
 import structlog
 
+from .escaping import for_terminal, lines_for_terminal
+
 SECRET_KEY = re.compile("password|passwd|secret|token", re.IGNORECASE)
 
 
@@ -50,6 +52,19 @@ def _fallback(value: Any) -> Any:
 
 # One encoder for every line: json.dumps with options builds a new one per call.
 _LINE_ENCODER = json.JSONEncoder(default=_fallback)  # ASCII: no stdout encoding can refuse it
+
+
+def _inert(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """Console lines only: a value from a row (a handler or queue name, an error) shows
+    its control characters as escapes, so it cannot drive the reader's terminal or start
+    a line that looks like another event. A traceback keeps its line breaks."""
+    for key, value in event.items():
+        if isinstance(value, str):
+            if key in ("exception", "stack"):
+                event[key] = "\n".join(lines_for_terminal(value))
+            else:
+                event[key] = for_terminal(value)
+    return event
 
 
 def _render_json(_: Any, __: str, event: MutableMapping[str, Any]) -> str:
@@ -94,10 +109,13 @@ def setup(level: str = "info", json_lines: bool | None = None) -> None:
     renderer: Any = (
         _render_json if json_lines else structlog.dev.ConsoleRenderer(colors=sys.stdout.isatty())
     )
+    # JSON escapes control characters itself (and stays exact); a terminal needs _inert.
+    inert = [] if json_lines else [_inert]
     structlog.configure(
         processors=[
             _enrich,
             structlog.processors.format_exc_info,
+            *inert,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),

@@ -26,6 +26,7 @@ from . import logs
 from .alerts import AlertState, Notification, Snapshot, evaluate, is_host_key
 from .config import AlertsConfig
 from .errors import DatabaseError
+from .escaping import for_chat, for_header, for_terminal, lines_for_terminal
 from .store import Store
 
 WEBHOOK, EMAIL = "webhook", "email"
@@ -76,7 +77,7 @@ def send_webhook(url: str, text: str, timeout: float) -> ChannelResult:
         return ChannelResult(WEBHOOK, False, f"{target}: not an http(s) URL")
     request = urllib.request.Request(  # noqa: S310 - http(s) checked above
         url,
-        data=json.dumps({"text": text}).encode("utf-8"),
+        data=json.dumps({"text": for_chat(text)}).encode("utf-8"),
         headers={"Content-Type": "application/json", "User-Agent": "forkq"},
         method="POST",
     )
@@ -129,10 +130,11 @@ def _message(cfg: AlertsConfig, subject: str, text: str) -> EmailMessage:
     message = EmailMessage()
     message["From"] = cfg.email_from or f"forkq@{host}"
     message["To"] = ", ".join(cfg.email_to)
-    message["Subject"] = " ".join(subject.split())[:200]
+    message["Subject"] = for_header(subject)
     message["Date"] = formatdate(localtime=True)
     message["Message-ID"] = make_msgid("forkq", domain=host)  # domain given: no getfqdn()
-    message.set_content(text if text.endswith("\n") else text + "\n")
+    # Plain text; line breaks only where forkq put them (a name from a row is escaped).
+    message.set_content("\n".join(lines_for_terminal(text.rstrip("\n"))) + "\n")
     return message
 
 
@@ -154,8 +156,10 @@ def deliver(
         elif channel == WEBHOOK:
             results.append(send_webhook(cfg.webhook_url, notification.text, cfg.webhook_timeout))
         else:
-            body = f"{notification.text}\n\nalert: {notification.key} ({notification.kind})\n"
-            results.append(send_email(cfg, notification.subject, body))
+            # The text and key come from rows (queue names): one escaped line each.
+            text, key = for_terminal(notification.text), for_terminal(notification.key)
+            body = f"{text}\n\nalert: {key} ({notification.kind})\n"
+            results.append(send_email(cfg, for_header(notification.text), body))
     return results
 
 

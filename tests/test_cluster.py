@@ -60,7 +60,7 @@ max_ready = 1
             message="no backlog alert",
         )
         holds(lambda: len(hook.texts) == 1, 4.0, f"more than one alert: {hook.texts}")
-        fired = [t for t in hook.texts if 'queue "stuck" backlog 5 ready > max_ready 1' in t]
+        fired = [t for t in hook.texts if 'queue "stuck" backlog 5 ready &gt; max_ready 1' in t]
         assert len(fired) == 1, hook.texts
 
         assert store.cancel_jobs(ids) == 5

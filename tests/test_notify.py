@@ -335,7 +335,8 @@ def backlog(ready: int, host: str = "app1") -> Snapshot:
     )
 
 
-FIRING_LINE = 'queue "email" backlog 2000 ready > max_ready 1000 (oldest waited 1m)'
+# As the webhook receives it: Slack's escaping turns `>` into `&gt;` (shown as `>`).
+FIRING_LINE = 'queue "email" backlog 2000 ready &gt; max_ready 1000 (oldest waited 1m)'
 
 
 def hook_config(hook: Hook) -> AlertsConfig:
