@@ -58,12 +58,16 @@ def respawn_delay(failures: int) -> float:
 
 
 def failed_at_startup(lived: float, exit_ok: bool, reported: bool, jobs: int = 0) -> bool:
-    """A child that never reported in, or died with an error right after starting.
+    """A child that died with an error before it took any job: it never reported in, or
+    it did and died right after starting.
 
-    A child that already finished jobs was working, whatever killed it: it must not
-    push its pool into crash-loop back-off.
+    `jobs` counts the jobs it took on, the one it was running when it died included. A
+    child that took a job came up: what killed it (a segfault in a C extension, an OOM
+    kill, an overtime kill) is the job's doing, and the job pays with its attempt. It
+    must not push its pool into crash-loop back-off, which would hold every good job
+    behind a few poison ones.
     """
-    return not exit_ok and (not reported or (jobs == 0 and lived < STARTUP_WINDOW))
+    return not exit_ok and jobs == 0 and (not reported or lived < STARTUP_WINDOW)
 
 
 class Periodic:

@@ -66,7 +66,9 @@ class Child:
 
     @property
     def jobs(self) -> int:
-        return self.board.read().jobs
+        """Jobs it took on: those it finished, and the one it runs now (or died in)."""
+        entry = self.board.read()
+        return entry.jobs + (entry.job_id is not None)
 
     def is_idle(self) -> bool:
         return self.idle and not self.retiring and self.now_running is None
