@@ -3,8 +3,10 @@
 Fork hazards handled here: the child first resets every signal handler it
 inherited, reseeds its RNG, puts itself in its own process group (so the master
 can kill handler subprocesses with it), asks the kernel for SIGTERM when the master
-dies, and only then opens its own database connection. Its outermost frame ends in
-`os._exit`, so it never unwinds into the master's stack.
+dies, becomes the subreaper of whatever its jobs start (descendants.py: a job's
+leftover processes are killed when it ends), and only then opens its own database
+connection. Its outermost frame ends in `os._exit`, so it never unwinds into the
+master's stack.
 
 Talk with the master is two pipes: status (child → master, short lines: job started,
 job finished, idle, retiring) and wake (master → child: a byte when its queue has
@@ -14,6 +16,7 @@ due jobs; EOF when the master is gone).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import random
 import select
@@ -27,9 +30,10 @@ from types import FrameType
 
 from . import logs
 from .config import Config, PoolConfig
+from .descendants import become_subreaper, kill_leftovers
 from .models import JobRow
 from .pools import recycle_after
-from .proc import MASTER_SIGNALS, die_with_parent, hostname, set_title
+from .proc import MASTER_SIGNALS, die_with_parent, hostname, node_id, set_title
 from .scoreboard import Scoreboard
 from .store import Store, open_store
 from .worker import Worker
@@ -70,9 +74,15 @@ class PipeEvents:
         self.spec.scoreboard.write(job.id, timeout, self.jobs)
         set_title(f"{self.label} job {job.id} ({job.handler})")
 
+    def job_ran(self, job: JobRow) -> None:
+        # Still this job's (a death now settles it, attempt counted), but no deadline:
+        # its outcome is being written, and a silent database is no overtime.
+        self.spec.scoreboard.write(job.id, math.inf, self.jobs)
+
     def job_finished(self, job: JobRow, outcome: str) -> None:
         self.jobs += 1
         self.spec.scoreboard.write(None, 0.0, self.jobs)
+        kill_leftovers(job.id)  # a job owns its descendants: they end with it
 
     def idle(self) -> None:
         set_title(f"{self.label} idle")
@@ -83,13 +93,14 @@ def child_main(config: Config, spec: ChildSpec) -> int:
     """Run until told to stop, recycled, or orphaned. Returns the exit code."""
     os.setpgid(0, 0)
     die_with_parent(signal.SIGTERM)
+    become_subreaper()  # orphans of a job's processes come to us, not to init
     if os.getppid() != spec.master_pid:
         return 0  # the master died before we asked to follow it
     random.seed()
     logs.bind(role="worker", pool=spec.pool.name, pid=os.getpid(), slot=spec.slot)
     events = PipeEvents(spec)
     set_title(f"{events.label} starting")
-    store = open_store(config.database)
+    store = open_store(config.database, session_timeout=config.supervisor.db_session_timeout)
     worker = Worker(store, config, [spec.pool.name], spec.name, events)
     # Register before the first claim: if the master dies before it registers us, our
     # jobs are still found by the process-table sweeps, not only by lease expiry.
@@ -131,7 +142,7 @@ def _loop(worker: Worker, spec: ChildSpec, events: PipeEvents, signal_fd: int) -
 
 def _register(store: Store, spec: ChildSpec) -> int:
     store.register_process(
-        spec.name, hostname(), os.getpid(), "worker", spec.pool.name, spec.master_name
+        spec.name, hostname(), os.getpid(), "worker", spec.pool.name, spec.master_name, node_id()
     )
     return 0
 
@@ -222,6 +233,8 @@ def run_child(config: Config, spec: ChildSpec, close_fds: list[int]) -> None:
             traceback.print_exc()
     finally:
         try:
+            with contextlib.suppress(Exception):
+                kill_leftovers(None)
             sys.stdout.flush()
             sys.stderr.flush()
         finally:

@@ -94,22 +94,38 @@ def reap_expired_leases(store: Store, limit: int = 500) -> int:
     return reaped
 
 
-def settle_gone_worker(store: Store, owner: str, error: str) -> int:
+def settle_gone_worker(
+    store: Store, owner: str, error: str, *, only_expired: bool = False
+) -> int:
     """A worker that vanished without a master to say which job it was running.
 
     Each job it held may have run (or killed it), so each attempt counts; otherwise a
-    job that kills its worker (OOM, a segfault) would never end dead.
+    job that kills its worker (OOM, a segfault) would never end dead. `only_expired`
+    leaves jobs whose lease is still live to their holder.
     """
-    return sum(int(fail_held_job(store, row, owner, error)) for row in store.held_by(owner))
+    return sum(
+        int(fail_held_job(store, row, owner, error, only_expired=only_expired))
+        for row in store.held_by(owner)
+    )
 
 
 def settle_stale_processes(store: Store, stale_after: float) -> int:
-    """Processes that stopped beating: settle their jobs at once and drop their rows."""
+    """Processes that stopped beating: settle their jobs whose lease has run out, and
+    drop their rows.
+
+    A stale heartbeat does not prove death: a host cut off from the database still
+    runs its jobs, and its master kills each one locally before its lease ends (at
+    timeout + a few seconds; the lease is timeout + 30 s). So a live lease is never
+    settled here: the job waits for its lease (reap_expired_leases takes it then), and
+    there is never a second holder while the first may still run it. Guarantee 2.
+    """
     stale = store.stale_processes(stale_after)
     settled = 0
     for process in stale:
         if process.role == "worker":
-            settled += settle_gone_worker(store, process.name, "worker stopped beating")
+            settled += settle_gone_worker(
+                store, process.name, "worker stopped beating", only_expired=True
+            )
     store.remove_processes([p.name for p in stale])
     return settled
 

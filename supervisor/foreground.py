@@ -18,7 +18,7 @@ from .chores import Chores
 from .config import Config
 from .errors import ConnectionLost, ExitCode
 from .models import JobRow
-from .proc import hostname, process_name, set_title
+from .proc import hostname, node_id, process_name, set_title
 from .promote import PROMOTE_INTERVAL, keep_schedule_of
 from .store import open_store
 from .worker import Worker
@@ -33,6 +33,9 @@ class TitleEvents:
     def job_started(self, job: JobRow, timeout: float) -> None:
         set_title(f"forkq: {self.label} job {job.id} ({job.handler})")
 
+    def job_ran(self, job: JobRow) -> None:
+        pass
+
     def job_finished(self, job: JobRow, outcome: str) -> None:
         pass
 
@@ -44,7 +47,7 @@ def run_foreground(
     config: Config, queues: Sequence[str] | None, max_jobs: int | None, burst: bool
 ) -> int:
     registry.load_modules(config.supervisor.handlers, source=config.source)
-    store = open_store(config.database)
+    store = open_store(config.database, session_timeout=config.supervisor.db_session_timeout)
     store.require_schema()
     names = list(queues or [p.name for p in config.pools])
     owner = process_name()
@@ -59,7 +62,8 @@ def run_foreground(
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     chores = Chores(store, config)
-    store.register_process(owner, hostname(), os.getpid(), "worker", pool=",".join(names)[:64])
+    pool = ",".join(names)[:64]
+    store.register_process(owner, hostname(), os.getpid(), "worker", pool=pool, node=node_id())
     log.info("worker_started", owner=owner, burst=burst, max_jobs=max_jobs)
     next_beat = next_chores = next_promote = 0.0
     idle_sleep = config.supervisor.poll_interval

@@ -37,8 +37,18 @@ from .pools import (
     may_retry_db,
     plan_size,
     respawn_delay,
+    retire_deadline,
 )
-from .proc import MASTER_SIGNALS, describe_exit, hostname, kill_group, process_name, reap, set_title
+from .proc import (
+    MASTER_SIGNALS,
+    describe_exit,
+    hostname,
+    kill_group,
+    node_id,
+    process_name,
+    reap,
+    set_title,
+)
 from .promote import PROMOTE_INTERVAL, keep_schedule, needs_demotion, needs_promotion
 from .scoreboard import Scoreboard
 from .state import Child, PoolState
@@ -63,10 +73,18 @@ class Master:
         self.config = config
         self.config_path = config_path
         self.host = hostname()
+        self.node = node_id()  # the machine and pid namespace our pids mean something in
         self.name = process_name()
         self.log = logs.get(role="master")
-        self.store: Store = open_store(config.database, timeout=DB_TIMEOUT)
-        self.started_at = time.time()  # schedules start here (a slot missed before boot is not ours)
+        self.store: Store = open_store(
+            config.database,
+            timeout=DB_TIMEOUT,
+            session_timeout=config.supervisor.db_session_timeout,
+        )
+        # The database clock minus ours, learned at boot and at every tick: schedules and
+        # alert cooldowns are judged on the database clock, also while it cannot be read.
+        self.clock_offset = 0.0
+        self.started_at = time.time()  # schedules start here; on the DB clock after boot
         self.pools: dict[str, PoolState] = {p.name: PoolState(p) for p in config.pools}
         self.children: dict[int, Child] = {}
         self.signals: deque[int] = deque()
@@ -141,7 +159,9 @@ class Master:
                 latest=SCHEMA_VERSION,
                 note="run `forkq schema apply`",
             )
-        self.store.register_process(self.name, self.host, os.getpid(), "master")
+        self.clock_offset = self.store.db_now() - time.time()
+        self.started_at = time.time() + self.clock_offset
+        self.store.register_process(self.name, self.host, os.getpid(), "master", node=self.node)
         self.settle_dead_local_processes()
         self.install_signals()
         self.listener = wake.listen(self.config.database, self.log)
@@ -158,9 +178,14 @@ class Master:
         self.update_status()
 
     def settle_dead_local_processes(self) -> None:
-        """Rows of this host whose pid is gone (a previous master killed -9): settle them now."""
+        """Rows of this node whose pid is gone (a previous master killed -9): settle them now.
+
+        Only rows of our node (proc.node_id): a pid says nothing about another machine
+        or container, even one with our hostname. Those rows, and rows without a node,
+        are left to the stale-heartbeat path.
+        """
         gone = [
-            p for p in self.store.list_processes() if p.host == self.host and not _pid_alive(p.pid)
+            p for p in self.store.list_processes() if p.node == self.node and not _pid_alive(p.pid)
         ]
         for process in gone:
             if process.role == "worker":
@@ -183,6 +208,7 @@ class Master:
                     break
             else:
                 self.kill_overtime(now)
+                self.kill_unretired(now)
                 self.periodic(now)
                 # A stop that arrived during slow database calls is acted on before any spawn.
                 self.handle_signals()
@@ -213,12 +239,15 @@ class Master:
 
     def next_deadline(self) -> float:
         now = time.monotonic()
+        if self.stopping:  # no timers run while stopping: only the deadline and the kills
+            return max(0.0, self.stop_deadline - now)
         timers = [self.beat_timer, self.scale_timer, self.promote_timer]
         if any(c.idle for c in self.children.values()):
             timers.append(self.poll_timer)
         soonest = min(t.remaining(now) for t in timers)
-        kill = self.next_kill()
-        return soonest if kill is None else min(soonest, max(0.0, kill - now))
+        retire_by = min((c.retire_by for c in self.children.values() if c.retiring), default=None)
+        dues = [d for d in (self.next_kill(), retire_by) if d is not None]
+        return min([soonest, *(max(0.0, d - now) for d in dues)])
 
     def next_kill(self) -> float | None:
         """When the next signal to an overtime child is due (monotonic), if any."""
@@ -300,7 +329,7 @@ class Master:
         self.log.info("child_spawned", pool=child.pool, child_pid=pid, slot=slot)
         self.db(
             lambda: self.store.register_process(
-                child.name, self.host, pid, "worker", child.pool, self.name
+                child.name, self.host, pid, "worker", child.pool, self.name, self.node
             )
         )
 
@@ -356,8 +385,10 @@ class Master:
         running = child.now_running
         if child.killed_job is not None and running == child.killed_job:
             error, counted = f"killed after {child.killed_timeout:g}s timeout", True
-        elif child.killed_for_shutdown:
+        elif child.killed_for_shutdown and self.stopping:
             error, counted = "killed at shutdown", False
+        elif child.killed_for_shutdown:
+            error, counted = f"killed: did not exit when retired ({child.exit_reason})", False
         else:
             error, counted = f"worker died ({describe_exit(status)})", True
         self.unsettled.append((child.name, running, error, counted))
@@ -408,9 +439,27 @@ class Master:
         if child.retiring:
             return
         child.retiring = True
+        entry = child.board.read()
+        job_ends_by = entry.deadline + KILL_GRACE + TERM_TO_KILL if entry.job_id else None
+        grace = self.config.supervisor.shutdown_timeout
+        child.retire_by = retire_deadline(now, grace, job_ends_by)
         child.exit_reason = reason
         with contextlib.suppress(ProcessLookupError):
             os.kill(child.pid, signal.SIGTERM)
+
+    def kill_unretired(self, now: float) -> None:
+        """Retiring children still alive past their deadline ignored SIGTERM: kill them
+        (what they held goes back to ready uncounted, as at shutdown)."""
+        for child in self.children.values():
+            if child.retiring and not child.killed_for_shutdown and now >= child.retire_by:
+                self.log.warning(
+                    "child_ignored_retire",
+                    pool=child.pool,
+                    child_pid=child.pid,
+                    job_id=child.now_running,
+                )
+                child.killed_for_shutdown = True
+                kill_group(child.pid, signal.SIGKILL)
 
     # --- pools ---------------------------------------------------------------------------
 
@@ -511,7 +560,12 @@ class Master:
             self.db(lambda: keep_schedule(self.store, times))
         for child in self.children.values():
             due = times.get(child.pool)
-            if child.is_idle() and due is not None and due.ready_in is not None and due.ready_in <= 0:
+            if (
+                child.is_idle()
+                and due is not None
+                and due.ready_in is not None
+                and due.ready_in <= 0
+            ):
                 self.wake(child)
 
     def wake_named(self, queues: set[str]) -> None:
@@ -535,7 +589,9 @@ class Master:
             names
         ):  # rows lost (DB restored, pruned): re-register
             self.db(
-                lambda: self.store.register_process(self.name, self.host, os.getpid(), "master")
+                lambda: self.store.register_process(
+                    self.name, self.host, os.getpid(), "master", node=self.node
+                )
             )
             for c in self.children.values():
                 self.db(
@@ -547,6 +603,7 @@ class Master:
                         "worker",
                         c.pool,
                         self.name,
+                        self.node,
                     )
                 )
 
@@ -568,6 +625,7 @@ class Master:
             host=self.host,
             owner=self.name,
             started_at=self.started_at,
+            clock_offset=self.clock_offset,
             saturated_ticks={name: p.saturated_ticks for name, p in self.pools.items()},
             crash_looping={name for name, p in self.pools.items() if p.crash_looping},
             db_error=self.db_error,
@@ -610,6 +668,7 @@ class Master:
             self.log.error("check_tick_report_unreadable", error=str(exc)[:200])
             return
         self.alert_memory = report.alert_memory
+        self.clock_offset = report.clock_offset
         tick.leader = report.leader
         if report.paused is not None:
             self.paused = set(report.paused)
@@ -681,14 +740,18 @@ class Master:
         systemd.reloading()
         try:
             config = load_config(self.config_path) if self.config_path else self.config
-            registry.load_modules(config.supervisor.handlers, reload=True)
+            registry.load_modules(config.supervisor.handlers, reload=True, source=config.source)
         except ConfigError as exc:
             self.log.error("reload_refused", error=str(exc))
             systemd.ready()
             return
         if config.database != self.config.database:
             self.store.close()
-            self.store = open_store(config.database, timeout=DB_TIMEOUT)
+            self.store = open_store(
+                config.database,
+                timeout=DB_TIMEOUT,
+                session_timeout=config.supervisor.db_session_timeout,
+            )
             if self.listener is not None:
                 self.listener.close()
             self.listener = wake.listen(config.database, self.log)
@@ -782,7 +845,7 @@ def _drain(fd: int) -> None:
 
 def run_daemon(config: Config, config_path: str | None) -> int:
     """`forkq run`: import handlers before any fork (a broken module fails the boot), then arbitrate."""
-    registry.load_modules(config.supervisor.handlers)
+    registry.load_modules(config.supervisor.handlers, source=config.source)
     return Master(config, config_path).run()
 
 

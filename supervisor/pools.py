@@ -88,6 +88,14 @@ class Periodic:
         return max(0.0, self.next - now)
 
 
+def retire_deadline(now: float, grace: float, job_ends_by: float | None) -> float:
+    """When a child asked to retire must be gone: after `grace`, or once the job it runs
+    is past its own overtime kill, whichever is later. A child that ignores SIGTERM (a
+    handler replaced the handler) would otherwise keep claiming jobs for ever beside its
+    replacement."""
+    return max(now + grace, job_ends_by or 0.0)
+
+
 def may_retry_db(
     now: float, retry_at: float, stop_requested: bool, next_kill: float | None, timeout: float
 ) -> bool:

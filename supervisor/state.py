@@ -57,6 +57,7 @@ class Child:
     killed_timeout: float = 0.0
     killed_for_shutdown: bool = False
     retiring: bool = False
+    retire_by: float = 0.0  # monotonic: a retiring child still alive then is killed
     exit_reason: str = ""
     buffer: bytes = b""
 

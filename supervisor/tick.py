@@ -47,7 +47,8 @@ class TickInput:
 
     host: str
     owner: str  # the master's process name: the chores lease's owner across ticks
-    started_at: float  # wall clock of the master's boot: schedules start there
+    started_at: float  # the master's boot on the database clock: schedules start there
+    clock_offset: float = 0.0  # database clock minus this host's, as last seen
     saturated_ticks: dict[str, int] = field(default_factory=dict)
     crash_looping: set[str] = field(default_factory=set)
     db_error: str | None = None  # the master's own view: unreachable at its last call
@@ -60,6 +61,7 @@ class TickReport:
 
     leader: bool = False
     db_error: str | None = None
+    clock_offset: float = 0.0
     alert_memory: dict[str, Any] = field(default_factory=dict)
     paused: list[str] | None = None
 
@@ -79,7 +81,7 @@ class TickReport:
 def run_tick(config: Config, store: Store, given: TickInput) -> TickReport:
     """One check tick's work; database trouble is reported, never raised."""
     log = logs.get(role="master", component="tick")
-    report = TickReport(db_error=given.db_error)
+    report = TickReport(db_error=given.db_error, clock_offset=given.clock_offset)
     if report.db_error is None:
         try:
             report.paused = sorted(store.paused_queues())
@@ -87,10 +89,14 @@ def run_tick(config: Config, store: Store, given: TickInput) -> TickReport:
         except DatabaseError as exc:
             report.db_error = str(exc) or type(exc).__name__
             log.warning("chores_skipped", error=report.db_error[:300])
-    now = time.time()
+    # The database clock, so hosts with skewed clocks agree on cooldowns and slots; while
+    # it cannot be read, ours corrected by the offset last seen (cooldowns were written
+    # on the database clock: a host an hour behind would otherwise never send again).
+    now = time.time() + report.clock_offset
     if report.db_error is None:
-        with contextlib.suppress(DatabaseError):  # the database clock, so hosts agree
+        with contextlib.suppress(DatabaseError):
             now = store.db_now()
+            report.clock_offset = now - time.time()
     if report.leader and config.schedules:
         _enqueue_schedules(config, store, now, given.started_at)
     report.alert_memory = _alerts(config, store, given, report, now)
@@ -151,7 +157,7 @@ def tick_main(config: Config, given: TickInput, report_fd: int, close_fds: list[
                 os.close(fd)
         die_with_parent(signal.SIGKILL)
         set_title("forkq: master check")
-        store = open_store(config.database)
+        store = open_store(config.database, session_timeout=config.supervisor.db_session_timeout)
         report = run_tick(config, store, given)
         store.close()
         os.write(report_fd, report.encode())

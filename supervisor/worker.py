@@ -11,8 +11,10 @@ connection and is written after the reconnect.
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
+import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -41,12 +43,16 @@ class WorkerEvents(Protocol):
     """What the worker tells its surroundings (the master's pipe, the process title)."""
 
     def job_started(self, job: JobRow, timeout: float) -> None: ...
+    def job_ran(self, job: JobRow) -> None: ...
     def job_finished(self, job: JobRow, outcome: str) -> None: ...
     def idle(self) -> None: ...
 
 
 class NoEvents:
     def job_started(self, job: JobRow, timeout: float) -> None:
+        pass
+
+    def job_ran(self, job: JobRow) -> None:
         pass
 
     def job_finished(self, job: JobRow, outcome: str) -> None:
@@ -72,7 +78,13 @@ class JobContext:
         self._worker = worker
 
     def heartbeat(self) -> bool:
-        """Extend this job's lease (for work longer than the lease). False if it was lost."""
+        """Extend this job's lease (for work longer than the lease). False if it was lost.
+
+        False, touching nothing, in a process the handler forked: the connection is the
+        worker's.
+        """
+        if os.getpid() != self._worker.pid:
+            return False
         return self._worker.extend_lease([self.id])
 
     def __repr__(self) -> str:
@@ -109,6 +121,7 @@ class Worker:
         self.config = config
         self.queues = list(queues)
         self.owner = owner
+        self.pid = os.getpid()  # a handler's forked copy is another pid: it never goes on
         self.events = events or NoEvents()
         self.log = logs.get()
         self.stopping = False
@@ -241,13 +254,19 @@ class Worker:
         self.events.job_started(row, timeout)
         outcome, error, delay, dead = self._execute(row, timeout)
         duration = time.monotonic() - started
+        # The handler is done: writing its outcome is no longer the job's time, so a slow
+        # or unreachable database never gets the child killed as overtime.
+        self.events.job_ran(row)
         self.stats.jobs += 1
-        if outcome == "done":
-            self._queue_success(row)
-        else:
-            self._queue_failure(row, error, delay, dead)
+        if outcome != "done":
             outcome = "dead" if dead else "retry"
-        self.events.job_finished(row, outcome)
+        try:
+            if outcome == "done":
+                self._queue_success(row)
+            else:
+                self._queue_failure(row, error, delay, dead)  # written at once
+        finally:  # written or still pending (the next flush retries it): the job has ended
+            self.events.job_finished(row, outcome)
         log = self.log.info if outcome == "done" else self.log.warning
         log(
             "job_finished",
@@ -277,7 +296,10 @@ class Worker:
             return "failed", f"payload is not valid JSON: {exc}", None, True
         try:
             with soft_timeout(timeout):
-                registered.func(payload, JobContext(row, self))
+                try:
+                    registered.func(payload, JobContext(row, self))
+                finally:
+                    exit_if_forked(self.pid)
         except JobTimeout:
             return "failed", f"timed out after {timeout:g}s", None, False
         except Retry as exc:
@@ -391,6 +413,26 @@ def soft_timeout(seconds: float) -> Iterator[None]:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def exit_if_forked(worker_pid: int) -> None:
+    """End, at once, a copy of the worker that a handler forked and that came back here.
+
+    A handler that forks and returns (or raises) in both processes brings its copy back
+    into the worker: it would go on as a second, unsupervised worker under the same lease
+    name, writing the job's outcome twice and talking on the parent's database socket.
+    The copy writes nothing and flushes nothing (its buffers hold the parent's output
+    too): `os._exit` with 0 after a return, the code of a SystemExit, else 1.
+    """
+    if os.getpid() == worker_pid:
+        return
+    exc = sys.exc_info()[1]
+    code = 0
+    if isinstance(exc, SystemExit):
+        code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+    elif exc is not None:
+        code = 1
+    os._exit(code)
 
 
 def _expire(signum: int, frame: FrameType | None) -> None:

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -84,9 +85,12 @@ def workdir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def write_config(workdir: Path, **supervisor: float) -> None:
+def write_config(workdir: Path, pool_timeout: float | None = None, **supervisor: float) -> None:
     lines = "\n".join(f"{key} = {value}" for key, value in supervisor.items())
-    (workdir / "forkq.toml").write_text(CONFIG.format(supervisor=lines))
+    text = CONFIG.format(supervisor=lines)
+    if pool_timeout is not None:
+        text = text.replace("[pools.default]\n", f"[pools.default]\ntimeout = {pool_timeout}\n")
+    (workdir / "forkq.toml").write_text(text)
 
 
 Start = Callable[..., subprocess.Popen[str]]
@@ -261,13 +265,19 @@ def test_sigterm_lets_the_running_job_finish(
     assert not (workdir / f"ran-{waiting}-1").exists()
 
 
-def test_a_sigkilled_workers_job_is_settled_and_run_by_the_next_worker(
+def test_a_sigkilled_workers_job_is_settled_once_its_lease_ends_and_run_by_the_next_worker(
     start: Start, workdir: Path, queue: Queue, store: Store
 ) -> None:
     # chores_lease: the dead worker held the cluster-chores lease; with the default (60 s)
-    # the next worker waits that long before it may settle anything.
+    # the next worker waits that long before it may settle anything. Pool timeout 2 s:
+    # the lease is timeout + 30 s.
     write_config(
-        workdir, heartbeat_interval=0.5, process_stale_after=2, check_interval=0.5, chores_lease=2
+        workdir,
+        pool_timeout=2,
+        heartbeat_interval=0.5,
+        process_stale_after=2,
+        check_interval=0.5,
+        chores_lease=2,
     )
     job_id = queue.enqueue("t.block", {"dir": str(workdir)})
     first = start()
@@ -278,10 +288,20 @@ def test_a_sigkilled_workers_job_is_settled_and_run_by_the_next_worker(
     assert running_job(store, job_id)  # nobody settled it yet: its holder just vanished
     (workdir / "release").write_text("")  # the next attempt runs straight through
     second = start()
-    wait_until(lambda: statuses(store, [job_id]) == ["done"], 90, message="the job to be run again")
+    # A stale heartbeat does not prove death (a host cut off from the database still
+    # runs its jobs): while the lease lives, nobody else may take the job. Guarantee 2.
+    wait_until(
+        lambda: not store.list_processes() or len(store.list_processes()) == 1,
+        WAIT,
+        message="the dead worker's row pruned as stale",
+    )
+    time.sleep(2)
+    assert running_job(store, job_id), "settled while its lease was still live"
+    wait_until(lambda: statuses(store, [job_id]) == ["done"], 60, message="the job to be run again")
     (row,) = jobs(store, [job_id])
     assert row.attempts == 2
-    assert row.last_error is not None and "stopped beating" in row.last_error
+    assert row.last_error is not None
+    assert "lease expired" in row.last_error or "stopped beating" in row.last_error
     assert (workdir / f"ran-{job_id}-2").exists()
     second.send_signal(signal.SIGTERM)
     assert finish(second)[0] == 0

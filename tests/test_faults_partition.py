@@ -1,0 +1,160 @@
+"""A host cut off from the database (a proxy that goes silent: no refusal, no reset),
+against a private MariaDB. Guarantee 2 (one holder at a time) and the outcome of a
+job that ended while its worker could not write.
+
+Run with `make test-faults` (`pytest -m faults -s tests/test_faults_partition.py`
+prints the figures).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from daemon_util import Daemon, record_ids
+from private_mariadb import (  # noqa: F401 - fixtures
+    Partition,
+    PrivateMariaDB,
+    private_db_url,
+    private_mariadb,
+)
+from util import wait_until
+
+from supervisor import Queue
+from supervisor.models import JobState
+from supervisor.store import open_store
+
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(240)]
+
+QUEUE = "work"
+CLUSTER = {  # stale fast, chores hand over fast: what took a minute takes seconds
+    "heartbeat_interval": 0.5,
+    "process_stale_after": 2,
+    "check_interval": 1,
+    "chores_lease": 2,
+}
+
+FAIL_LATER = '''
+import time
+
+from supervisor import handler
+
+
+@handler("t.fail_after")
+def fail_after(payload, job):
+    time.sleep(float(payload["seconds"]))
+    raise RuntimeError("the handler's own failure")
+'''
+
+
+@pytest.fixture
+def partition(private_mariadb: PrivateMariaDB) -> Iterator[Partition]:  # noqa: F811
+    proxy = Partition(private_mariadb.port)
+    yield proxy
+    proxy.close()
+
+
+@pytest.fixture
+def daemons(tmp_path: Path) -> Iterator[Any]:
+    made: list[Daemon] = []
+
+    def make(name: str, db_url: str, **kwargs: Any) -> Daemon:
+        daemon = Daemon(tmp_path / name, db_url, name=name, **kwargs)
+        made.append(daemon)
+        return daemon
+
+    yield make
+    for daemon in made:
+        daemon.kill_all()
+
+
+def via(partition: Partition, server: PrivateMariaDB, url: str) -> str:
+    return url.replace(f":{server.port}/", f":{partition.port}/")
+
+
+def running_on(daemon: Daemon, job_id: int) -> list[int]:
+    return [pid for pid, title in daemon.child_titles().items() if f" job {job_id} " in title]
+
+
+def report(name: str, **figures: Any) -> None:
+    print(f"\n[fault figures] {name}: " + ", ".join(f"{k}={v}" for k, v in figures.items()))
+
+
+def test_a_cut_off_host_keeps_its_job_and_nobody_else_runs_it(
+    private_mariadb: PrivateMariaDB,  # noqa: F811
+    private_db_url: str,  # noqa: F811
+    partition: Partition,
+    daemons: Any,
+    tmp_path: Path,
+) -> None:
+    """Cut off for longer than process_stale_after, shorter than the lease: the host
+    looks dead, but its job still runs; the chores holder must wait for the lease."""
+    pools = {QUEUE: {"workers": 1, "timeout": 20}}  # lease 50 s
+    cut_off = daemons("a", via(partition, private_mariadb, private_db_url), pools=pools,
+                      supervisor=CLUSTER)  # fmt: skip
+    cut_off.start().wait_ready()
+    record = tmp_path / "record"
+    queue = Queue(private_db_url)
+    job_id = queue.enqueue("t.record", {"file": str(record), "seconds": 12}, queue=QUEUE)
+    queue.close()
+    wait_until(lambda: running_on(cut_off, job_id), timeout=10, message="the job running on a")
+    healthy = daemons("b", private_db_url, pools=pools, supervisor=CLUSTER)
+    healthy.start().wait_ready()
+
+    partition.cut()
+    store = open_store(private_db_url)
+    try:
+        # Stale by now, and b holds the chores lease: before the fix it settled the job here.
+        time.sleep(8)
+        row = store.get_job(job_id)
+        assert row is not None and row.status == JobState.RUNNING, row
+        assert not running_on(healthy, job_id)
+        wait_until(lambda: record.exists(), timeout=20, message="a finished the job")
+        partition.heal()  # a writes its success once it can
+        wait_until(lambda: store.get_job(job_id) is None, timeout=30, message="the job done")
+    finally:
+        store.close()
+    runs = record_ids(record)
+    assert runs == [job_id], f"job {job_id} ran {len(runs)} times: {runs}"
+    report("cut-off host", runs=len(runs))
+
+
+def test_a_failure_that_cannot_be_written_is_not_killed_as_overtime(
+    private_mariadb: PrivateMariaDB,  # noqa: F811
+    private_db_url: str,  # noqa: F811
+    partition: Partition,
+    daemons: Any,
+) -> None:
+    """The handler failed after 2 s of a 5 s timeout while the database was silent: its
+    outcome waits to be written, and the child is no overtime to kill."""
+    daemon = daemons(
+        "a",
+        via(partition, private_mariadb, private_db_url),
+        pools={QUEUE: {"workers": 1, "timeout": 5}},
+        supervisor={"handlers": ["testhandlers", "failafter"]},
+    )
+    daemon.write_module("failafter", FAIL_LATER)
+    daemon.start().wait_ready()
+    queue = Queue(private_db_url)
+    job_id = queue.enqueue("t.fail_after", {"seconds": 2}, queue=QUEUE, max_attempts=3)
+    queue.close()
+    [child] = wait_until(lambda: running_on(daemon, job_id), timeout=10, message="running")
+    partition.cut()
+    time.sleep(5 + 3 + 2 + 2)  # past timeout + kill grace + SIGTERM-to-SIGKILL, and then some
+    assert daemon.events("job_timed_out") == []
+    assert child in daemon.pool_children(QUEUE), "the child was killed while writing"
+    partition.heal()
+    store = open_store(private_db_url)
+    try:
+        row = wait_until(
+            lambda: (r := store.get_job(job_id)) and r.status != JobState.RUNNING and r,
+            timeout=30,
+            message="the failure written",
+        )
+    finally:
+        store.close()
+    assert row.attempts == 1
+    assert "the handler's own failure" in (row.last_error or ""), row.last_error
