@@ -165,7 +165,7 @@ def explain(db_url: str, store: Store, name: str, params: dict[str, Any]) -> lis
         return [{"detail": row[-1]} for row in rows]
 
 
-@pytest.mark.parametrize("name", ["stats_first_queue", "stats_queue"])
+@pytest.mark.parametrize("name", ["stats_first_queue", "stats_queue", "stats_queue_exact"])
 def test_stats_queries_read_indexes_only(db_url: str, store: Store, name: str) -> None:
     for queue in ("a", "b", "c"):
         add_queue_of_every_kind(db_url, queue, n=40)  # enough rows for a plan to choose

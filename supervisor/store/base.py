@@ -27,10 +27,12 @@ from ..models import JobRow, JobState, LockRow, NewJob, ProcessRow, QueueStats, 
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 3  # what `forkq schema apply` creates
+SCHEMA_VERSION = 4  # what `forkq schema apply` creates
 # The oldest schema this code runs on: version 2 only dropped an index, version 3 only
-# documents the `scheduled` status in a column comment.
+# documents the `scheduled` status in a column comment, and without version 4's
+# forkq_processes.node the rows this code writes have no node (see register_process).
 OLDEST_SCHEMA_VERSION = 1
+NODE_SCHEMA_VERSION = 4  # forkq_processes.node exists from this version on
 # A job due later than this is stored `scheduled`, outside the claim's index range, and
 # made `ready` this long before it is due (by the master's poll or `forkq work`), so a
 # claim never walks the jobs waiting for later and is still on time to the microsecond.
@@ -39,7 +41,6 @@ PROMOTE_BATCH = 500  # rows per promote / demote transaction
 TRANSIENT_RETRIES = 6  # deadlocks and lock-wait timeouts are retried this many times
 PURGE_CHUNK = 5000
 STATS_CAP = 10_000  # stats() counts stop here unless the caller says otherwise
-EXACT_LIMIT = 2**62  # the LIMIT of an exact count (cap=None): never reached
 AHEAD_US = round(SCHEDULE_AHEAD * 1_000_000)
 
 
@@ -111,6 +112,7 @@ class Store(ABC):
 
     backend: str
     queries: dict[str, str]
+    _node_column: bool | None = None  # does forkq_processes.node exist? (asked once)
 
     # --- what a backend provides -------------------------------------------------------
 
@@ -213,6 +215,7 @@ class Store(ABC):
         if current is not None:
             self._run_ddl(upgrade_statements(self.queries, current))
         self._run("set_schema_version", version=SCHEMA_VERSION)
+        self._node_column = None
         return SCHEMA_VERSION
 
     def require_schema(self) -> int:
@@ -406,17 +409,18 @@ class Store(ABC):
         5M: queue names come one index dive each (stats_first_queue, then each queue's
         `next_queue`), and each queue is one statement of index ranges that stop after
         `cap` + 1 entries. A count past `cap` is reported as `cap` and named in
-        `QueueStats.capped`. `cap=None` counts exactly, walking every index entry: for an
-        operator who asks (`forkq status --exact`), never on a timer.
+        `QueueStats.capped`. `cap=None` counts exactly (stats_queue_exact), walking every
+        index entry: for an operator who asks (`forkq status --exact`), never on a timer.
 
         `queues` are reported even when they hold no job (configured pools), as are
         paused queues.
         """
-        limit = EXACT_LIMIT if cap is None else cap + 1
+        query = "stats_queue" if cap is not None else "stats_queue_exact"
+        limit = {} if cap is None else {"limit": cap + 1}  # +1: a count past the cap shows
         found: dict[str, QueueStats] = {}
         name = self._rows("stats_first_queue")[0]["queue"]
         while name is not None and name not in found:  # a name seen twice: the walk is over
-            row = self._rows("stats_queue", queue=name, limit=limit)[0]
+            row = self._rows(query, queue=name, **limit)[0]
             found[name] = _queue_stats(name, row, cap)
             name = row["next_queue"]
         paused = self.paused_queues()
@@ -486,10 +490,26 @@ class Store(ABC):
         role: str,
         pool: str | None = None,
         master: str | None = None,
+        node: str | None = None,
     ) -> None:
+        """Insert the process's row, or beat it if it exists.
+
+        `node` (proc.node_id()) says which machine and pid namespace the pid belongs to.
+        On a schema older than NODE_SCHEMA_VERSION the row is written without it: the
+        daemon still runs there, and a row without a node is never settled by a master's
+        boot-time look at pids, only by the stale-heartbeat path.
+        """
+        query = "register_process" if self._has_node_column() else "register_process_no_node"
         self._run(
-            "register_process", name=name, host=host, pid=pid, role=role, pool=pool, master=master
+            query, name=name, host=host, pid=pid, role=role, pool=pool, master=master, node=node
         )
+
+    def _has_node_column(self) -> bool:
+        """Asked once per store (an upgrade while it runs is seen after a restart)."""
+        if self._node_column is None:
+            version = self.schema_version()
+            self._node_column = version is not None and version >= NODE_SCHEMA_VERSION
+        return self._node_column
 
     def beat(self, names: Sequence[str]) -> int:
         return self._run("beat_processes", names=self._ids(names)) if names else 0
@@ -648,4 +668,5 @@ def _process(row: dict[str, Any]) -> ProcessRow:
         master=row["master"],
         started_at=utc(row["started_at"]) or datetime.now(),
         heartbeat_at=utc(row["heartbeat_at"]) or datetime.now(),
+        node=row.get("node"),
     )

@@ -7,8 +7,17 @@
 -- name: server_version
 SELECT VERSION() AS version;
 
+-- name: session_timeout
+-- The daemon's sessions: the server ends one idle this many seconds, so the sessions of a
+-- host that vanished (no FIN ever arrives) do not stay open for the default 8 hours.
+SET SESSION wait_timeout = %(seconds)s;
+
 -- name: db_now
 SELECT UNIX_TIMESTAMP(NOW(6)) AS now;
+
+-- name: max_allowed_packet
+-- The longest statement this session may send, in bytes (read-only within a session).
+SELECT @@SESSION.max_allowed_packet AS bytes;
 
 -- name: schema_version
 SELECT version FROM forkq_schema WHERE id = 1;
@@ -208,6 +217,24 @@ SELECT
      WHERE status = 'ready' AND queue = %(queue)s AND run_at <= NOW(6)), NOW(6)) AS oldest_us,
   (SELECT MIN(queue) FROM forkq_jobs WHERE queue > %(queue)s) AS next_queue;
 
+-- name: stats_queue_exact
+-- stats_queue without a cap, for `forkq status --exact` only (never on a timer): plain
+-- counts of the same ranges. A derived table without a cap would copy millions of rows
+-- into a temporary table (to disk past tmp_table_size).
+SELECT
+  (SELECT COUNT(*) FROM forkq_jobs FORCE INDEX (forkq_jobs_status)
+     WHERE status = 'ready' AND queue = %(queue)s AND run_at <= NOW(6)) AS ready,
+  (SELECT COUNT(*) FROM forkq_jobs FORCE INDEX (forkq_jobs_status)
+     WHERE status = 'ready' AND queue = %(queue)s AND run_at > NOW(6)) AS ready_later,
+  (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'scheduled' AND queue = %(queue)s) AS scheduled,
+  (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'running' AND queue = %(queue)s) AS running,
+  (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'dead' AND queue = %(queue)s) AS dead,
+  (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'done' AND queue = %(queue)s) AS done,
+  TIMESTAMPDIFF(MICROSECOND,
+    (SELECT MIN(run_at) FROM forkq_jobs
+     WHERE status = 'ready' AND queue = %(queue)s AND run_at <= NOW(6)), NOW(6)) AS oldest_us,
+  (SELECT MIN(queue) FROM forkq_jobs WHERE queue > %(queue)s) AS next_queue;
+
 -- name: get_job
 SELECT * FROM forkq_jobs WHERE id = %(id)s;
 
@@ -251,6 +278,12 @@ ON DUPLICATE KEY UPDATE paused = VALUES(paused), updated_at = NOW(6);
 SELECT queue FROM forkq_queues WHERE paused = 1;
 
 -- name: register_process
+INSERT INTO forkq_processes (name, host, pid, role, pool, master, node)
+VALUES (%(name)s, %(host)s, %(pid)s, %(role)s, %(pool)s, %(master)s, %(node)s)
+ON DUPLICATE KEY UPDATE heartbeat_at = NOW(6);
+
+-- name: register_process_no_node
+-- The same on a schema older than version 4, which has no `node` column.
 INSERT INTO forkq_processes (name, host, pid, role, pool, master)
 VALUES (%(name)s, %(host)s, %(pid)s, %(role)s, %(pool)s, %(master)s)
 ON DUPLICATE KEY UPDATE heartbeat_at = NOW(6);
@@ -323,3 +356,9 @@ UPDATE forkq_schema SET version = 2, applied_at = NOW(6) WHERE id = 1 AND versio
 -- (a server that cannot do it refuses instead), and running it twice changes nothing.
 ALTER TABLE forkq_jobs MODIFY status VARCHAR(16) NOT NULL DEFAULT 'ready' COMMENT 'ready | scheduled | running | done | dead', ALGORITHM=INSTANT;
 UPDATE forkq_schema SET version = 3, applied_at = NOW(6) WHERE id = 1 AND version < 3;
+
+-- name: upgrade_to_4
+-- Version 4 adds forkq_processes.node: which machine and pid namespace a process lives in,
+-- so a master judges by pid only the rows of its own node. Rows written before have none.
+ALTER TABLE forkq_processes ADD COLUMN node VARCHAR(64) NULL DEFAULT NULL COMMENT 'kernel boot id and pid namespace (proc.node_id); a master judges by pid only rows of its own node; NULL in rows written before version 4';
+UPDATE forkq_schema SET version = 4, applied_at = NOW(6) WHERE id = 1 AND version < 4;

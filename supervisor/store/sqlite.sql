@@ -6,8 +6,17 @@
 -- name: server_version
 SELECT 'SQLite ' || sqlite_version() AS version;
 
+-- name: session_timeout
+-- SQLite has no server session to end (mysql.sql sets the daemon's wait_timeout): never run.
+SELECT :seconds AS seconds;
+
 -- name: db_now
 SELECT :now AS now;
+
+-- name: max_allowed_packet
+-- MySQL's statement limit (mysql.sql). SQLite's limit on a value is the connection's
+-- SQLITE_LIMIT_LENGTH, read with getlimit (sqlite.py): never run.
+SELECT 1000000000 AS bytes;
 
 -- name: schema_version
 SELECT version FROM forkq_schema WHERE id = 1;
@@ -179,6 +188,21 @@ SELECT
      WHERE status = 'ready' AND queue = :queue AND run_at <= :now)) * 1000000 AS INTEGER) AS oldest_us,
   (SELECT MIN(queue) FROM forkq_jobs WHERE queue > :queue) AS next_queue;
 
+-- name: stats_queue_exact
+-- stats_queue without a cap, for `forkq status --exact` only: plain counts of the same ranges.
+SELECT
+  (SELECT COUNT(*) FROM forkq_jobs
+     WHERE status = 'ready' AND queue = :queue AND run_at <= :now) AS ready,
+  (SELECT COUNT(*) FROM forkq_jobs
+     WHERE status = 'ready' AND queue = :queue AND run_at > :now) AS ready_later,
+  (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'scheduled' AND queue = :queue) AS scheduled,
+  (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'running' AND queue = :queue) AS running,
+  (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'dead' AND queue = :queue) AS dead,
+  (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'done' AND queue = :queue) AS done,
+  CAST((:now - (SELECT MIN(run_at) FROM forkq_jobs
+     WHERE status = 'ready' AND queue = :queue AND run_at <= :now)) * 1000000 AS INTEGER) AS oldest_us,
+  (SELECT MIN(queue) FROM forkq_jobs WHERE queue > :queue) AS next_queue;
+
 -- name: get_job
 SELECT * FROM forkq_jobs WHERE id = :id;
 
@@ -224,6 +248,12 @@ ON CONFLICT (queue) DO UPDATE SET paused = excluded.paused, updated_at = exclude
 SELECT queue FROM forkq_queues WHERE paused = 1;
 
 -- name: register_process
+INSERT INTO forkq_processes (name, host, pid, role, pool, master, node, started_at, heartbeat_at)
+VALUES (:name, :host, :pid, :role, :pool, :master, :node, :now, :now)
+ON CONFLICT (name) DO UPDATE SET heartbeat_at = excluded.heartbeat_at;
+
+-- name: register_process_no_node
+-- The same on a schema older than version 4, which has no `node` column.
 INSERT INTO forkq_processes (name, host, pid, role, pool, master, started_at, heartbeat_at)
 VALUES (:name, :host, :pid, :role, :pool, :master, :now, :now)
 ON CONFLICT (name) DO UPDATE SET heartbeat_at = excluded.heartbeat_at;
@@ -293,3 +323,9 @@ WHERE id = 1 AND version < 2;
 -- values are listed in sqlite_schema.sql), so only the version changes.
 UPDATE forkq_schema SET version = 3, applied_at = (julianday('now') - 2440587.5) * 86400.0
 WHERE id = 1 AND version < 3;
+
+-- name: upgrade_to_4
+-- Version 4 adds forkq_processes.node (see mysql.sql). Rows written before have none.
+ALTER TABLE forkq_processes ADD COLUMN node TEXT NULL;
+UPDATE forkq_schema SET version = 4, applied_at = (julianday('now') - 2440587.5) * 86400.0
+WHERE id = 1 AND version < 4;
