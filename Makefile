@@ -16,7 +16,7 @@ FORKQ_TEST_MYSQL_URL ?= mysql://forkq:forkq@127.0.0.1:3306/forkq_test
 PYTEST = FORKQ_TEST_MYSQL_URL='$(FORKQ_TEST_MYSQL_URL)' $(PY) -m pytest -q -p no:cacheprovider
 CONFIG ?= deploy/forkq.toml
 
-.PHONY: all venv test test-faults db lint bench run clean FORCE
+.PHONY: all venv test test-faults db tools lint bench run clean FORCE
 
 all: test
 
@@ -54,12 +54,15 @@ $(STAMP): pyproject.toml $(VENV_BROKEN)
 db:
 	bash scripts/ensure-mariadb.sh
 
-test: venv db
+tools:
+	bash scripts/ensure-tools.sh
+
+test: venv db tools
 	$(PYTEST) -m "not faults"
 	$(MAKE) --no-print-directory lint
 
 # Exit status 5 is pytest's "no tests collected": not a failure while none exist yet.
-test-faults: venv db
+test-faults: venv db tools
 	rc=0; $(PYTEST) -m faults || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "test-faults: no tests marked faults"; rc=0; fi; \
 	exit $$rc

@@ -34,6 +34,10 @@ from .errors import DatabaseError
 from .proc import MASTER_SIGNALS, die_with_parent, set_title
 from .store import Store, open_store
 
+# A tick's queries give up after this: one caught by a silent database must not hold
+# the next tick's "database unreachable" alert back for a minute.
+TICK_DB_TIMEOUT = 5.0
+
 
 def tick_timeout(check_interval: float) -> float:
     """How long a tick may run before the master kills it: a hung SMTP server must not
@@ -157,7 +161,11 @@ def tick_main(config: Config, given: TickInput, report_fd: int, close_fds: list[
                 os.close(fd)
         die_with_parent(signal.SIGKILL)
         set_title("forkq: master check")
-        store = open_store(config.database, session_timeout=config.supervisor.db_session_timeout)
+        store = open_store(
+            config.database,
+            timeout=TICK_DB_TIMEOUT,
+            session_timeout=config.supervisor.db_session_timeout,
+        )
         report = run_tick(config, store, given)
         store.close()
         os.write(report_fd, report.encode())

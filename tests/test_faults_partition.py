@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from daemon_util import Daemon, record_ids
+from daemon_util import Daemon, record_ids, render_config
 from private_mariadb import (  # noqa: F401 - fixtures
     Partition,
     PrivateMariaDB,
+    Webhook,
     private_db_url,
     private_mariadb,
 )
@@ -37,7 +38,7 @@ CLUSTER = {  # stale fast, chores hand over fast: what took a minute takes secon
     "chores_lease": 2,
 }
 
-FAIL_LATER = '''
+FAIL_LATER = """
 import time
 
 from supervisor import handler
@@ -47,7 +48,7 @@ from supervisor import handler
 def fail_after(payload, job):
     time.sleep(float(payload["seconds"]))
     raise RuntimeError("the handler's own failure")
-'''
+"""
 
 
 @pytest.fixture
@@ -55,6 +56,13 @@ def partition(private_mariadb: PrivateMariaDB) -> Iterator[Partition]:  # noqa: 
     proxy = Partition(private_mariadb.port)
     yield proxy
     proxy.close()
+
+
+@pytest.fixture
+def webhook() -> Iterator[Webhook]:
+    hook = Webhook()
+    yield hook
+    hook.close()
 
 
 @pytest.fixture
@@ -158,3 +166,103 @@ def test_a_failure_that_cannot_be_written_is_not_killed_as_overtime(
         store.close()
     assert row.attempts == 1
     assert "the handler's own failure" in (row.last_error or ""), row.last_error
+
+
+# --- a host whose clock is an hour off (libfaketime) ------------------------------------------
+
+def skewed(offset: str) -> dict[str, str]:
+    """The environment of a daemon whose wall clock is `offset` off (monotonic untouched)."""
+    found = sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))
+    if not found:
+        from conftest import unavailable
+
+        unavailable("libfaketime is not installed: apt-get install libfaketime (make test does)")
+    return {
+        "LD_PRELOAD": str(found[0]),
+        "FAKETIME": offset,
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+        "FAKETIME_NO_CACHE": "1",
+    }
+
+
+def test_a_host_an_hour_behind_still_alerts_on_a_second_outage(
+    private_mariadb: PrivateMariaDB,  # noqa: F811
+    private_db_url: str,  # noqa: F811
+    partition: Partition,
+    daemons: Any,
+    webhook: Webhook,
+) -> None:
+    """Cooldowns are written on the database clock; while the database cannot be read
+    the host judges them on its own clock plus the offset it last saw, not its own alone."""
+    daemon = daemons(
+        "late",
+        via(partition, private_mariadb, private_db_url),
+        pools={QUEUE: {"workers": 1}},
+        supervisor={"check_interval": 1},
+        env=skewed("-1h"),
+    )
+    alerts = f'\n[alerts]\nwebhook_url = "{webhook.url}"\ncooldown = "2s"\n'
+    daemon.write_config(text=render_config(daemon.db_url, daemon.pools, daemon.supervisor) + alerts)
+    daemon.start().wait_ready()
+    assert abs(time.time() - 3600 - float(daemon_clock(daemon))) < 60  # the skew is real
+
+    def unreachable_alerts() -> list[str]:
+        return [t for t in webhook.texts if "database unreachable" in t and "resolved" not in t]
+
+    def resolved() -> int:
+        return sum("resolved" in t for t in webhook.texts)
+
+    for outage in (1, 2):
+        partition.cut()
+        wait_until(
+            lambda n=outage: len(unreachable_alerts()) >= n,
+            timeout=20,
+            message=f"the alert of outage {outage} (got {webhook.texts})",
+        )
+        partition.heal()
+        wait_until(
+            lambda n=outage: resolved() >= n,
+            timeout=20,
+            message=f"outage {outage} resolved (got {webhook.texts})",
+        )
+        time.sleep(3)  # past the cooldown
+    report("an hour behind", webhook_messages=len(webhook.texts))
+
+
+def test_a_new_schedule_starts_at_boot_on_the_database_clock(
+    private_db_url: str,  # noqa: F811
+    daemons: Any,
+) -> None:
+    """A host an hour behind enqueued a slot from before its boot at its first tick."""
+    daemon = daemons(
+        "late", private_db_url, pools={QUEUE: {"workers": 1}}, supervisor={"check_interval": 0.5},
+        env=skewed("-1h"),
+    )  # fmt: skip
+    schedule = (
+        f'\n[schedules.every_minute]\ncron = "* * * * *"\nhandler = "t.noop"\nqueue = "{QUEUE}"\n'
+    )
+    daemon.write_config(
+        text=render_config(daemon.db_url, daemon.pools, daemon.supervisor) + schedule
+    )
+    booted = time.time()  # this process's clock is the database's (both on this machine)
+    daemon.start().wait_ready()
+    wait_until(lambda: len(daemon.events("check_tick")) >= 4, timeout=20, message="four ticks")
+    early = [e for e in daemon.events("schedule_enqueued") if slot_time(e) < booted - 1]
+    assert early == [], f"slots from before boot enqueued: {early}"
+
+
+def daemon_clock(daemon: Daemon) -> float:
+    [started] = daemon.events("master_started")
+    return stamp(started)
+
+
+def stamp(event: dict[str, Any]) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(str(event["timestamp"]).replace("Z", "+00:00")).timestamp()
+
+
+def slot_time(event: dict[str, Any]) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(str(event["slot"])).timestamp()
