@@ -53,6 +53,11 @@ class DuplicateKey(DatabaseError):
     """a row with that key already exists."""
 
 
+# Not a DatabaseError: the database is fine, and sending the same job again fails again.
+class PayloadTooLarge(ForkqError):
+    """the job is larger than the database accepts in one statement."""
+
+
 class SchemaError(ForkqError):
     """the database schema is missing or too old: run `forkq schema apply`."""
 

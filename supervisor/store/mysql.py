@@ -4,19 +4,30 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Sequence
+import select
+import weakref
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias, TypeVar
 
 import pymysql
 import pymysql.cursors
 from pymysql.constants import CLIENT
 
 from ..dburl import DatabaseURL
-from ..errors import ConnectionLost, DatabaseError, DuplicateKey, TransientDatabaseError
+from ..errors import (
+    ConnectionLost,
+    DatabaseError,
+    DuplicateKey,
+    PayloadTooLarge,
+    TransientDatabaseError,
+)
 from ..models import NewJob
 from .base import Store, load_queries, split_script
+
+T = TypeVar("T")
+Connection: TypeAlias = "pymysql.connections.Connection[Any]"
 
 HERE = Path(__file__).parent
 QUERIES = load_queries(HERE / "mysql.sql")
@@ -29,6 +40,10 @@ BATCH_INSERT_QUERIES = frozenset({"insert_jobs_head", "insert_jobs_row", "insert
 INSERT_CHUNK = 1000  # rows per multi-row INSERT
 
 DEADLOCK, LOCK_WAIT_TIMEOUT, DUPLICATE_ENTRY = 1213, 1205, 1062
+# PyMySQL's "server has gone away": raised only when a request could not be written.
+REQUEST_NOT_WRITTEN = 2006
+# The smallest max_allowed_packet a server accepts: a shorter statement fits any server.
+MIN_PACKET = 1024
 # Server gone, lost, killed or shutting down, or unreachable: reconnect and try later.
 CONNECTION_ERRORS = frozenset(
     {1053, 1077, 1152, 1153, 1927, 2002, 2003, 2006, 2013, 2014, 2055, 4031}
@@ -49,6 +64,10 @@ class MySQLStore(Store):
         self._pid = 0
         self._in_tx = False
         self._mariadb: bool | None = None
+        # max_allowed_packet by connection (ours or a caller's): (session id, bytes).
+        self._packet_limits: weakref.WeakKeyDictionary[Any, tuple[int, int]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     # --- connection ----------------------------------------------------------------------
 
@@ -57,6 +76,10 @@ class MySQLStore(Store):
             # Inherited across fork: the parent still talks on this socket. Drop our
             # reference without COM_QUIT, which would end the parent's session.
             self._conn, self._in_tx = None, False
+        if self._conn is not None and not self._in_tx and _hung_up(self._conn):
+            # The server ended this idle session (a restart, KILL, wait_timeout): nothing
+            # of the next statement is sent yet, so a new connection is safe.
+            self._drop()
         if self._conn is None:
             with self._errors():
                 self._conn = pymysql.connect(
@@ -128,25 +151,51 @@ class MySQLStore(Store):
 
     # --- primitives ----------------------------------------------------------------------
 
-    def _execute(self, name: str, params: dict[str, Any]) -> int:
+    def _call(self, operation: Callable[[Connection], T]) -> T:
+        """`operation` on this store's connection, driver errors translated.
+
+        Outside a transaction, a request that could not be written (2006: the server was
+        gone before it had the statement) is sent once more, on a new connection. One
+        that was written may have run (the connection died while it ran or while its
+        answer came back): it is never sent again, since a retried INSERT could enqueue
+        a job twice. Inside a transaction nothing is retried: the caller sees the loss.
+        """
+        in_tx = self._in_tx
+        try:
+            conn = self._connection()
+            with self._errors():
+                return operation(conn)
+        except ConnectionLost as exc:
+            cause = exc.__cause__
+            if in_tx or not isinstance(cause, pymysql.err.OperationalError):
+                raise
+            if not cause.args or cause.args[0] != REQUEST_NOT_WRITTEN:
+                raise
         conn = self._connection()
-        with self._errors(), conn.cursor() as cursor:
-            return int(cursor.execute(self.queries[name], _bound(name, params)))
+        with self._errors():
+            return operation(conn)
+
+    def _execute(self, name: str, params: dict[str, Any]) -> int:
+        def execute(conn: Connection) -> int:
+            with conn.cursor() as cursor:
+                return int(cursor.execute(self.queries[name], _bound(name, params)))
+
+        return self._call(execute)
 
     def _fetchall(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-        conn = self._connection()
-        with self._errors(), conn.cursor(pymysql.cursors.DictCursor) as cursor:
-            cursor.execute(self.queries[name], _bound(name, params))
-            return list(cursor.fetchall())
+        def fetchall(conn: Connection) -> list[dict[str, Any]]:
+            with conn.cursor(pymysql.cursors.DictCursor) as cursor:
+                cursor.execute(self.queries[name], _bound(name, params))
+                return list(cursor.fetchall())
+
+        return self._call(fetchall)
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
         if self._in_tx:
             yield
             return
-        conn = self._connection()
-        with self._errors():
-            conn.begin()
+        conn = self._call(_begin)
         self._in_tx = True
         try:
             yield
@@ -177,8 +226,7 @@ class MySQLStore(Store):
     # --- inserts -------------------------------------------------------------------------
 
     def _insert_job(self, params: dict[str, Any]) -> int:
-        with self._errors():
-            return self._insert(self._connection(), params)
+        return self._call(lambda conn: self._insert(conn, params))
 
     def insert_many(self, jobs: Sequence[NewJob]) -> list[int]:
         if not jobs:
@@ -200,12 +248,35 @@ class MySQLStore(Store):
         """MariaDB: one multi-row INSERT ... RETURNING id; each row's values escaped by the driver."""
         conn = self._connection()
         with self._errors(), conn.cursor() as cursor:
-            rows = ",".join(
+            rows = [
                 cursor.mogrify(self.queries["insert_jobs_row"], self.job_params(j)) for j in jobs
-            )
-            sql = f"{self.queries['insert_jobs_head']} {rows} {self.queries['insert_jobs_tail']}"
-            cursor.execute(sql)
-            return [int(row[0]) for row in cursor.fetchall()]
+            ]
+            ids: list[int] = []
+            for statement in self._statements(conn, rows):
+                cursor.execute(statement)
+                ids.extend(int(row[0]) for row in cursor.fetchall())
+            return ids
+
+    def _statements(self, conn: Connection, rows: list[str]) -> Iterator[str]:
+        """Multi-row INSERTs of `rows`, in order, each within max_allowed_packet."""
+        head, tail = self.queries["insert_jobs_head"], self.queries["insert_jobs_tail"]
+        whole = f"{head} {','.join(rows)} {tail}"
+        if _fits(whole, MIN_PACKET) or _fits(whole, limit := self._packet_limit(conn)):
+            yield whole
+            return
+        budget = limit - _size(f"{head}  {tail}")
+        batch: list[str] = []
+        used = 0
+        for number, row in enumerate(rows, 1):
+            size = _size(row) + 1  # and its comma
+            if size > budget:
+                raise PayloadTooLarge(_too_large(f"job {number} of the batch", size, limit))
+            if batch and used + size > budget:
+                yield f"{head} {','.join(batch)} {tail}"
+                batch, used = [], 0
+            batch.append(row)
+            used += size
+        yield f"{head} {','.join(batch)} {tail}"
 
     def _insert_each(self, jobs: Sequence[NewJob]) -> list[int]:
         """MySQL has no INSERT ... RETURNING: one statement per row, still one commit."""
@@ -219,13 +290,85 @@ class MySQLStore(Store):
         query = self.insert_query(params)
         # A plain cursor: the caller's connection may default to dict rows.
         with connection.cursor(pymysql.cursors.Cursor) as cursor:
-            cursor.execute(self.queries[query], _bound(query, params))
+            # Bound here rather than by execute (the same work), so its size is known.
+            statement = cursor.mogrify(self.queries[query], _bound(query, params))
+            if not _fits(statement, MIN_PACKET):
+                limit = self._packet_limit(connection)
+                if not _fits(statement, limit):
+                    raise PayloadTooLarge(_too_large("the job", _size(statement), limit))
+            cursor.execute(statement)
             return int(cursor.lastrowid)
+
+    def _packet_limit(self, connection: Any) -> int:
+        """The session's max_allowed_packet (read-only in a session: read once each).
+
+        The server refuses a longer statement by closing the connection while the
+        client still writes it, which looks like an outage ("server has gone away").
+        """
+        session = int(connection.thread_id())
+        known = self._packet_limits.get(connection)
+        if known is not None and known[0] == session:
+            return known[1]
+        with connection.cursor(pymysql.cursors.Cursor) as cursor:
+            cursor.execute(self.queries["max_allowed_packet"])
+            limit = int(cursor.fetchone()[0])
+        self._packet_limits[connection] = (session, limit)
+        return limit
 
 
 def _bound(query: str, params: dict[str, Any]) -> dict[str, Any]:
     """Only the values `query` names (a missing one is a KeyError here, as in PyMySQL)."""
     return {name: params[name] for name in PARAM_NAMES[query]}
+
+
+def _begin(conn: Connection) -> Connection:
+    conn.begin()
+    return conn
+
+
+def _hung_up(conn: Connection) -> bool:
+    """Whether the server ended this idle connection, found without a round trip.
+
+    Between statements a server never speaks first: a readable socket holds its last
+    words (an error such as 4031, a shutdown notice) or the end of the stream. On TLS
+    it may also be a session ticket, so a ping, which reads what waits, decides.
+    """
+    if not conn.open:
+        return True
+    sock = getattr(conn, "_sock", None)
+    if sock is None:  # a PyMySQL that keeps it elsewhere: no way to look without a ping
+        return False
+    poller = select.poll()
+    try:
+        poller.register(sock, select.POLLIN)
+        if not poller.poll(0):
+            return False
+        conn.ping(reconnect=False)
+    except Exception:  # any failure here means the connection is unusable
+        return True
+    return False
+
+
+def _size(statement: str) -> int:
+    """Bytes on the wire: the statement in UTF-8 and the command byte."""
+    return len(statement.encode("utf-8")) + 1
+
+
+def _fits(statement: str, limit: int) -> bool:
+    """Surely within `limit` bytes, measured only when it may not be (4 bytes a character)."""
+    return len(statement) * 4 + 1 <= limit or _size(statement) <= limit
+
+
+def _too_large(what: str, size: int, limit: int) -> str:
+    return (
+        f"{what} is {_megabytes(size)} as an INSERT statement, more than the server's"
+        f" max_allowed_packet ({_megabytes(limit)}): keep large data out of the payload"
+        " (store it elsewhere and enqueue a reference), or raise max_allowed_packet"
+    )
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / (1024 * 1024):.1f} MB"
 
 
 def _describe(exc: BaseException) -> str:

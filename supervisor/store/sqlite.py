@@ -19,7 +19,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..dburl import DatabaseURL
-from ..errors import ConnectionLost, DatabaseError, DuplicateKey, TransientDatabaseError
+from ..errors import (
+    ConnectionLost,
+    DatabaseError,
+    DuplicateKey,
+    PayloadTooLarge,
+    TransientDatabaseError,
+)
 from ..models import NewJob
 from .base import Store, load_queries, split_script
 
@@ -172,6 +178,7 @@ class SQLiteStore(Store):
 
     def _insert(self, connection: sqlite3.Connection, params: dict[str, Any]) -> int:
         """One job's INSERT on `connection` (ours or the caller's); its id."""
+        _check_length(connection, params["payload"])
         cursor = connection.execute(self.queries[self.insert_query(params)], params)
         if params["unique_key"] is None:
             assert cursor.lastrowid is not None  # set by every successful INSERT
@@ -180,6 +187,25 @@ class SQLiteStore(Store):
         # committed) only once every row has been read. Rows are dicts on our connection.
         [row] = cursor.fetchall()
         return int(row["id"] if isinstance(row, dict) else row[0])
+
+
+def _check_length(connection: sqlite3.Connection, payload: str) -> None:
+    """Refuse a payload longer than the connection's SQLITE_LIMIT_LENGTH (1e9 bytes unless
+    lowered), which SQLite would refuse as "string or blob too big"."""
+    limit = connection.getlimit(sqlite3.SQLITE_LIMIT_LENGTH)
+    if len(payload) * 4 < limit:  # UTF-8: at most 4 bytes a character
+        return
+    size = len(payload.encode("utf-8"))
+    if size > limit:
+        raise PayloadTooLarge(
+            f"the job's payload is {_kilobytes(size)}, more than SQLite's limit on a value"
+            f" (SQLITE_LIMIT_LENGTH, {_kilobytes(limit)}): keep large data out of the"
+            " payload (store it elsewhere and enqueue a reference)"
+        )
+
+
+def _kilobytes(size: int) -> str:
+    return f"{size / (1024 * 1024):.1f} MB" if size >= 1024 * 1024 else f"{size / 1024:.1f} KB"
 
 
 def _dict_row(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:

@@ -1,0 +1,213 @@
+"""A long-lived producer outlives its connection (issue 12, item 6).
+
+A web app keeps one `Queue` per process for hours. Between two enqueues the server
+may restart, an operator may `KILL` the connection, or the server may time it out
+(`wait_timeout`). The server hung up while the connection sat idle, so the next
+statement has not been sent: forkq opens a new connection and sends it there, and
+the app never sees an error. A statement that may have reached the server (the
+connection died while it ran) is never sent twice: a retried INSERT could enqueue a
+job twice. Inside a transaction nothing is retried silently.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+from private_mariadb import PrivateMariaDB, private_db_url, private_mariadb  # noqa: F401
+from util import count_rows, mysql_connect, wait_until
+
+from supervisor import Queue
+from supervisor.errors import ConnectionLost
+from supervisor.models import NewJob
+from supervisor.store import open_store
+from supervisor.store.mysql import MySQLStore
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def connection_id(queue: Queue) -> int:
+    """The server's id of the queue's own connection (the one the app holds)."""
+    store = queue.store
+    assert isinstance(store, MySQLStore)
+    return int(store._connection().thread_id())
+
+
+def alive(url: str, conn_id: int) -> bool:
+    conn = mysql_connect(url)
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute(
+                "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = %s", (conn_id,)
+            )
+            return bool(cursor.fetchone()[0])
+    finally:
+        conn.close()
+
+
+def kill(url: str, conn_id: int) -> None:
+    """`KILL <id>` from another session of the same user (no SUPER needed for one's own)."""
+    conn = mysql_connect(url)
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute("KILL %s", (conn_id,))
+    finally:
+        conn.close()
+    wait_until(lambda: not alive(url, conn_id), timeout=10, message="the killed session gone")
+
+
+@pytest.fixture
+def producer(mysql_db_url: str) -> Iterator[Queue]:
+    queue = Queue(mysql_db_url)
+    yield queue
+    queue.close()
+
+
+# --- the shared server: connections killed from another session ----------------------------------
+
+
+def test_the_first_enqueue_after_a_kill_goes_through(producer: Queue, mysql_db_url: str) -> None:
+    first = producer.enqueue("t.noop", {"n": 1})
+    killed = connection_id(producer)
+    kill(mysql_db_url, killed)
+    second = producer.enqueue("t.noop", {"n": 2})
+    assert connection_id(producer) != killed
+    assert second > first
+    assert count_rows(mysql_db_url, "forkq_jobs") == 2
+
+
+def test_every_kind_of_call_reconnects_after_a_kill(producer: Queue, mysql_db_url: str) -> None:
+    job_id = producer.enqueue("t.noop", {})
+    for call in (
+        lambda: producer.get(job_id),  # a read
+        lambda: producer.enqueue_many(
+            [{"handler": "t.noop"}, {"handler": "t.noop"}]
+        ),  # a transaction
+        lambda: producer.store.cancel_jobs([job_id]),  # a write
+        lambda: producer.enqueue("t.noop", {}, unique_key="once"),
+    ):
+        kill(mysql_db_url, connection_id(producer))
+        call()
+    assert count_rows(mysql_db_url, "forkq_jobs") == 3  # the first cancelled; two; one unique
+
+
+def test_a_statement_killed_while_it_ran_is_not_sent_again(
+    producer: Queue, mysql_db_url: str
+) -> None:
+    """The INSERT reached the server and waits on a row lock when its connection is killed:
+    it may have run, so it is reported, never retried (a retry would add a job)."""
+    holder = mysql_connect(mysql_db_url, autocommit=False)
+    try:
+        with holder.cursor() as cursor:  # an open transaction holds the key's row lock
+            cursor.execute(
+                "INSERT INTO forkq_jobs (queue, handler, payload, unique_key) "
+                "VALUES ('other', 't.noop', '{}', 'contended')"
+            )
+        producer.enqueue("t.noop", {"warm": True})  # the producer's connection is up
+        victim = connection_id(producer)
+        errors: list[BaseException] = []
+
+        def enqueue() -> None:
+            try:
+                producer.enqueue("t.noop", {"n": 1}, unique_key="contended")
+            except BaseException as exc:  # handed to the test thread
+                errors.append(exc)
+
+        thread = threading.Thread(target=enqueue)
+        thread.start()
+        wait_until(lambda: waiting_on_lock(mysql_db_url, victim), timeout=10, message="a lock wait")
+        kill(mysql_db_url, victim)
+        thread.join(timeout=30)
+        assert not thread.is_alive()
+        holder.rollback()  # the key is free again: a retried INSERT would now succeed
+    finally:
+        holder.close()
+    assert len(errors) == 1 and isinstance(errors[0], ConnectionLost), errors
+    assert count_rows(mysql_db_url, "forkq_jobs", "unique_key = 'contended'") == 0
+    assert count_rows(mysql_db_url, "forkq_jobs") == 1  # only the warm-up job
+
+
+def waiting_on_lock(url: str, conn_id: int) -> bool:
+    conn = mysql_connect(url)
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute(
+                "SELECT COUNT(*) FROM information_schema.INNODB_TRX "
+                "WHERE trx_mysql_thread_id = %s AND trx_state = 'LOCK WAIT'",
+                (conn_id,),
+            )
+            return bool(cursor.fetchone()[0])
+    finally:
+        conn.close()
+
+
+def test_a_connection_lost_inside_a_transaction_is_reported_not_retried(
+    mysql_db_url: str,
+) -> None:
+    store = open_store(mysql_db_url)
+    assert isinstance(store, MySQLStore)
+    params = store._params(
+        **store.job_params(NewJob("t.noop", "{}", "default", 0, 0.0, None, None, None))
+    )
+    try:
+        with pytest.raises(ConnectionLost), store._tx():
+            store._insert_job(params)
+            kill(mysql_db_url, int(store._connection().thread_id()))
+            store._insert_job(params)
+        # The first row went with its transaction; the store works on the next call.
+        assert count_rows(mysql_db_url, "forkq_jobs") == 0
+        store._insert_job(params)
+        assert count_rows(mysql_db_url, "forkq_jobs") == 1
+    finally:
+        store.close()
+
+
+# --- a private server: restarted, and timing connections out -------------------------------------
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("how", ["kill -9", "shutdown"])
+def test_the_first_enqueue_after_a_server_restart_goes_through(
+    private_mariadb: PrivateMariaDB,  # noqa: F811
+    private_db_url: str,  # noqa: F811
+    how: str,
+) -> None:
+    queue = Queue(private_db_url)
+    try:
+        queue.enqueue("t.noop", {"n": 1})
+        if how == "kill -9":
+            private_mariadb.kill9()
+        else:
+            private_mariadb.stop()
+        private_mariadb.start()
+        queue.enqueue("t.noop", {"n": 2})
+        jobs = private_mariadb.admin(
+            f"SELECT COUNT(*) FROM `{private_mariadb.database}`.forkq_jobs"
+        )
+        assert jobs[0][0] == 2
+    finally:
+        queue.close()
+
+
+@pytest.mark.faults
+def test_the_first_enqueue_after_the_server_timed_the_connection_out_goes_through(
+    private_mariadb: PrivateMariaDB,  # noqa: F811
+    private_db_url: str,  # noqa: F811
+) -> None:
+    private_mariadb.admin("SET GLOBAL wait_timeout = 1")
+    queue = Queue(private_db_url)
+    try:
+        queue.enqueue("t.noop", {"n": 1})
+        conn_id = connection_id(queue)
+        wait_until(
+            lambda: not [c for c in private_mariadb.connections() if c["ID"] == conn_id],
+            timeout=30,
+            message="the server timing the idle connection out",
+        )
+        queue.enqueue("t.noop", {"n": 2})
+    finally:
+        queue.close()
+        private_mariadb.admin("SET GLOBAL wait_timeout = 28800")
+    jobs = private_mariadb.admin(f"SELECT COUNT(*) FROM `{private_mariadb.database}`.forkq_jobs")
+    assert jobs[0][0] == 2
