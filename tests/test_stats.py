@@ -19,6 +19,7 @@ from util import backend_of, connected, mysql_connect
 from supervisor import cli, commands
 from supervisor.models import QueueStats
 from supervisor.store import Store
+from supervisor.store.mysql import QUERIES as MYSQL_QUERIES
 
 HOUR = 3600.0
 
@@ -185,6 +186,28 @@ def test_stats_queries_read_indexes_only(db_url: str, store: Store, name: str) -
         assert on_jobs, details
         for detail in on_jobs:
             assert detail.startswith("SEARCH forkq_jobs USING COVERING INDEX"), details
+
+
+def test_a_queue_reads_at_most_the_cap_of_index_entries_per_count(mysql_db_url: str) -> None:
+    """MariaDB's own counters: the statement reads up to cap + 1 entries per range and
+    one entry per dive, however many rows each state holds (here 40 to 160)."""
+    for queue in ("a", "b", "c"):
+        add_queue_of_every_kind(mysql_db_url, queue, n=40)
+    conn = mysql_connect(mysql_db_url)
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute("FLUSH STATUS")
+            cursor.execute(MYSQL_QUERIES["stats_queue"], {"queue": "b", "limit": 11})
+            row = cursor.fetchone()
+            cursor.execute("SHOW SESSION STATUS LIKE 'Handler_read%'")
+            reads = {name: int(value) for name, value in cursor.fetchall()}
+    finally:
+        conn.close()
+    assert row[:6] == (11, 11, 11, 11, 11, 11)  # every range holds more than the cap
+    assert reads["Handler_read_rnd_next"] <= 6 * 12 + 6, reads  # the capped ranges' results
+    entries = reads["Handler_read_next"] + reads["Handler_read_prev"]
+    assert entries <= 6 * 11, reads  # not the 120 to 480 entries of each state
+    assert reads["Handler_read_key"] + reads["Handler_read_first"] <= 10, reads
 
 
 # --- what status makes of a capped count -------------------------------------------------------
