@@ -628,7 +628,6 @@ class Master:
             clock_offset=self.clock_offset,
             saturated_ticks={name: p.saturated_ticks for name, p in self.pools.items()},
             crash_looping={name for name, p in self.pools.items() if p.crash_looping},
-            db_error=self.db_error,
             alert_memory=dict(self.alert_memory),
         )
         report_r, report_w = os.pipe()

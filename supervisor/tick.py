@@ -55,7 +55,6 @@ class TickInput:
     clock_offset: float = 0.0  # database clock minus this host's, as last seen
     saturated_ticks: dict[str, int] = field(default_factory=dict)
     crash_looping: set[str] = field(default_factory=set)
-    db_error: str | None = None  # the master's own view: unreachable at its last call
     alert_memory: dict[str, Any] = field(default_factory=dict)  # AlertState by key
 
 
@@ -85,14 +84,16 @@ class TickReport:
 def run_tick(config: Config, store: Store, given: TickInput) -> TickReport:
     """One check tick's work; database trouble is reported, never raised."""
     log = logs.get(role="master", component="tick")
-    report = TickReport(db_error=given.db_error, clock_offset=given.clock_offset)
-    if report.db_error is None:
-        try:
-            report.paused = sorted(store.paused_queues())
-            report.leader = Chores(store, config, owner=given.owner).run().leader
-        except DatabaseError as exc:
-            report.db_error = str(exc) or type(exc).__name__
-            log.warning("chores_skipped", error=report.db_error[:300])
+    # The tick judges reachability on its own connection (with TICK_DB_TIMEOUT), not by the
+    # master's shorter timeout: a loaded server that answers a heartbeat in a second is no
+    # outage to alert about.
+    report = TickReport(clock_offset=given.clock_offset)
+    try:
+        report.paused = sorted(store.paused_queues())
+        report.leader = Chores(store, config, owner=given.owner).run().leader
+    except DatabaseError as exc:
+        report.db_error = str(exc) or type(exc).__name__
+        log.warning("chores_skipped", error=report.db_error[:300])
     # The database clock, so hosts with skewed clocks agree on cooldowns and slots; while
     # it cannot be read, ours corrected by the offset last seen (cooldowns were written
     # on the database clock: a host an hour behind would otherwise never send again).
