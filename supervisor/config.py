@@ -21,6 +21,7 @@ from .durations import parse_duration
 from .errors import ConfigError
 
 ON_SUCCESS_MODES = ("delete", "archive", "keep")
+MAX_SESSION_TIMEOUT = 31_536_000  # a year: the most wait_timeout takes
 MISFIRE_MODES = ("once", "skip")
 
 
@@ -47,6 +48,9 @@ class SupervisorConfig:
     heartbeat_interval: float = 5.0
     process_stale_after: float = 60.0  # a process row not beaten for this long is dead
     chores_lease: float = 60.0  # lease on cluster-wide chores (reaping, pruning, alerts)
+    # MySQL/MariaDB: the server ends a daemon session idle this long (wait_timeout), so a
+    # vanished host's sessions close in minutes, not the default 8 hours; 0 = server's.
+    db_session_timeout: float = 600.0
 
 
 @dataclass(frozen=True)
@@ -123,6 +127,18 @@ def _seconds(minimum: float = 0.0) -> Callable[[Any], float]:
     return check
 
 
+def _session_timeout(value: Any) -> float:
+    """0 (the server's default) or whole seconds up to a year (MariaDB's wait_timeout range)."""
+    seconds = _seconds(0)(value)
+    if seconds and not 1 <= seconds <= MAX_SESSION_TIMEOUT:
+        raise ValueError(
+            f"must be 0 (the server's default) or 1 to {MAX_SESSION_TIMEOUT} seconds, got {value!r}"
+        )
+    if seconds != int(seconds):
+        raise ValueError(f"must be whole seconds (the server counts in seconds), got {value!r}")
+    return seconds
+
+
 def _str(value: Any) -> str:
     if not isinstance(value, str):
         raise ValueError(f"expected a string, got {value!r}")
@@ -191,6 +207,7 @@ _SUPERVISOR_FIELDS: dict[str, Callable[[Any], Any]] = {
     "heartbeat_interval": _seconds(0.1),
     "process_stale_after": _seconds(1),
     "chores_lease": _seconds(1),
+    "db_session_timeout": _session_timeout,
 }
 _POOL_FIELDS: dict[str, Callable[[Any], Any]] = {
     "workers": _int(0),

@@ -8,8 +8,15 @@ from .base import PROMOTE_BATCH, SCHEDULE_AHEAD, SCHEMA_VERSION, Store
 __all__ = ["PROMOTE_BATCH", "SCHEDULE_AHEAD", "SCHEMA_VERSION", "Store", "open_store"]
 
 
-def open_store(url: DatabaseURL | str, *, timeout: float = 60.0) -> Store:
-    """A store for `url`; nothing connects until the first query (so it is safe to fork after)."""
+def open_store(
+    url: DatabaseURL | str, *, timeout: float = 60.0, session_timeout: float | None = None
+) -> Store:
+    """A store for `url`; nothing connects until the first query (so it is safe to fork after).
+
+    `session_timeout` (MySQL/MariaDB): the server ends this store's session after that
+    many idle seconds (the daemon's sessions: `[supervisor] db_session_timeout`); None
+    keeps the server's default, as producers do. SQLite has no sessions to end.
+    """
     parsed = parse_database_url(url) if isinstance(url, str) else url
     if parsed.backend == "sqlite":
         from .sqlite import SQLiteStore
@@ -17,4 +24,9 @@ def open_store(url: DatabaseURL | str, *, timeout: float = 60.0) -> Store:
         return SQLiteStore(parsed, busy_timeout=max(timeout, 5.0))
     from .mysql import MySQLStore
 
-    return MySQLStore(parsed, connect_timeout=min(5.0, timeout), read_timeout=timeout)
+    return MySQLStore(
+        parsed,
+        connect_timeout=min(5.0, timeout),
+        read_timeout=timeout,
+        session_timeout=session_timeout,
+    )

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import select
+import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -44,6 +46,10 @@ DEADLOCK, LOCK_WAIT_TIMEOUT, DUPLICATE_ENTRY = 1213, 1205, 1062
 REQUEST_NOT_WRITTEN = 2006
 # The smallest max_allowed_packet a server accepts: a shorter statement fits any server.
 MIN_PACKET = 1024
+# With a session timeout, a connection idle for this share of it is replaced before its
+# next statement: the server may have ended it, and that statement must not be the one
+# to find out.
+IDLE_REPLACE = 0.8
 # Server gone, lost, killed or shutting down, or unreachable: reconnect and try later.
 CONNECTION_ERRORS = frozenset(
     {1053, 1077, 1152, 1153, 1927, 2002, 2003, 2006, 2013, 2014, 2055, 4031}
@@ -54,12 +60,20 @@ class MySQLStore(Store):
     backend = "mysql"
 
     def __init__(
-        self, url: DatabaseURL, connect_timeout: float = 5.0, read_timeout: float = 60.0
+        self,
+        url: DatabaseURL,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 60.0,
+        session_timeout: float | None = None,
     ) -> None:
+        """`session_timeout`: seconds the server keeps this store's session while idle
+        (`wait_timeout`); None keeps the server's default (8 h unless configured)."""
         self.url = url
         self.queries = QUERIES
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
+        self.session_timeout = math.ceil(session_timeout) if session_timeout else None
+        self._used_at = 0.0  # monotonic start of the last statement on this connection
         self._conn: pymysql.connections.Connection[Any] | None = None
         self._pid = 0
         self._in_tx = False
@@ -80,6 +94,8 @@ class MySQLStore(Store):
             # The server ended this idle session (a restart, KILL, wait_timeout): nothing
             # of the next statement is sent yet, so a new connection is safe.
             self._drop()
+        if self._conn is not None and self._idle_too_long():
+            self.close()  # politely: the server may still hold it
         if self._conn is None:
             with self._errors():
                 self._conn = pymysql.connect(
@@ -106,8 +122,23 @@ class MySQLStore(Store):
                 # forkq runs is a keyed or single-row change needing nothing stronger.
                 with self._conn.cursor() as cursor:
                     cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+                if self.session_timeout:
+                    params = {"seconds": self.session_timeout}
+                    with self._conn.cursor() as cursor:
+                        cursor.execute(self.queries["session_timeout"], params)
             self._pid = os.getpid()
+        self._used_at = time.monotonic()
         return self._conn
+
+    def _idle_too_long(self) -> bool:
+        """Idle for most of the session timeout (never inside a transaction).
+
+        Counted from the start of the last statement, so never less than the server's
+        own count, which starts when that statement ended.
+        """
+        if not self.session_timeout or self._in_tx:
+            return False
+        return time.monotonic() - self._used_at >= IDLE_REPLACE * self.session_timeout
 
     def close(self) -> None:
         conn, self._conn, self._in_tx = self._conn, None, False
