@@ -77,6 +77,7 @@ CREATE TABLE IF NOT EXISTS forkq_processes (
   master       VARCHAR(128) NULL DEFAULT NULL COMMENT 'name of the master that forked this worker',
   started_at   TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'when it started',
   heartbeat_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'last sign of life; stale rows are pruned and their jobs settled',
+  node         VARCHAR(64)  NULL DEFAULT NULL COMMENT 'kernel boot id and pid namespace (proc.node_id); a master judges by pid only rows of its own node; NULL in rows written before version 4',
   PRIMARY KEY (name),
   KEY forkq_processes_heartbeat (heartbeat_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq masters and workers across all hosts';
@@ -114,4 +115,4 @@ CREATE TABLE IF NOT EXISTS forkq_schema (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq schema version';
 
 -- The version this file creates; kept if the database already records one.
-INSERT IGNORE INTO forkq_schema (id, version) VALUES (1, 3);
+INSERT IGNORE INTO forkq_schema (id, version) VALUES (1, 4);

@@ -18,7 +18,7 @@ from .config import Config, load_config
 from .durations import format_duration
 from .errors import ConfigError, ExitCode, ForkqError, JobNotFound, SchemaError, UsageError
 from .escaping import for_terminal, lines_for_terminal
-from .models import JobRow, JobState, QueueStats
+from .models import JobRow, JobState, ProcessRow, QueueStats
 from .proc import hostname
 from .queue import Queue
 from .store import SCHEMA_VERSION, Store, open_store
@@ -232,17 +232,14 @@ def cmd_status(args: argparse.Namespace) -> int:
         queues = store.stats(cap, queues=[pool.name for pool in config.pools])
         processes = store.list_processes()
         now = store.db_now()  # heartbeat ages on the database clock, as the pruning judges them
-    beats = [round(max(0.0, now - p.heartbeat_at.timestamp()), 3) for p in processes]
+    views = [_process_view(p, now, config.supervisor.process_stale_after) for p in processes]
     if args.json:
         print_json(
             {
                 "database": config.database.redacted(),
                 "cap": cap,
                 "queues": [q.as_dict() for q in queues],
-                "processes": [
-                    {**p.as_dict(), "heartbeat_age": age}
-                    for p, age in zip(processes, beats, strict=True)
-                ],
+                "processes": views,
             }
         )
         return int(ExitCode.OK)
@@ -252,11 +249,42 @@ def cmd_status(args: argparse.Namespace) -> int:
         print("no forkq processes are running")
         return int(ExitCode.OK)
     rows = [
-        (p.host, p.pid, p.role, p.pool, f"{format_duration(age)} ago")
-        for p, age in zip(processes, beats, strict=True)
+        (
+            v["host"],
+            v["pid"],
+            v["role"],
+            v["pool"],
+            f"stale since {cell(datetime.fromisoformat(v['stale_since']))}"
+            if v["stale"]
+            else "live",
+            f"{format_duration(v['heartbeat_age'])} ago",
+        )
+        for v in views
     ]
-    print(table(("HOST", "PID", "ROLE", "POOL", "HEARTBEAT"), rows))
+    print(table(("HOST", "PID", "ROLE", "POOL", "STATE", "HEARTBEAT"), rows))
+    stale = sum(1 for v in views if v["stale"])
+    if stale:
+        print(
+            f"\n{stale} process{'' if stale == 1 else 'es'} stale: no heartbeat for"
+            f" {format_duration(config.supervisor.process_stale_after)} or more"
+            " (process_stale_after); the host is down or cannot reach the database"
+        )
     return int(ExitCode.OK)
+
+
+def _process_view(process: ProcessRow, now: float, stale_after: float) -> dict[str, Any]:
+    """A process row as status shows it: its heartbeat's age on the database clock, and
+    whether it is stale (silent for `stale_after`: dead, or cut off from the database)
+    and since when. A stale row stays listed, marked, until the chores prune it."""
+    beat = process.heartbeat_at.timestamp()
+    stale = now - beat >= stale_after
+    since = datetime.fromtimestamp(beat + stale_after, UTC) if stale else None
+    return {
+        **process.as_dict(),
+        "heartbeat_age": round(max(0.0, now - beat), 3),
+        "stale": stale,
+        "stale_since": since.isoformat() if since else None,
+    }
 
 
 def _queues_table(queues: Sequence[QueueStats]) -> str:

@@ -140,6 +140,7 @@ class ProcessRow:
     master: str | None
     started_at: datetime
     heartbeat_at: datetime
+    node: str | None = None  # proc.node_id() of its writer; None in rows of schema < 4
     extra: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import functools
 import os
 import secrets
 import signal
@@ -28,8 +29,39 @@ MASTER_SIGNALS = (
 )
 
 
+BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
+PID_NAMESPACE_PATH = "/proc/self/ns/pid"
+
+
 def hostname() -> str:
     return socket.gethostname()
+
+
+@functools.cache
+def node_id() -> str:
+    """Which kernel boot and pid namespace this process lives in (at most 64 characters).
+
+    A pid means something only there, and a hostname does not say where that is: two
+    servers, VMs or containers may share a name. On Linux the node is the kernel's boot
+    id (new at every boot, distinct per machine) and the pid namespace's inode (distinct
+    per container on one kernel; reused only once every process of the old one is gone):
+    `5c1d...-2d3c:4026531836`. Elsewhere it is the boot time, `boot-1700000000`. Processes
+    on one node see each other's pids, so a master may judge a row of its own node by
+    its pid; a row of any other node only by its heartbeat. The same in a forked child.
+    """
+    try:
+        with open(BOOT_ID_PATH, encoding="ascii") as file:
+            boot = file.read().strip()
+    except (OSError, ValueError):
+        boot = ""
+    if not boot:
+        import psutil  # only off Linux; never loaded on the master's way to its first fork
+
+        return f"boot-{round(psutil.boot_time())}"
+    try:
+        return f"{boot}:{os.stat(PID_NAMESPACE_PATH).st_ino}"[:64]
+    except OSError:
+        return boot[:64]
 
 
 def process_name(pid: int | None = None) -> str:

@@ -25,7 +25,7 @@ from daemon_util import Daemon, count_lines, record_ids, session_processes
 from util import count_rows, sql, wait_until
 
 from supervisor import Queue
-from supervisor.proc import hostname
+from supervisor.proc import hostname, node_id
 from supervisor.store import open_store
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(300)]
@@ -206,7 +206,7 @@ def test_next_master_settles_jobs_of_a_dead_worker_that_is_still_a_zombie(
     )
     try:
         job_id = Queue(store=store).enqueue("t.record", {"file": str(record)}, queue=QUEUE)
-        store.register_process(owner, hostname(), zombie.pid, "worker", pool=QUEUE)
+        store.register_process(owner, hostname(), zombie.pid, "worker", pool=QUEUE, node=node_id())
         assert [j.id for j in store.claim(QUEUE, owner, 1, lease=300)] == [job_id]
         daemon.start()
         wait_until(

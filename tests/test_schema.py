@@ -31,6 +31,7 @@ from util import (
 
 from supervisor.dburl import parse_database_url
 from supervisor.models import NewJob
+from supervisor.proc import node_id
 from supervisor.queue import build_job
 from supervisor.store import SCHEMA_VERSION, open_store
 from supervisor.store.base import load_queries, split_script, upgrade_statements, upgrades
@@ -221,15 +222,17 @@ def test_a_version_1_database_is_upgraded_in_place(db_url: str) -> None:
             sql(db_url, "ALTER TABLE forkq_jobs ADD INDEX forkq_jobs_lease (locked_until)")
         else:
             sql(db_url, "CREATE INDEX forkq_jobs_lease ON forkq_jobs (locked_until)")
+        drop_node_column(db_url)
         sql(db_url, "UPDATE forkq_schema SET version = 1")
         assert "forkq_jobs_lease" in job_indexes(db_url)
         assert store.require_schema() == 1  # the daemon still runs on version 1
-        assert store.apply_schema() == SCHEMA_VERSION == 3
-        assert store.schema_version() == 3
+        assert store.apply_schema() == SCHEMA_VERSION
+        assert store.schema_version() == SCHEMA_VERSION
         assert "forkq_jobs_lease" not in job_indexes(db_url)
         assert {"forkq_jobs_claim", "forkq_jobs_status"} <= job_indexes(db_url)
         assert store.get_job(job_id) is not None
-        assert store.apply_schema() == 3  # and again: nothing left to upgrade
+        assert live_columns(db_url) == declared(MYSQL_DDL)
+        assert store.apply_schema() == SCHEMA_VERSION  # and again: nothing left to upgrade
     finally:
         store.close()
 
@@ -286,8 +289,15 @@ def innodb_table_id(url: str) -> int:
     return int(table_id)
 
 
+def drop_node_column(url: str) -> None:
+    """Take away what version 4 added (forkq_processes.node), as an older database has it."""
+    sql(url, "ALTER TABLE forkq_processes DROP COLUMN node")
+
+
 def make_version_2(url: str) -> None:
-    """Put the database back as version 2 left it: no `scheduled` in the status comment."""
+    """Put the database back as version 2 left it: no `scheduled` in the status comment
+    (and no forkq_processes.node, which version 4 adds)."""
+    drop_node_column(url)
     if backend_of(url) == "mysql":
         sql(
             url,
@@ -317,22 +327,50 @@ def test_a_version_2_database_is_upgraded_to_3_in_place(db_url: str) -> None:
         make_version_2(db_url)
         table_id = innodb_table_id(db_url) if mysql else 0
         assert store.require_schema() == 2  # the daemon still runs on version 2
-        assert store.apply_schema() == SCHEMA_VERSION == 3
-        assert recorded_version(db_url) == 3
+        assert store.apply_schema() == SCHEMA_VERSION
+        assert recorded_version(db_url) == SCHEMA_VERSION
         assert job_ids(db_url) == before and len(before) == 2
         if mysql:
             assert status_comment(db_url) == STATUS_COMMENT_3
             assert innodb_table_id(db_url) == table_id  # metadata only: never a table copy
-        # Safe to run twice (a DBA replaying a migration): nothing changes, nothing fails.
-        for statement in upgrade_statements(store.queries, 2):
+        # Version 3 is safe to run twice (a DBA replaying a migration): nothing changes,
+        # nothing fails.
+        for statement in upgrades(store.queries)[3]:
             sql(db_url, statement)
-        assert recorded_version(db_url) == 3
+        assert recorded_version(db_url) == SCHEMA_VERSION
         assert job_ids(db_url) == before
         if mysql:
             assert status_comment(db_url) == STATUS_COMMENT_3
             assert innodb_table_id(db_url) == table_id
     finally:
         store.close()
+
+
+def process_nodes(url: str) -> dict[str, str | None]:
+    return {str(name): node for name, node in sql(url, "SELECT name, node FROM forkq_processes")}
+
+
+def test_a_version_3_database_is_upgraded_to_4_and_the_daemon_runs_on_both(db_url: str) -> None:
+    """Version 4 adds forkq_processes.node. On version 3 a process registers without one
+    (its row is then judged by heartbeat only); after the upgrade, rows name their node."""
+    drop_node_column(db_url)
+    sql(db_url, "UPDATE forkq_schema SET version = 3")
+    old = open_store(db_url)
+    try:
+        assert old.require_schema() == 3  # the daemon still runs on version 3
+        old.register_process("h:1:old", "h", 1, "master", node=node_id())
+        old.register_process("h:1:old", "h", 1, "master", node=node_id())  # a beat: fine
+        [row] = old.list_processes()
+        assert (row.name, row.node) == ("h:1:old", None)
+        assert old.apply_schema() == SCHEMA_VERSION == 4
+        assert recorded_version(db_url) == 4
+        assert live_columns(db_url) == declared(MYSQL_DDL)
+        old.register_process("h:2:new", "h", 2, "master", node=node_id())  # the same store
+        assert process_nodes(db_url) == {"h:1:old": None, "h:2:new": node_id()}
+    finally:
+        old.close()
+    assert upgrades(MYSQL_QUERIES)[4][0].startswith("ALTER TABLE forkq_processes ADD COLUMN node ")
+    assert upgrades(SQLITE_QUERIES)[4][0].startswith("ALTER TABLE forkq_processes ADD COLUMN node ")
 
 
 def apply_script(url: str, script: str) -> None:
@@ -401,17 +439,18 @@ def test_the_schema_file_leaves_an_old_database_old_and_printed_upgrades_upgrade
     table_id = innodb_table_id(url) if backend_of(url) == "mysql" else 0
     apply_script(url, schema_file(url).read_text(encoding="utf-8"))
     assert recorded_version(url) == 2  # not marked upgraded by CREATE ... IF NOT EXISTS
-    assert "version 2; 3 is available" in schema_line(url)
+    assert f"version 2; {SCHEMA_VERSION} is available" in schema_line(url)
 
     printed = forkq_cli(url, "schema", "print", "--upgrade-from", "2")
     assert printed.returncode == 0, printed.stderr
     assert printed.stdout.endswith(";\n")
     statements = [part.strip() for part in printed.stdout.split(";\n") if part.strip()]
     assert not any(statement.startswith("CREATE") for statement in statements)
-    assert statements[-1].startswith("UPDATE forkq_schema SET version = 3")
+    assert statements[-1].startswith(f"UPDATE forkq_schema SET version = {SCHEMA_VERSION}")
     apply_script(url, printed.stdout)
-    assert recorded_version(url) == 3
-    assert schema_line(url).split() == ["ok", "schema", "version", "3"]
+    assert recorded_version(url) == SCHEMA_VERSION
+    assert schema_line(url).split() == ["ok", "schema", "version", str(SCHEMA_VERSION)]
+    assert live_columns(url) == declared(MYSQL_DDL)
     assert job_ids(url) == before and before
     if backend_of(url) == "mysql":
         assert status_comment(url) == STATUS_COMMENT_3

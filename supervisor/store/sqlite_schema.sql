@@ -60,7 +60,8 @@ CREATE TABLE IF NOT EXISTS forkq_processes (
   pool         TEXT    NULL,
   master       TEXT    NULL,
   started_at   REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
-  heartbeat_at REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0)
+  heartbeat_at REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+  node         TEXT    NULL -- kernel boot id and pid namespace; NULL in rows written before version 4
 );
 CREATE INDEX IF NOT EXISTS forkq_processes_heartbeat ON forkq_processes (heartbeat_at);
 
@@ -94,4 +95,4 @@ CREATE TABLE IF NOT EXISTS forkq_schema (
 );
 
 -- The version this file creates; kept if the database already records one.
-INSERT OR IGNORE INTO forkq_schema (id, version) VALUES (1, 3);
+INSERT OR IGNORE INTO forkq_schema (id, version) VALUES (1, 4);
