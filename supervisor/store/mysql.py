@@ -320,14 +320,15 @@ class MySQLStore(Store):
         """One job's INSERT on `connection` (ours or the caller's); its id."""
         query = self.insert_query(params)
         # A plain cursor: the caller's connection may default to dict rows.
+        bound = _bound(query, params)
         with connection.cursor(pymysql.cursors.Cursor) as cursor:
-            # Bound here rather than by execute (the same work), so its size is known.
-            statement = cursor.mogrify(self.queries[query], _bound(query, params))
-            if not _fits(statement, MIN_PACKET):
-                limit = self._packet_limit(connection)
-                if not _fits(statement, limit):
-                    raise PayloadTooLarge(_too_large("the job", _size(statement), limit))
-            cursor.execute(statement)
+            most = _most_bytes(self.queries[query], bound)
+            if most > MIN_PACKET and most > (limit := self._packet_limit(connection)):
+                # Near the limit: bind it once more to know (only for large payloads).
+                size = _size(cursor.mogrify(self.queries[query], bound))
+                if size > limit:
+                    raise PayloadTooLarge(_too_large("the job", size, limit))
+            cursor.execute(self.queries[query], bound)
             return int(cursor.lastrowid)
 
     def _packet_limit(self, connection: Any) -> int:
@@ -385,6 +386,15 @@ def _size(statement: str) -> int:
     return len(statement.encode("utf-8")) + 1
 
 
+def _most_bytes(template: str, bound: dict[str, Any]) -> int:
+    """The most bytes `template` with `bound` takes on the wire: a string value escaped
+    (each character at most doubled) and quoted, 4 bytes a character; others are short."""
+    chars = len(template) + sum(
+        2 * len(value) + 2 if isinstance(value, str) else 32 for value in bound.values()
+    )
+    return 4 * chars + 1
+
+
 def _fits(statement: str, limit: int) -> bool:
     """Surely within `limit` bytes, measured only when it may not be (4 bytes a character)."""
     return len(statement) * 4 + 1 <= limit or _size(statement) <= limit
@@ -392,7 +402,7 @@ def _fits(statement: str, limit: int) -> bool:
 
 def _too_large(what: str, size: int, limit: int) -> str:
     return (
-        f"{what} is {_megabytes(size)} as an INSERT statement, more than the server's"
+        f"{what} is {_megabytes(size)} to send, more than the server's"
         f" max_allowed_packet ({_megabytes(limit)}): keep large data out of the payload"
         " (store it elsewhere and enqueue a reference), or raise max_allowed_packet"
     )
