@@ -32,6 +32,7 @@ CREATE TABLE IF NOT EXISTS forkq_jobs (
   enqueued_at  TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'when the job was enqueued',
   started_at   TIMESTAMP(6) NULL DEFAULT NULL COMMENT 'when the latest attempt was claimed',
   finished_at  TIMESTAMP(6) NULL DEFAULT NULL COMMENT 'when it became done or dead; retention counts from here',
+  limit_key    VARCHAR(191) NULL DEFAULT NULL COMMENT 'the bucket of a [limits.NAME] with per_key: e.g. a tenant; NULL shares one bucket',
   PRIMARY KEY (id),
   UNIQUE KEY forkq_jobs_unique_key (unique_key),
   KEY forkq_jobs_claim (queue, status, priority DESC, run_at, id),
@@ -107,6 +108,15 @@ CREATE TABLE IF NOT EXISTS forkq_alerts (
   PRIMARY KEY (alert_key)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq alert state, shared by the cluster so one message goes out';
 
+CREATE TABLE IF NOT EXISTS forkq_throughput (
+  minute       TIMESTAMP(6) NOT NULL COMMENT 'the minute the counts are for (UTC, database clock)',
+  queue        VARCHAR(64)  NOT NULL COMMENT 'queue name',
+  host         VARCHAR(255) NOT NULL COMMENT 'the host whose workers finished them',
+  done         INT          NOT NULL DEFAULT 0 COMMENT 'jobs that succeeded',
+  failed       INT          NOT NULL DEFAULT 0 COMMENT 'attempts that failed (retried or dead)',
+  PRIMARY KEY (minute, queue, host)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq jobs finished per minute, per queue and host (the dashboard''s chart); pruned after a day';
+
 CREATE TABLE IF NOT EXISTS forkq_schema (
   id           TINYINT      NOT NULL COMMENT 'always 1',
   version      INT          NOT NULL COMMENT 'schema version applied',
@@ -115,4 +125,4 @@ CREATE TABLE IF NOT EXISTS forkq_schema (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq schema version';
 
 -- The version this file creates; kept if the database already records one.
-INSERT IGNORE INTO forkq_schema (id, version) VALUES (1, 4);
+INSERT IGNORE INTO forkq_schema (id, version) VALUES (1, 5);

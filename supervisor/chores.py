@@ -111,22 +111,26 @@ def settle_gone_worker(
 
 def settle_stale_processes(store: Store, stale_after: float) -> int:
     """Processes that stopped beating: settle their jobs whose lease has run out, and
-    drop their rows.
+    drop the rows of those that hold nothing any more.
 
     A stale heartbeat does not prove death: a host cut off from the database still
     runs its jobs, and its master kills each one locally before its lease ends (at
     timeout + a few seconds; the lease is timeout + 30 s). So a live lease is never
     settled here: the job waits for its lease (reap_expired_leases takes it then), and
     there is never a second holder while the first may still run it. Guarantee 2.
+    Until then its row stays, and `forkq status` shows it "stale since" (a master's row
+    as long as one of its workers' does).
     """
     stale = store.stale_processes(stale_after)
     settled = 0
-    for process in stale:
-        if process.role == "worker":
-            settled += settle_gone_worker(
-                store, process.name, "worker stopped beating", only_expired=True
-            )
-    store.remove_processes([p.name for p in stale])
+    holding: set[str] = set()  # workers with a live lease still, and their masters
+    for process in (p for p in stale if p.role == "worker"):
+        settled += settle_gone_worker(
+            store, process.name, "worker stopped beating", only_expired=True
+        )
+        if store.held_by(process.name):
+            holding.update({process.name, process.master or ""})
+    store.remove_processes([p.name for p in stale if p.name not in holding])
     return settled
 
 

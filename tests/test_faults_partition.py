@@ -120,6 +120,8 @@ def test_a_cut_off_host_keeps_its_job_and_nobody_else_runs_it(
         row = store.get_job(job_id)
         assert row is not None and row.status == JobState.RUNNING, row
         assert not running_on(healthy, job_id)
+        # Its row stays while it holds a live lease: `forkq status` shows it stale.
+        assert row.locked_by in {p.name for p in store.list_processes()}
         wait_until(lambda: record.exists(), timeout=20, message="a finished the job")
         partition.heal()  # a writes its success once it can
         wait_until(lambda: store.get_job(job_id) is None, timeout=30, message="the job done")

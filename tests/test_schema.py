@@ -83,6 +83,7 @@ def test_schema_files_declare_every_forkq_table() -> None:
         "forkq_locks",
         "forkq_schedule_slots",
         "forkq_alerts",
+        "forkq_throughput",
         "forkq_schema",
     }
     assert set(MYSQL_DDL) == expected
@@ -289,8 +290,17 @@ def innodb_table_id(url: str) -> int:
     return int(table_id)
 
 
+def undo_version_5(url: str) -> None:
+    """Take away what version 5 added (forkq_jobs.limit_key, forkq_throughput)."""
+    sql(url, "ALTER TABLE forkq_jobs DROP COLUMN limit_key")
+    sql(url, "DROP TABLE forkq_throughput")
+    sql(url, "UPDATE forkq_schema SET version = 4")
+
+
 def drop_node_column(url: str) -> None:
-    """Take away what version 4 added (forkq_processes.node), as an older database has it."""
+    """Take away what versions 4 and 5 added (forkq_processes.node, then version 5's),
+    as an older database has it."""
+    undo_version_5(url)
     sql(url, "ALTER TABLE forkq_processes DROP COLUMN node")
 
 
@@ -362,8 +372,8 @@ def test_a_version_3_database_is_upgraded_to_4_and_the_daemon_runs_on_both(db_ur
         old.register_process("h:1:old", "h", 1, "master", node=node_id())  # a beat: fine
         [row] = old.list_processes()
         assert (row.name, row.node) == ("h:1:old", None)
-        assert old.apply_schema() == SCHEMA_VERSION == 4
-        assert recorded_version(db_url) == 4
+        assert old.apply_schema() == SCHEMA_VERSION  # through 4, which adds the node
+        assert recorded_version(db_url) == SCHEMA_VERSION
         assert live_columns(db_url) == declared(MYSQL_DDL)
         old.register_process("h:2:new", "h", 2, "master", node=node_id())  # the same store
         assert process_nodes(db_url) == {"h:1:old": None, "h:2:new": node_id()}
@@ -445,7 +455,10 @@ def test_the_schema_file_leaves_an_old_database_old_and_printed_upgrades_upgrade
     assert printed.returncode == 0, printed.stderr
     assert printed.stdout.endswith(";\n")
     statements = [part.strip() for part in printed.stdout.split(";\n") if part.strip()]
-    assert not any(statement.startswith("CREATE") for statement in statements)
+    # Only what versions 3 to 5 add: the one table new since version 2, no full DDL.
+    created = {s.split()[5] for s in statements if s.startswith("CREATE TABLE IF NOT EXISTS")}
+    assert created == {"forkq_throughput"}
+    assert not any(s.startswith("CREATE") and "forkq_throughput" not in s for s in statements)
     assert statements[-1].startswith(f"UPDATE forkq_schema SET version = {SCHEMA_VERSION}")
     apply_script(url, printed.stdout)
     assert recorded_version(url) == SCHEMA_VERSION
@@ -519,3 +532,24 @@ def test_raw_insert_from_a_session_in_another_time_zone_is_due_now(mysql_db_url:
 
 def _job() -> NewJob:
     return build_job("schema.keep", {"n": 1}, "default", 0.0, None, 0, None, None)
+
+
+def test_a_version_4_database_is_upgraded_to_5_in_place(db_url: str) -> None:
+    """Version 5 adds forkq_jobs.limit_key (an instant ADD COLUMN) and forkq_throughput."""
+    store = open_store(db_url)
+    try:
+        job_id = store.enqueue(_job())
+        undo_version_5(db_url)
+        assert "limit_key" not in live_columns(db_url)["forkq_jobs"]
+        assert "forkq_throughput" not in live_columns(db_url)
+        table_id = innodb_table_id(db_url) if backend_of(db_url) == "mysql" else 0
+        assert store.apply_schema() == SCHEMA_VERSION == 5
+        assert recorded_version(db_url) == 5
+        assert live_columns(db_url) == declared(
+            MYSQL_DDL if backend_of(db_url) == "mysql" else SQLITE_DDL
+        )
+        assert store.get_job(job_id) is not None
+        if backend_of(db_url) == "mysql":
+            assert innodb_table_id(db_url) == table_id  # no table copy
+    finally:
+        store.close()

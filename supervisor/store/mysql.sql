@@ -362,3 +362,17 @@ UPDATE forkq_schema SET version = 3, applied_at = NOW(6) WHERE id = 1 AND versio
 -- so a master judges by pid only the rows of its own node. Rows written before have none.
 ALTER TABLE forkq_processes ADD COLUMN node VARCHAR(64) NULL DEFAULT NULL COMMENT 'kernel boot id and pid namespace (proc.node_id); a master judges by pid only rows of its own node; NULL in rows written before version 4';
 UPDATE forkq_schema SET version = 4, applied_at = NOW(6) WHERE id = 1 AND version < 4;
+
+-- name: upgrade_to_5
+-- Version 5 adds forkq_jobs.limit_key (flow control; an instant change, no table copy)
+-- and forkq_throughput (jobs finished per minute, the dashboard's chart).
+ALTER TABLE forkq_jobs ADD COLUMN limit_key VARCHAR(191) NULL DEFAULT NULL COMMENT 'the bucket of a [limits.NAME] with per_key: e.g. a tenant; NULL shares one bucket', ALGORITHM=INSTANT;
+CREATE TABLE IF NOT EXISTS forkq_throughput (
+  minute       TIMESTAMP(6) NOT NULL COMMENT 'the minute the counts are for (UTC, database clock)',
+  queue        VARCHAR(64)  NOT NULL COMMENT 'queue name',
+  host         VARCHAR(255) NOT NULL COMMENT 'the host whose workers finished them',
+  done         INT          NOT NULL DEFAULT 0 COMMENT 'jobs that succeeded',
+  failed       INT          NOT NULL DEFAULT 0 COMMENT 'attempts that failed (retried or dead)',
+  PRIMARY KEY (minute, queue, host)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq jobs finished per minute, per queue and host (the dashboard''s chart); pruned after a day';
+UPDATE forkq_schema SET version = 5, applied_at = NOW(6) WHERE id = 1 AND version < 5;

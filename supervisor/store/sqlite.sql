@@ -329,3 +329,17 @@ WHERE id = 1 AND version < 3;
 ALTER TABLE forkq_processes ADD COLUMN node TEXT NULL;
 UPDATE forkq_schema SET version = 4, applied_at = (julianday('now') - 2440587.5) * 86400.0
 WHERE id = 1 AND version < 4;
+
+-- name: upgrade_to_5
+-- Version 5 adds forkq_jobs.limit_key and forkq_throughput (see mysql.sql).
+ALTER TABLE forkq_jobs ADD COLUMN limit_key TEXT NULL;
+CREATE TABLE IF NOT EXISTS forkq_throughput (
+  minute       REAL    NOT NULL,
+  queue        TEXT    NOT NULL,
+  host         TEXT    NOT NULL,
+  done         INTEGER NOT NULL DEFAULT 0,
+  failed       INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (minute, queue, host)
+);
+UPDATE forkq_schema SET version = 5, applied_at = (julianday('now') - 2440587.5) * 86400.0
+WHERE id = 1 AND version < 5;

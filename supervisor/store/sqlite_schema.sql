@@ -19,7 +19,8 @@ CREATE TABLE IF NOT EXISTS forkq_jobs (
   last_error   TEXT    NULL,
   enqueued_at  REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
   started_at   REAL    NULL,
-  finished_at  REAL    NULL
+  finished_at  REAL    NULL,
+  limit_key    TEXT    NULL -- the bucket of a [limits.NAME] with per_key
 );
 CREATE INDEX IF NOT EXISTS forkq_jobs_claim ON forkq_jobs (queue, status, priority DESC, run_at, id);
 CREATE INDEX IF NOT EXISTS forkq_jobs_status ON forkq_jobs (status, queue, run_at);
@@ -88,6 +89,15 @@ CREATE TABLE IF NOT EXISTS forkq_alerts (
   notified_at  REAL    NULL
 );
 
+CREATE TABLE IF NOT EXISTS forkq_throughput (
+  minute       REAL    NOT NULL, -- the minute the counts are for (epoch seconds)
+  queue        TEXT    NOT NULL,
+  host         TEXT    NOT NULL,
+  done         INTEGER NOT NULL DEFAULT 0,
+  failed       INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (minute, queue, host)
+);
+
 CREATE TABLE IF NOT EXISTS forkq_schema (
   id           INTEGER NOT NULL PRIMARY KEY,
   version      INTEGER NOT NULL,
@@ -95,4 +105,4 @@ CREATE TABLE IF NOT EXISTS forkq_schema (
 );
 
 -- The version this file creates; kept if the database already records one.
-INSERT OR IGNORE INTO forkq_schema (id, version) VALUES (1, 4);
+INSERT OR IGNORE INTO forkq_schema (id, version) VALUES (1, 5);
