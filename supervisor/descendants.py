@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import os
 import signal
 import time
@@ -36,14 +35,15 @@ SWEEP_INTERVAL = 0.01  # seconds between looks while waiting
 
 
 def become_subreaper() -> bool:
-    """Adopt orphaned descendants (Linux 3.4+); False where the kernel cannot."""
-    libc_name = ctypes.util.find_library("c")
-    if not libc_name:
-        return False
+    """Adopt orphaned descendants (Linux 3.4+); False where the kernel cannot.
+
+    prctl is looked up among the symbols already loaded (libc is): no ldconfig run, which
+    `ctypes.util.find_library` would start as a subprocess in every new child.
+    """
     try:
-        libc = ctypes.CDLL(libc_name, use_errno=True)
+        libc = ctypes.CDLL(None, use_errno=True)
         return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
-    except (OSError, AttributeError):
+    except (OSError, AttributeError):  # no prctl: not Linux
         return False
 
 
