@@ -176,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("id", metavar="ID", type=_positive_int)
     _json_flag(show)
     _retry_parser(command("retry", cmd_retry, "run failed jobs again now"))
-    cancel = command("cancel", cmd_cancel, "delete jobs that are not running")
+    cancel = command("cancel", cmd_cancel, "cancel waiting or running jobs")
     cancel.add_argument("ids", metavar="ID", nargs="+", type=_positive_int)
     for name, func in (("pause", cmd_pause), ("resume", cmd_resume)):
         sub = command(name, func, f"{name} claiming from a queue, on every host")

@@ -5,6 +5,7 @@ forkq's own errors, which cli.main turns into exit codes."""
 from __future__ import annotations
 
 import argparse
+import getpass
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -18,17 +19,16 @@ from .config import Config, load_config
 from .durations import format_duration
 from .errors import ConfigError, ExitCode, ForkqError, JobNotFound, SchemaError, UsageError
 from .escaping import for_terminal, lines_for_terminal
-from .models import JobRow, JobState, ProcessRow, QueueStats
+from .models import CancelResult, JobRow, JobState, QueueStats
 from .proc import hostname
 from .queue import Queue
+from .status import STATUS_CAP as STATUS_CAP  # cli.py's --exact help names it
+from .status import read_status, status_document
 from .store import SCHEMA_VERSION, Store, open_store
 from .store.base import load_queries, upgrade_statements
 from .tables import ERROR_PREFIX, AtLeast, cell, first_line, plural, print_json, table
 
 CHECK_TIMEOUT = 5.0  # seconds `forkq check` waits for the database
-# `forkq status` counts up to this many jobs per queue and status ("100000+" past it),
-# so it stays fast on a table of millions; --exact counts them all.
-STATUS_CAP = 100_000
 
 
 def _config(args: argparse.Namespace) -> Config:
@@ -162,9 +162,29 @@ def cmd_retry(args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
+    """Waiting jobs end cancelled now, running ones within 2 s on whatever host runs them;
+    a done, dead or unknown job is named, with exit 1 (SPEC: Job lifecycle)."""
     config = _config(args)
     with _store(config) as store:
-        return _each_job(store, args.ids, "cancelled", lambda ids: store.cancel_jobs(ids))
+        results = store.cancel_jobs(args.ids, by=f"{_operator()} (forkq cancel)")
+    cancelled = sum(1 for r in results.values() if r == CancelResult.CANCELLED)
+    stopping = sum(1 for r in results.values() if r == CancelResult.CANCELLING)
+    print(f"cancelled {plural(cancelled, 'job')}")
+    if stopping:
+        print(f"cancelling {plural(stopping, 'running job')}: stopped within 2 s where they run")
+    refused = [f"job {i} ({r})" for i, r in results.items() if not r.ok]
+    if refused:
+        raise ForkqError(f"not cancelled: {', '.join(refused)}")
+    return int(ExitCode.OK)
+
+
+def _operator() -> str:
+    """user@host of whoever runs this command, for the last_error of what it cancels."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a bare container)
+        user = f"uid {os.getuid()}"
+    return f"{user}@{hostname()}"
 
 
 def _each_job(
@@ -181,7 +201,7 @@ def _each_job(
             "no such job"
             if row is None
             else "running (wait for it to finish)"
-            if row.status == JobState.RUNNING
+            if row.status in (JobState.RUNNING, JobState.CANCELLING)
             else "archived"
         )
         refused.append(f"job {job_id} ({reason})")
@@ -229,23 +249,13 @@ def cmd_status(args: argparse.Namespace) -> int:
     config = _config(args)
     cap = None if args.exact else STATUS_CAP
     with _store(config) as store:
-        queues = store.stats(cap, queues=[pool.name for pool in config.pools])
-        processes = store.list_processes()
-        now = store.db_now()  # heartbeat ages on the database clock, as the pruning judges them
-    views = [_process_view(p, now, config.supervisor.process_stale_after) for p in processes]
+        queues, views = read_status(config, store, cap)
     if args.json:
-        print_json(
-            {
-                "database": config.database.redacted(),
-                "cap": cap,
-                "queues": [q.as_dict() for q in queues],
-                "processes": views,
-            }
-        )
+        print_json(status_document(config, cap, queues, views))
         return int(ExitCode.OK)
     print(_queues_table(queues))
     print()
-    if not processes:
+    if not views:
         print("no forkq processes are running")
         return int(ExitCode.OK)
     rows = [
@@ -270,21 +280,6 @@ def cmd_status(args: argparse.Namespace) -> int:
             " (process_stale_after); the host is down or cannot reach the database"
         )
     return int(ExitCode.OK)
-
-
-def _process_view(process: ProcessRow, now: float, stale_after: float) -> dict[str, Any]:
-    """A process row as status shows it: its heartbeat's age on the database clock, and
-    whether it is stale (silent for `stale_after`: dead, or cut off from the database)
-    and since when. A stale row stays listed, marked, until the chores prune it."""
-    beat = process.heartbeat_at.timestamp()
-    stale = now - beat >= stale_after
-    since = datetime.fromtimestamp(beat + stale_after, UTC) if stale else None
-    return {
-        **process.as_dict(),
-        "heartbeat_age": round(max(0.0, now - beat), 3),
-        "stale": stale,
-        "stale_since": since.isoformat() if since else None,
-    }
 
 
 def _queues_table(queues: Sequence[QueueStats]) -> str:

@@ -14,6 +14,23 @@ class JobState(StrEnum):
     RUNNING = "running"
     DONE = "done"
     DEAD = "dead"
+    CANCELLING = "cancelling"  # cancelled while running: its host kills the child, then CANCELLED
+    CANCELLED = "cancelled"  # never run again unless retried; last_error says who cancelled it
+
+
+class CancelResult(StrEnum):
+    """What `Store.cancel_jobs` did with one job, or why it could not cancel it."""
+
+    CANCELLED = "cancelled"  # it was ready or scheduled: cancelled now
+    CANCELLING = "cancelling"  # it was running: the host running it kills it within 2 s
+    DONE = "done"  # refused: it finished (kept, or moved to the archive)
+    DEAD = "dead"  # refused: retry or purge it instead
+    ALREADY_CANCELLED = "already cancelled"
+    NOT_FOUND = "no such job"
+
+    @property
+    def ok(self) -> bool:
+        return self in (CancelResult.CANCELLED, CancelResult.CANCELLING)
 
 
 def utc(value: Any) -> datetime | None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import socket
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -96,6 +98,13 @@ class Queue:
 
     def get(self, job_id: int) -> JobRow | None:
         return self.store.get_job(job_id)
+
+    def cancel(self, job_id: int, by: str | None = None) -> bool:
+        """Cancel one job: True if it is cancelled (it was waiting) or being cancelled (it
+        runs: the host running it kills it within 2 s); False if it finished, is dead,
+        was cancelled already or does not exist. `by` goes into its last_error."""
+        who = by or f"Queue.cancel on {socket.gethostname()} pid {os.getpid()}"
+        return self.store.cancel_jobs([job_id], who)[int(job_id)].ok
 
     def lock(self, name: str, ttl: float = 60.0) -> Lock:
         """A cluster-wide lease: `with q.lock("export", ttl=300) as lock: ...; lock.renew()`."""

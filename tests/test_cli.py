@@ -379,17 +379,38 @@ def test_retry_needs_ids_or_dead(workdir: Path, db_url: str, args: list[str]) ->
     failed(forkq(workdir, *args, database=db_url), 2)
 
 
-def test_cancel_deletes_waiting_jobs_but_not_running_ones(
+def test_cancel_ends_waiting_jobs_cancelled_and_marks_running_ones_cancelling(
     workdir: Path, db_url: str, store: Store, queue: Queue
 ) -> None:
-    waiting = [queue.enqueue("mail.send"), queue.enqueue("mail.send")]
+    waiting = [queue.enqueue("mail.send"), queue.enqueue("mail.send", delay=3600)]
     running = queue.enqueue("mail.send", queue="busy")
     store.claim("busy", OWNER, 1, 60)
-    assert "cancelled 2 jobs" in ok(forkq(workdir, "cancel", *map(str, waiting), database=db_url))
-    assert all(store.get_job(i) is None for i in waiting)
-    line = failed(forkq(workdir, "cancel", str(running), database=db_url), 1)
-    assert f"job {running} (running" in line
-    assert store.get_job(running) is not None
+    out = ok(forkq(workdir, "cancel", *map(str, [*waiting, running]), database=db_url))
+    assert "cancelled 2 jobs" in out and "cancelling 1 running job" in out
+    rows = [store.get_job(i) for i in waiting]
+    assert [r.status for r in rows if r] == [JobState.CANCELLED, JobState.CANCELLED]
+    assert all(r and r.finished_at and "(forkq cancel)" in (r.last_error or "") for r in rows)
+    row = store.get_job(running)
+    assert row is not None and row.status == JobState.CANCELLING
+    assert row.last_error and row.last_error.startswith("cancelled by ")
+
+
+def test_cancel_refuses_done_dead_cancelled_and_unknown_jobs_with_exit_1(
+    workdir: Path, db_url: str, store: Store, queue: Queue
+) -> None:
+    dead = dead_job(queue, store)
+    cancelled = queue.enqueue("mail.send")
+    assert queue.cancel(cancelled)
+    waiting = queue.enqueue("mail.send")
+    result = forkq(
+        workdir, "cancel", str(dead), str(cancelled), str(waiting), "987654", database=db_url
+    )
+    line = failed(result, 1)
+    assert "cancelled 1 job" in result.stdout
+    assert f"job {dead} (dead)" in line and f"job {cancelled} (already cancelled)" in line
+    assert "job 987654 (no such job)" in line
+    assert store.get_job(dead).status == JobState.DEAD  # type: ignore[union-attr]
+    assert store.get_job(waiting).status == JobState.CANCELLED  # type: ignore[union-attr]
 
 
 def test_pause_and_resume_show_in_status(workdir: Path, db_url: str, store: Store) -> None:

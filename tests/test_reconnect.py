@@ -84,12 +84,13 @@ def test_every_kind_of_call_reconnects_after_a_kill(producer: Queue, mysql_db_ur
         lambda: producer.enqueue_many(
             [{"handler": "t.noop"}, {"handler": "t.noop"}]
         ),  # a transaction
-        lambda: producer.store.cancel_jobs([job_id]),  # a write
+        lambda: producer.store.cancel_jobs([job_id], by="the test"),  # a transaction
         lambda: producer.enqueue("t.noop", {}, unique_key="once"),
     ):
         kill(mysql_db_url, connection_id(producer))
         call()
-    assert count_rows(mysql_db_url, "forkq_jobs") == 3  # the first cancelled; two; one unique
+    assert count_rows(mysql_db_url, "forkq_jobs") == 4  # the first (cancelled); two; one unique
+    assert count_rows(mysql_db_url, "forkq_jobs", "status = 'cancelled'") == 1
 
 
 def test_a_statement_killed_while_it_ran_is_not_sent_again(

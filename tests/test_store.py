@@ -357,16 +357,6 @@ def test_retry_dead_retries_every_dead_job_of_a_queue(store: Store) -> None:
     assert status(store, report) == "ready"
 
 
-def test_cancel_deletes_waiting_and_dead_jobs_but_not_running_ones(store: Store) -> None:
-    waiting = put(store, delay=3600)
-    dead = make_dead(store)
-    running = put(store)
-    claim_one(store, A)
-    assert store.cancel_jobs([waiting, dead, running]) == 2
-    assert store.get_job(waiting) is None and store.get_job(dead) is None
-    assert status(store, running) == "running"
-
-
 def test_purge_deletes_finished_jobs_older_than_the_age(db_url: str, store: Store) -> None:
     old_done, new_done = put(store), put(store)
     store.claim("work", A, 2, LEASE)

@@ -23,7 +23,17 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import DuplicateKey, SchemaError, TransientDatabaseError
-from ..models import JobRow, JobState, LockRow, NewJob, ProcessRow, QueueStats, QueueTimes, utc
+from ..models import (
+    CancelResult,
+    JobRow,
+    JobState,
+    LockRow,
+    NewJob,
+    ProcessRow,
+    QueueStats,
+    QueueTimes,
+    utc,
+)
 
 T = TypeVar("T")
 
@@ -446,8 +456,39 @@ class Store(ABC):
     def retry_dead(self, queue: str | None = None) -> int:
         return self._run("retry_dead", queue=queue)
 
-    def cancel_jobs(self, ids: Sequence[int]) -> int:
-        return self._run("cancel_jobs", ids=self._ids(ids)) if ids else 0
+    def cancel_jobs(self, ids: Sequence[int], by: str) -> dict[int, CancelResult]:
+        """Cancel jobs; {id: what happened} for every id asked for (SPEC: Job lifecycle).
+
+        A ready or scheduled job ends `cancelled` at once; a running one becomes
+        `cancelling`, and the master whose child runs it kills the child's process group
+        and marks it `cancelled`. Neither is ever retried. `last_error` says "cancelled by
+        <by>". Done, dead and already cancelled jobs are left as they are, and named.
+        """
+        wanted = list(dict.fromkeys(int(i) for i in ids))
+        if not wanted:
+            return {}
+        params = {"ids": self._ids(wanted), "error": f"cancelled by {by}"}
+
+        def attempt() -> dict[int, str]:
+            with self._tx():
+                found = {
+                    int(r["id"]): str(r["status"])
+                    for r in self._fetchall("cancel_select", self._params(**params))
+                }
+                if {JobState.READY, JobState.SCHEDULED} & set(found.values()):
+                    self._execute("cancel_waiting", self._params(**params))
+                if JobState.RUNNING in found.values():
+                    self._execute("cancel_running", self._params(**params))
+            return found
+
+        found = self._retrying(attempt)
+        missing = [i for i in wanted if i not in found]
+        archived = (
+            {int(r["id"]) for r in self._rows("archived_ids", ids=self._ids(missing))}
+            if missing
+            else set()
+        )
+        return {i: _cancel_result(found.get(i), i in archived) for i in wanted}
 
     def purge(self, status: str, older_than: float, queue: str | None = None) -> int:
         """Delete done or dead jobs finished more than `older_than` seconds ago, in chunks."""
@@ -626,6 +667,23 @@ def _queue_stats(queue: str, row: dict[str, Any], cap: int | None) -> QueueStats
         oldest_ready_age=max(0.0, int(row["oldest_us"] or 0) / 1e6),
         capped=frozenset(capped),
     )
+
+
+_CANCEL_RESULTS: dict[str, CancelResult] = {
+    JobState.READY: CancelResult.CANCELLED,
+    JobState.SCHEDULED: CancelResult.CANCELLED,
+    JobState.RUNNING: CancelResult.CANCELLING,
+    JobState.CANCELLING: CancelResult.CANCELLING,  # asked twice: still on its way out
+    JobState.DONE: CancelResult.DONE,
+    JobState.DEAD: CancelResult.DEAD,
+    JobState.CANCELLED: CancelResult.ALREADY_CANCELLED,
+}
+
+
+def _cancel_result(status: str | None, archived: bool) -> CancelResult:
+    if status is None:
+        return CancelResult.DONE if archived else CancelResult.NOT_FOUND
+    return _CANCEL_RESULTS.get(status, CancelResult.NOT_FOUND)
 
 
 def _claimed(row: dict[str, Any], queue: str, owner: str) -> JobRow:

@@ -249,15 +249,34 @@ ORDER BY id DESC LIMIT %(limit)s;
 -- name: retry_jobs
 UPDATE forkq_jobs
 SET status = 'ready', run_at = NOW(6), attempts = 0, finished_at = NULL, locked_by = NULL, locked_until = NULL
-WHERE id IN %(ids)s AND status <> 'running';
+WHERE id IN %(ids)s AND status NOT IN ('running', 'cancelling');
 
 -- name: retry_dead
 UPDATE forkq_jobs
 SET status = 'ready', run_at = NOW(6), attempts = 0, finished_at = NULL
 WHERE status = 'dead' AND (%(queue)s IS NULL OR queue = %(queue)s);
 
--- name: cancel_jobs
-DELETE FROM forkq_jobs WHERE id IN %(ids)s AND status <> 'running';
+-- name: cancel_select
+-- Cancelling (Store.cancel_jobs): the jobs asked for, locked, with the status each had,
+-- so the result names what happened to every one of them.
+SELECT id, status FROM forkq_jobs WHERE id IN %(ids)s FOR UPDATE;
+
+-- name: cancel_waiting
+-- A job not yet running ends `cancelled` at once and is never claimed or retried.
+UPDATE forkq_jobs
+SET status = 'cancelled', finished_at = NOW(6), last_error = %(error)s,
+    locked_by = NULL, locked_until = NULL
+WHERE id IN %(ids)s AND status IN ('ready', 'scheduled');
+
+-- name: cancel_running
+-- A running job becomes `cancelling`: the master whose child holds it (locked_by) kills
+-- the child's process group and marks it `cancelled`. The lease columns stay: they say
+-- where it runs.
+UPDATE forkq_jobs SET status = 'cancelling', last_error = %(error)s
+WHERE id IN %(ids)s AND status = 'running';
+
+-- name: archived_ids
+SELECT id FROM forkq_jobs_archive WHERE id IN %(ids)s;
 
 -- name: purge_finished
 DELETE FROM forkq_jobs

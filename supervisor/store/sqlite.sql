@@ -217,15 +217,31 @@ ORDER BY id DESC LIMIT :limit;
 -- name: retry_jobs
 UPDATE forkq_jobs
 SET status = 'ready', run_at = :now, attempts = 0, finished_at = NULL, locked_by = NULL, locked_until = NULL
-WHERE id IN (SELECT value FROM json_each(:ids)) AND status <> 'running';
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status NOT IN ('running', 'cancelling');
 
 -- name: retry_dead
 UPDATE forkq_jobs
 SET status = 'ready', run_at = :now, attempts = 0, finished_at = NULL
 WHERE status = 'dead' AND (:queue IS NULL OR queue = :queue);
 
--- name: cancel_jobs
-DELETE FROM forkq_jobs WHERE id IN (SELECT value FROM json_each(:ids)) AND status <> 'running';
+-- name: cancel_select
+-- Cancelling (Store.cancel_jobs, inside BEGIN IMMEDIATE): the status each job had.
+SELECT id, status FROM forkq_jobs WHERE id IN (SELECT value FROM json_each(:ids));
+
+-- name: cancel_waiting
+-- A job not yet running ends `cancelled` at once and is never claimed or retried.
+UPDATE forkq_jobs
+SET status = 'cancelled', finished_at = :now, last_error = :error,
+    locked_by = NULL, locked_until = NULL
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('ready', 'scheduled');
+
+-- name: cancel_running
+-- A running job becomes `cancelling`: its master kills the child and marks it `cancelled`.
+UPDATE forkq_jobs SET status = 'cancelling', last_error = :error
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'running';
+
+-- name: archived_ids
+SELECT id FROM forkq_jobs_archive WHERE id IN (SELECT value FROM json_each(:ids));
 
 -- name: purge_finished
 DELETE FROM forkq_jobs WHERE id IN (

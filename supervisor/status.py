@@ -1,0 +1,59 @@
+"""What `forkq status --json` reports: one document, built here for the command line and for
+the dashboard's `/api/status` and overview, so the two can never disagree."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from .config import Config
+from .models import ProcessRow, QueueStats
+from .store import Store
+
+# `forkq status` counts up to this many jobs per queue and status ("100000+" past it),
+# so it stays fast on a table of millions; --exact counts them all.
+STATUS_CAP = 100_000
+
+
+def read_status(
+    config: Config, store: Store, cap: int | None = STATUS_CAP
+) -> tuple[list[QueueStats], list[dict[str, Any]]]:
+    """Queues (capped counts, configured pools and paused queues included) and the
+    processes across hosts as `process_view` shows them."""
+    queues = store.stats(cap, queues=[pool.name for pool in config.pools])
+    processes = store.list_processes()
+    now = store.db_now()  # heartbeat ages on the database clock, as the pruning judges them
+    stale_after = config.supervisor.process_stale_after
+    return queues, [process_view(p, now, stale_after) for p in processes]
+
+
+def status_document(
+    config: Config,
+    cap: int | None,
+    queues: Sequence[QueueStats],
+    processes: Sequence[dict[str, Any]],
+) -> dict[str, Any]:
+    """The JSON document of `forkq status --json` and `/api/status`: the URL without its
+    password."""
+    return {
+        "database": config.database.redacted(),
+        "cap": cap,
+        "queues": [q.as_dict() for q in queues],
+        "processes": list(processes),
+    }
+
+
+def process_view(process: ProcessRow, now: float, stale_after: float) -> dict[str, Any]:
+    """A process row as status shows it: its heartbeat's age on the database clock, and
+    whether it is stale (silent for `stale_after`: dead, or cut off from the database)
+    and since when. A stale row stays listed, marked, until the chores prune it."""
+    beat = process.heartbeat_at.timestamp()
+    stale = now - beat >= stale_after
+    since = datetime.fromtimestamp(beat + stale_after, UTC) if stale else None
+    return {
+        **process.as_dict(),
+        "heartbeat_age": round(max(0.0, now - beat), 3),
+        "stale": stale,
+        "stale_since": since.isoformat() if since else None,
+    }
