@@ -10,7 +10,10 @@ Measures, on MariaDB/MySQL and on SQLite, what a user of forkq pays for it:
 3. latency   enqueue → handler start on an idle daemon, 200 jobs 20 ms apart;
 4. idle      queries per second an idle daemon sends (MariaDB per-user counters);
 5. memory    master RSS and per-child USS after 10,000 jobs;
-6. scale     claim + complete cost with 10k vs 1M finished rows, and the plan.
+6. scale     claim + complete cost with 10k vs 1M finished rows, and the plan;
+7. claims, tick, wake, silent, trickle: scheduled jobs, the check tick at 5M rows,
+             same-host wake-up, the master with a silent database, issue 11's
+             reproduction, on a private mariadbd (benchmarks/scale.py).
 
 Every figure is printed with its target and PASS/MISS; the whole run is bounded
 (each section has a deadline, the daemon runs in its own session and its processes
@@ -60,6 +63,7 @@ for entry in (str(REPO), str(BENCH_DIR)):
 import baseline  # noqa: E402
 import bench_handlers  # noqa: E402  (registers bench.* here too: enqueue finds their queue)
 import psutil  # noqa: E402
+import scale  # noqa: E402  (sections claims, tick, wake, silent, trickle)
 
 from supervisor import Queue  # noqa: E402
 from supervisor.dburl import parse_database_url  # noqa: E402
@@ -70,7 +74,7 @@ BENCH_USER = "forkq_bench"
 QUEUE = bench_handlers.QUEUE
 RESULTS = BENCH_DIR / "RESULTS.md"
 PROFILE_HEADING = "## Profile"
-TOTAL_BUDGET = 570.0  # seconds: the whole run stays under ten minutes
+TOTAL_BUDGET = 570.0 + scale.BUDGET  # seconds: ten minutes, plus scale.py's sections
 POLL = 0.01  # seconds between COUNT(*) polls while a drain runs
 PARTITIONS = 8  # K of the seed-001 partition-lock baseline
 
@@ -838,10 +842,12 @@ class Settings:
     scale_batches: int = 200
     scale_backlog: int = 50_000
     scale_backlog_batches: int = 20
+    is_quick: bool = False  # scale.py's sections read it for their own small sizes
 
     @classmethod
     def quick(cls) -> Settings:
         return cls(
+            is_quick=True,
             enqueue_single=300,
             enqueue_many=5000,
             drain_jobs=1000,
@@ -1491,6 +1497,7 @@ SECTIONS: dict[str, float] = {  # name -> hard deadline in seconds
     "idle": 70.0,
     "memory": 60.0,
     "scale": 200.0,
+    **scale.SECTIONS,
 }
 
 
@@ -1498,8 +1505,11 @@ def run_backend(
     backend: Backend, report: Report, settings: Settings, sections: list[str], budget: Deadline
 ) -> None:
     print(f"\n== {backend.name} ==", flush=True)
+    # scale.py's sections bring their own databases: alone, they leave the shared server be.
+    shared = any(name not in scale.SECTIONS for name in sections)
     try:
-        backend.setup()
+        if shared:
+            backend.setup()
     except Exception as exc:
         with contextlib.suppress(Exception):
             backend.teardown()
@@ -1515,7 +1525,8 @@ def run_backend(
         )
         return
     try:
-        report.machine.update(backend.server())
+        if shared:
+            report.machine.update(backend.server())
         with tempfile.TemporaryDirectory(prefix=f"forkq-bench-{backend.name}-") as tmp:
             bench = Bench(backend, report, settings, Path(tmp))
             for name in sections:
@@ -1527,7 +1538,7 @@ def run_backend(
                     continue
                 started = time.monotonic()
                 try:
-                    getattr(bench, name)(Deadline(limit))
+                    (scale.runner(bench, name) or getattr(bench, name))(Deadline(limit))
                 except Exception as exc:
                     report.add(
                         Figure(
@@ -1539,12 +1550,15 @@ def run_backend(
                             error=f"{type(exc).__name__}: {exc}"[:300],
                         )
                     )
-                    with contextlib.suppress(Exception):
-                        backend.reset()
+                    if shared:
+                        with contextlib.suppress(Exception):
+                            backend.reset()
                 print(f"  -- {name}: {time.monotonic() - started:.1f}s", flush=True)
     finally:
-        with contextlib.suppress(Exception):
-            backend.teardown()
+        if shared:
+            with contextlib.suppress(Exception):
+                backend.teardown()
+        scale.close()  # the private mariadbd of scale.py's sections, if one was started
 
 
 # --- RESULTS.md -----------------------------------------------------------------------------
@@ -1706,6 +1720,7 @@ METHOD = [
     " a noisy neighbour slows both alike, the ready set refilled after each batch (not"
     " timed). The median per batch is the figure (commit jitter dominates the mean). The"
     " backlog and `due_queues` figures use the small database with 50k / 200k ready rows.",
+    *scale.METHOD,
 ]
 
 REPRODUCE = [
@@ -1719,6 +1734,8 @@ REPRODUCE = [
     "",
     "The MariaDB user running the bench needs CREATE/DROP DATABASE, CREATE USER and SUPER (for"
     " `SET GLOBAL userstat`, restored afterwards).",
+    "",
+    *scale.REPRODUCE,
 ]
 
 
@@ -1733,9 +1750,9 @@ import cProfile, functools, os, sys, time
 sys.argv = ["forkq"] + sys.argv[1:]
 PROFILE_DIR = os.environ.get("FORKQ_BENCH_PROFILE_DIR", "")
 PATCHES = set(filter(None, os.environ.get("FORKQ_BENCH_PATCHES", "").split(",")))
-import supervisor.child as child
-import supervisor.master as master
-import supervisor.worker as worker
+import supervisor.daemon.child as child
+import supervisor.daemon.master as master
+import supervisor.work.worker as worker
 
 if "oldlease" in PATCHES:  # as in commit c4bbecb: every job extended every held lease
     def _ensure_lease_old(self, row):
@@ -1789,7 +1806,7 @@ if PROFILE_DIR:
     child.child_main = _profiled(child.child_main, "child")
     master.Master.run = _profiled(master.Master.run, "master")
 
-from supervisor.cli import main
+from supervisor.cli.parser import main
 raise SystemExit(main())
 """
 PATCH_NAMES = ("oldlease", "lease", "claimidx", "noclaimidx", "nossl", "quiet", "notitle")
@@ -1899,7 +1916,13 @@ def compile_bytecode() -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description="forkq benchmarks (see benchmarks/README.md)")
     parser.add_argument("--backends", default="mariadb,sqlite", help="mariadb,sqlite")
-    parser.add_argument("--sections", default=",".join(SECTIONS), help=",".join(SECTIONS))
+    parser.add_argument(
+        "--sections",
+        default=",".join(SECTIONS),
+        help=",".join(SECTIONS)
+        + "; "
+        + ", ".join(f"{k} = {','.join(v)}" for k, v in scale.GROUPS.items()),
+    )
     parser.add_argument("--quick", action="store_true", help="small sizes, for trying the script")
     parser.add_argument("--no-write", action="store_true", help="do not write RESULTS.md")
     parser.add_argument("--idle-window", type=float, help="seconds (default 31)")
@@ -1922,7 +1945,7 @@ def main() -> int:
     compile_bytecode()
     if args.lab or args.profile:
         return lab(args)
-    sections = [s for s in args.sections.split(",") if s]
+    sections = [x for s in args.sections.split(",") if s for x in scale.GROUPS.get(s, [s])]
     unknown = [s for s in sections if s not in SECTIONS]
     if unknown:
         parser.error(f"unknown sections {unknown}")
