@@ -26,6 +26,7 @@ deadline; a stopped server is continued and every daemon killed in `finally` blo
 from __future__ import annotations
 
 import contextlib
+import importlib
 import inspect
 import os
 import signal
@@ -147,6 +148,18 @@ def wake_dir(ctx: Ctx) -> Iterator[dict[str, str]]:
             os.environ.pop("FORKQ_RUNTIME_DIR", None)
         else:
             os.environ["FORKQ_RUNTIME_DIR"] = was
+
+
+def _lookup(modules: tuple[str, ...], name: str) -> Any:
+    """`name` from the first of `modules` that has it (the package layout moves), or None."""
+    for module in modules:
+        try:
+            found = getattr(importlib.import_module(module), name, None)
+        except ImportError:
+            continue
+        if found is not None:
+            return found
+    return None
 
 
 def _median(values: list[float]) -> float:
@@ -486,8 +499,8 @@ def _stats_call(store: Store, url: str) -> tuple[Callable[[], Any], str]:
     one (`stats(cap=stats_cap(config.alerts))`, default alert rules), else plain."""
     if "cap" not in inspect.signature(store.stats).parameters:
         return store.stats, "stats()"
+    stats_cap = _lookup(("supervisor.cluster.alerts.rules", "supervisor.alerts"), "stats_cap")
     try:
-        from supervisor.cluster.alerts.rules import stats_cap  # type: ignore[attr-defined]
         from supervisor.config import load_config
 
         cap = stats_cap(load_config(None, url).alerts)
@@ -803,9 +816,7 @@ def _kill_while_silent(
     """An s.hang job with a 1 s timeout; the database goes silent as soon as it starts.
     Seconds from when its kill is due (start + timeout + the master's KILL_GRACE) to
     SIGTERM reaching it, and to the child's death."""
-    import supervisor.daemon.master as master_module
-
-    grace = float(getattr(master_module, "KILL_GRACE", 3.0))
+    grace = float(_lookup(("supervisor.daemon.master", "supervisor.master"), "KILL_GRACE") or 3.0)
     timeout = 1.0
     record = ctx.workdir / f"silent-kill-{i}-{quiet}.rec"
     made = daemon(
