@@ -1,0 +1,423 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Forkq;
+
+use DateTimeInterface;
+use InvalidArgumentException;
+use JsonException;
+use PDO;
+use Throwable;
+use WeakMap;
+
+/**
+ * The PHP producer of forkq: one INSERT into forkq_jobs on the caller's own PDO.
+ *
+ * It writes what supervisor/queue.py writes (SPEC.md "Data contract"), so the Python
+ * daemon cannot tell a job enqueued here from one enqueued in Python. It never begins,
+ * commits or rolls back: inside the caller's open transaction the job exists if and
+ * only if the caller commits; outside one the INSERT commits on its own.
+ */
+final class Queue
+{
+    /** The options enqueue() takes; any other key is an error, never ignored. */
+    public const OPTIONS = ['queue', 'delay', 'run_at', 'priority', 'unique_key', 'limit_key', 'max_attempts'];
+
+    /** A job due later than this (microseconds) is stored 'scheduled' (SCHEDULE_AHEAD in Python). */
+    private const AHEAD_US = 2000000;
+
+    /** The last second a MySQL/MariaDB TIMESTAMP holds (2038-01-19 03:14:07 UTC). */
+    private const MYSQL_LAST_EPOCH = 2147483647;
+
+    /** SQLite's default SQLITE_LIMIT_LENGTH, in bytes: a longer value is refused. */
+    private const SQLITE_MAX_BYTES = 1000000000;
+
+    /** Statements shorter than this fit any server's max_allowed_packet (MIN_PACKET in Python). */
+    private const MYSQL_MIN_PACKET = 1024;
+
+    // The statements of supervisor/store/mysql.sql (insert_job, insert_job_at,
+    // insert_job_unique) with limit_key. `status` reads the run_at set before it in the
+    // same row: MySQL and MariaDB evaluate the VALUES list left to right.
+    private const MYSQL_NOW = 'INSERT INTO forkq_jobs (queue, handler, payload, priority, max_attempts, limit_key)'
+        . ' VALUES (:queue, :handler, :payload, :priority, :max_attempts, :limit_key)';
+    private const MYSQL_AT = 'INSERT INTO forkq_jobs'
+        . ' (queue, handler, payload, priority, run_at, status, max_attempts, limit_key, unique_key)'
+        . ' VALUES (:queue, :handler, :payload, :priority,'
+        . ' COALESCE(FROM_UNIXTIME(CAST(:run_at AS DECIMAL(17,6))), NOW(6) + INTERVAL :delay_us MICROSECOND),'
+        . ' IF(run_at > NOW(6) + INTERVAL ' . self::AHEAD_US . ' MICROSECOND, \'scheduled\', \'ready\'),'
+        . ' :max_attempts, :limit_key, :unique_key)';
+    private const MYSQL_UNIQUE = ' ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)';
+
+    // supervisor/store/sqlite.sql: times are REAL epoch seconds of this host's clock,
+    // computed here as the Python store computes them from its own clock.
+    private const SQLITE_INSERT = 'INSERT INTO forkq_jobs'
+        . ' (queue, handler, payload, priority, run_at, status, enqueued_at, max_attempts, limit_key, unique_key)'
+        . ' VALUES (:queue, :handler, :payload, :priority, CAST(:run_at AS REAL), :status, CAST(:now AS REAL),'
+        . ' :max_attempts, :limit_key, :unique_key)';
+    private const SQLITE_UNIQUE = ' ON CONFLICT (unique_key) DO UPDATE SET unique_key = excluded.unique_key'
+        . ' RETURNING id';
+
+    // Same-host wake-up (supervisor/wake.py): where local daemons bind their sockets.
+    private const SYSTEM_RUNTIME_DIR = '/run/forkq';
+    private const MAX_SOCKETS = 16;
+
+    /** @var WeakMap<PDO, int>|null max_allowed_packet of each MySQL connection, read once */
+    private static ?WeakMap $packetLimits = null;
+
+    /** @var WeakMap<PDO, string>|null the database identity of each connection, for the nudge */
+    private static ?WeakMap $identities = null;
+
+    private function __construct()
+    {
+    }
+
+    /**
+     * Add one job and return its id (the existing job's id when unique_key is taken).
+     *
+     * @param array<mixed>|object $payload JSON-encodable; an empty array is stored as {}
+     * @param array<string, mixed> $options queue, delay, run_at, priority, unique_key,
+     *     limit_key, max_attempts (null for any of them means its default)
+     *
+     * @throws InvalidArgumentException a bad handler, option or payload (nothing written)
+     * @throws \PDOException the database refused the INSERT
+     */
+    public static function enqueue(\PDO $pdo, string $handler, array|object $payload = [], array $options = []): int
+    {
+        $job = self::build($handler, $payload, $options);
+        $driver = $pdo->getAttribute(PDO::ATTR_DRIVER_NAME);
+        if ($driver !== 'mysql' && $driver !== 'sqlite') {
+            throw new InvalidArgumentException("forkq needs a MySQL/MariaDB or SQLite PDO, not '$driver'");
+        }
+        $mode = $pdo->getAttribute(PDO::ATTR_ERRMODE);
+        $pdo->setAttribute(PDO::ATTR_ERRMODE, PDO::ERRMODE_EXCEPTION);
+        try {
+            $id = $driver === 'mysql' ? self::insertMysql($pdo, $job) : self::insertSqlite($pdo, $job);
+            self::nudge($pdo, $driver, $job);
+            return $id;
+        } finally {
+            $pdo->setAttribute(PDO::ATTR_ERRMODE, $mode);
+        }
+    }
+
+    /**
+     * Check and encode one job, as build_job() in supervisor/queue.py does.
+     *
+     * @param array<mixed>|object $payload
+     * @param array<mixed> $options
+     * @return array{queue: string, handler: string, payload: string, priority: int,
+     *     delay: int|float, run_at: ?string, unique_key: ?string, limit_key: ?string,
+     *     max_attempts: ?int}
+     */
+    private static function build(string $handler, array|object $payload, array $options): array
+    {
+        $unknown = array_diff(array_map('strval', array_keys($options)), self::OPTIONS);
+        if ($unknown !== []) {
+            throw new InvalidArgumentException(
+                'unknown enqueue option(s): ' . implode(', ', $unknown) . '; known: ' . implode(', ', self::OPTIONS)
+            );
+        }
+        $option = static fn (string $name): mixed => $options[$name] ?? null;
+        if (self::length($handler) === null || $handler === '' || self::length($handler) > 191) {
+            throw new InvalidArgumentException('handler must be a UTF-8 name of 1 to 191 characters');
+        }
+        $queue = $option('queue') ?? '';
+        if (!is_string($queue) || self::length($queue) === null || self::length($queue) > 64) {
+            throw new InvalidArgumentException('queue must be a UTF-8 name of at most 64 characters');
+        }
+        $delay = $option('delay') ?? 0;
+        if (!(is_int($delay) || is_float($delay)) || !is_finite((float) $delay) || $delay < 0 || $delay > 9e12) {
+            throw new InvalidArgumentException('delay must be a finite number of seconds >= 0');
+        }
+        $priority = $option('priority') ?? 0;
+        if (!is_int($priority) || $priority < -2147483648 || $priority > 2147483647) {
+            throw new InvalidArgumentException('priority must be a 32-bit integer');
+        }
+        $maxAttempts = $option('max_attempts');
+        if ($maxAttempts !== null && (!is_int($maxAttempts) || $maxAttempts < 1 || $maxAttempts > 2147483647)) {
+            throw new InvalidArgumentException('max_attempts must be an integer >= 1');
+        }
+        return [
+            'queue' => $queue === '' ? 'default' : $queue,
+            'handler' => $handler,
+            'payload' => self::encode($payload),
+            'priority' => $priority,
+            'delay' => $delay,
+            'run_at' => self::epoch($option('run_at')),
+            'unique_key' => self::key($option('unique_key'), 'unique_key'),
+            'limit_key' => self::key($option('limit_key'), 'limit_key'),
+            'max_attempts' => $maxAttempts,
+        ];
+    }
+
+    /** The number of characters of a UTF-8 string; null when it is not valid UTF-8. */
+    private static function length(string $text): ?int
+    {
+        $count = preg_match_all('/./su', $text);
+        return $count === false ? null : $count;
+    }
+
+    private static function key(mixed $value, string $name): ?string
+    {
+        if ($value === null) {
+            return null;
+        }
+        if (!is_string($value) || $value === '' || self::length($value) === null || self::length($value) > 191) {
+            throw new InvalidArgumentException("$name must be a UTF-8 string of 1 to 191 characters");
+        }
+        return $value;
+    }
+
+    /** An absolute run_at as epoch seconds with microseconds ("1767225600.250000"). */
+    private static function epoch(mixed $runAt): ?string
+    {
+        if ($runAt === null) {
+            return null;
+        }
+        if (!$runAt instanceof DateTimeInterface) {
+            throw new InvalidArgumentException('run_at must be a DateTimeInterface');
+        }
+        if ($runAt->getTimestamp() < 1) {
+            throw new InvalidArgumentException('run_at must be after 1970-01-01 00:00:01 UTC');
+        }
+        return $runAt->format('U.u');
+    }
+
+    /**
+     * JSON text that decodes to what the caller gave; ASCII only (\u escapes), so no
+     * connection character set can garble it on the way in.
+     *
+     * @param array<mixed>|object $payload
+     */
+    private static function encode(array|object $payload): string
+    {
+        if ($payload === []) {
+            return '{}'; // the default: an empty object, as Python stores None
+        }
+        try {
+            return json_encode($payload, JSON_THROW_ON_ERROR | JSON_UNESCAPED_SLASHES | JSON_PRESERVE_ZERO_FRACTION);
+        } catch (JsonException $exc) {
+            throw new InvalidArgumentException('payload must be JSON-encodable: ' . $exc->getMessage(), 0, $exc);
+        }
+    }
+
+    /** @param array<string, mixed> $job */
+    private static function insertMysql(PDO $pdo, array $job): int
+    {
+        if ($job['run_at'] !== null && (float) $job['run_at'] >= self::MYSQL_LAST_EPOCH + 1) {
+            throw new InvalidArgumentException('run_at must be before 2038-01-19 03:14:08 UTC on MySQL/MariaDB');
+        }
+        $values = [
+            'queue' => $job['queue'],
+            'handler' => $job['handler'],
+            'payload' => $job['payload'],
+            'priority' => $job['priority'],
+            'max_attempts' => $job['max_attempts'],
+            'limit_key' => $job['limit_key'],
+        ];
+        if ($job['unique_key'] === null && $job['run_at'] === null && (float) $job['delay'] === 0.0) {
+            $sql = self::MYSQL_NOW; // run now: run_at and status take their defaults
+        } else {
+            $sql = self::MYSQL_AT . ($job['unique_key'] === null ? '' : self::MYSQL_UNIQUE);
+            $values += [
+                'run_at' => $job['run_at'],
+                'delay_us' => (int) round($job['delay'] * 1000000),
+                'unique_key' => $job['unique_key'],
+            ];
+        }
+        self::checkPacket($pdo, $sql, $values);
+        self::execute($pdo, $sql, $values);
+        return (int) $pdo->lastInsertId();
+    }
+
+    /** @param array<string, mixed> $job */
+    private static function insertSqlite(PDO $pdo, array $job): int
+    {
+        if (strlen($job['payload']) > self::SQLITE_MAX_BYTES) {
+            throw new InvalidArgumentException(sprintf(
+                'the payload is %.1f MB, more than SQLite stores in one value (%.1f MB)',
+                strlen($job['payload']) / 1048576,
+                self::SQLITE_MAX_BYTES / 1048576
+            ));
+        }
+        $now = microtime(true);
+        $runAt = $job['run_at'] ?? sprintf('%.6F', $now + $job['delay']);
+        $values = [
+            'queue' => $job['queue'],
+            'handler' => $job['handler'],
+            'payload' => $job['payload'],
+            'priority' => $job['priority'],
+            'run_at' => $runAt,
+            'status' => (float) $runAt > $now + self::AHEAD_US / 1000000 ? 'scheduled' : 'ready',
+            'now' => sprintf('%.6F', $now),
+            'max_attempts' => $job['max_attempts'],
+            'limit_key' => $job['limit_key'],
+            'unique_key' => $job['unique_key'],
+        ];
+        if ($job['unique_key'] === null) {
+            self::execute($pdo, self::SQLITE_INSERT, $values);
+            return (int) $pdo->lastInsertId();
+        }
+        // RETURNING: the statement is finished only once its row has been read.
+        $statement = self::execute($pdo, self::SQLITE_INSERT . self::SQLITE_UNIQUE, $values);
+        $ids = $statement->fetchAll(PDO::FETCH_COLUMN, 0);
+        $statement->closeCursor();
+        return (int) $ids[0];
+    }
+
+    /** @param array<string, mixed> $values */
+    private static function execute(PDO $pdo, string $sql, array $values): \PDOStatement
+    {
+        $statement = $pdo->prepare($sql);
+        foreach ($values as $name => $value) {
+            $type = match (true) {
+                $value === null => PDO::PARAM_NULL,
+                is_int($value) => PDO::PARAM_INT,
+                default => PDO::PARAM_STR,
+            };
+            $statement->bindValue(':' . $name, $value, $type);
+        }
+        $statement->execute();
+        return $statement;
+    }
+
+    /**
+     * Refuse a statement longer than the session's max_allowed_packet with a clear
+     * error: the server would close the connection mid-write ("server has gone away").
+     * Emulated prepares (pdo_mysql's default) send the values quoted and escaped inside
+     * the SQL text; native ones send them as they are.
+     *
+     * @param array<string, mixed> $values
+     */
+    private static function checkPacket(PDO $pdo, string $sql, array $values): void
+    {
+        $escaped = (bool) $pdo->getAttribute(PDO::ATTR_EMULATE_PREPARES);
+        $size = strlen($sql) + 1;
+        foreach ($values as $name => $value) {
+            if (!is_string($value)) {
+                $size += 24;
+            } elseif (!$escaped) {
+                $size += strlen($value) + 9; // and its length
+            } elseif ($name === 'payload') {
+                // Quoted, each quote and backslash escaped (ASCII JSON: nothing else is).
+                $size += strlen($value) + 2 + substr_count($value, '"') + substr_count($value, "'")
+                    + substr_count($value, '\\');
+            } else {
+                $size += 2 * strlen($value) + 2; // at their worst
+            }
+        }
+        if ($size <= self::MYSQL_MIN_PACKET) {
+            return;
+        }
+        self::$packetLimits ??= new WeakMap();
+        $limit = self::$packetLimits[$pdo] ??= (int) $pdo->query('SELECT @@SESSION.max_allowed_packet')->fetchColumn();
+        if ($size > $limit) {
+            throw new InvalidArgumentException(sprintf(
+                'the job is %.1f MB to send, more than the server\'s max_allowed_packet (%.1f MB):'
+                . ' keep large data out of the payload (store it elsewhere and enqueue a reference),'
+                . ' or raise max_allowed_packet',
+                $size / 1048576,
+                $limit / 1048576
+            ));
+        }
+    }
+
+    /**
+     * Tell the daemons on this host that serve this database that the job's queue has a
+     * job now (supervisor/wake.py), so an idle child takes it without waiting for its
+     * poll. Best effort: it never throws, never blocks, and costs nothing where no
+     * daemon's socket directory exists; a lost nudge leaves the job to the poll.
+     *
+     * @param array<string, mixed> $job
+     */
+    private static function nudge(PDO $pdo, string $driver, array $job): void
+    {
+        $due = $job['run_at'] === null ? $job['delay'] <= 0 : (float) $job['run_at'] <= microtime(true);
+        if (!$due || !function_exists('socket_create')) {
+            return;
+        }
+        set_error_handler(static fn (): bool => true); // the caller's handler never sees ours
+        try {
+            $wake = strtolower(trim((string) getenv('FORKQ_WAKE')));
+            if (in_array($wake, ['0', 'false', 'no', 'off'], true)) {
+                return;
+            }
+            $bases = self::runtimeDirs();
+            if ($bases === []) {
+                return;
+            }
+            self::$identities ??= new WeakMap();
+            $identity = self::$identities[$pdo] ??= self::identity($pdo, $driver);
+            if ($identity === '') {
+                return;
+            }
+            self::send($bases, substr(hash('sha256', $identity), 0, 16), $job['queue'] . "\n");
+        } catch (Throwable) {
+            return; // a nudge must never fail an enqueue
+        } finally {
+            restore_error_handler();
+        }
+    }
+
+    /** @return list<array{string, bool}> existing runtime dirs, each with "must be mine" */
+    private static function runtimeDirs(): array
+    {
+        $override = (string) getenv('FORKQ_RUNTIME_DIR');
+        $candidates = $override !== '' ? [[$override, false]] : [[self::SYSTEM_RUNTIME_DIR, false]];
+        if ($override === '' && function_exists('posix_getuid')) {
+            $candidates[] = [rtrim(sys_get_temp_dir(), '/') . '/forkq-' . posix_getuid(), true];
+        }
+        return array_values(array_filter($candidates, static fn (array $c): bool => is_dir($c[0])));
+    }
+
+    /** What names this database on this host (wake.py database_identity); '' if unknown. */
+    private static function identity(PDO $pdo, string $driver): string
+    {
+        if ($driver === 'sqlite') {
+            foreach ($pdo->query('PRAGMA database_list')->fetchAll(PDO::FETCH_ASSOC) as $row) {
+                if ($row['name'] === 'main' && $row['file'] !== '') {
+                    return 'sqlite:' . (realpath($row['file']) ?: $row['file']);
+                }
+            }
+            return '';
+        }
+        [$database, $port] = $pdo->query('SELECT DATABASE(), @@port')->fetch(PDO::FETCH_NUM);
+        $status = (string) $pdo->getAttribute(PDO::ATTR_CONNECTION_STATUS);
+        $host = strtolower(explode(' via ', $status)[0]);
+        if ($database === null || $host === '') {
+            return '';
+        }
+        if (str_contains($status, 'UNIX socket') || in_array($host, ['127.0.0.1', '::1', 'localhost'], true)) {
+            return "mysql:local/$database";
+        }
+        return "mysql:$host:$port/$database";
+    }
+
+    /** @param list<array{string, bool}> $bases */
+    private static function send(array $bases, string $key, string $datagram): void
+    {
+        $paths = [];
+        foreach ($bases as [$base, $private]) {
+            $dir = "$base/$key";
+            if ($private && fileowner($dir) !== posix_getuid()) {
+                continue;
+            }
+            $names = preg_grep('/\.sock$/', scandir($dir) ?: []);
+            foreach (array_slice($names, 0, self::MAX_SOCKETS) as $name) {
+                $paths[] = "$dir/$name";
+            }
+        }
+        if ($paths === []) {
+            return;
+        }
+        $socket = socket_create(AF_UNIX, SOCK_DGRAM, 0);
+        if ($socket === false) {
+            return;
+        }
+        socket_set_nonblock($socket);
+        foreach ($paths as $path) {
+            socket_sendto($socket, $datagram, strlen($datagram), 0, $path);
+        }
+        socket_close($socket);
+    }
+}
