@@ -1,0 +1,871 @@
+"""The PHP producer (clients/php, `Forkq\\Queue::enqueue`) driven by Debian's real php-cli.
+
+Each test writes a short PHP script that requires clients/php/src/Queue.php, opens a PDO
+on the test's database (MariaDB through pdo_mysql, SQLite through pdo_sqlite: the
+`db_url` fixture's two backends) and prints JSON lines; the test reads the rows back
+through Python. Any PHP warning, notice or deprecation fails the script (the prelude
+turns them into exceptions, and stderr must stay empty). A job enqueued from PHP is
+then run by the real Python daemon, and the same-host nudge is received on a real
+socket. Without php, its PDO drivers or phpcs the tests skip locally and fail when CI
+is set (`make test` installs them through scripts/ensure-tools.sh).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from daemon_util import (
+    Daemon,
+    daemons_fixture,  # noqa: F401  (the `daemons` fixture)
+    record_ids,
+)
+from util import REPO_ROOT, backend_of, count_rows, sql, wait_until
+
+from supervisor.dburl import parse_database_url
+from supervisor.wake import ENV_RUNTIME_DIR, ENV_WAKE, database_identity, database_key
+
+CLIENT_DIR = REPO_ROOT / "clients" / "php"
+CLIENT = CLIENT_DIR / "src" / "Queue.php"
+HANDLER_EXAMPLE = REPO_ROOT / "handlers" / "php" / "send_report.php"
+PHP_FILES = sorted([*CLIENT_DIR.rglob("*.php"), *(REPO_ROOT / "handlers").rglob("*.php")])
+
+# Every script starts with this: the client, a PDO on the test's database, warnings as
+# errors, and `out()` / `attempt()` to report back as JSON lines.
+PRELUDE = r"""<?php
+
+declare(strict_types=1);
+
+require getenv('FORKQ_PHP_CLIENT');
+
+use Forkq\Queue;
+
+set_error_handler(static function (int $no, string $message, string $file, int $line): never {
+    throw new ErrorException($message, 0, $no, $file, $line);
+});
+
+function connect(): PDO
+{
+    $user = getenv('FORKQ_PHP_USER');
+    $password = getenv('FORKQ_PHP_PASSWORD');
+    return new PDO(getenv('FORKQ_PHP_DSN'), $user === '' ? null : $user, $password === '' ? null : $password);
+}
+
+function out(mixed $value): void
+{
+    echo json_encode($value, JSON_THROW_ON_ERROR), "\n";
+}
+
+/** The id an enqueue returned, or the class and message of what it threw. */
+function attempt(callable $enqueue): array
+{
+    try {
+        return ['id' => $enqueue()];
+    } catch (Throwable $exc) {
+        return ['error' => $exc::class, 'message' => $exc->getMessage()];
+    }
+}
+
+/** A DateTimeImmutable at epoch seconds given as a string with microseconds, in $zone. */
+function at(string $epoch, string $zone = 'UTC'): DateTimeImmutable
+{
+    return DateTimeImmutable::createFromFormat('U.u', $epoch)->setTimezone(new DateTimeZone($zone));
+}
+
+$pdo = connect();
+"""
+
+
+# --- running php -------------------------------------------------------------------------------
+
+
+def php_binary() -> str:
+    from conftest import unavailable
+
+    found = shutil.which("php")
+    if found is None:
+        unavailable("php is not installed: apt-get install php-cli php-mysql php-sqlite3")
+    assert found is not None
+    return found
+
+
+@pytest.fixture(scope="module")
+def php() -> str:
+    """Debian's php-cli with both PDO drivers."""
+    from conftest import unavailable
+
+    binary = php_binary()
+    modules = subprocess.run(
+        [binary, "-m"], capture_output=True, text=True, timeout=30, check=True
+    ).stdout.split()
+    missing = [m for m in ("PDO", "pdo_mysql", "pdo_sqlite", "json") if m not in modules]
+    if missing:
+        unavailable(f"php lacks {missing}: apt-get install php-mysql php-sqlite3")
+    return binary
+
+
+def pdo_dsn(db_url: str) -> tuple[str, str, str]:
+    """(DSN, user, password) of a PDO on the database a forkq URL names."""
+    url = parse_database_url(db_url)
+    if url.backend == "sqlite":
+        return f"sqlite:{url.path}", "", ""
+    where = (
+        f"unix_socket={url.unix_socket}" if url.unix_socket else f"host={url.host};port={url.port}"
+    )
+    return (
+        f"mysql:{where};dbname={url.database};charset=utf8mb4",
+        url.user or "",
+        url.password or "",
+    )
+
+
+class Php:
+    """Runs PHP scripts against one database; each call is a fresh php process."""
+
+    def __init__(self, binary: str, db_url: str, directory: Path) -> None:
+        self.binary = binary
+        self.db_url = db_url
+        self.directory = directory
+        self.runs = 0
+        dsn, user, password = pdo_dsn(db_url)
+        self.env = {
+            **os.environ,
+            "FORKQ_PHP_CLIENT": str(CLIENT),
+            "FORKQ_PHP_DSN": dsn,
+            "FORKQ_PHP_USER": user,
+            "FORKQ_PHP_PASSWORD": password,
+            # No daemon's socket directory: no nudge unless a test points here.
+            ENV_RUNTIME_DIR: str(directory / "no-runtime-dir"),
+        }
+        self.env.pop(ENV_WAKE, None)
+
+    def __call__(self, code: str, env: dict[str, str] | None = None) -> list[Any]:
+        """Run PRELUDE + `code`; what it `out()`ed, one value a line. It must exit 0, silently."""
+        self.runs += 1
+        script = self.directory / f"script{self.runs}.php"
+        script.write_text(PRELUDE + code + "\n", encoding="utf-8")
+        done = subprocess.run(
+            [self.binary, "-d", "display_errors=stderr", "-d", "error_reporting=-1", str(script)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**self.env, **(env or {})},
+        )
+        assert done.returncode == 0 and done.stderr == "", (
+            f"php exited {done.returncode}\nstderr: {done.stderr}\nstdout: {done.stdout[-2000:]}"
+        )
+        return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+@pytest.fixture
+def run_php(php: str, db_url: str, tmp_path: Path) -> Php:
+    return Php(php, db_url, tmp_path)
+
+
+# --- reading what was stored -------------------------------------------------------------------
+
+COLUMNS = (
+    "id, queue, handler, payload, priority, status, unique_key, limit_key, max_attempts, attempts"
+)
+
+
+def jobs(db_url: str) -> dict[int, dict[str, Any]]:
+    """Every job row by id, its times as Decimal epoch seconds (run_at_s, enqueued_at_s)."""
+    if backend_of(db_url) == "mysql":
+        times = "UNIX_TIMESTAMP(run_at), UNIX_TIMESTAMP(enqueued_at)"
+    else:
+        times = "run_at, enqueued_at"
+    names = [*COLUMNS.split(", "), "run_at_s", "enqueued_at_s"]
+    rows = sql(db_url, f"SELECT {COLUMNS}, {times} FROM forkq_jobs ORDER BY id")
+    found = {}
+    for row in rows:
+        job = dict(zip(names, row, strict=True))
+        job["run_at_s"] = round(Decimal(str(job["run_at_s"])), 6)
+        job["enqueued_at_s"] = round(Decimal(str(job["enqueued_at_s"])), 6)
+        found[int(job["id"])] = job
+    return found
+
+
+def db_now(db_url: str) -> Decimal:
+    """The database clock (SQLite's is this host's), as Decimal epoch seconds."""
+    if backend_of(db_url) == "mysql":
+        return Decimal(str(sql(db_url, "SELECT UNIX_TIMESTAMP(NOW(6))")[0][0]))
+    return round(Decimal(time.time()), 6)
+
+
+def close(a: Decimal, b: Decimal | float, within: str = "0.000002") -> bool:
+    """Equal to the microsecond (SQLite's REAL epoch seconds round in the last digit)."""
+    return abs(a - Decimal(str(b))) <= Decimal(within)
+
+
+def php_string(text: str) -> str:
+    """A PHP single-quoted literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+# --- the files themselves ----------------------------------------------------------------------
+
+
+def test_every_php_file_passes_php_lint() -> None:
+    binary = php_binary()
+    assert CLIENT in PHP_FILES and HANDLER_EXAMPLE in PHP_FILES
+    for path in PHP_FILES:
+        done = subprocess.run([binary, "-l", str(path)], capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, f"{path}: {done.stdout}{done.stderr}"
+        assert "No syntax errors detected" in done.stdout
+
+
+def test_every_php_file_follows_psr12() -> None:
+    from conftest import unavailable
+
+    phpcs = shutil.which("phpcs")
+    if phpcs is None:
+        unavailable("phpcs is not installed: apt-get install php-codesniffer")
+    assert phpcs is not None
+    done = subprocess.run(
+        [phpcs, "--standard=PSR12", "--report=emacs", *map(str, PHP_FILES)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_composer_autoloads_forkq_from_src_and_needs_only_php_extensions() -> None:
+    manifest = json.loads((CLIENT_DIR / "composer.json").read_text(encoding="utf-8"))
+    assert manifest["autoload"]["psr-4"] == {"Forkq\\": "src/"}
+    assert (CLIENT_DIR / "src" / "Queue.php").is_file()  # Forkq\Queue under PSR-4
+    assert set(manifest["require"]) == {"php", "ext-json", "ext-pdo"}
+    assert manifest["require"]["php"] == ">=8.2"
+    source = CLIENT.read_text(encoding="utf-8")
+    assert "declare(strict_types=1);" in source and "namespace Forkq;" in source
+    assert "final class Queue" in source
+
+
+# --- what enqueue stores -----------------------------------------------------------------------
+
+
+def test_a_job_with_defaults_is_stored_ready_to_run_now(run_php: Php, db_url: str) -> None:
+    before = db_now(db_url)
+    [job_id] = run_php("out(Queue::enqueue($pdo, 'email.send', ['to' => 'a@example.com']));")
+    after = db_now(db_url)
+    [job] = jobs(db_url).values()
+    assert job["id"] == job_id
+    assert (job["queue"], job["handler"], job["status"]) == ("default", "email.send", "ready")
+    assert json.loads(job["payload"]) == {"to": "a@example.com"}
+    assert job["priority"] == 0 and job["attempts"] == 0
+    assert job["max_attempts"] is None  # the handler's default
+    assert job["unique_key"] is None and job["limit_key"] is None
+    assert job["run_at_s"] == job["enqueued_at_s"]
+    assert before - 1 <= job["enqueued_at_s"] <= after + 1
+
+
+def test_every_option_is_stored(run_php: Php, db_url: str) -> None:
+    [job_id] = run_php(
+        """out(Queue::enqueue($pdo, 'report.pdf', ['day' => '2026-01-31'], [
+            'queue' => 'reports',
+            'delay' => 30,
+            'priority' => -7,
+            'unique_key' => 'report-2026-01-31',
+            'limit_key' => 'tenant-42',
+            'max_attempts' => 3,
+        ]));"""
+    )
+    job = jobs(db_url)[job_id]
+    assert job["queue"] == "reports" and job["handler"] == "report.pdf"
+    assert json.loads(job["payload"]) == {"day": "2026-01-31"}
+    assert job["priority"] == -7 and job["max_attempts"] == 3
+    assert job["unique_key"] == "report-2026-01-31" and job["limit_key"] == "tenant-42"
+    assert job["status"] == "scheduled"
+    assert close(job["run_at_s"] - job["enqueued_at_s"], 30)
+
+
+def test_null_options_take_their_defaults(run_php: Php, db_url: str) -> None:
+    [job_id] = run_php(
+        """out(Queue::enqueue($pdo, 'h', [], ['queue' => null, 'delay' => null, 'run_at' => null,
+            'priority' => null, 'unique_key' => null, 'limit_key' => null, 'max_attempts' => null]));"""
+    )
+    job = jobs(db_url)[job_id]
+    assert (job["queue"], job["status"], job["priority"]) == ("default", "ready", 0)
+    assert job["unique_key"] is None and job["limit_key"] is None and job["max_attempts"] is None
+    assert job["run_at_s"] == job["enqueued_at_s"]
+
+
+@pytest.mark.parametrize(
+    ("delay", "status"),
+    [
+        ("0", "ready"),
+        ("0.25", "ready"),
+        ("2", "ready"),  # due exactly at the horizon: claimable now, like Python's
+        ("2.001", "scheduled"),
+        ("3", "scheduled"),
+        ("3600", "scheduled"),
+    ],
+)
+def test_a_job_due_more_than_two_seconds_ahead_is_scheduled(
+    run_php: Php, db_url: str, delay: str, status: str
+) -> None:
+    [job_id] = run_php(f"out(Queue::enqueue($pdo, 'h', [], ['delay' => {delay}]));")
+    job = jobs(db_url)[job_id]
+    assert job["status"] == status
+    assert close(job["run_at_s"] - job["enqueued_at_s"], Decimal(delay))
+
+
+def test_run_at_is_an_absolute_instant_whatever_its_time_zone(run_php: Php, db_url: str) -> None:
+    now = db_now(db_url)
+    cases = {
+        "later": (now + 3600, "Asia/Kolkata", None, "scheduled"),
+        "past": (now - 30, "America/New_York", None, "ready"),
+        "in_a_second": (now + 1, "Pacific/Chatham", None, "ready"),
+        "wins_over_delay": (now - 5, "UTC", 3600, "ready"),
+        "delay_is_ignored": (now + 600, "Europe/Paris", 1, "scheduled"),
+    }
+    lines = []
+    for name, (epoch, zone, delay, _) in cases.items():
+        options = f"'run_at' => at('{epoch:.6f}', '{zone}')"
+        if delay is not None:
+            options += f", 'delay' => {delay}"
+        lines.append(f"out(['{name}', Queue::enqueue($pdo, 'h', [], [{options}])]);")
+    ids = dict(run_php("\n".join(lines)))
+    stored = jobs(db_url)
+    for name, (epoch, _, _, status) in cases.items():
+        job = stored[ids[name]]
+        assert (name, job["status"]) == (name, status)
+        assert close(job["run_at_s"], epoch), (name, job["run_at_s"], epoch)
+
+
+def test_a_mysql_session_in_another_time_zone_stores_the_same_instants(
+    mysql_db_url: str, php: str, tmp_path: Path
+) -> None:
+    """run_at goes in as epoch seconds (FROM_UNIXTIME), so the session's zone cannot move it."""
+    run_php = Php(php, mysql_db_url, tmp_path)
+    now = db_now(mysql_db_url)
+    later, earlier = now + 7200, now - 60
+    [zone, first, second, third] = run_php(
+        f"""$pdo->exec("SET time_zone = '-07:00'");
+        $a = Queue::enqueue($pdo, 'h', [], ['run_at' => at('{later:.6f}')]);
+        $b = Queue::enqueue($pdo, 'h', [], ['run_at' => at('{earlier:.6f}', 'Asia/Tokyo')]);
+        $c = Queue::enqueue($pdo, 'h', [], ['delay' => 10]);
+        out($pdo->query('SELECT @@session.time_zone')->fetchColumn());
+        out($a);
+        out($b);
+        out($c);"""
+    )
+    assert zone == "-07:00"  # left as the caller set it
+    stored = jobs(mysql_db_url)
+    assert close(stored[first]["run_at_s"], later) and stored[first]["status"] == "scheduled"
+    assert close(stored[second]["run_at_s"], earlier) and stored[second]["status"] == "ready"
+    assert close(stored[third]["run_at_s"] - stored[third]["enqueued_at_s"], 10)
+    assert stored[third]["status"] == "scheduled"
+
+
+def faketime(offset: str) -> dict[str, str]:
+    from conftest import unavailable
+
+    found = sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))
+    if not found:
+        unavailable("libfaketime is not installed: apt-get install libfaketime (make test does)")
+    return {
+        "LD_PRELOAD": str(found[0]),
+        "FAKETIME": offset,
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+        "FAKETIME_NO_CACHE": "1",
+    }
+
+
+def test_mysql_judges_delay_and_status_on_the_database_clock(
+    php: str, mysql_db_url: str, tmp_path: Path
+) -> None:
+    """A PHP host an hour behind the database: delays count from the database's now, and a
+    run_at that is ahead by the PHP host's clock but past by the database's is ready."""
+    run_php = Php(php, mysql_db_url, tmp_path)
+    before = db_now(mysql_db_url)
+    [php_now, delayed, absolute] = run_php(
+        """out(microtime(true));
+        out(Queue::enqueue($pdo, 'h', [], ['delay' => 10]));
+        out(Queue::enqueue($pdo, 'h', [], ['run_at' => new DateTimeImmutable('+10 minutes')]));""",
+        env=faketime("-1h"),
+    )
+    after = db_now(mysql_db_url)
+    assert before - Decimal(php_now) > 3000, "libfaketime did not move php's clock"
+    stored = jobs(mysql_db_url)
+    assert before + 10 <= stored[delayed]["run_at_s"] <= after + 10
+    assert stored[delayed]["status"] == "scheduled"
+    assert stored[absolute]["run_at_s"] < before
+    assert stored[absolute]["status"] == "ready"
+
+
+def test_sqlite_accepts_a_run_at_after_2038_and_mysql_refuses_it_clearly(
+    run_php: Php, db_url: str
+) -> None:
+    [result] = run_php(
+        "out(attempt(fn () => Queue::enqueue($pdo, 'h', [], "
+        "['run_at' => new DateTimeImmutable('2040-01-01T00:00:00Z')])));"
+    )
+    if backend_of(db_url) == "sqlite":
+        assert jobs(db_url)[result["id"]]["run_at_s"] == 2208988800
+    else:
+        assert result["error"] == "InvalidArgumentException"
+        assert "before 2038-01-19 03:14:08 UTC" in result["message"]
+        assert count_rows(db_url, "forkq_jobs") == 0
+
+
+def test_payloads_are_stored_as_json_the_daemon_decodes(run_php: Php, db_url: str) -> None:
+    payloads = run_php(
+        r"""final class Invoice implements JsonSerializable
+        {
+            public function jsonSerialize(): mixed
+            {
+                return ['invoice' => 17, 'total' => 1.0];
+            }
+        }
+        $object = new stdClass();
+        $object->name = 'Zoë';
+        $object->tags = [];
+        foreach ([
+            ['text' => "Grüße, 世界 \u{1F600} \"quoted\" 'single' back\\slash a/b </script>\n\ttab \0nul"],
+            ['float' => 1.0, 'int' => 1, 'neg' => -0.5, 'big' => PHP_INT_MAX, 'null' => null,
+             'bools' => [true, false], 'nested' => ['list' => [1, [2, []]], 'map' => ['k' => 'v']]],
+            [],
+            $object,
+            new Invoice(),
+            [3, 1, 2],
+        ] as $payload) {
+            out(Queue::enqueue($pdo, 'h', $payload));
+        }"""
+    )
+    stored = jobs(db_url)
+    texts = [stored[i]["payload"] for i in payloads]
+    assert all(text.isascii() for text in texts), texts  # \u escapes: no charset can garble it
+    decoded = [json.loads(text) for text in texts]
+    assert decoded[0] == {
+        "text": "Grüße, 世界 \U0001f600 \"quoted\" 'single' back\\slash a/b </script>\n\ttab \0nul"
+    }
+    assert decoded[1] == {
+        "float": 1.0,
+        "int": 1,
+        "neg": -0.5,
+        "big": 2**63 - 1,
+        "null": None,
+        "bools": [True, False],
+        "nested": {"list": [1, [2, []]], "map": {"k": "v"}},
+    }
+    assert isinstance(decoded[1]["float"], float) and isinstance(decoded[1]["int"], int)
+    assert decoded[2] == {} and texts[2] == "{}"  # the default payload is an empty object
+    assert decoded[3] == {"name": "Zoë", "tags": []}
+    assert decoded[4] == {"invoice": 17, "total": 1.0}
+    assert decoded[5] == [3, 1, 2]
+
+
+# --- unique keys and transactions --------------------------------------------------------------
+
+
+def test_a_taken_unique_key_returns_the_existing_jobs_id(run_php: Php, db_url: str) -> None:
+    [first, again, other] = run_php(
+        """out(Queue::enqueue($pdo, 'welcome', ['n' => 1], ['unique_key' => 'welcome-42']));
+        out(Queue::enqueue($pdo, 'welcome', ['n' => 2],
+            ['unique_key' => 'welcome-42', 'priority' => 9, 'delay' => 60, 'queue' => 'other']));
+        out(Queue::enqueue($pdo, 'welcome', ['n' => 3], ['unique_key' => 'welcome-43']));"""
+    )
+    [from_another_process, in_a_transaction] = run_php(
+        """out(Queue::enqueue($pdo, 'welcome', ['n' => 4], ['unique_key' => 'welcome-42']));
+        $pdo->beginTransaction();
+        out(Queue::enqueue($pdo, 'welcome', ['n' => 5], ['unique_key' => 'welcome-42', 'delay' => 5]));
+        $pdo->commit();"""
+    )
+    assert first == again == from_another_process == in_a_transaction
+    assert other != first
+    stored = jobs(db_url)
+    assert sorted(stored) == sorted([first, other])
+    kept = stored[first]
+    assert json.loads(kept["payload"]) == {"n": 1}  # the first enqueue's job, untouched
+    assert (kept["queue"], kept["priority"], kept["status"]) == ("default", 0, "ready")
+    assert json.loads(stored[other]["payload"]) == {"n": 3}
+
+
+def test_rollback_of_the_callers_transaction_leaves_no_job(run_php: Php, db_url: str) -> None:
+    [job_id, still_open, seen_by_another_connection, after] = run_php(
+        """$pdo->beginTransaction();
+        $pdo->exec("INSERT INTO forkq_queues (queue, paused) VALUES ('app-work', 0)");
+        out(Queue::enqueue($pdo, 'h', ['n' => 1], ['unique_key' => 'once']));
+        out($pdo->inTransaction());
+        out((int) connect()->query('SELECT COUNT(*) FROM forkq_jobs')->fetchColumn());
+        $pdo->rollBack();
+        out((int) $pdo->query('SELECT COUNT(*) FROM forkq_jobs')->fetchColumn());"""
+    )
+    assert isinstance(job_id, int) and job_id > 0
+    assert still_open is True  # enqueue neither committed nor ended the transaction
+    assert seen_by_another_connection == 0
+    assert after == 0
+    assert count_rows(db_url, "forkq_jobs") == 0
+    assert count_rows(db_url, "forkq_queues") == 0  # the caller's own write went with it
+    # The key was never taken: the next enqueue with it makes a job.
+    [new_id] = run_php("out(Queue::enqueue($pdo, 'h', ['n' => 2], ['unique_key' => 'once']));")
+    assert json.loads(jobs(db_url)[new_id]["payload"]) == {"n": 2}
+
+
+def test_commit_of_the_callers_transaction_keeps_its_jobs(run_php: Php, db_url: str) -> None:
+    [first, second, unseen, still_open] = run_php(
+        """$pdo->beginTransaction();
+        $pdo->exec("INSERT INTO forkq_queues (queue, paused) VALUES ('app-work', 0)");
+        out(Queue::enqueue($pdo, 'h', ['n' => 1]));
+        out(Queue::enqueue($pdo, 'h', ['n' => 2], ['delay' => 60, 'unique_key' => 'k']));
+        out((int) connect()->query('SELECT COUNT(*) FROM forkq_jobs')->fetchColumn());
+        out($pdo->inTransaction());
+        $pdo->commit();"""
+    )
+    assert unseen == 0 and still_open is True
+    assert sorted(jobs(db_url)) == sorted([first, second])
+    assert count_rows(db_url, "forkq_queues") == 1
+
+
+def test_outside_a_transaction_the_insert_commits_by_itself(run_php: Php, db_url: str) -> None:
+    [job_id, in_transaction] = run_php(
+        """out(Queue::enqueue($pdo, 'h'));
+        out($pdo->inTransaction());"""
+    )
+    assert in_transaction is False
+    assert list(jobs(db_url)) == [job_id]
+
+
+def test_errors_throw_whatever_the_callers_error_mode_which_is_left_as_it_was(
+    run_php: Php, db_url: str
+) -> None:
+    silent, warning = "PDO::ERRMODE_SILENT", "PDO::ERRMODE_WARNING"
+    [ok, mode_after_ok, failed, mode_after_failure, bad, mode_after_bad] = run_php(
+        f"""$pdo->setAttribute(PDO::ATTR_ERRMODE, {silent});
+        out(Queue::enqueue($pdo, 'h'));
+        out($pdo->getAttribute(PDO::ATTR_ERRMODE) === {silent});
+        // A table of this session shadows forkq_jobs: the INSERT itself fails.
+        $pdo->exec('CREATE TEMPORARY TABLE forkq_jobs (id INTEGER)');
+        $pdo->setAttribute(PDO::ATTR_ERRMODE, {warning});
+        out(attempt(fn () => Queue::enqueue($pdo, 'h')));
+        out($pdo->getAttribute(PDO::ATTR_ERRMODE) === {warning});
+        out(attempt(fn () => Queue::enqueue($pdo, '')));
+        out($pdo->getAttribute(PDO::ATTR_ERRMODE) === {warning});"""
+    )
+    assert isinstance(ok, int) and mode_after_ok is True
+    assert failed["error"] == "PDOException" and "queue" in failed["message"]
+    assert mode_after_failure is True
+    assert bad["error"] == "InvalidArgumentException" and mode_after_bad is True
+    assert list(jobs(db_url)) == [ok]
+
+
+# --- bad input ---------------------------------------------------------------------------------
+
+BAD_INPUT = [
+    ("''", "[]", "handler must be a UTF-8 name of 1 to 191 characters"),
+    ("str_repeat('h', 192)", "[]", "handler must be"),
+    ('"bad\\xff"', "[]", "handler must be"),
+    ("'h'", "['queue' => str_repeat('q', 65)]", "queue must be a UTF-8 name of at most 64"),
+    ("'h'", "['queue' => 5]", "queue must be"),
+    ("'h'", "['queue' => \"q\\xc3\"]", "queue must be"),
+    ("'h'", "['delay' => -1]", "delay must be a finite number of seconds >= 0"),
+    ("'h'", "['delay' => NAN]", "delay must be"),
+    ("'h'", "['delay' => INF]", "delay must be"),
+    ("'h'", "['delay' => '5']", "delay must be"),
+    ("'h'", "['delay' => 1e13]", "delay must be"),
+    ("'h'", "['priority' => 1.5]", "priority must be a 32-bit integer"),
+    ("'h'", "['priority' => 2147483648]", "priority must be"),
+    ("'h'", "['priority' => -2147483649]", "priority must be"),
+    ("'h'", "['priority' => true]", "priority must be"),
+    ("'h'", "['max_attempts' => 0]", "max_attempts must be an integer >= 1"),
+    ("'h'", "['max_attempts' => '3']", "max_attempts must be"),
+    ("'h'", "['unique_key' => '']", "unique_key must be a UTF-8 string of 1 to 191"),
+    ("'h'", "['unique_key' => str_repeat('k', 192)]", "unique_key must be"),
+    ("'h'", "['limit_key' => 42]", "limit_key must be a UTF-8 string of 1 to 191"),
+    ("'h'", "['limit_key' => '']", "limit_key must be"),
+    ("'h'", "['run_at' => '2030-01-01 00:00:00']", "run_at must be a DateTimeInterface"),
+    ("'h'", "['run_at' => 1893456000]", "run_at must be a DateTimeInterface"),
+    ("'h'", "['run_at' => new DateTimeImmutable('1969-12-31')]", "run_at must be after 1970"),
+    ("'h'", "['dealy' => 5]", "unknown enqueue option(s): dealy; known: queue, delay"),
+    ("'h'", "[0 => 5, 'Queue' => 'q']", "unknown enqueue option(s): 0, Queue"),
+]
+
+BAD_PAYLOADS = [
+    ("['x' => NAN]", "payload must be JSON-encodable: Inf and NaN"),
+    ("['x' => \"\\xb1\\x31\"]", "payload must be JSON-encodable: Malformed UTF-8"),
+    (
+        "['f' => fopen('php://memory', 'r')]",
+        "payload must be JSON-encodable: Type is not supported",
+    ),
+    ("(function () { $a = []; $a['self'] = &$a; return $a; })()", "payload must be JSON-encodable"),
+]
+
+
+def test_bad_input_is_refused_with_a_clear_error_and_writes_nothing(
+    run_php: Php, db_url: str
+) -> None:
+    calls = [
+        f"Queue::enqueue($pdo, {handler}, ['ok' => 1], {options})"
+        for handler, options, _ in BAD_INPUT
+    ]
+    calls += [f"Queue::enqueue($pdo, 'h', {payload})" for payload, _ in BAD_PAYLOADS]
+    expected = [message for _, _, message in BAD_INPUT] + [message for _, message in BAD_PAYLOADS]
+    results = run_php("\n".join(f"out(attempt(fn () => {call}));" for call in calls))
+    assert len(results) == len(calls)
+    for call, message, result in zip(calls, expected, results, strict=True):
+        assert result.get("error") == "InvalidArgumentException", (call, result)
+        assert message in result["message"], (call, result["message"])
+    assert count_rows(db_url, "forkq_jobs") == 0
+
+
+def test_a_payload_of_the_wrong_type_is_a_type_error(run_php: Php, db_url: str) -> None:
+    [result] = run_php("out(attempt(fn () => Queue::enqueue($pdo, 'h', 'a string')));")
+    assert result["error"] == "TypeError" and "$payload" in result["message"]
+    assert count_rows(db_url, "forkq_jobs") == 0
+
+
+def test_names_and_numbers_at_their_limits_are_accepted(run_php: Php, db_url: str) -> None:
+    handler, queue, unique, limit = "é" * 191, "q" * 64, "ü" * 191, "→" * 191
+    [low, high] = run_php(
+        f"""out(Queue::enqueue($pdo, {php_string(handler)}, [], ['queue' => {php_string(queue)},
+            'unique_key' => {php_string(unique)}, 'limit_key' => {php_string(limit)},
+            'priority' => -2147483648, 'max_attempts' => 1]));
+        out(Queue::enqueue($pdo, 'h', [], ['priority' => 2147483647, 'max_attempts' => 2147483647]));"""
+    )
+    stored = jobs(db_url)
+    assert (stored[low]["handler"], stored[low]["queue"]) == (handler, queue)
+    assert (stored[low]["unique_key"], stored[low]["limit_key"]) == (unique, limit)
+    assert (stored[low]["priority"], stored[low]["max_attempts"]) == (-(2**31), 1)
+    assert (stored[high]["priority"], stored[high]["max_attempts"]) == (2**31 - 1, 2**31 - 1)
+
+
+# --- MySQL specifics ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("emulate", ["true", "false"])
+def test_mysql_emulated_and_native_prepares_store_the_same_jobs(
+    php: str, mysql_db_url: str, tmp_path: Path, emulate: str
+) -> None:
+    run_php = Php(php, mysql_db_url, tmp_path)
+    [mode, plain, delayed, unique, duplicate] = run_php(
+        f"""$pdo->setAttribute(PDO::ATTR_EMULATE_PREPARES, {emulate});
+        out($pdo->getAttribute(PDO::ATTR_EMULATE_PREPARES));
+        out(Queue::enqueue($pdo, 'h', ['n' => 1], ['priority' => 3, 'limit_key' => 'a']));
+        out(Queue::enqueue($pdo, 'h', ['n' => 2], ['delay' => 2.5, 'max_attempts' => 4]));
+        out(Queue::enqueue($pdo, 'h', ['n' => 3], ['unique_key' => 'u', 'queue' => 'q']));
+        out(Queue::enqueue($pdo, 'h', ['n' => 4], ['unique_key' => 'u']));"""
+    )
+    assert bool(mode) is (emulate == "true")
+    assert unique == duplicate
+    stored = jobs(mysql_db_url)
+    assert sorted(stored) == sorted([plain, delayed, unique])
+    assert (stored[plain]["priority"], stored[plain]["limit_key"]) == (3, "a")
+    assert stored[delayed]["status"] == "scheduled" and stored[delayed]["max_attempts"] == 4
+    assert close(stored[delayed]["run_at_s"] - stored[delayed]["enqueued_at_s"], 2.5)
+    assert (stored[unique]["queue"], json.loads(stored[unique]["payload"])) == ("q", {"n": 3})
+
+
+@pytest.mark.parametrize("emulate", ["true", "false"])
+def test_mysql_a_job_over_max_allowed_packet_is_refused_and_the_connection_lives(
+    php: str, mysql_db_url: str, tmp_path: Path, emulate: str
+) -> None:
+    """The server would drop the connection mid-statement ("gone away"); the client refuses
+    first. Quotes are escaped on the wire only with emulated prepares: a payload of
+    quotes 0.6 times the limit long is refused there and stored with native prepares."""
+    run_php = Php(php, mysql_db_url, tmp_path)
+    limit = int(sql(mysql_db_url, "SELECT @@GLOBAL.max_allowed_packet")[0][0])
+    quotes = int(limit * 0.3)  # JSON doubles them (\"), emulated SQL quoting doubles again
+    [large, quoted, small, alive, near] = run_php(
+        f"""$pdo->setAttribute(PDO::ATTR_EMULATE_PREPARES, {emulate});
+        out(attempt(fn () => Queue::enqueue($pdo, 'h', ['blob' => str_repeat('x', {limit + 1024})])));
+        out(attempt(fn () => Queue::enqueue($pdo, 'h', ['q' => str_repeat('"', {quotes})])));
+        out(Queue::enqueue($pdo, 'h', ['n' => 1]));
+        out((int) $pdo->query('SELECT 1')->fetchColumn());
+        out(Queue::enqueue($pdo, 'h', ['blob' => str_repeat('x', {int(limit * 0.9)})]));"""
+    )
+    assert large["error"] == "InvalidArgumentException"
+    assert "max_allowed_packet" in large["message"] and "store it elsewhere" in large["message"]
+    if emulate == "true":
+        assert quoted["error"] == "InvalidArgumentException", quoted
+        assert "max_allowed_packet" in quoted["message"]
+        assert sorted(jobs(mysql_db_url)) == [small, near]
+    else:
+        assert isinstance(quoted.get("id"), int), quoted
+        assert sorted(jobs(mysql_db_url)) == sorted([quoted["id"], small, near])
+    assert alive == 1
+    [[length]] = sql(mysql_db_url, "SELECT LENGTH(payload) FROM forkq_jobs WHERE id = ?", (near,))
+    assert length > limit * 0.9  # one just under the limit is stored, not refused
+
+
+# --- with the daemon ---------------------------------------------------------------------------
+
+
+def test_a_job_enqueued_from_php_is_run_by_the_python_daemon(
+    daemons: Callable[..., Daemon], run_php: Php, db_url: str, tmp_path: Path
+) -> None:
+    daemon = daemons(pools={"work": {"workers": 1}}).start().wait_ready()
+    record = tmp_path / "record.txt"
+    [before, now_id, later_id] = run_php(
+        f"""$file = {php_string(str(record))};
+        out(microtime(true));
+        $pdo->beginTransaction();
+        out(Queue::enqueue($pdo, 't.record', ['file' => $file], ['queue' => 'work']));
+        out(Queue::enqueue($pdo, 't.record', ['file' => $file], ['queue' => 'work', 'delay' => 3]));
+        $pdo->commit();"""
+    )
+    assert jobs(db_url)[later_id]["status"] == "scheduled"
+    wait_until(
+        lambda: {now_id, later_id} <= set(record_ids(record)),
+        timeout=30,
+        message=f"jobs {now_id} and {later_id} run by the daemon: {daemon.describe()}",
+    )
+    starts = {
+        int(line.split(",")[0]): float(line.split(",")[2])
+        for line in record.read_text().splitlines()
+    }
+    assert starts[later_id] >= before + 3  # never early
+    wait_until(
+        lambda: count_rows(db_url, "forkq_jobs") == 0, timeout=10, message="done jobs deleted"
+    )
+    assert daemon.alive()
+
+
+@pytest.fixture
+def runtime_dir() -> Iterator[Path]:
+    """A short FORKQ_RUNTIME_DIR (a socket path must fit in 108 bytes; tmp_path may not)."""
+    path = Path(tempfile.mkdtemp(prefix="fqp-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def listening_socket(runtime_dir: Path, db_url: str, name: str = "4242.sock") -> socket.socket:
+    """A datagram socket where a daemon of this database would bind one."""
+    directory = runtime_dir / database_key(database_identity(parse_database_url(db_url)))
+    directory.mkdir(exist_ok=True)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(directory / name))
+    sock.setblocking(False)
+    return sock
+
+
+def received(sock: socket.socket) -> list[bytes]:
+    """Every datagram waiting (a unix datagram is queued before the sender's call returns)."""
+    found = []
+    while True:
+        try:
+            found.append(sock.recv(4096))
+        except BlockingIOError:
+            return found
+
+
+def test_a_job_due_now_nudges_the_local_daemons_of_its_database(
+    run_php: Php, db_url: str, runtime_dir: Path
+) -> None:
+    sock = listening_socket(runtime_dir, db_url)
+    directory = Path(sock.getsockname()).parent
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    stale.bind(str(directory / "1.sock"))
+    stale.close()  # a dead master's socket: refuses datagrams
+    (directory / "2.sock").write_text("not a socket")
+    other = listening_socket(runtime_dir, "sqlite:////elsewhere/other.db")
+    wake = {ENV_RUNTIME_DIR: str(runtime_dir)}
+    try:
+        run_php(
+            """out(Queue::enqueue($pdo, 'h', [], ['queue' => 'mail']));
+            out(Queue::enqueue($pdo, 'h', [], ['queue' => 'later', 'delay' => 5]));
+            out(Queue::enqueue($pdo, 'h', [], ['queue' => 'future', 'run_at' => new DateTimeImmutable('+1 hour')]));
+            out(Queue::enqueue($pdo, 'h', [], ['queue' => 'past', 'delay' => 60,
+                'run_at' => new DateTimeImmutable('-1 minute')]));
+            $pdo->beginTransaction();
+            out(Queue::enqueue($pdo, 'h', [], ['queue' => 'in-transaction']));
+            $pdo->commit();""",
+            env=wake,
+        )
+        assert received(sock) == [b"mail\n", b"past\n", b"in-transaction\n"]
+        assert received(other) == []  # another database's daemons are not bothered
+        run_php(
+            "out(Queue::enqueue($pdo, 'h', [], ['queue' => 'mail']));", env={**wake, ENV_WAKE: "0"}
+        )
+        assert received(sock) == []
+        assert count_rows(db_url, "forkq_jobs") == 6
+    finally:
+        sock.close()
+        other.close()
+
+
+def test_a_php_enqueue_nudges_the_directory_a_running_daemon_listens_in(
+    daemons: Callable[..., Daemon], run_php: Php, db_url: str, runtime_dir: Path, tmp_path: Path
+) -> None:
+    """PHP finds the live master's own socket directory: a second listener bound there (as a
+    second master on this host would be) receives the datagram, and the job runs.
+
+    Not a latency check: the master also polls every second to promote scheduled jobs,
+    which wakes an idle child as well, so only where the datagram lands can tell.
+    """
+    wake = {ENV_RUNTIME_DIR: str(runtime_dir)}
+    daemon = daemons(supervisor={"poll_interval": 30.0}, env=wake).start().wait_ready()
+    [master] = wait_until(
+        lambda: list(runtime_dir.glob(f"*/{daemon.pid}.sock")), timeout=10, message="wake socket"
+    )
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(master.parent / "1.sock"))
+    sock.setblocking(False)
+    record = tmp_path / "record.txt"
+    try:
+        [job_id] = run_php(
+            f"out(Queue::enqueue($pdo, 't.record', ['file' => {php_string(str(record))}],"
+            " ['queue' => 'work']));",
+            env=wake,
+        )
+        assert received(sock) == [b"work\n"]
+    finally:
+        sock.close()
+    wait_until(
+        lambda: job_id in record_ids(record), timeout=20, message=f"the job: {daemon.describe()}"
+    )
+    assert daemon.alive()
+
+
+# --- the command-handler example ---------------------------------------------------------------
+
+
+def test_the_php_handler_example_keeps_the_exit_code_contract(tmp_path: Path) -> None:
+    binary = php_binary()
+    outbox = tmp_path / "outbox"
+    outbox.mkdir()
+    base = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "FORKQ_QUEUE": "reports",
+        "FORKQ_HANDLER": "report.send",
+        "FORKQ_ATTEMPT": "1",
+    }
+
+    def run(payload: str, job_id: str, **env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [binary, str(HANDLER_EXAMPLE)],
+            input=payload,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={**base, "FORKQ_JOB_ID": job_id, **env},
+        )
+
+    good = json.dumps({"report": "sales", "to": "boss@example.com", "day": "2026-01-31"})
+    done = run(good, "17", REPORT_OUTBOX=str(outbox))
+    assert done.returncode == 0, done.stderr
+    assert "job=17 attempt=1: sent the sales report" in done.stderr
+    assert "Subject: sales report for 2026-01-31" in (outbox / "report-17.txt").read_text()
+    for payload in (
+        '{"report": "sales"}',
+        "not json",
+        "[1, 2]",
+        good.replace("2026-01-31", "31/01"),
+    ):
+        dead = run(payload, "18", REPORT_OUTBOX=str(outbox))
+        assert dead.returncode == 65, (payload, dead.stderr)
+        assert "bad payload" in dead.stderr
+    retry = run(good, "19", REPORT_OUTBOX=str(tmp_path / "missing"))
+    assert retry.returncode == 1 and "will be retried" in retry.stderr
+    assert sorted(p.name for p in outbox.iterdir()) == ["report-17.txt"]
