@@ -117,6 +117,22 @@ CREATE TABLE IF NOT EXISTS forkq_throughput (
   PRIMARY KEY (minute, queue, host)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq jobs finished per minute, per queue and host (the dashboard''s chart); pruned after a day';
 
+CREATE TABLE IF NOT EXISTS forkq_results (
+  job_id       BIGINT UNSIGNED NOT NULL COMMENT 'the job (forkq_jobs.id) this is the result of: a Django TaskResult id (supervisor.contrib.django)',
+  queue        VARCHAR(64)  NOT NULL COMMENT 'the job''s queue: the result is pruned with its pool''s retention',
+  status       VARCHAR(16)  NOT NULL COMMENT 'how the latest recorded attempt ended: succeeded | failed',
+  payload      LONGTEXT     NOT NULL COMMENT 'the job''s payload (JSON), kept for the result once the job row is gone',
+  return_value LONGTEXT     NULL COMMENT 'JSON text of what the task returned (status succeeded)',
+  errors       LONGTEXT     NOT NULL COMMENT 'JSON list, one object per failed attempt: attempt, exception class path, traceback',
+  workers      TEXT         NOT NULL COMMENT 'JSON list of the workers (host:pid) of the recorded attempts, in order',
+  enqueued_at  TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'when the job was enqueued',
+  started_at   TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'when the first recorded attempt started',
+  attempted_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'when the latest recorded attempt started',
+  finished_at  TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'when the latest recorded attempt ended; retention counts from here',
+  PRIMARY KEY (job_id),
+  KEY forkq_results_finished (queue, finished_at)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq task results (the Django Tasks backend): one row per job, written at the end of each attempt';
+
 CREATE TABLE IF NOT EXISTS forkq_schema (
   id           TINYINT      NOT NULL COMMENT 'always 1',
   version      INT          NOT NULL COMMENT 'schema version applied',
@@ -125,4 +141,4 @@ CREATE TABLE IF NOT EXISTS forkq_schema (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq schema version';
 
 -- The version this file creates; kept if the database already records one.
-INSERT IGNORE INTO forkq_schema (id, version) VALUES (1, 5);
+INSERT IGNORE INTO forkq_schema (id, version) VALUES (1, 6);

@@ -135,7 +135,7 @@ def settle_stale_processes(store: Store, stale_after: float) -> int:
 
 
 def prune_finished(store: Store, config: Config) -> int:
-    """Delete kept done jobs and dead jobs older than their pool's retention."""
+    """Delete kept done jobs, dead jobs and task results older than their pool's retention."""
     pruned = 0
     for pool in config.pools:
         if pool.on_success == "keep":
@@ -143,6 +143,7 @@ def prune_finished(store: Store, config: Config) -> int:
         if pool.on_success == "archive":
             pruned += store.purge_archive(pool.retention, queue=pool.name)
         pruned += store.purge("dead", pool.retention, queue=pool.name)
+        pruned += store.purge_results(pool.retention, queue=pool.name)  # Django's TaskResults
     return pruned
 
 

@@ -84,6 +84,7 @@ def test_schema_files_declare_every_forkq_table() -> None:
         "forkq_schedule_slots",
         "forkq_alerts",
         "forkq_throughput",
+        "forkq_results",
         "forkq_schema",
     }
     assert set(MYSQL_DDL) == expected
@@ -158,7 +159,8 @@ def test_both_backends_define_the_same_named_queries() -> None:
 
 def test_every_query_name_the_code_uses_is_defined_for_both_backends() -> None:
     pattern = re.compile(
-        r"""(?:_run|_rows|_execute|_fetchall)\(\s*["'](\w+)["']|queries\[["'](\w+)["']\]"""
+        r"""(?:_run|_rows|_execute|_fetchall)(?:\(|_on\(\s*\w+,)\s*["'](\w+)["']"""
+        r"""|queries\[["'](\w+)["']\]"""
     )
     used: set[str] = set()
     for path in STORE_DIR.glob("*.py"):
@@ -290,8 +292,15 @@ def innodb_table_id(url: str) -> int:
     return int(table_id)
 
 
+def undo_version_6(url: str) -> None:
+    """Take away what version 6 added (forkq_results)."""
+    sql(url, "DROP TABLE forkq_results")
+    sql(url, "UPDATE forkq_schema SET version = 5")
+
+
 def undo_version_5(url: str) -> None:
-    """Take away what version 5 added (forkq_jobs.limit_key, forkq_throughput)."""
+    """Take away what versions 6 and 5 added (then forkq_jobs.limit_key, forkq_throughput)."""
+    undo_version_6(url)
     sql(url, "ALTER TABLE forkq_jobs DROP COLUMN limit_key")
     sql(url, "DROP TABLE forkq_throughput")
     sql(url, "UPDATE forkq_schema SET version = 4")
@@ -457,8 +466,11 @@ def test_the_schema_file_leaves_an_old_database_old_and_printed_upgrades_upgrade
     statements = [part.strip() for part in printed.stdout.split(";\n") if part.strip()]
     # Only what versions 3 to 5 add: the one table new since version 2, no full DDL.
     created = {s.split()[5] for s in statements if s.startswith("CREATE TABLE IF NOT EXISTS")}
-    assert created == {"forkq_throughput"}
-    assert not any(s.startswith("CREATE") and "forkq_throughput" not in s for s in statements)
+    assert created == {"forkq_throughput", "forkq_results"}
+    new_tables = ("forkq_throughput", "forkq_results")
+    assert not any(
+        s.startswith("CREATE") and not any(table in s for table in new_tables) for s in statements
+    )
     assert statements[-1].startswith(f"UPDATE forkq_schema SET version = {SCHEMA_VERSION}")
     apply_script(url, printed.stdout)
     assert recorded_version(url) == SCHEMA_VERSION
@@ -543,13 +555,36 @@ def test_a_version_4_database_is_upgraded_to_5_in_place(db_url: str) -> None:
         assert "limit_key" not in live_columns(db_url)["forkq_jobs"]
         assert "forkq_throughput" not in live_columns(db_url)
         table_id = innodb_table_id(db_url) if backend_of(db_url) == "mysql" else 0
-        assert store.apply_schema() == SCHEMA_VERSION == 5
-        assert recorded_version(db_url) == 5
+        assert store.apply_schema() == SCHEMA_VERSION
+        assert recorded_version(db_url) == SCHEMA_VERSION
         assert live_columns(db_url) == declared(
             MYSQL_DDL if backend_of(db_url) == "mysql" else SQLITE_DDL
         )
         assert store.get_job(job_id) is not None
         if backend_of(db_url) == "mysql":
             assert innodb_table_id(db_url) == table_id  # no table copy
+    finally:
+        store.close()
+
+
+def test_a_version_5_database_is_upgraded_to_6_in_place(db_url: str) -> None:
+    """Version 6 adds forkq_results (task results of supervisor.contrib.django): a new
+    table, so the jobs table is neither copied nor touched; before it the daemon runs
+    and prunes no results."""
+    store = open_store(db_url)
+    try:
+        job_id = store.enqueue(_job())
+        undo_version_6(db_url)
+        assert "forkq_results" not in live_columns(db_url)
+        assert store.require_schema() == 5
+        assert store.purge_results(0.0, queue="default") == 0  # no table: nothing asked
+        table_id = innodb_table_id(db_url) if backend_of(db_url) == "mysql" else 0
+        assert store.apply_schema() == SCHEMA_VERSION == 6
+        assert recorded_version(db_url) == 6
+        assert live_columns(db_url) == declared(MYSQL_DDL)
+        assert store.get_job(job_id) is not None
+        assert store.purge_results(0.0, queue="default") == 0  # the table is there now
+        if backend_of(db_url) == "mysql":
+            assert innodb_table_id(db_url) == table_id
     finally:
         store.close()

@@ -37,12 +37,13 @@ from ..models import (
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 5  # what `forkq schema apply` creates
+SCHEMA_VERSION = 6  # what `forkq schema apply` creates
 # The oldest schema this code runs on: version 2 only dropped an index, version 3 only
 # documents the `scheduled` status in a column comment, and without version 4's
 # forkq_processes.node the rows this code writes have no node (see register_process).
 OLDEST_SCHEMA_VERSION = 1
 NODE_SCHEMA_VERSION = 4  # forkq_processes.node exists from this version on
+RESULTS_SCHEMA_VERSION = 6  # forkq_results (task results of supervisor.contrib.django)
 # A job due later than this is stored `scheduled`, outside the claim's index range, and
 # made `ready` this long before it is due (by the master's poll or `forkq work`), so a
 # claim never walks the jobs waiting for later and is still on time to the microsecond.
@@ -123,6 +124,7 @@ class Store(ABC):
     backend: str
     queries: dict[str, str]
     _node_column: bool | None = None  # does forkq_processes.node exist? (asked once)
+    _results_table: bool | None = None  # does forkq_results exist? (asked once)
 
     # --- what a backend provides -------------------------------------------------------
 
@@ -165,6 +167,17 @@ class Store(ABC):
     @abstractmethod
     def insert_on(self, connection: Any, job: NewJob) -> int:
         """Insert one job on the caller's own connection, inside the caller's transaction."""
+
+    @abstractmethod
+    def _fetchall_on(
+        self, connection: Any, name: str, params: dict[str, Any]
+    ) -> list[dict[str, Any]]:
+        """Run a named query on the caller's own connection; rows as dicts. As with
+        insert_on, the caller's transaction and the driver's own errors."""
+
+    @abstractmethod
+    def _execute_on(self, connection: Any, name: str, params: dict[str, Any]) -> int:
+        """Run a named statement on the caller's own connection; the rows it matched."""
 
     # --- plumbing ------------------------------------------------------------------------
 
@@ -225,7 +238,7 @@ class Store(ABC):
         if current is not None:
             self._run_ddl(upgrade_statements(self.queries, current))
         self._run("set_schema_version", version=SCHEMA_VERSION)
-        self._node_column = None
+        self._node_column = self._results_table = None
         return SCHEMA_VERSION
 
     def require_schema(self) -> int:
@@ -514,6 +527,48 @@ class Store(ABC):
             total += deleted
             if deleted < PURGE_CHUNK:
                 return total
+
+    def purge_results(self, older_than: float, queue: str) -> int:
+        """Delete task results of `queue` finished more than `older_than` seconds ago, in
+        chunks; a result whose job waits or runs again stays. Nothing before schema 6."""
+        if not self._has_results_table():
+            return 0
+        total = 0
+        while True:
+            deleted = self._run(
+                "purge_results", age_us=micros(older_than), queue=queue, limit=PURGE_CHUNK
+            )
+            total += deleted
+            if deleted < PURGE_CHUNK:
+                return total
+
+    def _has_results_table(self) -> bool:
+        """Asked once per store, as _has_node_column."""
+        if self._results_table is None:
+            version = self.schema_version()
+            self._results_table = version is not None and version >= RESULTS_SCHEMA_VERSION
+        return self._results_table
+
+    # --- task results (supervisor.contrib.django) ----------------------------------------
+    # On the application's own connection, as insert_on: inside its transaction (a job
+    # enqueued and not yet committed is seen by the same connection), driver errors as
+    # the driver raises them. Times come back as epoch seconds whatever the session's
+    # time zone.
+
+    def result_job_on(self, connection: Any, job_id: int) -> dict[str, Any] | None:
+        """The job (or its archived row) as a task result reads it; None if neither."""
+        rows = self._fetchall_on(connection, "result_job", {"id": job_id})
+        return rows[0] if rows else None
+
+    def result_on(self, connection: Any, job_id: int) -> dict[str, Any] | None:
+        """The job's forkq_results row; None if no attempt was recorded (or it was pruned)."""
+        rows = self._fetchall_on(connection, "get_result", {"id": job_id})
+        return rows[0] if rows else None
+
+    def save_result_on(self, connection: Any, values: Mapping[str, Any]) -> None:
+        """Write a job's whole result row: id, queue, status, payload, return_value,
+        errors, workers (JSON text) and enqueued_at ... finished_at (epoch seconds)."""
+        self._execute_on(connection, "save_result", dict(values))
 
     def set_paused(self, queue: str, paused: bool) -> None:
         self._run("set_paused", queue=queue, paused=1 if paused else 0)

@@ -316,6 +316,18 @@ class MySQLStore(Store):
     def insert_on(self, connection: Any, job: NewJob) -> int:
         return self._insert(connection, self._params(**self.job_params(job)))
 
+    def _fetchall_on(
+        self, connection: Any, name: str, params: dict[str, Any]
+    ) -> list[dict[str, Any]]:
+        # A dict cursor of PyMySQL's own: the caller's connection may default to tuples.
+        with connection.cursor(pymysql.cursors.DictCursor) as cursor:
+            cursor.execute(self.queries[name], _bound(name, params))
+            return list(cursor.fetchall())
+
+    def _execute_on(self, connection: Any, name: str, params: dict[str, Any]) -> int:
+        with connection.cursor(pymysql.cursors.Cursor) as cursor:
+            return int(cursor.execute(self.queries[name], _bound(name, params)))
+
     def _insert(self, connection: Any, params: dict[str, Any]) -> int:
         """One job's INSERT on `connection` (ours or the caller's); its id."""
         query = self.insert_query(params)

@@ -359,6 +359,49 @@ VALUES (%(key)s, %(state)s, %(detail)s, FROM_UNIXTIME(%(since)s), FROM_UNIXTIME(
 ON DUPLICATE KEY UPDATE state = VALUES(state), detail = VALUES(detail), since = VALUES(since),
                         notified_at = VALUES(notified_at);
 
+-- name: result_job
+-- A job as a Django task result reads it (supervisor.contrib.django), on the application's
+-- own connection, whatever that session's time zone: times as epoch seconds. An archived
+-- job is found too. At most one of the two tables holds the id.
+SELECT id, queue, handler, payload, status, priority, attempts, last_error, locked_by,
+       UNIX_TIMESTAMP(enqueued_at) AS enqueued_at, UNIX_TIMESTAMP(started_at) AS started_at,
+       UNIX_TIMESTAMP(finished_at) AS finished_at
+FROM forkq_jobs WHERE id = %(id)s
+UNION ALL
+SELECT id, queue, handler, payload, status, priority, attempts, last_error, locked_by,
+       UNIX_TIMESTAMP(enqueued_at) AS enqueued_at, UNIX_TIMESTAMP(started_at) AS started_at,
+       UNIX_TIMESTAMP(finished_at) AS finished_at
+FROM forkq_jobs_archive WHERE id = %(id)s;
+
+-- name: get_result
+SELECT job_id, queue, status, payload, return_value, errors, workers,
+       UNIX_TIMESTAMP(enqueued_at) AS enqueued_at, UNIX_TIMESTAMP(started_at) AS started_at,
+       UNIX_TIMESTAMP(attempted_at) AS attempted_at, UNIX_TIMESTAMP(finished_at) AS finished_at
+FROM forkq_results WHERE job_id = %(id)s;
+
+-- name: save_result
+-- One attempt's end: the row is the job's whole record so far (the caller appended this
+-- attempt's error and worker to what it read), so a second write replaces the first.
+INSERT INTO forkq_results (job_id, queue, status, payload, return_value, errors, workers,
+                           enqueued_at, started_at, attempted_at, finished_at)
+VALUES (%(id)s, %(queue)s, %(status)s, %(payload)s, %(return_value)s, %(errors)s, %(workers)s,
+        FROM_UNIXTIME(%(enqueued_at)s), FROM_UNIXTIME(%(started_at)s),
+        FROM_UNIXTIME(%(attempted_at)s), FROM_UNIXTIME(%(finished_at)s))
+ON DUPLICATE KEY UPDATE status = VALUES(status), return_value = VALUES(return_value),
+                        errors = VALUES(errors), workers = VALUES(workers),
+                        started_at = VALUES(started_at), attempted_at = VALUES(attempted_at),
+                        finished_at = VALUES(finished_at);
+
+-- name: purge_results
+-- Results older than the pool's retention, unless their job waits or runs again (an
+-- operator's retry): those stay with the job.
+DELETE FROM forkq_results
+WHERE queue = %(queue)s AND finished_at < NOW(6) - INTERVAL %(age_us)s MICROSECOND
+  AND NOT EXISTS (SELECT 1 FROM forkq_jobs j
+                  WHERE j.id = forkq_results.job_id
+                    AND j.status IN ('ready', 'scheduled', 'running', 'cancelling'))
+LIMIT %(limit)s;
+
 -- Schema upgrades: `upgrade_to_N` runs once on a database at version N-1 (`forkq schema apply`).
 -- Each holds everything version N adds (new tables included), one statement a line ending
 -- in `;`, and records version N last: `forkq schema print --upgrade-from M` prints exactly
@@ -395,3 +438,23 @@ CREATE TABLE IF NOT EXISTS forkq_throughput (
   PRIMARY KEY (minute, queue, host)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq jobs finished per minute, per queue and host (the dashboard''s chart); pruned after a day';
 UPDATE forkq_schema SET version = 5, applied_at = NOW(6) WHERE id = 1 AND version < 5;
+
+-- name: upgrade_to_6
+-- Version 6 adds forkq_results: task results of the Django Tasks backend, kept for the
+-- pool's retention after the job itself is gone. A new table: nothing else is touched.
+CREATE TABLE IF NOT EXISTS forkq_results (
+  job_id       BIGINT UNSIGNED NOT NULL COMMENT 'the job (forkq_jobs.id) this is the result of: a Django TaskResult id (supervisor.contrib.django)',
+  queue        VARCHAR(64)  NOT NULL COMMENT 'the job''s queue: the result is pruned with its pool''s retention',
+  status       VARCHAR(16)  NOT NULL COMMENT 'how the latest recorded attempt ended: succeeded | failed',
+  payload      LONGTEXT     NOT NULL COMMENT 'the job''s payload (JSON), kept for the result once the job row is gone',
+  return_value LONGTEXT     NULL COMMENT 'JSON text of what the task returned (status succeeded)',
+  errors       LONGTEXT     NOT NULL COMMENT 'JSON list, one object per failed attempt: attempt, exception class path, traceback',
+  workers      TEXT         NOT NULL COMMENT 'JSON list of the workers (host:pid) of the recorded attempts, in order',
+  enqueued_at  TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'when the job was enqueued',
+  started_at   TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'when the first recorded attempt started',
+  attempted_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'when the latest recorded attempt started',
+  finished_at  TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'when the latest recorded attempt ended; retention counts from here',
+  PRIMARY KEY (job_id),
+  KEY forkq_results_finished (queue, finished_at)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq task results (the Django Tasks backend): one row per job, written at the end of each attempt';
+UPDATE forkq_schema SET version = 6, applied_at = NOW(6) WHERE id = 1 AND version < 6;

@@ -176,6 +176,17 @@ class SQLiteStore(Store):
     def insert_on(self, connection: Any, job: NewJob) -> int:
         return self._insert(connection, self._params(**self.job_params(job)))
 
+    def _fetchall_on(
+        self, connection: Any, name: str, params: dict[str, Any]
+    ) -> list[dict[str, Any]]:
+        cursor = connection.execute(self.queries[name], params)
+        rows = cursor.fetchall()
+        # The caller's connection has its own row factory (tuples, unless it set one).
+        return [row if isinstance(row, dict) else _dict_row(cursor, row) for row in rows]
+
+    def _execute_on(self, connection: Any, name: str, params: dict[str, Any]) -> int:
+        return int(connection.execute(self.queries[name], params).rowcount)
+
     def _insert(self, connection: sqlite3.Connection, params: dict[str, Any]) -> int:
         """One job's INSERT on `connection` (ours or the caller's); its id."""
         _check_length(connection, params["payload"])

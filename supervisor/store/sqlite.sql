@@ -324,6 +324,43 @@ VALUES (:key, :state, :detail, :since, :notified_at)
 ON CONFLICT (alert_key) DO UPDATE SET state = excluded.state, detail = excluded.detail,
   since = excluded.since, notified_at = excluded.notified_at;
 
+-- name: result_job
+-- A job as a Django task result reads it (supervisor.contrib.django), on the application's
+-- own connection. An archived job is found too; at most one of the two tables holds the id.
+SELECT id, queue, handler, payload, status, priority, attempts, last_error, locked_by,
+       enqueued_at, started_at, finished_at
+FROM forkq_jobs WHERE id = :id
+UNION ALL
+SELECT id, queue, handler, payload, status, priority, attempts, last_error, locked_by,
+       enqueued_at, started_at, finished_at
+FROM forkq_jobs_archive WHERE id = :id;
+
+-- name: get_result
+SELECT job_id, queue, status, payload, return_value, errors, workers,
+       enqueued_at, started_at, attempted_at, finished_at
+FROM forkq_results WHERE job_id = :id;
+
+-- name: save_result
+-- One attempt's end: the row is the job's whole record so far (see mysql.sql).
+INSERT INTO forkq_results (job_id, queue, status, payload, return_value, errors, workers,
+                           enqueued_at, started_at, attempted_at, finished_at)
+VALUES (:id, :queue, :status, :payload, :return_value, :errors, :workers,
+        :enqueued_at, :started_at, :attempted_at, :finished_at)
+ON CONFLICT (job_id) DO UPDATE SET status = excluded.status,
+  return_value = excluded.return_value, errors = excluded.errors, workers = excluded.workers,
+  started_at = excluded.started_at, attempted_at = excluded.attempted_at,
+  finished_at = excluded.finished_at;
+
+-- name: purge_results
+-- Results older than the pool's retention, unless their job waits or runs again.
+DELETE FROM forkq_results WHERE job_id IN (
+  SELECT r.job_id FROM forkq_results r
+  WHERE r.queue = :queue AND r.finished_at < :now - :age_us / 1000000.0
+    AND NOT EXISTS (SELECT 1 FROM forkq_jobs j
+                    WHERE j.id = r.job_id
+                      AND j.status IN ('ready', 'scheduled', 'running', 'cancelling'))
+  LIMIT :limit);
+
 -- Schema upgrades: `upgrade_to_N` runs once on a database at version N-1 (`forkq schema apply`).
 -- Each holds everything version N adds, one statement a line ending in `;`, and records
 -- version N last (`forkq schema print --upgrade-from M` prints exactly these).
@@ -359,3 +396,22 @@ CREATE TABLE IF NOT EXISTS forkq_throughput (
 );
 UPDATE forkq_schema SET version = 5, applied_at = (julianday('now') - 2440587.5) * 86400.0
 WHERE id = 1 AND version < 5;
+
+-- name: upgrade_to_6
+-- Version 6 adds forkq_results (see mysql.sql): a new table and its index.
+CREATE TABLE IF NOT EXISTS forkq_results (
+  job_id       INTEGER PRIMARY KEY,
+  queue        TEXT    NOT NULL,
+  status       TEXT    NOT NULL,
+  payload      TEXT    NOT NULL,
+  return_value TEXT    NULL,
+  errors       TEXT    NOT NULL,
+  workers      TEXT    NOT NULL,
+  enqueued_at  REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+  started_at   REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+  attempted_at REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+  finished_at  REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0)
+);
+CREATE INDEX IF NOT EXISTS forkq_results_finished ON forkq_results (queue, finished_at);
+UPDATE forkq_schema SET version = 6, applied_at = (julianday('now') - 2440587.5) * 86400.0
+WHERE id = 1 AND version < 6;

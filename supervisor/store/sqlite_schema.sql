@@ -98,6 +98,21 @@ CREATE TABLE IF NOT EXISTS forkq_throughput (
   PRIMARY KEY (minute, queue, host)
 );
 
+CREATE TABLE IF NOT EXISTS forkq_results (
+  job_id       INTEGER PRIMARY KEY, -- the job this is the result of (supervisor.contrib.django)
+  queue        TEXT    NOT NULL,
+  status       TEXT    NOT NULL, -- succeeded | failed: how the latest recorded attempt ended
+  payload      TEXT    NOT NULL,
+  return_value TEXT    NULL,
+  errors       TEXT    NOT NULL,
+  workers      TEXT    NOT NULL,
+  enqueued_at  REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+  started_at   REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+  attempted_at REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+  finished_at  REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0)
+);
+CREATE INDEX IF NOT EXISTS forkq_results_finished ON forkq_results (queue, finished_at);
+
 CREATE TABLE IF NOT EXISTS forkq_schema (
   id           INTEGER NOT NULL PRIMARY KEY,
   version      INTEGER NOT NULL,
@@ -105,4 +120,4 @@ CREATE TABLE IF NOT EXISTS forkq_schema (
 );
 
 -- The version this file creates; kept if the database already records one.
-INSERT OR IGNORE INTO forkq_schema (id, version) VALUES (1, 5);
+INSERT OR IGNORE INTO forkq_schema (id, version) VALUES (1, 6);
