@@ -1,0 +1,301 @@
+"""What the Django backend and its daemon side share: the tasks this process knows, the
+job payload, forkq's store on Django's own connection, and TaskResults read from rows.
+
+A job row names its task by module path. The path is looked up among the Task objects
+this process already holds (those created through a ForkqBackend, and those found at
+module level in the modules imported when the daemon set Django up); it is never
+imported. So a row, whoever wrote it, can make the daemon run only what the project
+defines as a task.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import replace
+from datetime import datetime
+from typing import Any, cast
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.utils import timezone
+
+from supervisor.dburl import DatabaseURL
+from supervisor.models import utc
+from supervisor.queue import Queue
+from supervisor.store import Store, open_store
+
+from .django_compat import Task, TaskError, TaskResult, TaskResultDoesNotExist, TaskResultStatus
+
+HANDLER = "django.task"  # the forkq handler every Django task is enqueued under
+
+# Django's statuses. TaskResultStatus is a TextChoices: without Django's type stubs mypy
+# reads its members as the tuples they are declared with.
+READY, RUNNING, SUCCESSFUL, FAILED = (
+    cast(TaskResultStatus, getattr(TaskResultStatus, name))
+    for name in ("READY", "RUNNING", "SUCCESSFUL", "FAILED")
+)
+# forkq_jobs.status -> what Django calls it. A job waiting for a retry is READY again;
+# `cancelled` is Django's FAILED (it never ran to the end).
+JOB_STATUS = {
+    "ready": READY,
+    "scheduled": READY,
+    "running": RUNNING,
+    "cancelling": RUNNING,
+    "done": SUCCESSFUL,
+    "dead": FAILED,
+    "cancelled": FAILED,
+}
+# forkq_results.status (how the latest recorded attempt ended), once the job row is gone.
+RESULT_STATUS = {"succeeded": SUCCESSFUL, "failed": FAILED}
+FINISHED = frozenset({SUCCESSFUL, FAILED})
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+
+
+class TaskAttemptLost(Exception):
+    """An attempt ended outside the task: its worker was killed (out of memory, past the
+    pool's timeout), or its lease ran out. The error's traceback is forkq's last_error."""
+
+
+class TaskCancelled(Exception):
+    """The job was cancelled (`forkq cancel`, `Queue.cancel`) before it could succeed."""
+
+
+# --- the tasks this process knows ------------------------------------------------------------
+
+_KNOWN: dict[str, Task[Any, Any]] = {}
+
+
+def remember(task: Task[Any, Any]) -> None:
+    """Keep the first Task seen for its module path (the payload carries the rest)."""
+    _KNOWN.setdefault(task.module_path, task)
+
+
+def known_task(path: str) -> Task[Any, Any] | None:
+    return _KNOWN.get(path)
+
+
+def remember_imported() -> int:
+    """Remember every module-level Task of every module imported so far; how many.
+
+    Run at the daemon's boot, after the apps' `tasks` modules were imported: a task made
+    for another backend (and switched with `.using(backend=...)` when enqueued) never
+    went through ForkqBackend.validate_task, yet its row must find it.
+    """
+    for module in list(sys.modules.values()):
+        for value in list(getattr(module, "__dict__", {}).values()):
+            # type(), not isinstance(): that asks a lazy object (admin.site, settings)
+            # for its __class__, which sets it up.
+            if issubclass(type(value), Task):
+                remember(value)
+    return len(_KNOWN)
+
+
+# --- the payload -------------------------------------------------------------------------------
+
+
+def encode_payload(task: Task[Any, Any], args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The job's payload: the task's path and call, and what rebuilds the Task exactly."""
+    return {
+        "task": task.module_path,
+        "args": args,
+        "kwargs": kwargs,
+        "backend": task.backend,
+        "queue_name": task.queue_name,
+        "priority": task.priority,
+        "run_after": None if task.run_after is None else task.run_after.isoformat(),
+    }
+
+
+def decode_payload(text: str) -> dict[str, Any]:
+    """The payload as written by encode_payload; ValueError if it is not one."""
+    return checked_payload(json.loads(text))
+
+
+def checked_payload(payload: Any) -> dict[str, Any]:
+    """`payload` if it has what a Django task's payload has; ValueError if not."""
+    if not (
+        isinstance(payload, dict)
+        and isinstance(payload.get("task"), str)
+        and isinstance(payload.get("args"), list)
+        and isinstance(payload.get("kwargs"), dict)
+        and isinstance(payload.get("backend"), str)
+    ):
+        raise ValueError("not a Django task payload (task, args, kwargs, backend)")
+    return payload
+
+
+def task_of(payload: dict[str, Any]) -> Task[Any, Any] | None:
+    """The Task a payload names, as it was enqueued; None if this process knows no such
+    task. Never imports anything: see the module docstring."""
+    known = known_task(payload["task"])
+    if known is None:
+        return None
+    run_after = payload.get("run_after")
+    return replace(
+        known,
+        backend=payload["backend"],
+        queue_name=payload.get("queue_name", known.queue_name),
+        priority=payload.get("priority", known.priority),
+        run_after=None if run_after is None else datetime.fromisoformat(run_after),
+    )
+
+
+def encode_json(value: Any) -> str:
+    """JSON text of a task's return value; TypeError / ValueError if it has none."""
+    return _ENCODER.encode(value)
+
+
+# --- forkq's store on Django's connection ------------------------------------------------------
+
+_QUEUES: dict[DatabaseURL, tuple[Queue, Any]] = {}
+
+
+def store_for(connection: Any) -> Store:
+    """forkq's store for a Django connection: its SQL dialect. It never opens a connection
+    of its own here: every call the backend makes passes Django's."""
+    return queue_for(connection)[0].store
+
+
+def queue_for(connection: Any) -> tuple[Queue, Any]:
+    """forkq's Queue for a Django connection (waking no daemon itself), and the nudger that
+    wakes the local daemons serving that database (None when waking is off)."""
+    url = database_url(connection)
+    found = _QUEUES.get(url)
+    if found is None:
+        store = open_store(url)
+        found = _QUEUES[url] = (Queue(store=store, wake=False), Queue(store=store).nudger)
+    return found
+
+
+def database_url(connection: Any) -> DatabaseURL:
+    """Django's DATABASES entry as forkq's URL (no password: it never connects with it)."""
+    params = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return DatabaseURL(backend="sqlite", path=str(params["NAME"]))
+    if connection.vendor != "mysql":
+        raise ImproperlyConfigured(
+            f"forkq runs on MySQL/MariaDB or SQLite; database {connection.alias!r} is"
+            f" {connection.vendor}"
+        )
+    if not _driver_is_pymysql():
+        raise ImproperlyConfigured(
+            "forkq enqueues on Django's own MySQL connection through PyMySQL: call"
+            " `import pymysql; pymysql.install_as_MySQLdb()` before Django loads its MySQL"
+            " backend (at the top of settings.py), or use forkq's Queue on a connection of"
+            " its own"
+        )
+    host = str(params.get("HOST") or "localhost")
+    socket = host if host.startswith("/") else ""
+    return DatabaseURL(
+        backend="mysql",
+        host="localhost" if socket else host,
+        port=int(params.get("PORT") or 3306),
+        user=str(params.get("USER") or ""),
+        database=str(params["NAME"]),
+        unix_socket=socket,
+    )
+
+
+def _driver_is_pymysql() -> bool:
+    """Whether Django's MySQL backend runs on PyMySQL (MySQLdb is PyMySQL's alias)."""
+    driver = sys.modules.get("MySQLdb")
+    return driver is None or getattr(driver, "__name__", "") == "pymysql"
+
+
+# --- results -------------------------------------------------------------------------------
+
+
+def build_result(
+    job: dict[str, Any] | None,
+    record: dict[str, Any] | None,
+    task: Task[Any, Any] | None = None,
+    result_id: str = "",
+) -> TaskResult[Any]:
+    """A TaskResult from the job row (or its archived row) and the forkq_results row.
+
+    The job row, while it exists, says where the task stands; once it is gone (deleted
+    on success, pruned) the result row does. `task` saves the lookup when the caller
+    holds it (enqueue).
+    """
+    row = job or record
+    if row is None or (job is not None and job["handler"] != HANDLER):
+        raise TaskResultDoesNotExist(result_id)
+    try:
+        payload = decode_payload(row["payload"])
+    except ValueError as exc:
+        raise TaskResultDoesNotExist(f"{result_id}: {exc}") from exc
+    task = task or task_of(payload)
+    if task is None:
+        raise TaskResultDoesNotExist(
+            f"{result_id}: task {payload['task']!r} is not defined in this process"
+        )
+    if job is not None:
+        status = JOB_STATUS.get(job["status"], READY)
+    else:
+        status = RESULT_STATUS.get(record["status"] if record else "", FAILED)
+    recorded = record or {}
+    workers = json_list(recorded.get("workers"))
+    errors = [
+        TaskError(exception_class_path=e["exception_class_path"], traceback=e["traceback"])
+        for e in json_list(recorded.get("errors"))
+    ]
+    if job is not None:
+        _add_unrecorded(job, status, workers, errors)
+    started = [t for t in (recorded.get("attempted_at"), (job or {}).get("started_at")) if t]
+    result: TaskResult[Any] = TaskResult(
+        task=task,
+        id=str(row["id"] if job is not None else row["job_id"]),
+        status=status,
+        enqueued_at=_time(row["enqueued_at"]),
+        started_at=_time(recorded.get("started_at") or (job or {}).get("started_at")),
+        last_attempted_at=_time(max(started, key=float)) if started else None,
+        finished_at=_finished(job, recorded) if status in FINISHED else None,
+        args=payload["args"],
+        kwargs=payload["kwargs"],
+        backend=payload["backend"],
+        errors=errors,
+        worker_ids=workers,
+    )
+    if status == SUCCESSFUL and recorded.get("return_value") is not None:
+        object.__setattr__(result, "_return_value", json.loads(recorded["return_value"]))
+    return result
+
+
+def _add_unrecorded(
+    job: dict[str, Any], status: TaskResultStatus, workers: list[Any], errors: list[TaskError]
+) -> None:
+    """What only the job row knows: the attempt running now, and an end the task never saw
+    (a killed worker, a cancel), whose reason is forkq's last_error."""
+    attempts = int(job["attempts"])
+    if status == RUNNING and job["locked_by"] and attempts > len(workers):
+        workers.append(job["locked_by"])
+    if job["status"] == "cancelled":
+        errors.append(_error(TaskCancelled, job["last_error"] or "cancelled"))
+    elif status == FAILED and attempts > len(workers) and job["last_error"]:
+        errors.append(_error(TaskAttemptLost, job["last_error"]))
+
+
+def _error(kind: type[Exception], text: str) -> TaskError:
+    return TaskError(exception_class_path=f"{kind.__module__}.{kind.__qualname__}", traceback=text)
+
+
+def _finished(job: dict[str, Any] | None, recorded: dict[str, Any]) -> datetime | None:
+    return _time((job or {}).get("finished_at") or recorded.get("finished_at"))
+
+
+def json_list(text: Any) -> list[Any]:
+    """A JSON list column of forkq_results ([] when empty or missing)."""
+    value = json.loads(text) if isinstance(text, str) and text else []
+    return value if isinstance(value, list) else []
+
+
+def _time(value: Any) -> datetime | None:
+    """A stored time (epoch seconds) as Django hands times out: aware UTC with USE_TZ,
+    naive in the current time zone without."""
+    moment = utc(value)
+    if moment is None or settings.USE_TZ:
+        return moment
+    naive: datetime = timezone.make_naive(moment)
+    return naive

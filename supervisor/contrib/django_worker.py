@@ -1,0 +1,194 @@
+"""The daemon side of the Django backend: Django set up once before the fork, and the
+forkq handler "django.task" that runs a task and records each attempt's result.
+
+`forkq run` imports its handler modules in the master before it forks any child, so
+`boot()` runs there: `django.setup()`, then every installed app's `tasks` module, then
+every module-level Task of what is imported is remembered (django_results.py). Django's
+database connections are closed before the first fork: each child opens its own on
+first use, and never shares a socket with the master or a sibling.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import traceback
+from typing import Any
+
+from django.db import close_old_connections, connections
+
+from supervisor import logs, registry
+from supervisor.errors import ConfigError, Fail
+
+from . import django_results as results
+from .django_compat import TaskContext, task_backends, task_finished, task_started
+
+_booted = False
+
+
+def booted() -> bool:
+    return _booted
+
+
+def boot() -> None:
+    """Set Django up in this process (once) and register the forkq handler (each call)."""
+    global _booted
+    if not _booted:
+        _setup_django()
+        _booted = True
+    registry.handler(results.HANDLER)(run_task)
+
+
+def _setup_django() -> None:
+    import django
+    from django.conf import settings
+    from django.utils.module_loading import autodiscover_modules
+
+    if not os.environ.get("DJANGO_SETTINGS_MODULE") and not settings.configured:
+        raise ConfigError(
+            "supervisor.contrib.django: DJANGO_SETTINGS_MODULE is not set; set it in forkq's"
+            " environment (e.g. Environment=DJANGO_SETTINGS_MODULE=mysite.settings in the"
+            " systemd unit) and put the project on PYTHONPATH"
+        )
+    try:
+        django.setup()
+        autodiscover_modules("tasks")  # each installed app's tasks.py
+        count = results.remember_imported()
+    except ConfigError:
+        raise
+    except Exception as exc:
+        detail = " ".join(str(exc).split())
+        raise ConfigError(
+            f"supervisor.contrib.django: Django set-up failed: {type(exc).__name__}: {detail}"
+        ) from exc
+    finally:
+        connections.close_all()  # nothing of the master's crosses a fork
+    logs.get().info("django_ready", settings=os.environ.get("DJANGO_SETTINGS_MODULE"), tasks=count)
+
+
+def run_task(payload: Any, job: Any) -> None:
+    """The forkq handler: look the task up (never import it), run it, record the attempt.
+
+    A task that raises fails the attempt: forkq retries it with backoff while attempts
+    are left (max_attempts), else the job ends dead. What the task raised, and what it
+    returned, go to forkq_results, read by ForkqBackend.get_result.
+    """
+    pid = os.getpid()
+    attempt = Attempt(job, _payload(payload))
+    task = attempt.task
+    context = attempt.running()
+    task_started.send(type(attempt.backend), task_result=context)
+    args, kwargs = attempt.payload["args"], attempt.payload["kwargs"]
+    try:
+        if task.takes_context:
+            value = task.call(TaskContext(task_result=context), *args, **kwargs)
+        else:
+            value = task.call(*args, **kwargs)
+        returned = results.encode_json(value)
+    except BaseException as exc:
+        if os.getpid() == pid:  # never in a copy the task forked: see the worker's loop
+            attempt.finish("failed", error=exc)
+        raise
+    attempt.finish("succeeded", returned=returned)
+
+
+def _payload(payload: Any) -> dict[str, Any]:
+    try:
+        return results.checked_payload(payload)
+    except ValueError as exc:
+        raise Fail(f"not a Django task payload: {exc}") from exc
+
+
+class Attempt:
+    """One attempt of a task, and its record in forkq_results, which is written on the
+    connection of the task's backend's database (forkq's tables live there)."""
+
+    def __init__(self, job: Any, payload: dict[str, Any]) -> None:
+        try:
+            task = results.task_of(payload)
+        except Exception as exc:  # its backend or queue is no longer configured
+            raise Fail(f"Django task {payload['task']!r}: {type(exc).__name__}: {exc}") from exc
+        if task is None:
+            raise Fail(
+                f"Django task {payload['task']!r} is not defined in this daemon: no installed"
+                " app's tasks module (nor a module they import) defines it, and a task named"
+                " by a job is never imported"
+            )
+        self.task = task
+        self.backend = task_backends[task.backend]
+        self.job = job
+        self.payload = payload
+        self.started = time.time()
+        self.worker = f"{socket.gethostname()}:{os.getpid()}"
+        self.connection = connections[getattr(self.backend, "database", "default")]
+        self.store = results.store_for(self.connection)
+        self.previous: dict[str, Any] = {}
+
+    def running(self) -> Any:
+        """The TaskResult the task's context and task_started see: this attempt running."""
+        close_old_connections()  # as a request would: a connection past its age is renewed
+        try:
+            self.connection.ensure_connection()
+            with self.connection.wrap_database_errors:
+                found = self.store.result_on(self.connection.connection, self.job.id)
+            self.previous = found or {}
+        except Exception as exc:  # the task still runs: its record is best effort
+            logs.get().warning("django_result_unreadable", job_id=self.job.id, error=str(exc))
+        job = {
+            "id": self.job.id,
+            "handler": results.HANDLER,
+            "payload": results.encode_json(self.payload),
+            "status": "running",
+            "attempts": self.job.attempts,
+            "locked_by": None,
+            "last_error": None,
+            "enqueued_at": self.job.enqueued_at.timestamp(),
+            "started_at": self.started,
+            "finished_at": None,
+        }
+        record = {**self.previous, "workers": results.encode_json(self._workers())}
+        return results.build_result(job, record, task=self.task)
+
+    def finish(self, status: str, *, error: BaseException | None = None, returned: str = "") -> None:
+        """Write this attempt's end and send task_finished. A database that refuses the
+        write is logged, never raised: the task's outcome stands (forkq_jobs has it)."""
+        close_old_connections()  # a transaction the task left open is not ours to commit
+        errors = results.json_list(self.previous.get("errors"))
+        if error is not None:
+            kind = type(error)
+            errors.append(
+                {
+                    "attempt": self.job.attempts,
+                    "exception_class_path": f"{kind.__module__}.{kind.__qualname__}",
+                    "traceback": "".join(traceback.format_exception(error)),
+                }
+            )
+        first = self.previous.get("started_at")
+        saved = {
+            "job_id": self.job.id,
+            "queue": self.job.queue,
+            "status": status,
+            "payload": results.encode_json(self.payload),
+            "return_value": returned if status == "succeeded" else None,
+            "errors": results.encode_json(errors),
+            "workers": results.encode_json(self._workers()),
+            "enqueued_at": self.job.enqueued_at.timestamp(),
+            "started_at": self.started if first is None else float(first),
+            "attempted_at": self.started,
+            "finished_at": time.time(),
+        }
+        try:
+            self.connection.ensure_connection()
+            with self.connection.wrap_database_errors:
+                self.store.save_result_on(
+                    self.connection.connection, {**saved, "id": self.job.id}
+                )
+        except Exception as exc:
+            logs.get().warning("django_result_not_saved", job_id=self.job.id, error=str(exc))
+        result = results.build_result(None, saved, task=self.task, result_id=str(self.job.id))
+        task_finished.send(type(self.backend), task_result=result)
+
+    def _workers(self) -> list[Any]:
+        """The workers of the recorded attempts, and this one."""
+        return [*results.json_list(self.previous.get("workers")), self.worker]

@@ -1,0 +1,1 @@
+"""A small Django project for tests/test_django.py: one app (shop) with tasks."""

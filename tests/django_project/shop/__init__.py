@@ -1,0 +1,1 @@
+"""The test project's app: its tasks.py is what the daemon runs."""

@@ -1,0 +1,56 @@
+"""The app's tasks, found by the daemon at boot (every installed app's `tasks` module)."""
+
+import os
+import time
+from pathlib import Path
+
+try:
+    from django.tasks import task
+except ImportError:  # before Django 6: the backport
+    from django_tasks import task
+
+
+@task
+def add(a, b):
+    return a + b
+
+
+@task(queue_name="reports", priority=10)
+def report(name, *, rows=()):
+    return {"name": name, "rows": list(rows), "pid": os.getpid()}
+
+
+@task(takes_context=True)
+def flaky(context, word):
+    """Fails its first attempt, succeeds on the next: a retry with its error on record."""
+    if context.attempt < 2:
+        raise RuntimeError(f"flaky: attempt {context.attempt} of {word!r} fails")
+    return {"word": word, "attempt": context.attempt, "result_id": context.task_result.id}
+
+
+@task
+def broken(reason):
+    raise ValueError(reason)
+
+
+@task
+async def add_async(a, b):
+    return a + b
+
+
+@task
+def noop():
+    return None
+
+
+@task
+def unjsonable():
+    return {1, 2}  # a set: no JSON for it, so the attempt fails
+
+
+@task
+def nap(seconds, started_file):
+    """Says it started (a file), then sleeps: a test looks at it while it runs."""
+    Path(started_file).write_text(str(os.getpid()), encoding="utf-8")
+    time.sleep(seconds)
+    return seconds

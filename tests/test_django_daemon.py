@@ -1,0 +1,263 @@
+"""Django tasks run by a real forkq daemon (`handlers = ["supervisor.contrib.django"]`,
+DJANGO_SETTINGS_MODULE in its environment), on both backends: return values, each
+attempt's error across retries, the running state, results kept after the job row is
+gone and pruned with the pool's retention, and a row naming a task the project does not
+define ending dead without importing anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from daemon_util import Daemon, daemons_fixture  # noqa: F401 (fixture)
+from django_util import (
+    DAEMON_POOLS,
+    DAEMON_SUPERVISOR,
+    daemon_env,
+    django_db_fixture,  # noqa: F401 (fixture)
+    shop_fixture,  # noqa: F401 (fixture)
+)
+from util import REPO_ROOT, count_rows, sql, wait_until
+
+from supervisor import Queue
+
+pytestmark = pytest.mark.usefixtures("django_db")
+
+
+def api() -> Any:
+    from supervisor.contrib import django_compat
+
+    return django_compat
+
+
+def start(
+    daemons: Callable[..., Daemon], tmp_path: Path, db_url: str, **pools: dict[str, Any]
+) -> Daemon:
+    daemon = daemons(
+        pools={**DAEMON_POOLS, **pools},
+        supervisor=DAEMON_SUPERVISOR,
+        env=daemon_env(tmp_path, db_url, FORKQ_DJANGO_IMPORT_MARK=str(tmp_path / "imported")),
+    )
+    return daemon.start().wait_ready()
+
+
+def finished(task: Any, result_id: str, timeout: float = 20.0) -> Any:
+    """The task's result once it succeeded or failed for good."""
+
+    def done() -> Any:
+        result = task.get_result(result_id)
+        return result if result.is_finished else None
+
+    return wait_until(done, timeout=timeout, message=f"task result {result_id} finished")
+
+
+def worker_pids(daemon: Daemon, pool: str) -> set[str]:
+    return {f"{socket.gethostname()}:{pid}" for pid in daemon.pool_children(pool)}
+
+
+def test_the_daemon_runs_tasks_and_get_result_has_their_return_values(
+    daemons: Callable[..., Daemon], tmp_path: Path, db_url: str, shop: ModuleType
+) -> None:
+    daemon = start(daemons, tmp_path, db_url)
+    workers = worker_pids(daemon, "default") | worker_pids(daemon, "reports")
+    added = shop.add.enqueue(2, 3)
+    report = shop.report.enqueue("weekly", rows=[1, 2])
+    awaited = shop.add_async.enqueue(20, 22)
+    nothing = shop.noop.enqueue()
+    status = api().TaskResultStatus
+
+    result = finished(shop.add, added.id)
+    assert result.status == status.SUCCESSFUL
+    assert result.return_value == 5
+    assert result.errors == []
+    assert result.attempts == 1 and set(result.worker_ids) <= workers
+    assert result.enqueued_at <= result.started_at <= result.finished_at
+    assert result.last_attempted_at == result.started_at
+    assert (result.args, result.kwargs) == ([2, 3], {})
+    assert result.task == shop.add
+
+    reported = finished(shop.report, report.id)
+    assert reported.return_value["rows"] == [1, 2]
+    assert f"{socket.gethostname()}:{reported.return_value['pid']}" in worker_pids(
+        daemon, "reports"
+    )  # the reports pool ran it, in a child of the daemon
+    assert finished(shop.add_async, awaited.id).return_value == 42
+    assert finished(shop.noop, nothing.id).return_value is None
+    # on_success = "delete": the job rows are gone, the results stay.
+    wait_until(lambda: count_rows(db_url, "forkq_jobs") == 0, message="done jobs deleted")
+    assert count_rows(db_url, "forkq_results") == 4
+    assert shop.add.get_result(added.id) == result  # read from forkq_results alone
+
+
+def test_a_retried_task_keeps_each_attempts_error(
+    daemons: Callable[..., Daemon], tmp_path: Path, db_url: str, shop: ModuleType
+) -> None:
+    start(daemons, tmp_path, db_url)
+    status = api().TaskResultStatus
+    flaky = shop.flaky.enqueue("w")
+    broken = shop.broken.enqueue("no good")
+    unjsonable = shop.unjsonable.enqueue()
+
+    result = finished(shop.flaky, flaky.id, timeout=30)
+    assert result.status == status.SUCCESSFUL
+    assert result.return_value == {"word": "w", "attempt": 2, "result_id": flaky.id}
+    assert result.attempts == 2
+    [error] = result.errors
+    assert error.exception_class_path == "builtins.RuntimeError"
+    assert error.exception_class is RuntimeError
+    assert "flaky: attempt 1 of 'w' fails" in error.traceback
+    assert "Traceback (most recent call last)" in error.traceback
+    assert result.started_at < result.last_attempted_at < result.finished_at
+
+    failed = finished(shop.broken, broken.id, timeout=30)
+    assert failed.status == status.FAILED
+    assert failed.attempts == 2  # OPTIONS max_attempts = 2
+    assert [e.exception_class_path for e in failed.errors] == ["builtins.ValueError"] * 2
+    assert all("ValueError: no good" in e.traceback for e in failed.errors)
+    with pytest.raises(ValueError, match="Task failed"):
+        _ = failed.return_value
+    [(job_status, last_error)] = sql(
+        db_url, "SELECT status, last_error FROM forkq_jobs WHERE id = ?", [int(broken.id)]
+    )
+    assert job_status == "dead" and "no good" in last_error
+
+    returned_a_set = finished(shop.unjsonable, unjsonable.id, timeout=30)
+    assert returned_a_set.status == status.FAILED
+    assert returned_a_set.errors[-1].exception_class_path == "builtins.TypeError"
+    assert "not JSON serializable" in returned_a_set.errors[-1].traceback
+
+
+def test_a_running_task_reads_as_running_on_its_worker(
+    daemons: Callable[..., Daemon], tmp_path: Path, db_url: str, shop: ModuleType
+) -> None:
+    daemon = start(daemons, tmp_path, db_url)
+    started = tmp_path / "nap-started"
+    napping = shop.nap.enqueue(3, str(started))
+    wait_until(started.exists, timeout=20, message="the task started")
+    result = shop.nap.get_result(napping.id)
+    assert result.status == api().TaskResultStatus.RUNNING
+    assert result.is_finished is False
+    assert result.started_at is not None and result.finished_at is None
+    assert result.worker_ids == [daemon_worker(daemon, started)]
+    with pytest.raises(ValueError, match="not finished yet"):
+        _ = result.return_value
+    assert finished(shop.nap, napping.id).return_value == 3
+
+
+def daemon_worker(daemon: Daemon, started: Path) -> str:
+    pid = int(started.read_text(encoding="utf-8"))
+    assert pid in daemon.pool_children("default")
+    [(locked_by,)] = sql(daemon.db_url, "SELECT locked_by FROM forkq_jobs")
+    return str(locked_by)
+
+
+def test_a_row_naming_a_task_the_project_does_not_define_ends_dead_and_imports_nothing(
+    daemons: Callable[..., Daemon], tmp_path: Path, db_url: str, shop: ModuleType
+) -> None:
+    mark = tmp_path / "imported"
+    probe = tmp_path / "probe"  # the mark works: importing shop.untouched leaves one
+    env = {**daemon_env(tmp_path, db_url, FORKQ_DJANGO_IMPORT_MARK=str(probe))}
+    subprocess.run(
+        [sys.executable, "-c", "import django; django.setup(); import shop.untouched"],
+        env={**os.environ, **env},
+        check=True,
+        timeout=60,
+    )
+    assert probe.exists()
+    start(daemons, tmp_path, db_url)
+    payload = {"args": [], "kwargs": {}, "backend": "default", "queue_name": "default"}
+    bad = [
+        # Importable (a module of an installed app), but nothing of the project imports it.
+        ({**payload, "task": "shop.untouched.run"}, "not defined"),
+        ({**payload, "task": "os.system", "args": [f"touch {mark}"]}, "not defined"),
+        ({**payload, "task": "shop.tasks.add", "backend": "nope"}, "nope"),
+        ({"task": 5}, "not a Django task payload"),
+    ]
+    queue = Queue(db_url)
+    try:
+        rows = {queue.enqueue("django.task", row): expected for row, expected in bad}
+        good = shop.add.enqueue(1, 1)  # and the daemon goes on
+    finally:
+        queue.close()
+
+    def dead() -> dict[int, str] | None:
+        found = dict(sql(db_url, "SELECT id, last_error FROM forkq_jobs WHERE status = 'dead'"))
+        return found if len(found) == len(rows) else None
+
+    errors = wait_until(dead, timeout=20, message="every bad row dead")
+    for job_id, expected in rows.items():
+        assert expected in errors[job_id], errors[job_id]
+        [(attempts,)] = sql(db_url, "SELECT attempts FROM forkq_jobs WHERE id = ?", [job_id])
+        assert attempts == 1  # dead at once: no retry can make it defined
+    assert finished(shop.add, good.id).return_value == 2
+    assert not mark.exists(), mark.read_text(encoding="utf-8")
+    with pytest.raises(api().TaskResultDoesNotExist):
+        shop.add.get_result(str(next(iter(rows))))  # no task of this project: no result
+
+
+def test_results_are_pruned_with_the_pools_retention(
+    daemons: Callable[..., Daemon], tmp_path: Path, db_url: str, shop: ModuleType
+) -> None:
+    start(daemons, tmp_path, db_url, default={"workers": 1, "retention": 1})
+    kept = shop.report.enqueue("kept")  # the reports pool keeps its 7 days
+    gone = shop.add.enqueue(1, 2)
+    assert finished(shop.add, gone.id).return_value == 3
+    assert finished(shop.report, kept.id).status == api().TaskResultStatus.SUCCESSFUL
+    wait_until(
+        lambda: count_rows(db_url, "forkq_results", "job_id = ?", [int(gone.id)]) == 0,
+        timeout=20,
+        message="the result pruned after the pool's retention",
+    )
+    with pytest.raises(api().TaskResultDoesNotExist):
+        shop.add.get_result(gone.id)
+    assert shop.report.get_result(kept.id).return_value["name"] == "kept"
+
+
+def test_the_daemon_refuses_to_boot_without_django_settings_module(
+    tmp_path: Path, db_url: str
+) -> None:
+    config = tmp_path / "forkq.toml"
+    config.write_text(
+        f'[database]\nurl = "{db_url}"\n[supervisor]\nhandlers = ["supervisor.contrib.django"]\n'
+        "[pools.default]\nworkers = 1\n",
+        encoding="utf-8",
+    )
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    done = subprocess.run(
+        [sys.executable, "-m", "supervisor", "run", "-c", str(config)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 78, done.stderr
+    assert "DJANGO_SETTINGS_MODULE is not set" in done.stderr
+    assert str(config) in done.stderr
+
+
+def test_results_written_by_the_daemon_are_json_text(
+    daemons: Callable[..., Daemon], tmp_path: Path, db_url: str, shop: ModuleType
+) -> None:
+    start(daemons, tmp_path, db_url)
+    flaky = shop.flaky.enqueue("json")
+    finished(shop.flaky, flaky.id, timeout=30)
+    [(status, value, errors, workers)] = sql(
+        db_url,
+        "SELECT status, return_value, errors, workers FROM forkq_results WHERE job_id = ?",
+        [int(flaky.id)],
+    )
+    assert status == "succeeded"
+    assert json.loads(value)["attempt"] == 2
+    [error] = json.loads(errors)
+    assert (error["attempt"], error["exception_class_path"]) == (1, "builtins.RuntimeError")
+    assert len(json.loads(workers)) == 2
