@@ -64,6 +64,13 @@ def worker_pids(daemon: Daemon, pool: str) -> set[str]:
     return {f"{socket.gethostname()}:{pid}" for pid in daemon.pool_children(pool)}
 
 
+def process_of(worker_id: str) -> str:
+    """host:pid of a worker id (the lease name host:pid:token)."""
+    host, pid, token = worker_id.split(":")
+    assert len(token) == 8, worker_id
+    return f"{host}:{pid}"
+
+
 def test_the_daemon_runs_tasks_and_get_result_has_their_return_values(
     daemons: Callable[..., Daemon], tmp_path: Path, db_url: str, shop: ModuleType
 ) -> None:
@@ -79,7 +86,7 @@ def test_the_daemon_runs_tasks_and_get_result_has_their_return_values(
     assert result.status == status.SUCCESSFUL
     assert result.return_value == 5
     assert result.errors == []
-    assert result.attempts == 1 and set(result.worker_ids) <= workers
+    assert result.attempts == 1 and {process_of(w) for w in result.worker_ids} <= workers
     assert result.enqueued_at <= result.started_at <= result.finished_at
     assert result.last_attempted_at == result.started_at
     assert (result.args, result.kwargs) == ([2, 3], {})
@@ -147,10 +154,13 @@ def test_a_running_task_reads_as_running_on_its_worker(
     assert result.status == api().TaskResultStatus.RUNNING
     assert result.is_finished is False
     assert result.started_at is not None and result.finished_at is None
-    assert result.worker_ids == [daemon_worker(daemon, started)]
+    lease = daemon_worker(daemon, started)
+    assert result.worker_ids == [lease]
     with pytest.raises(ValueError, match="not finished yet"):
         _ = result.return_value
-    assert finished(shop.nap, napping.id).return_value == 3
+    done = finished(shop.nap, napping.id)
+    assert done.return_value == 3
+    assert done.worker_ids == [lease]  # the same name once it is recorded
 
 
 def daemon_worker(daemon: Daemon, started: Path) -> str:

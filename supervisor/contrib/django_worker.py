@@ -120,7 +120,7 @@ class Attempt:
         self.job = job
         self.payload = payload
         self.started = time.time()
-        self.worker = f"{socket.gethostname()}:{os.getpid()}"
+        self.worker = f"{socket.gethostname()}:{os.getpid()}"  # until the lease's name is read
         self.connection = connections[getattr(self.backend, "database", "default")]
         self.store = results.store_for(self.connection)
         self.previous: dict[str, Any] = {}
@@ -130,9 +130,12 @@ class Attempt:
         close_old_connections()  # as a request would: a connection past its age is renewed
         try:
             self.connection.ensure_connection()
+            raw = self.connection.connection
             with self.connection.wrap_database_errors:
-                found = self.store.result_on(self.connection.connection, self.job.id)
-            self.previous = found or {}
+                self.previous = self.store.result_on(raw, self.job.id) or {}
+                held = self.store.result_job_on(raw, self.job.id)
+            if held is not None and held["locked_by"]:
+                self.worker = str(held["locked_by"])  # the lease name, as forkq status shows
         except Exception as exc:  # the task still runs: its record is best effort
             logs.get().warning("django_result_unreadable", job_id=self.job.id, error=str(exc))
         job = {
