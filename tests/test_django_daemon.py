@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -271,3 +272,15 @@ def test_results_written_by_the_daemon_are_json_text(
     [error] = json.loads(errors)
     assert (error["attempt"], error["exception_class_path"]) == (1, "builtins.RuntimeError")
     assert len(json.loads(workers)) == 2
+
+
+def test_a_reload_keeps_the_django_tasks_and_sets_django_up_once(
+    daemons: Callable[..., Daemon], tmp_path: Path, db_url: str, shop: ModuleType
+) -> None:
+    daemon = start(daemons, tmp_path, db_url)
+    assert finished(shop.add, shop.add.enqueue(1, 2).id).return_value == 3
+    daemon.send_signal(signal.SIGHUP)  # re-imports supervisor.contrib.django
+    daemon.wait_event("config_reloaded")
+    assert finished(shop.add, shop.add.enqueue(3, 4).id).return_value == 7
+    assert len(daemon.events("django_ready")) == 1  # django.setup() ran once, at boot
+    assert daemon.events("reload_refused") == []
