@@ -91,6 +91,14 @@ class ScheduleConfig:
 
 
 @dataclass(frozen=True)
+class WebConfig:
+    """`forkq web`: the dashboard. Its token comes only from FORKQ_WEB_TOKEN."""
+
+    listen: str = "127.0.0.1:8740"  # HOST:PORT ([v6]:PORT); not loopback needs the token
+    read_only: bool = False  # refuse every action (403) and hide the buttons
+
+
+@dataclass(frozen=True)
 class Config:
     database: DatabaseURL
     supervisor: SupervisorConfig = SupervisorConfig()
@@ -98,6 +106,7 @@ class Config:
     alerts: AlertsConfig = AlertsConfig()
     schedules: tuple[ScheduleConfig, ...] = ()
     source: str = "<defaults>"
+    web: WebConfig = WebConfig()
 
     def pool(self, name: str) -> PoolConfig | None:
         return next((p for p in self.pools if p.name == name), None)
@@ -199,6 +208,24 @@ def _url(value: Any) -> DatabaseURL:
         raise ValueError(str(exc)) from exc
 
 
+def parse_listen(text: str) -> tuple[str, int]:
+    """`HOST:PORT` or `[V6]:PORT` as (host, port); ValueError says what is wrong."""
+    host, sep, port = text.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not sep or not host or not port.isascii() or not port.isdigit():
+        raise ValueError(f"expected HOST:PORT such as 127.0.0.1:8740, got {text!r}")
+    if not 0 < int(port) < 65536:
+        raise ValueError(f"the port must be 1 to 65535, got {port}")
+    return host, int(port)
+
+
+def _listen(value: Any) -> str:
+    parse_listen(_str(value))
+    return str(value)
+
+
+_WEB_FIELDS: dict[str, Callable[[Any], Any]] = {"listen": _listen, "read_only": _bool}
 _SUPERVISOR_FIELDS: dict[str, Callable[[Any], Any]] = {
     "handlers": _str_list,
     "check_interval": _seconds(0.1),
@@ -300,7 +327,7 @@ def load_config(path: str | os.PathLike[str] | None, database_url: str | None = 
 
 def build_config(raw: Mapping[str, Any], source: str, database_url: str | None = None) -> Config:
     problems = _Problems(source)
-    known = ("database", "supervisor", "pools", "alerts", "schedules")
+    known = ("database", "supervisor", "pools", "alerts", "schedules", "web")
     for key in raw:
         if key not in known:
             problems.add(key, f"unknown section (expected one of: {', '.join(known)})")
@@ -309,9 +336,10 @@ def build_config(raw: Mapping[str, Any], source: str, database_url: str | None =
     pools = _pools(raw.get("pools"), problems)
     alerts = _alerts(raw.get("alerts", {}), problems)
     schedules = _schedules(raw.get("schedules", {}), problems)
+    web = WebConfig(**problems.fields("web", raw.get("web", {}), _WEB_FIELDS))
     problems.raise_if_any()
     assert database is not None
-    return Config(database, supervisor, pools, alerts, schedules, source)
+    return Config(database, supervisor, pools, alerts, schedules, source, web=web)
 
 
 def _supervisor(table: Any, problems: _Problems) -> SupervisorConfig:

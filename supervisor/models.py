@@ -98,6 +98,68 @@ class JobRow:
 
 
 @dataclass(frozen=True)
+class JobListing:
+    """A job as the dashboard shows it: whatever the row holds, never refused (the status as
+    stored, even one a raw INSERT made up). In lists `payload` and `last_error` are their
+    first characters; on a job's page, whole. `host` and `pid` come from the process row
+    of the lease holder when the read joined it."""
+
+    id: int
+    queue: str
+    handler: str
+    status: str
+    priority: int
+    attempts: int
+    max_attempts: int | None
+    unique_key: str | None
+    locked_by: str | None
+    locked_until: datetime | None
+    run_at: datetime | None
+    enqueued_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    last_error: str | None
+    payload: str
+    host: str | None = None
+    pid: int | None = None
+    archived: bool = False
+
+    @classmethod
+    def from_mapping(cls, row: dict[str, Any], archived: bool = False) -> JobListing:
+        return cls(
+            id=int(row["id"]),
+            queue=str(row["queue"]),
+            handler=str(row["handler"]),
+            status=str(row["status"]),
+            priority=int(row["priority"]),
+            attempts=int(row["attempts"]),
+            max_attempts=None if row["max_attempts"] is None else int(row["max_attempts"]),
+            unique_key=row["unique_key"],
+            locked_by=row["locked_by"],
+            locked_until=utc(row["locked_until"]),
+            run_at=utc(row["run_at"]),
+            enqueued_at=utc(row["enqueued_at"]),
+            started_at=utc(row["started_at"]),
+            finished_at=utc(row["finished_at"]),
+            last_error=row["last_error"],
+            payload=str(row["payload"] or ""),
+            host=row.get("host"),
+            pid=None if row.get("pid") is None else int(row["pid"]),
+            archived=archived,
+        )
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """Jobs one queue finished in one minute, over every host (forkq_throughput)."""
+
+    minute: float  # epoch seconds, the start of the minute
+    queue: str
+    done: int
+    failed: int
+
+
+@dataclass(frozen=True)
 class NewJob:
     """What `enqueue` inserts. `run_at` (absolute) wins over `delay` (seconds from now, DB clock)."""
 

@@ -402,6 +402,109 @@ WHERE queue = %(queue)s AND finished_at < NOW(6) - INTERVAL %(age_us)s MICROSECO
                     AND j.status IN ('ready', 'scheduled', 'running', 'cancelling'))
 LIMIT %(limit)s;
 
+-- web ----------------------------------------------------------------------------------------
+-- The dashboard's reads and actions (supervisor/web). Each read is a primary-key dive or an
+-- index range that stops at a LIMIT, so a page costs the same at 10k jobs and at 1M; no
+-- OFFSET anywhere: lists page by id.
+
+-- name: web_throughput
+-- Jobs finished per minute and queue over the last `age_us`: a range of the primary key
+-- (minute first), summed over hosts, already in (minute, queue) order.
+SELECT UNIX_TIMESTAMP(minute) AS minute, queue, SUM(done) AS done, SUM(failed) AS failed
+FROM forkq_throughput
+WHERE minute >= NOW(6) - INTERVAL %(age_us)s MICROSECOND
+GROUP BY minute, queue
+ORDER BY minute, queue;
+
+-- name: web_id_range
+-- The lowest and highest job ids: one dive to each end of the primary key.
+SELECT (SELECT MIN(id) FROM forkq_jobs) AS first, (SELECT MAX(id) FROM forkq_jobs) AS last;
+
+-- name: web_jobs_window
+-- A page of jobs, newest first, from the primary key between two ids: whatever the filters
+-- match, it reads at most before - floor rows (the page offers to look further down).
+SELECT id, queue, handler, status, priority, attempts, max_attempts, unique_key, locked_by,
+       locked_until, run_at, enqueued_at, started_at, finished_at,
+       LEFT(last_error, 300) AS last_error, LEFT(payload, 120) AS payload
+FROM forkq_jobs FORCE INDEX (PRIMARY)
+WHERE id < %(before)s AND id >= %(floor)s
+  AND (%(queue)s IS NULL OR queue = %(queue)s)
+  AND (%(status)s IS NULL OR status = %(status)s)
+  AND (%(handler)s IS NULL OR handler = %(handler)s)
+ORDER BY id DESC
+LIMIT %(limit)s;
+
+-- name: web_count_status
+-- Jobs of one status, counted up to %(limit)s: an index range (forkq_jobs_status).
+SELECT COUNT(*) AS n FROM (SELECT 1 FROM forkq_jobs
+  WHERE status = %(status)s LIMIT %(limit)s) AS c;
+
+-- name: web_count_status_queue
+SELECT COUNT(*) AS n FROM (SELECT 1 FROM forkq_jobs
+  WHERE status = %(status)s AND queue = %(queue)s LIMIT %(limit)s) AS c;
+
+-- name: web_jobs_status
+-- A page of the jobs of one status, newest first, when they are few (web_count_status
+-- said so): the index range, sorted.
+SELECT id, queue, handler, status, priority, attempts, max_attempts, unique_key, locked_by,
+       locked_until, run_at, enqueued_at, started_at, finished_at,
+       LEFT(last_error, 300) AS last_error, LEFT(payload, 120) AS payload
+FROM forkq_jobs FORCE INDEX (forkq_jobs_status)
+WHERE status = %(status)s AND id < %(before)s AND (%(handler)s IS NULL OR handler = %(handler)s)
+ORDER BY id DESC
+LIMIT %(limit)s;
+
+-- name: web_jobs_status_queue
+SELECT id, queue, handler, status, priority, attempts, max_attempts, unique_key, locked_by,
+       locked_until, run_at, enqueued_at, started_at, finished_at,
+       LEFT(last_error, 300) AS last_error, LEFT(payload, 120) AS payload
+FROM forkq_jobs FORCE INDEX (forkq_jobs_status)
+WHERE status = %(status)s AND queue = %(queue)s AND id < %(before)s
+  AND (%(handler)s IS NULL OR handler = %(handler)s)
+ORDER BY id DESC
+LIMIT %(limit)s;
+
+-- name: web_job_by_key
+SELECT id FROM forkq_jobs WHERE unique_key = %(key)s;
+
+-- name: web_process
+SELECT * FROM forkq_processes WHERE name = %(name)s;
+
+-- name: web_running
+-- Running and cancelling jobs (few: workers x claim batch per host), each with the process
+-- holding it (a primary-key dive).
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.attempts, j.max_attempts,
+       j.unique_key, j.locked_by, j.locked_until, j.run_at, j.enqueued_at, j.started_at,
+       j.finished_at, LEFT(j.last_error, 300) AS last_error, LEFT(j.payload, 120) AS payload,
+       p.host AS host, p.pid AS pid
+FROM forkq_jobs j FORCE INDEX (forkq_jobs_status)
+LEFT JOIN forkq_processes p ON p.name = j.locked_by
+WHERE j.status IN ('running', 'cancelling') AND (%(queue)s IS NULL OR j.queue = %(queue)s)
+ORDER BY j.started_at, j.id
+LIMIT %(limit)s;
+
+-- name: web_discard
+-- Discarding dead jobs deletes them (only dead ones: a stale page cannot delete others).
+DELETE FROM forkq_jobs WHERE id IN %(ids)s AND status = 'dead';
+
+-- name: web_discard_dead
+-- Every dead job of a queue, %(limit)s at a time (the store loops): short transactions.
+DELETE FROM forkq_jobs WHERE status = 'dead' AND queue = %(queue)s LIMIT %(limit)s;
+
+-- name: web_retry_dead
+UPDATE forkq_jobs
+SET status = 'ready', run_at = NOW(6), attempts = 0, finished_at = NULL
+WHERE status = 'dead' AND queue = %(queue)s
+LIMIT %(limit)s;
+
+-- name: web_slots
+-- A schedule's latest slots: a range of the primary key (schedule, slot), newest first.
+SELECT UNIX_TIMESTAMP(slot) AS slot, job_id, UNIX_TIMESTAMP(enqueued_at) AS enqueued_at
+FROM forkq_schedule_slots
+WHERE schedule = %(schedule)s
+ORDER BY slot DESC
+LIMIT %(limit)s;
+
 -- Schema upgrades: `upgrade_to_N` runs once on a database at version N-1 (`forkq schema apply`).
 -- Each holds everything version N adds (new tables included), one statement a line ending
 -- in `;`, and records version N last: `forkq schema print --upgrade-from M` prints exactly

@@ -361,6 +361,97 @@ DELETE FROM forkq_results WHERE job_id IN (
                       AND j.status IN ('ready', 'scheduled', 'running', 'cancelling'))
   LIMIT :limit);
 
+-- web ----------------------------------------------------------------------------------------
+-- The dashboard's reads and actions (supervisor/web), the same names as mysql.sql: primary
+-- key dives or index ranges that stop at a LIMIT; no OFFSET anywhere.
+
+-- name: web_throughput
+SELECT minute, queue, SUM(done) AS done, SUM(failed) AS failed
+FROM forkq_throughput
+WHERE minute >= :now - :age_us / 1000000.0
+GROUP BY minute, queue
+ORDER BY minute, queue;
+
+-- name: web_id_range
+-- Two subqueries: SQLite reads MIN or MAX alone from the end of the rowid, not both at once.
+SELECT (SELECT MIN(id) FROM forkq_jobs) AS first, (SELECT MAX(id) FROM forkq_jobs) AS last;
+
+-- name: web_jobs_window
+-- NOT INDEXED: the rowid range is read, never an index the filters might tempt the planner to.
+SELECT id, queue, handler, status, priority, attempts, max_attempts, unique_key, locked_by,
+       locked_until, run_at, enqueued_at, started_at, finished_at,
+       SUBSTR(last_error, 1, 300) AS last_error, SUBSTR(payload, 1, 120) AS payload
+FROM forkq_jobs NOT INDEXED
+WHERE id < :before AND id >= :floor
+  AND (:queue IS NULL OR queue = :queue)
+  AND (:status IS NULL OR status = :status)
+  AND (:handler IS NULL OR handler = :handler)
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: web_count_status
+SELECT COUNT(*) AS n FROM (SELECT 1 FROM forkq_jobs INDEXED BY forkq_jobs_status
+  WHERE status = :status LIMIT :limit);
+
+-- name: web_count_status_queue
+SELECT COUNT(*) AS n FROM (SELECT 1 FROM forkq_jobs INDEXED BY forkq_jobs_status
+  WHERE status = :status AND queue = :queue LIMIT :limit);
+
+-- name: web_jobs_status
+SELECT id, queue, handler, status, priority, attempts, max_attempts, unique_key, locked_by,
+       locked_until, run_at, enqueued_at, started_at, finished_at,
+       SUBSTR(last_error, 1, 300) AS last_error, SUBSTR(payload, 1, 120) AS payload
+FROM forkq_jobs INDEXED BY forkq_jobs_status
+WHERE status = :status AND id < :before AND (:handler IS NULL OR handler = :handler)
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: web_jobs_status_queue
+SELECT id, queue, handler, status, priority, attempts, max_attempts, unique_key, locked_by,
+       locked_until, run_at, enqueued_at, started_at, finished_at,
+       SUBSTR(last_error, 1, 300) AS last_error, SUBSTR(payload, 1, 120) AS payload
+FROM forkq_jobs INDEXED BY forkq_jobs_status
+WHERE status = :status AND queue = :queue AND id < :before
+  AND (:handler IS NULL OR handler = :handler)
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: web_job_by_key
+SELECT id FROM forkq_jobs WHERE unique_key = :key;
+
+-- name: web_process
+SELECT * FROM forkq_processes WHERE name = :name;
+
+-- name: web_running
+SELECT j.id, j.queue, j.handler, j.status, j.priority, j.attempts, j.max_attempts,
+       j.unique_key, j.locked_by, j.locked_until, j.run_at, j.enqueued_at, j.started_at,
+       j.finished_at, SUBSTR(j.last_error, 1, 300) AS last_error,
+       SUBSTR(j.payload, 1, 120) AS payload, p.host AS host, p.pid AS pid
+FROM forkq_jobs j INDEXED BY forkq_jobs_status
+LEFT JOIN forkq_processes p ON p.name = j.locked_by
+WHERE j.status IN ('running', 'cancelling') AND (:queue IS NULL OR j.queue = :queue)
+ORDER BY j.started_at, j.id
+LIMIT :limit;
+
+-- name: web_discard
+DELETE FROM forkq_jobs WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'dead';
+
+-- name: web_discard_dead
+DELETE FROM forkq_jobs WHERE id IN (
+  SELECT id FROM forkq_jobs WHERE status = 'dead' AND queue = :queue LIMIT :limit);
+
+-- name: web_retry_dead
+UPDATE forkq_jobs
+SET status = 'ready', run_at = :now, attempts = 0, finished_at = NULL
+WHERE id IN (SELECT id FROM forkq_jobs WHERE status = 'dead' AND queue = :queue LIMIT :limit);
+
+-- name: web_slots
+SELECT slot, job_id, enqueued_at
+FROM forkq_schedule_slots
+WHERE schedule = :schedule
+ORDER BY slot DESC
+LIMIT :limit;
+
 -- Schema upgrades: `upgrade_to_N` runs once on a database at version N-1 (`forkq schema apply`).
 -- Each holds everything version N adds, one statement a line ending in `;`, and records
 -- version N last (`forkq schema print --upgrade-from M` prints exactly these).
