@@ -12,6 +12,7 @@ NEEDED=(
   php-mysql       # ... its PDO on MariaDB (pdo_mysql)
   php-sqlite3     # ... and on SQLite (pdo_sqlite)
   php-codesniffer # ... phpcs --standard=PSR12 on every PHP file
+  chromium        # tests/web/: the dashboard driven by Playwright (never a browser download)
 )
 
 log() { echo "ensure-tools: $*" >&2; }

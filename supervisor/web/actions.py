@@ -1,0 +1,170 @@
+"""The actions: POST only, behind the CSRF and read-only checks of app.py. Each changes the
+database through the store, logs what it did (`web_action`, with the client's address)
+and sends the browser back to the page it came from with one line saying what happened."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from werkzeug.exceptions import BadRequest
+from werkzeug.utils import redirect
+from werkzeug.wrappers import Response
+
+from supervisor import logs
+from supervisor.models import CancelResult
+from supervisor.queue import build_job
+from supervisor.web.app import Context
+from supervisor.web.security import SESSION_COOKIE, SESSION_LIFETIME
+
+MOST_IDS = 1000  # ids one form may carry
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def job_retry(ctx: Context, job_id: int) -> Response:
+    changed = ctx.store.retry_jobs([job_id])
+    _log(ctx, "retry", ids=[job_id], changed=changed)
+    return ctx.back(
+        f"job {job_id} will run again" if changed else f"job {job_id} was not retried (it runs)"
+    )
+
+
+def job_discard(ctx: Context, job_id: int) -> Response:
+    changed = ctx.store.discard_dead_jobs([job_id])
+    _log(ctx, "discard", ids=[job_id], changed=changed)
+    if not changed:
+        return ctx.back(f"job {job_id} was not discarded: only dead jobs are")
+    return ctx.back(f"job {job_id} discarded", fallback="dead")
+
+
+def job_cancel(ctx: Context, job_id: int) -> Response:
+    return ctx.back(_cancel(ctx, [job_id]))
+
+
+def running_cancel(ctx: Context) -> Response:
+    return ctx.back(_cancel(ctx, _ids(ctx)), fallback="running")
+
+
+def _cancel(ctx: Context, ids: Sequence[int]) -> str:
+    results = ctx.store.cancel_jobs(ids, by=ctx.who())
+    _log(ctx, "cancel", ids=list(ids), results={str(k): str(v) for k, v in results.items()})
+    done = [str(i) for i, r in results.items() if r == CancelResult.CANCELLED]
+    stopping = [str(i) for i, r in results.items() if r == CancelResult.CANCELLING]
+    refused = [f"{i} ({r})" for i, r in results.items() if not r.ok]
+    parts = []
+    if done:
+        parts.append(f"cancelled {', '.join(done)}")
+    if stopping:
+        parts.append(f"cancelling {', '.join(stopping)} (stopped within 2 s where they run)")
+    if refused:
+        parts.append(f"not cancelled: {', '.join(refused)}")
+    return "; ".join(parts) or "nothing to cancel"
+
+
+def dead_retry(ctx: Context) -> Response:
+    queue = _queue(ctx, required=False)
+    if queue is not None and ctx.request.form.get("scope") == "all":
+        changed = ctx.store.retry_queue_dead(queue)
+        what = f"every dead job of {queue}"
+    else:
+        ids = _ids(ctx)
+        changed = ctx.store.retry_jobs(ids)
+        what = plural(len(ids), "selected job")
+    _log(ctx, "retry", queue=queue, changed=changed)
+    return ctx.back(f"retried {what}: {plural(changed, 'job')} will run again", fallback="dead")
+
+
+def dead_discard(ctx: Context) -> Response:
+    queue = _queue(ctx, required=False)
+    if queue is not None and ctx.request.form.get("scope") == "all":
+        changed = ctx.store.discard_queue_dead(queue)
+        what = f"every dead job of {queue}"
+    else:
+        ids = _ids(ctx)
+        changed = ctx.store.discard_dead_jobs(ids)
+        what = plural(len(ids), "selected job")
+    _log(ctx, "discard", queue=queue, changed=changed)
+    return ctx.back(f"discarded {what}: {plural(changed, 'job')} deleted", fallback="dead")
+
+
+def queue_pause(ctx: Context) -> Response:
+    return _set_paused(ctx, paused=True)
+
+
+def queue_resume(ctx: Context) -> Response:
+    return _set_paused(ctx, paused=False)
+
+
+def _set_paused(ctx: Context, *, paused: bool) -> Response:
+    queue = _queue(ctx, required=True)
+    assert queue is not None
+    ctx.store.set_paused(queue, paused)
+    _log(ctx, "pause" if paused else "resume", queue=queue)
+    return ctx.back(f"queue {queue} {'paused' if paused else 'resumed'}", fallback="queues")
+
+
+def schedule_run(ctx: Context) -> Response:
+    """Run now: one job as the schedule would enqueue it, outside its slots."""
+    name = ctx.request.form.get("schedule", "")
+    schedule = next((s for s in ctx.config.schedules if s.name == name), None)
+    if schedule is None:
+        raise BadRequest("no such schedule in the config")
+    job = build_job(
+        schedule.handler,
+        dict(schedule.payload),
+        schedule.queue,
+        0.0,
+        None,
+        schedule.priority,
+        None,
+        None,
+    )
+    job_id = ctx.store.enqueue(job)
+    _log(ctx, "run_now", schedule=name, job_id=job_id)
+    return ctx.back(f"schedule {name}: job {job_id} enqueued to run now", fallback="schedules")
+
+
+def logout(ctx: Context) -> Response:
+    guard = ctx.app.guard
+    ctx.cookies.append((SESSION_COOKIE, guard.encode(guard.new_session()), SESSION_LIFETIME))
+    return redirect(ctx.url("login"), code=303)
+
+
+def _ids(ctx: Context) -> list[int]:
+    values = ctx.request.form.getlist("id")
+    if len(values) > MOST_IDS or not all(v.isdigit() and len(v) <= 19 for v in values):
+        raise BadRequest(f"expected up to {MOST_IDS} job ids")
+    return list(dict.fromkeys(int(v) for v in values))
+
+
+def _queue(ctx: Context, *, required: bool) -> str | None:
+    queue = ctx.request.form.get("queue", "")
+    if not queue:
+        if required:
+            raise BadRequest("which queue?")
+        return None
+    if len(queue) > 64:
+        raise BadRequest("a queue name has at most 64 characters")
+    return queue
+
+
+def _log(ctx: Context, action: str, **details: object) -> None:
+    logs.get(component="web").info(
+        "web_action", action=action, client=ctx.request.remote_addr, **details
+    )
+
+
+ACTIONS: dict[str, Callable[..., Response]] = {
+    "job_retry": job_retry,
+    "job_discard": job_discard,
+    "job_cancel": job_cancel,
+    "dead_retry": dead_retry,
+    "dead_discard": dead_discard,
+    "running_cancel": running_cancel,
+    "queue_pause": queue_pause,
+    "queue_resume": queue_resume,
+    "schedule_run": schedule_run,
+    "logout": logout,
+}

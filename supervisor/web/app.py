@@ -1,0 +1,295 @@
+"""The dashboard as a WSGI application: routing, the security gate, rendering.
+
+`make_app(config_path)` is what a Django or Flask site mounts; `forkq web` serves the
+same object with waitress (server.py). Pages (pages.py) and actions (actions.py) are
+plain functions of a `Context`; everything they show goes through Jinja2 with
+autoescaping on, so no row of the database can add markup to a page.
+
+Each serving thread has its own store (one database connection), opened on first use.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
+from werkzeug.routing import Map, MapAdapter, RequestRedirect, Rule
+from werkzeug.utils import redirect, send_from_directory
+from werkzeug.wrappers import Request, Response
+
+from supervisor import logs, registry
+from supervisor.config import Config, load_config
+from supervisor.errors import DatabaseError, ForkqError, SchemaError
+from supervisor.store import Store, open_store
+from supervisor.web import filters
+from supervisor.web.security import (
+    FLASH_COOKIE,
+    HEADERS,
+    SESSION_COOKIE,
+    SESSION_LIFETIME,
+    TOKEN_ENV,
+    Guard,
+    Session,
+)
+
+HERE = Path(__file__).parent
+STATIC = HERE / "static"
+DB_TIMEOUT = 30.0  # seconds a page waits on the database
+MAX_BODY = 1 << 20  # bytes a POST may carry (a form of ids)
+
+Handler = Callable[..., Response]
+
+
+class DashboardRequest(Request):
+    max_content_length = MAX_BODY
+    max_form_memory_size = MAX_BODY
+
+
+@dataclass
+class Context:
+    """What a page or an action gets: the request, its session, the store, the config."""
+
+    app: Dashboard
+    request: DashboardRequest
+    urls: MapAdapter
+    session: Session
+    bearer: bool  # authenticated by the Authorization header (an API client)
+    cookies: list[tuple[str, str, int]] = field(default_factory=list)  # to set: name, value, age
+
+    @property
+    def config(self) -> Config:
+        return self.app.config
+
+    @property
+    def store(self) -> Store:
+        return self.app.store()
+
+    @property
+    def read_only(self) -> bool:
+        return self.app.read_only
+
+    def url(self, endpoint: str, **values: Any) -> str:
+        return self.urls.build(endpoint, {k: v for k, v in values.items() if v is not None})
+
+    def render(self, template: str, status: int = 200, **values: Any) -> Response:
+        values.setdefault("nav", "")
+        flash = self.app.guard.read_flash(self.request.cookies.get(FLASH_COOKIE))
+        if flash is not None:
+            self.cookies.append((FLASH_COOKIE, "", 0))
+        page = self.app.templates.get_template(template).render(
+            url=self.url,
+            static=lambda name: self.url("static", filename=name),
+            csrf=self.app.guard.csrf_token(self.session),
+            read_only=self.read_only,
+            login_required=self.app.guard.required,
+            authenticated=self.session.authenticated,
+            database=self.config.database.redacted(),
+            here=self.request.full_path.rstrip("?"),
+            flash=flash,
+            **values,
+        )
+        return Response(page, status=status, mimetype="text/html")
+
+    def back(self, message: str, fallback: str = "overview") -> Response:
+        """303 to the page the form came from (a local path only), with a message for it."""
+        target = self.request.form.get("next", "")
+        if not target.startswith("/") or target.startswith("//") or "\\" in target:
+            target = self.url(fallback)
+        else:
+            target = self.request.script_root + target
+        self.cookies.append((FLASH_COOKIE, self.app.guard.sign_flash(message), 60))
+        return redirect(target, code=303)
+
+    def json(self, document: Any, status: int = 200) -> Response:
+        return Response(json.dumps(document, indent=2), status=status, mimetype="application/json")
+
+    def who(self) -> str:
+        """Who acts, for last_error: the dashboard and the client's address."""
+        return f"the dashboard ({self.request.remote_addr or 'unknown address'})"
+
+
+class Dashboard:
+    """The WSGI callable."""
+
+    def __init__(self, config: Config, *, read_only: bool, token: str | None) -> None:
+        from supervisor.web.actions import ACTIONS  # they import Context from here
+        from supervisor.web.pages import PAGES
+
+        self.config = config
+        self.read_only = read_only
+        self.guard = Guard(token)
+        self.handlers: dict[str, Handler] = {**PAGES, **ACTIONS}
+        self.actions = set(ACTIONS)
+        self.urls = Map([*_page_rules(), *_action_rules()], strict_slashes=False)
+        self.templates = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(HERE / "templates"),
+            autoescape=True,
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        filters.install(self.templates)
+        self._local = threading.local()
+        self.log = logs.get(component="web")
+
+    def store(self) -> Store:
+        store: Store | None = getattr(self._local, "store", None)
+        if store is None:
+            store = open_store(self.config.database, timeout=DB_TIMEOUT)
+            self._local.store = store
+        return store
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        request = DashboardRequest(environ)
+        response = self.respond(request)
+        return response(environ, start_response)
+
+    def respond(self, request: DashboardRequest) -> Response:
+        urls = self.urls.bind_to_environ(request.environ)
+        try:
+            endpoint, args = urls.match()
+        except RequestRedirect as exc:
+            return _secured(exc.get_response(request.environ), cache=False)
+        except (NotFound, MethodNotAllowed) as exc:
+            return _secured(_plain(exc.code or 404, exc.name), cache=False)
+        if endpoint == "static":
+            return _secured(send_from_directory(STATIC, args["filename"], request.environ), True)
+        if not self.guard.host_allowed(request.host):
+            # Without a token only loopback names are served (see security.py: DNS rebinding).
+            return _secured(_plain(403, "Forbidden: not a loopback host name"), cache=False)
+        context, refusal = self._gate(request, urls, endpoint)
+        response = refusal or self._run(context, endpoint, args)
+        for name, value, age in context.cookies:
+            _cookie(response, request, name, value, age)
+        return _secured(response, cache=False)
+
+    def _gate(
+        self, request: DashboardRequest, urls: MapAdapter, endpoint: str
+    ) -> tuple[Context, Response | None]:
+        """The context, and a refusal when the request may not go on."""
+        bearer = self.guard.bearer(request.headers.get("Authorization"))
+        session = self.guard.decode(request.cookies.get(SESSION_COOKIE)) or self.guard.new_session()
+        context = Context(self, request, urls, session, bearer is True)
+        if session.fresh and bearer is None:
+            context.cookies.append((SESSION_COOKIE, self.guard.encode(session), SESSION_LIFETIME))
+        authenticated = bearer is True or (bearer is None and session.authenticated)
+        if endpoint == "login":
+            return context, None
+        if not authenticated:
+            return context, self._unauthorized(context, endpoint)
+        if request.method == "POST" and endpoint in self.actions and endpoint != "logout":
+            if self.read_only:
+                return context, _plain(403, "Forbidden: the dashboard is read-only")
+            if not context.bearer and not self.guard.csrf_ok(session, request.form.get("csrf")):
+                self.log.warning("web_csrf_refused", endpoint=endpoint, client=request.remote_addr)
+                return context, _plain(403, "Forbidden: missing or wrong CSRF token")
+        if endpoint == "logout" and not self.guard.csrf_ok(session, request.form.get("csrf")):
+            return context, _plain(403, "Forbidden: missing or wrong CSRF token")
+        return context, None
+
+    def _unauthorized(self, context: Context, endpoint: str) -> Response:
+        if endpoint.startswith("api_") or context.request.method != "GET":
+            response = context.json({"error": "authentication required"}, 401)
+        else:
+            response = context.render(
+                "login.html", status=401, error=None, next=context.request.full_path
+            )
+        response.headers["WWW-Authenticate"] = 'Bearer realm="forkq"'
+        return response
+
+    def _run(self, context: Context, endpoint: str, args: Mapping[str, Any]) -> Response:
+        try:
+            return self.handlers[endpoint](context, **args)
+        except HTTPException as exc:
+            return _plain(exc.code or 400, exc.description or exc.name)
+        except (DatabaseError, SchemaError) as exc:
+            self.log.error("web_database_error", endpoint=endpoint, error=str(exc))
+            return context.render("error.html", status=503, message=str(exc))
+        except ForkqError as exc:
+            return context.render("error.html", status=400, message=str(exc))
+
+
+def _page_rules() -> list[Rule]:
+    get = ["GET"]
+    return [
+        Rule("/", endpoint="overview", methods=get),
+        Rule("/jobs", endpoint="jobs", methods=get),
+        Rule("/jobs/<int:job_id>", endpoint="job", methods=get),
+        Rule("/dead", endpoint="dead", methods=get),
+        Rule("/running", endpoint="running", methods=get),
+        Rule("/queues", endpoint="queues", methods=get),
+        Rule("/processes", endpoint="processes", methods=get),
+        Rule("/schedules", endpoint="schedules", methods=get),
+        Rule("/alerts", endpoint="alerts", methods=get),
+        Rule("/locks", endpoint="locks", methods=get),
+        Rule("/api/status", endpoint="api_status", methods=get),
+        Rule("/login", endpoint="login", methods=["GET", "POST"]),
+        Rule("/static/<path:filename>", endpoint="static", methods=get),
+    ]
+
+
+def _action_rules() -> list[Rule]:
+    post = ["POST"]
+    return [
+        Rule("/jobs/<int:job_id>/retry", endpoint="job_retry", methods=post),
+        Rule("/jobs/<int:job_id>/discard", endpoint="job_discard", methods=post),
+        Rule("/jobs/<int:job_id>/cancel", endpoint="job_cancel", methods=post),
+        Rule("/dead/retry", endpoint="dead_retry", methods=post),
+        Rule("/dead/discard", endpoint="dead_discard", methods=post),
+        Rule("/running/cancel", endpoint="running_cancel", methods=post),
+        Rule("/queues/pause", endpoint="queue_pause", methods=post),
+        Rule("/queues/resume", endpoint="queue_resume", methods=post),
+        Rule("/schedules/run", endpoint="schedule_run", methods=post),
+        Rule("/logout", endpoint="logout", methods=post),
+    ]
+
+
+def _plain(status: int, text: str) -> Response:
+    return Response(f"{status} {text}\n", status=status, mimetype="text/plain")
+
+
+def _secured(response: Response, cache: bool) -> Response:
+    """Every response: the security headers; pages and API answers are never stored."""
+    for name, value in HEADERS.items():
+        response.headers.setdefault(name, value)
+    response.headers["Cache-Control"] = "private, max-age=3600" if cache else "no-store"
+    return response
+
+
+def _cookie(response: Response, request: Request, name: str, value: str, age: int) -> None:
+    """HttpOnly, SameSite=Strict, scoped to where the app is mounted; Secure behind https."""
+    secure = request.scheme == "https" or request.headers.get("X-Forwarded-Proto") == "https"
+    response.set_cookie(
+        name,
+        value,
+        max_age=age,
+        path=request.script_root or "/",
+        secure=secure,
+        httponly=True,
+        samesite="Strict",
+    )
+
+
+def make_app_from_config(
+    config: Config, *, read_only: bool | None = None, token: str | None = None
+) -> Dashboard:
+    """The dashboard for a loaded config. `read_only` None takes `[web] read_only`; `token`
+    None means no token (tests and callers pass it; make_app reads FORKQ_WEB_TOKEN)."""
+    registry.load_modules(config.supervisor.handlers, source=config.source)
+    return Dashboard(
+        config, read_only=config.web.read_only if read_only is None else read_only, token=token
+    )
+
+
+def make_app(config_path: str | os.PathLike[str] | None = None) -> Dashboard:
+    """The WSGI app to mount in Django or Flask: the config file (FORKQ_DATABASE_URL still
+    wins for the URL), the token from FORKQ_WEB_TOKEN, `[web] read_only`."""
+    config = load_config(config_path or os.environ.get("FORKQ_CONFIG") or None)
+    return make_app_from_config(config, token=os.environ.get(TOKEN_ENV) or None)

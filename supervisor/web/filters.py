@@ -1,0 +1,72 @@
+"""Jinja filters: times, ages and counts as the pages show them. They return plain text;
+autoescaping escapes it like any other value."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import jinja2
+
+from supervisor.durations import format_duration
+from supervisor.models import QueueStats
+
+PAYLOAD_SHOWN = 256 * 1024  # characters of a payload a job's page shows
+
+
+def when(value: datetime | float | None) -> str:
+    """A UTC time to the second, or a dash."""
+    if value is None:
+        return "-"
+    moment = value if isinstance(value, datetime) else datetime.fromtimestamp(value, UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def ago(value: datetime | float | None, now: float) -> str:
+    """How long before `now` (the database clock), e.g. "3m 20s ago"; "in 5s" ahead."""
+    if value is None:
+        return "-"
+    seconds = now - (value.timestamp() if isinstance(value, datetime) else float(value))
+    if seconds < 0:
+        return f"in {format_duration(-seconds)}"
+    return f"{format_duration(seconds)} ago"
+
+
+def duration(seconds: float | None) -> str:
+    return "-" if seconds is None else format_duration(max(0.0, seconds))
+
+
+def shown(stats: QueueStats, count: str) -> str:
+    """A count of `forkq status`: "100000+" when it reached the cap."""
+    return stats.shown(count)
+
+
+def pretty_payload(text: str) -> str:
+    """JSON indented for reading; text that is not JSON as it is; cut past PAYLOAD_SHOWN."""
+    try:
+        shown_text = json.dumps(json.loads(text), indent=2, ensure_ascii=False, sort_keys=True)
+    except (ValueError, RecursionError):
+        shown_text = text
+    if len(shown_text) > PAYLOAD_SHOWN:
+        return (
+            shown_text[:PAYLOAD_SHOWN] + f"\n… ({len(shown_text) - PAYLOAD_SHOWN} more characters)"
+        )
+    return shown_text
+
+
+def first_line(text: str | None, width: int = 120) -> str:
+    if not text:
+        return ""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def install(env: jinja2.Environment) -> None:
+    env.filters.update(
+        when=when,
+        ago=ago,
+        duration=duration,
+        shown=shown,
+        pretty_payload=pretty_payload,
+        first_line=first_line,
+    )

@@ -1,0 +1,263 @@
+"""The pages: each reads what it shows with the store's bounded reads and renders a template.
+
+Times are judged on the database clock (`store.db_now()`), as the daemon judges them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from werkzeug.exceptions import BadRequest
+from werkzeug.utils import redirect
+from werkzeug.wrappers import Response
+
+from supervisor import logs
+from supervisor.cluster.schedules import next_run
+from supervisor.config import ScheduleConfig
+from supervisor.models import JobState, Throughput
+from supervisor.status import STATUS_CAP, process_view, read_status, status_document
+from supervisor.store import Store
+from supervisor.web.app import Context
+from supervisor.web.chart import HOURS, throughput_chart
+from supervisor.web.listing import Filters, job_page
+from supervisor.web.security import SESSION_COOKIE, SESSION_LIFETIME
+
+# The overview counts as `forkq status` does (STATUS_CAP), so the two always agree; the
+# dead and queues pages need only a figure or two per queue and stop counting sooner.
+PAGE_CAP = 10_000
+NEXT_RUNS = 5  # upcoming runs shown per schedule
+LAST_SLOTS = 10  # enqueued slots shown per schedule
+STATUSES = [str(s) for s in JobState]
+
+
+def overview(ctx: Context) -> Response:
+    hours = _choice(ctx.request.args.get("hours"), HOURS, 3)
+    chart_queue = _name(ctx.request.args.get("queue"), 64)
+    store = ctx.store
+    queues, processes = read_status(ctx.config, store, STATUS_CAP)
+    now = store.db_now()
+    rows = store.throughput(hours * 3600)
+    chart_rows = [r for r in rows if chart_queue is None or r.queue == chart_queue]
+    firing = [a for a in _alerts(store) if a["state"] == "firing"]
+    return ctx.render(
+        "overview.html",
+        nav="overview",
+        queues=queues,
+        last_hour=_last_hour(rows, now),
+        chart=throughput_chart(chart_rows, now, hours),
+        hours=hours,
+        hour_choices=HOURS,
+        chart_queue=chart_queue,
+        firing=firing,
+        processes=processes,
+        stale=sum(1 for p in processes if p["stale"]),
+        hosts=sorted({p["host"] for p in processes}),
+        cap=STATUS_CAP,
+        now=now,
+    )
+
+
+def jobs(ctx: Context) -> Response:
+    args = ctx.request.args
+    find = args.get("find", "").strip()
+    found = _find(ctx, find)
+    if found is not None:
+        return found
+    filters = Filters(
+        queue=_name(args.get("queue"), 64),
+        status=_name(args.get("status"), 16),
+        handler=_name(args.get("handler"), 191),
+    )
+    page = job_page(ctx.store, filters, _int(args.get("before")))
+    return ctx.render(
+        "jobs.html",
+        nav="jobs",
+        page=page,
+        filters=filters,
+        statuses=STATUSES,
+        not_found=find or None,  # a `find` that led to no job
+        before=_int(args.get("before")),
+        now=ctx.store.db_now(),
+    )
+
+
+def _find(ctx: Context, text: str) -> Response | None:
+    """`find` is a job id or a unique key: go to the job's page when there is one."""
+    if not text:
+        return None
+    store = ctx.store
+    job_id = int(text) if text.isdigit() and len(text) < 20 else None
+    if job_id is None or store.job_listing(job_id) is None:
+        job_id = store.job_id_by_key(text[:191])
+    if job_id is None:
+        return None
+    return redirect(ctx.url("job", job_id=job_id), code=303)
+
+
+def job(ctx: Context, job_id: int) -> Response:
+    row = ctx.store.job_listing(job_id)
+    if row is None:
+        return ctx.render("error.html", status=404, message=f"no job with id {job_id}")
+    return ctx.render("job.html", nav="jobs", job=row, now=ctx.store.db_now())
+
+
+def dead(ctx: Context) -> Response:
+    queue = _name(ctx.request.args.get("queue"), 64)
+    store = ctx.store
+    queues = [q for q in store.stats(PAGE_CAP) if q.dead]
+    page = job_page(
+        store, Filters(queue=queue, status="dead"), _int(ctx.request.args.get("before"))
+    )
+    return ctx.render(
+        "dead.html", nav="dead", queues=queues, queue=queue, page=page, now=store.db_now()
+    )
+
+
+def running(ctx: Context) -> Response:
+    queue = _name(ctx.request.args.get("queue"), 64)
+    store = ctx.store
+    return ctx.render(
+        "running.html",
+        nav="running",
+        jobs=store.running_jobs(queue),
+        queue=queue,
+        now=store.db_now(),
+    )
+
+
+def queues(ctx: Context) -> Response:
+    store = ctx.store
+    stats = store.stats(PAGE_CAP, queues=[pool.name for pool in ctx.config.pools])
+    now = store.db_now()
+    return ctx.render(
+        "queues.html",
+        nav="queues",
+        queues=stats,
+        pools={pool.name: pool for pool in ctx.config.pools},
+        last_hour=_last_hour(store.throughput(3600), now),
+        now=now,
+    )
+
+
+def processes(ctx: Context) -> Response:
+    store = ctx.store
+    stale_after = ctx.config.supervisor.process_stale_after
+    rows, now = store.list_processes(), store.db_now()
+    views = [process_view(p, now, stale_after) for p in rows]
+    return ctx.render(
+        "processes.html",
+        nav="processes",
+        processes=views,
+        stale_after=stale_after,
+    )
+
+
+def schedules(ctx: Context) -> Response:
+    store = ctx.store
+    now = store.db_now()
+    entries = [_schedule(store, s, now) for s in ctx.config.schedules]
+    return ctx.render("schedules.html", nav="schedules", schedules=entries, now=now)
+
+
+def _schedule(store: Store, schedule: ScheduleConfig, now: float) -> dict[str, Any]:
+    upcoming: list[float] = []
+    at = now
+    for _ in range(NEXT_RUNS):
+        try:
+            at = next_run(schedule.cron, schedule.timezone, at)
+        except ValueError:  # an expression that never comes due (Feb 30)
+            break
+        upcoming.append(at)
+    return {
+        "config": schedule,
+        "next": upcoming,
+        "slots": store.schedule_slots(schedule.name, LAST_SLOTS),
+    }
+
+
+def alerts(ctx: Context) -> Response:
+    store = ctx.store
+    return ctx.render("alerts.html", nav="alerts", alerts=_alerts(store), now=store.db_now())
+
+
+def _alerts(store: Store) -> list[dict[str, Any]]:
+    """Firing first, then the most recent changes."""
+    rows = [{"key": key, **value} for key, value in store.load_alerts().items()]
+    return sorted(rows, key=lambda a: (a["state"] != "firing", -(a["since"] or 0)))
+
+
+def locks(ctx: Context) -> Response:
+    store = ctx.store
+    return ctx.render("locks.html", nav="locks", locks=store.list_locks(), now=store.db_now())
+
+
+def api_status(ctx: Context) -> Response:
+    """Exactly what `forkq status --json` prints (status.py builds both)."""
+    queues, views = read_status(ctx.config, ctx.store, STATUS_CAP)
+    return ctx.json(status_document(ctx.config, STATUS_CAP, queues, views))
+
+
+def login(ctx: Context) -> Response:
+    guard = ctx.app.guard
+    if not guard.required:
+        return redirect(ctx.url("overview"), code=303)
+    if ctx.request.method != "POST":
+        return ctx.render("login.html", error=None, next=ctx.request.args.get("next", "/"))
+    form = ctx.request.form
+    if not guard.csrf_ok(ctx.session, form.get("csrf")):
+        return ctx.render("login.html", status=403, error="the form expired: try again", next="/")
+    if not guard.token_matches(form.get("token", "")):
+        logs.get(component="web").warning("web_login_failed", client=ctx.request.remote_addr)
+        return ctx.render("login.html", status=401, error="wrong token", next=form.get("next", "/"))
+    session = guard.login()
+    ctx.session = session
+    ctx.cookies.append((SESSION_COOKIE, guard.encode(session), SESSION_LIFETIME))
+    return ctx.back("logged in")
+
+
+def _last_hour(rows: Sequence[Throughput], now: float) -> dict[str, tuple[int, int]]:
+    """(done, failed) per queue over the last 60 minutes."""
+    totals: dict[str, tuple[int, int]] = {}
+    for row in rows:
+        if row.minute >= now - 3600:
+            done, failed = totals.get(row.queue, (0, 0))
+            totals[row.queue] = (done + row.done, failed + row.failed)
+    return totals
+
+
+def _name(value: str | None, longest: int) -> str | None:
+    """A queue, status or handler name from the query string; empty means none."""
+    if not value:
+        return None
+    if len(value) > longest:
+        raise BadRequest(f"a name of at most {longest} characters")
+    return value
+
+
+def _int(value: str | None) -> int | None:
+    if not value:
+        return None
+    if not value.isdigit() or len(value) > 19:
+        raise BadRequest("expected a job id")
+    return int(value)
+
+
+def _choice(value: str | None, choices: Sequence[int], default: int) -> int:
+    return int(value) if value and value.isdigit() and int(value) in choices else default
+
+
+PAGES: dict[str, Callable[..., Response]] = {
+    "overview": overview,
+    "jobs": jobs,
+    "job": job,
+    "dead": dead,
+    "running": running,
+    "queues": queues,
+    "processes": processes,
+    "schedules": schedules,
+    "alerts": alerts,
+    "locks": locks,
+    "api_status": api_status,
+    "login": login,
+}

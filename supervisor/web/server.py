@@ -1,0 +1,75 @@
+"""`forkq web`: the dashboard served by waitress, a production WSGI server.
+
+Without FORKQ_WEB_TOKEN the dashboard listens on loopback only: a non-loopback `listen`
+is refused before anything binds, with one line and exit 78 (a config error).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from supervisor import logs
+from supervisor.config import Config, parse_listen
+from supervisor.errors import ConfigError
+from supervisor.web.app import make_app_from_config
+from supervisor.web.security import TOKEN_ENV, check_token, is_loopback_host
+
+THREADS = 4  # requests served at once (each thread keeps one database connection)
+
+
+def listen_address(listen: str, token: str | None) -> tuple[str, int]:
+    """(host, port) to bind; ConfigError for a bad address or a non-loopback one untokened."""
+    try:
+        host, port = parse_listen(listen)
+    except ValueError as exc:
+        raise ConfigError(f"--listen: {exc}") from None
+    if token is None and not _only_loopback(host):
+        raise ConfigError(
+            f"refusing to listen on {listen} without {TOKEN_ENV}: set a token, or listen on"
+            " 127.0.0.1 (the default) and reach it through an SSH tunnel or a proxy"
+        )
+    return host, port
+
+
+def _only_loopback(host: str) -> bool:
+    """A literal loopback address or `localhost`; a name must resolve to loopback only."""
+    if is_loopback_host(host):
+        return True
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except (OSError, UnicodeError):
+        return False
+    return bool(infos) and all(is_loopback_host(str(info[4][0])) for info in infos)
+
+
+def serve(config: Config, listen: str | None = None, read_only: bool | None = None) -> int:
+    """Run the dashboard until interrupted. `listen` and `read_only` override `[web]`."""
+    from waitress.server import create_server
+
+    token = check_token(os.environ.get(TOKEN_ENV))
+    address = listen or config.web.listen
+    host, port = listen_address(address, token)
+    read_only = bool(read_only) or config.web.read_only  # --read-only only ever adds it
+    app = make_app_from_config(config, read_only=read_only, token=token)
+    server = create_server(
+        app,
+        host=host,
+        port=port,
+        threads=THREADS,
+        ident="forkq",
+        clear_untrusted_proxy_headers=True,
+    )
+    shown = f"[{host}]" if ":" in host else host
+    logs.get(component="web").info(
+        "web_listening",
+        url=f"http://{shown}:{port}/",
+        read_only=read_only,
+        auth="token" if token else "none (loopback only)",
+        database=config.database.redacted(),
+    )
+    try:
+        server.run()
+    finally:
+        server.close()
+    return 0
