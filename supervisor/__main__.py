@@ -1,3 +1,3 @@
-from .cli import main
+from supervisor.cli.parser import main
 
 raise SystemExit(main())

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .dburl import DEFAULT_URL, DatabaseURL, parse_database_url
-from .durations import parse_duration
-from .errors import ConfigError
+from supervisor.dburl import DEFAULT_URL, DatabaseURL, parse_database_url
+from supervisor.durations import parse_duration
+from supervisor.errors import ConfigError
 
 ON_SUCCESS_MODES = ("delete", "archive", "keep")
 MAX_SESSION_TIMEOUT = 31_536_000  # a year: the most wait_timeout takes

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, unquote
 
-from .errors import ConfigError
+from supervisor.errors import ConfigError
 
 DEFAULT_URL = "sqlite:///forkq.db"
 MYSQL_SCHEMES = ("mysql", "mysql+pymysql", "mariadb", "mariadb+pymysql")

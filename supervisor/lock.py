@@ -11,8 +11,8 @@ import secrets
 import socket
 from types import TracebackType
 
-from .errors import LockHeld, LockLost
-from .store import Store
+from supervisor.errors import LockHeld, LockLost
+from supervisor.store import Store
 
 
 def owner_id() -> str:

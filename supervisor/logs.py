@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 import structlog
 
-from .escaping import for_terminal, lines_for_terminal
+from supervisor.escaping import for_terminal, lines_for_terminal
 
 SECRET_KEY = re.compile("password|passwd|secret|token", re.IGNORECASE)
 

@@ -13,7 +13,7 @@ import socket
 
 import setproctitle
 
-from .escaping import for_terminal
+from supervisor.escaping import for_terminal
 
 PR_SET_PDEATHSIG = 1
 # What the master handles (its handlers only queue the signal); a child resets them all.

@@ -10,13 +10,13 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from . import registry
-from .dburl import DatabaseURL
-from .errors import UsageError
-from .lock import Lock
-from .models import JobRow, NewJob
-from .store import Store, open_store
-from .wake import Nudger
+from supervisor import registry
+from supervisor.dburl import DatabaseURL
+from supervisor.errors import UsageError
+from supervisor.lock import Lock
+from supervisor.models import JobRow, NewJob
+from supervisor.store import Store, open_store
+from supervisor.wake import Nudger
 
 # One encoder for every payload: json.dumps with options builds a new one per call.
 _PAYLOAD_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from .config import Config
-from .models import ProcessRow, QueueStats
-from .store import Store
+from supervisor.config import Config
+from supervisor.models import ProcessRow, QueueStats
+from supervisor.store import Store
 
 # `forkq status` counts up to this many jobs per queue and status ("100000+" past it),
 # so it stays fast on a table of millions; --exact counts them all.

@@ -53,8 +53,8 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from .dburl import DatabaseURL
-from .models import NewJob
+from supervisor.dburl import DatabaseURL
+from supervisor.models import NewJob
 
 ENV_RUNTIME_DIR = "FORKQ_RUNTIME_DIR"
 ENV_WAKE = "FORKQ_WAKE"

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from supervisor.alerts import AlertState, Notification, Snapshot, age, evaluate, stats_cap
+from supervisor.cluster.alerts.rules import (
+    AlertState,
+    Notification,
+    Snapshot,
+    age,
+    evaluate,
+    stats_cap,
+)
 from supervisor.config import AlertRule, AlertsConfig, build_config
 from supervisor.models import QueueStats
 

@@ -34,13 +34,14 @@ from util import (
     subprocess_env,
 )
 
-from supervisor import Queue, cli, registry
+from supervisor import Queue, registry
+from supervisor.cli import parser as cli
 from supervisor.config import Config, PoolConfig, load_config
 from supervisor.dburl import parse_database_url
 from supervisor.errors import ConfigError, UsageError
 from supervisor.models import JobState
 from supervisor.store import Store
-from supervisor.worker import Worker
+from supervisor.work.worker import Worker
 
 pytestmark = pytest.mark.timeout(120, method="thread")  # the worker's soft timeout owns SIGALRM
 

@@ -36,8 +36,8 @@ from daemon_util import (
 from util import count_rows, wait_until
 
 from supervisor import Queue
+from supervisor.daemon.decisions import STARTUP_WINDOW
 from supervisor.models import JobRow, JobState
-from supervisor.pools import STARTUP_WINDOW
 from supervisor.store import Store
 
 Factory = Callable[..., Daemon]

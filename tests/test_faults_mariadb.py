@@ -35,12 +35,12 @@ from util import mysql_connect, wait_until
 
 from supervisor import Queue, registry
 from supervisor.config import Config, PoolConfig
+from supervisor.daemon.master import DB_TIMEOUT as MASTER_DB_TIMEOUT
 from supervisor.dburl import parse_database_url
 from supervisor.errors import ConnectionLost
-from supervisor.master import DB_TIMEOUT as MASTER_DB_TIMEOUT
 from supervisor.store import open_store
 from supervisor.store.base import TRANSIENT_RETRIES
-from supervisor.worker import Worker
+from supervisor.work.worker import Worker
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(300)]
 

@@ -320,7 +320,7 @@ def test_a_soft_timeout_kills_the_grandchild_its_job_left(
 
 SWEEP_SCRIPT = """\
 import json, os, subprocess
-from supervisor.descendants import become_subreaper, kill_leftovers, reap_children
+from supervisor.work.descendants import become_subreaper, kill_leftovers, reap_children
 
 assert become_subreaper()
 assert kill_leftovers(1) is None  # nothing started: nothing to do, nothing logged

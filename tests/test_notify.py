@@ -19,10 +19,17 @@ import pytest
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
 
-from supervisor.alerts import Notification, Snapshot
+from supervisor.cluster.alerts.channels import (
+    AlertRunner,
+    deliver,
+    redact_url,
+    send_email,
+    send_test,
+    send_webhook,
+)
+from supervisor.cluster.alerts.rules import Notification, Snapshot
 from supervisor.config import AlertsConfig, build_config
 from supervisor.models import QueueStats
-from supervisor.notify import AlertRunner, deliver, redact_url, send_email, send_test, send_webhook
 from supervisor.store import Store, open_store
 
 T0 = 1_700_000_000.0

@@ -29,9 +29,9 @@ from private_mariadb import Webhook
 from util import free_tcp_port, subprocess_env
 
 from supervisor import Queue
-from supervisor.alerts import Snapshot
+from supervisor.cluster.alerts.channels import AlertRunner
+from supervisor.cluster.alerts.rules import Snapshot
 from supervisor.config import build_config
-from supervisor.notify import AlertRunner
 from supervisor.store import Store
 
 OWNER = "test-host:1:feedbeef"

@@ -17,9 +17,9 @@ from daemon_util import Daemon, daemons_fixture, record_ids  # noqa: F401 - fixt
 from util import count_rows, wait_until
 
 from supervisor import Queue
-from supervisor.pools import STARTUP_WINDOW, failed_at_startup
-from supervisor.scoreboard import Scoreboard
-from supervisor.state import Child
+from supervisor.daemon.decisions import STARTUP_WINDOW, failed_at_startup
+from supervisor.daemon.scoreboard import Scoreboard
+from supervisor.daemon.state import Child
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -10,7 +10,7 @@ import itertools
 
 import pytest
 
-from supervisor.pools import (
+from supervisor.daemon.decisions import (
     BACKOFF_FIRST,
     BACKOFF_MAX,
     JOBS_JITTER,

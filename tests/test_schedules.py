@@ -9,8 +9,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from supervisor.cluster.schedules import due_slots, enqueue_due, next_run
 from supervisor.config import ScheduleConfig
-from supervisor.schedules import due_slots, enqueue_due, next_run
 from supervisor.store import Store, open_store
 
 UTC_ZONE, TOKYO, NEW_YORK = "UTC", "Asia/Tokyo", "America/New_York"

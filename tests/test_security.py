@@ -1,7 +1,7 @@
 """Security properties users rely on:
 
 - A row is data, never code: a handler name that is an importable path (`os.system`,
-  `subprocess.run`, `builtins.eval`, `supervisor.cli.main`, a module of our own with an
+  `subprocess.run`, `builtins.eval`, `supervisor.cli.parser.main`, a module of our own with an
   import side effect) is never imported or called; the job ends dead, "unknown handler".
 - Payloads are JSON only: a pickle is never unpickled; it ends dead as non-JSON.
 - Secrets stay secret: the database password and FORKQ_SMTP_PASSWORD never appear in the
@@ -33,12 +33,13 @@ from daemon_util import Daemon, render_config, title_of
 from private_mariadb import PrivateMariaDB, Webhook, private_mariadb  # noqa: F401
 from util import REPO_ROOT, backend_of, free_tcp_port, wait_until
 
-from supervisor import cli, registry
+from supervisor import registry
+from supervisor.cli import parser as cli
 from supervisor.config import Config, PoolConfig
 from supervisor.dburl import parse_database_url
 from supervisor.models import JobState
 from supervisor.store import Store, open_store
-from supervisor.worker import Worker
+from supervisor.work.worker import Worker
 
 pytestmark = pytest.mark.timeout(120, method="thread")  # the worker's soft timeout owns SIGALRM
 
@@ -89,7 +90,7 @@ def code_rows(canaries: Path) -> list[tuple[str, str]]:
         ("builtins.eval", json.dumps(f"open({touch!r}, 'w')")),
         ("builtins.exec", json.dumps(f"open({touch!r}, 'w')")),
         ("posix.system", json.dumps(f"touch {touch}")),
-        ("supervisor.cli.main", json.dumps(["purge", "--dead"])),
+        ("supervisor.cli.parser.main", json.dumps(["purge", "--dead"])),
         ("importlib.import_module", json.dumps(CANARY_MODULE)),
         (f"{CANARY_MODULE}.touch", "{}"),
         (CANARY_MODULE, "{}"),

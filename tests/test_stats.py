@@ -16,7 +16,8 @@ import pytest
 import structlog
 from util import backend_of, connected, mysql_connect
 
-from supervisor import cli, commands
+from supervisor.cli import commands
+from supervisor.cli import parser as cli
 from supervisor.models import QueueStats
 from supervisor.store import Store
 from supervisor.store.mysql import QUERIES as MYSQL_QUERIES

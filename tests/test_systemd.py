@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from supervisor import systemd
 from supervisor.config import SupervisorConfig, load_config
+from supervisor.daemon import systemd
 from supervisor.errors import ExitCode
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..dburl import DatabaseURL, parse_database_url
-from .base import PROMOTE_BATCH, SCHEDULE_AHEAD, SCHEMA_VERSION, Store
+from supervisor.dburl import DatabaseURL, parse_database_url
+from supervisor.store.base import PROMOTE_BATCH, SCHEDULE_AHEAD, SCHEMA_VERSION, Store
 
 __all__ = ["PROMOTE_BATCH", "SCHEDULE_AHEAD", "SCHEMA_VERSION", "Store", "open_store"]
 
@@ -19,10 +19,10 @@ def open_store(
     """
     parsed = parse_database_url(url) if isinstance(url, str) else url
     if parsed.backend == "sqlite":
-        from .sqlite import SQLiteStore
+        from supervisor.store.sqlite import SQLiteStore
 
         return SQLiteStore(parsed, busy_timeout=max(timeout, 5.0))
-    from .mysql import MySQLStore
+    from supervisor.store.mysql import MySQLStore
 
     return MySQLStore(
         parsed,

@@ -22,8 +22,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..errors import DuplicateKey, SchemaError, TransientDatabaseError
-from ..models import (
+from supervisor.errors import DuplicateKey, SchemaError, TransientDatabaseError
+from supervisor.models import (
     CancelResult,
     JobListing,
     JobRow,

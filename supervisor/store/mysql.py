@@ -17,16 +17,16 @@ import pymysql
 import pymysql.cursors
 from pymysql.constants import CLIENT
 
-from ..dburl import DatabaseURL
-from ..errors import (
+from supervisor.dburl import DatabaseURL
+from supervisor.errors import (
     ConnectionLost,
     DatabaseError,
     DuplicateKey,
     PayloadTooLarge,
     TransientDatabaseError,
 )
-from ..models import NewJob
-from .base import Store, load_queries, split_script
+from supervisor.models import NewJob
+from supervisor.store.base import Store, load_queries, split_script
 
 T = TypeVar("T")
 Connection: TypeAlias = "pymysql.connections.Connection[Any]"

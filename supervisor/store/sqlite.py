@@ -18,16 +18,16 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..dburl import DatabaseURL
-from ..errors import (
+from supervisor.dburl import DatabaseURL
+from supervisor.errors import (
     ConnectionLost,
     DatabaseError,
     DuplicateKey,
     PayloadTooLarge,
     TransientDatabaseError,
 )
-from ..models import NewJob
-from .base import Store, load_queries, split_script
+from supervisor.models import NewJob
+from supervisor.store.base import Store, load_queries, split_script
 
 HERE = Path(__file__).parent
 QUERIES = load_queries(HERE / "sqlite.sql")

@@ -27,12 +27,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from . import logs
-from .chores import Chores
-from .config import Config
-from .errors import DatabaseError
-from .proc import MASTER_SIGNALS, die_with_parent, set_title
-from .store import Store, open_store
+from supervisor import logs
+from supervisor.cluster.chores import Chores
+from supervisor.config import Config
+from supervisor.errors import DatabaseError
+from supervisor.proc import MASTER_SIGNALS, die_with_parent, set_title
+from supervisor.store import Store, open_store
 
 # A tick's queries give up after this: one caught by a silent database must not hold
 # the next tick's "database unreachable" alert back for a minute.
@@ -74,7 +74,7 @@ class TickReport:
 
     @classmethod
     def decode(cls, line: bytes) -> TickReport:
-        from .alerts import AlertState
+        from supervisor.cluster.alerts.rules import AlertState
 
         data = json.loads(line)
         memory = {k: AlertState(**v) for k, v in data.pop("alert_memory").items()}
@@ -111,7 +111,7 @@ def run_tick(config: Config, store: Store, given: TickInput) -> TickReport:
 def _enqueue_schedules(config: Config, store: Store, now: float, started_at: float) -> None:
     # Two check intervals of grace: a tick delayed by a slow SMTP server or a lease
     # hand-over must not make misfire = "skip" drop a slot that is only just due.
-    from .schedules import enqueue_due
+    from supervisor.cluster.schedules import enqueue_due
 
     log = logs.get(role="master")
     grace = 2 * config.supervisor.check_interval
@@ -126,8 +126,8 @@ def _enqueue_schedules(config: Config, store: Store, now: float, started_at: flo
 def _alerts(
     config: Config, store: Store, given: TickInput, report: TickReport, now: float
 ) -> dict[str, Any]:
-    from .alerts import Snapshot, stats_cap
-    from .notify import AlertRunner
+    from supervisor.cluster.alerts.channels import AlertRunner
+    from supervisor.cluster.alerts.rules import Snapshot, stats_cap
 
     queues = []
     if report.leader and report.db_error is None:  # only the lease holder judges queues

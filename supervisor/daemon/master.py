@@ -25,12 +25,19 @@ from functools import partial
 from types import FrameType
 from typing import TypeVar
 
-from . import logs, registry, systemd, wake
-from .child import ChildSpec, run_child
-from .chores import CHORES_LOCK, settle_gone_worker, settle_owner
-from .config import Config, load_config
-from .errors import ConfigError, ConnectionLost, DatabaseError, ExitCode
-from .pools import (
+from supervisor import logs, registry, wake
+from supervisor.cluster.chores import CHORES_LOCK, settle_gone_worker, settle_owner
+from supervisor.cluster.promote import (
+    PROMOTE_INTERVAL,
+    keep_schedule,
+    needs_demotion,
+    needs_promotion,
+)
+from supervisor.cluster.tick import TickInput, TickReport, tick_main, tick_timeout
+from supervisor.config import Config, load_config
+from supervisor.daemon import systemd
+from supervisor.daemon.child import ChildSpec, run_child
+from supervisor.daemon.decisions import (
     Periodic,
     PoolView,
     failed_at_startup,
@@ -39,7 +46,10 @@ from .pools import (
     respawn_delay,
     retire_deadline,
 )
-from .proc import (
+from supervisor.daemon.scoreboard import Scoreboard
+from supervisor.daemon.state import Child, PoolState
+from supervisor.errors import ConfigError, ConnectionLost, DatabaseError, ExitCode
+from supervisor.proc import (
     MASTER_SIGNALS,
     describe_exit,
     hostname,
@@ -49,11 +59,7 @@ from .proc import (
     reap,
     set_title,
 )
-from .promote import PROMOTE_INTERVAL, keep_schedule, needs_demotion, needs_promotion
-from .scoreboard import Scoreboard
-from .state import Child, PoolState
-from .store import SCHEMA_VERSION, Store, open_store
-from .tick import TickInput, TickReport, tick_main, tick_timeout
+from supervisor.store import SCHEMA_VERSION, Store, open_store
 
 T = TypeVar("T")
 

@@ -18,8 +18,8 @@ from contextlib import suppress
 from datetime import UTC, datetime
 from typing import Any, NoReturn
 
-from . import logs
-from .commands import (
+from supervisor import logs
+from supervisor.cli.commands import (
     STATUS_CAP,
     cmd_alerts,
     cmd_cancel,
@@ -36,14 +36,16 @@ from .commands import (
     cmd_schema,
     cmd_show,
     cmd_status,
+    cmd_web,
     cmd_work,
 )
-from .durations import parse_duration
-from .errors import ConfigError, ExitCode, ForkqError, UsageError
-from .escaping import for_terminal
-from .models import JobState
-from .store import SCHEMA_VERSION
-from .tables import ERROR_PREFIX, PROG
+from supervisor.cli.tables import ERROR_PREFIX, PROG
+from supervisor.config import parse_listen
+from supervisor.durations import parse_duration
+from supervisor.errors import ConfigError, ExitCode, ForkqError, UsageError
+from supervisor.escaping import for_terminal
+from supervisor.models import JobState
+from supervisor.store import SCHEMA_VERSION
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -193,9 +195,30 @@ def build_parser() -> argparse.ArgumentParser:
     command("check", cmd_check, "check config, handlers, database and schema")
     _json_flag(command("locks", cmd_locks, "the cluster-wide lease locks"))
     _json_flag(command("schedules", cmd_schedules, "the cron schedules and their next runs"))
+    _web_parser(command("web", cmd_web, "serve the web dashboard"))
     alerts = command("alerts", cmd_alerts, "alert channels")
     alerts.add_argument("action", choices=("test",), help="send a test alert to every channel")
     return parser
+
+
+def _listen(text: str) -> str:
+    try:
+        parse_listen(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _web_parser(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        type=_listen,
+        help="default: [web] listen or 127.0.0.1:8740; not loopback only with FORKQ_WEB_TOKEN",
+    )
+    sub.add_argument(
+        "--read-only", action="store_true", help="refuse every action (403) and hide the buttons"
+    )
 
 
 def _json_flag(sub: argparse.ArgumentParser) -> None:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import logs, registry
-from .config import Config
-from .errors import LockLost
-from .lock import Lock
-from .models import JobRow
-from .policy import (
+from supervisor import logs, registry
+from supervisor.config import Config
+from supervisor.errors import LockLost
+from supervisor.lock import Lock
+from supervisor.models import JobRow
+from supervisor.policy import (
     DEFAULT_BACKOFF_BASE,
     DEFAULT_BACKOFF_CAP,
     DEFAULT_MAX_ATTEMPTS,
@@ -23,7 +23,7 @@ from .policy import (
     after_failure,
     truncate_error,
 )
-from .store import Store
+from supervisor.store import Store
 
 CHORES_LOCK = "forkq:chores"
 

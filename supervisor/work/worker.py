@@ -24,13 +24,20 @@ from datetime import datetime
 from types import FrameType
 from typing import Any, Protocol
 
-from . import logs, registry
-from .chores import failure_outcome, max_attempts_for
-from .config import Config, PoolConfig
-from .errors import ConnectionLost, DatabaseError, Fail, JobTimeout, Retry, TransientDatabaseError
-from .models import JobRow
-from .policy import truncate_error
-from .store import Store
+from supervisor import logs, registry
+from supervisor.cluster.chores import failure_outcome, max_attempts_for
+from supervisor.config import Config, PoolConfig
+from supervisor.errors import (
+    ConnectionLost,
+    DatabaseError,
+    Fail,
+    JobTimeout,
+    Retry,
+    TransientDatabaseError,
+)
+from supervisor.models import JobRow
+from supervisor.policy import truncate_error
+from supervisor.store import Store
 
 LEASE_MARGIN = 30.0  # seconds a lease outlives the job's timeout: the master kills first
 ACK_MAX_AGE = 0.2  # seconds a success may wait in the buffer before it is written

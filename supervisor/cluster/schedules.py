@@ -23,11 +23,11 @@ from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
-from . import logs
-from .config import ScheduleConfig
-from .errors import UsageError
-from .queue import build_job
-from .store import Store
+from supervisor import logs
+from supervisor.config import ScheduleConfig
+from supervisor.errors import UsageError
+from supervisor.queue import build_job
+from supervisor.store import Store
 
 MAX_SKIPS = 1000  # guard against an iterator that keeps yielding times we skip
 

@@ -14,19 +14,26 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from . import registry
-from .config import Config, load_config
-from .durations import format_duration
-from .errors import ConfigError, ExitCode, ForkqError, JobNotFound, SchemaError, UsageError
-from .escaping import for_terminal, lines_for_terminal
-from .models import CancelResult, JobRow, JobState, QueueStats
-from .proc import hostname
-from .queue import Queue
-from .status import STATUS_CAP as STATUS_CAP  # cli.py's --exact help names it
-from .status import read_status, status_document
-from .store import SCHEMA_VERSION, Store, open_store
-from .store.base import load_queries, upgrade_statements
-from .tables import ERROR_PREFIX, AtLeast, cell, first_line, plural, print_json, table
+from supervisor import registry
+from supervisor.cli.tables import ERROR_PREFIX, AtLeast, cell, first_line, plural, print_json, table
+from supervisor.config import Config, load_config
+from supervisor.durations import format_duration
+from supervisor.errors import (
+    ConfigError,
+    ExitCode,
+    ForkqError,
+    JobNotFound,
+    SchemaError,
+    UsageError,
+)
+from supervisor.escaping import for_terminal, lines_for_terminal
+from supervisor.models import CancelResult, JobRow, JobState, QueueStats
+from supervisor.proc import hostname
+from supervisor.queue import Queue
+from supervisor.status import STATUS_CAP as STATUS_CAP  # cli.py's --exact help names it
+from supervisor.status import read_status, status_document
+from supervisor.store import SCHEMA_VERSION, Store, open_store
+from supervisor.store.base import load_queries, upgrade_statements
 
 CHECK_TIMEOUT = 5.0  # seconds `forkq check` waits for the database
 
@@ -57,14 +64,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     # Imported here first so a broken module's error names the config file; the
     # daemon's own import of them before it forks is then a no-op.
     registry.load_modules(config.supervisor.handlers, source=config.source)
-    from .master import run_daemon  # the daemon's modules load only for the daemon
+    from supervisor.daemon.master import run_daemon  # the daemon's modules load only for the daemon
 
     return run_daemon(config, args.config or os.environ.get("FORKQ_CONFIG") or None)
 
 
+def cmd_web(args: argparse.Namespace) -> int:
+    """The dashboard (supervisor/web, the `forkq[web]` extra), imported only for this command."""
+    config = _config(args)
+    try:
+        from supervisor.web.server import serve
+    except ImportError as exc:
+        raise ConfigError(f"forkq web needs the web extra: pip install 'forkq[web]' ({exc})") from exc
+    return serve(config, args.listen, args.read_only)
+
+
 def cmd_work(args: argparse.Namespace) -> int:
     config = _config(args)
-    from .foreground import run_foreground
+    from supervisor.work.foreground import run_foreground
 
     return run_foreground(config, args.queues, args.max_jobs, args.burst)
 
@@ -347,7 +364,9 @@ def cmd_schedules(args: argparse.Namespace) -> int:
 
 
 def _schedule_entries(config: Config, store: Store) -> list[dict[str, Any]]:
-    from .schedules import next_run  # the cron machinery loads only when asked for
+    from supervisor.cluster.schedules import (
+        next_run,  # the cron machinery loads only when asked for
+    )
 
     now = store.db_now()  # the clock the schedules are enqueued by
     entries = []
@@ -376,7 +395,7 @@ def _from_epoch(seconds: float | None) -> datetime | None:
 
 def cmd_alerts(args: argparse.Namespace) -> int:
     config = _config(args)
-    from .notify import send_test
+    from supervisor.cluster.alerts.channels import send_test
 
     results = send_test(config.alerts, hostname())
     if not results:
@@ -400,7 +419,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
     if upgrade_from is not None and args.action != "print":
         raise UsageError("--upgrade-from goes with `schema print`")
     if args.action == "print":
-        here = Path(__file__).parent / "store"
+        here = Path(__file__).parents[1] / "store"
         backend = config.database.backend
         if upgrade_from is None:
             sys.stdout.write((here / f"{backend}_schema.sql").read_text(encoding="utf-8"))

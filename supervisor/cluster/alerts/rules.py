@@ -24,8 +24,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .config import AlertRule, AlertsConfig
-from .models import QueueStats
+from supervisor.config import AlertRule, AlertsConfig
+from supervisor.models import QueueStats
 
 OK, FIRING = "ok", "firing"
 QUEUE_RULES = ("max_ready", "max_age", "max_dead")

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from . import logs
+from supervisor import logs
 
 if TYPE_CHECKING:
     import psutil

@@ -13,15 +13,15 @@ import time
 from collections.abc import Sequence
 from types import FrameType
 
-from . import logs, registry
-from .chores import Chores
-from .config import Config
-from .errors import ConnectionLost, ExitCode
-from .models import JobRow
-from .proc import hostname, node_id, process_name, set_title
-from .promote import PROMOTE_INTERVAL, keep_schedule_of
-from .store import open_store
-from .worker import Worker
+from supervisor import logs, registry
+from supervisor.cluster.chores import Chores
+from supervisor.cluster.promote import PROMOTE_INTERVAL, keep_schedule_of
+from supervisor.config import Config
+from supervisor.errors import ConnectionLost, ExitCode
+from supervisor.models import JobRow
+from supervisor.proc import hostname, node_id, process_name, set_title
+from supervisor.store import open_store
+from supervisor.work.worker import Worker
 
 IDLE_SLEEP_MAX = 1.0  # seconds between polls of an empty queue at most
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from .models import QueueTimes
-from .store import PROMOTE_BATCH, SCHEDULE_AHEAD, Store
+from supervisor.models import QueueTimes
+from supervisor.store import PROMOTE_BATCH, SCHEDULE_AHEAD, Store
 
 PROMOTE_INTERVAL = 1.0  # seconds: half the horizon, so a promotion is never late
 MAX_BATCHES = 20  # per queue and poll: a huge due backlog is moved over several polls

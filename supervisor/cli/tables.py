@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from .escaping import for_terminal
+from supervisor.escaping import for_terminal
 
 PROG = "forkq"
 ERROR_PREFIX = f"{PROG}: error: "

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .config import PoolConfig
-from .pools import CRASH_LOOP_AFTER
-from .scoreboard import Scoreboard
+from supervisor.config import PoolConfig
+from supervisor.daemon.decisions import CRASH_LOOP_AFTER
+from supervisor.daemon.scoreboard import Scoreboard
 
 
 @dataclass

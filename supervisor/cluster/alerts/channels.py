@@ -22,12 +22,18 @@ from email.utils import formatdate, make_msgid
 from typing import Any
 from urllib.parse import urlsplit
 
-from . import logs
-from .alerts import AlertState, Notification, Snapshot, evaluate, is_host_key
-from .config import AlertsConfig
-from .errors import DatabaseError
-from .escaping import for_chat, for_header, for_terminal, lines_for_terminal
-from .store import Store
+from supervisor import logs
+from supervisor.cluster.alerts.rules import (
+    AlertState,
+    Notification,
+    Snapshot,
+    evaluate,
+    is_host_key,
+)
+from supervisor.config import AlertsConfig
+from supervisor.errors import DatabaseError
+from supervisor.escaping import for_chat, for_header, for_terminal, lines_for_terminal
+from supervisor.store import Store
 
 WEBHOOK, EMAIL = "webhook", "email"
 REPLY_BYTES = 65536  # read at most this much of a webhook's answer

@@ -28,15 +28,15 @@ from dataclasses import dataclass
 from functools import partial
 from types import FrameType
 
-from . import logs
-from .config import Config, PoolConfig
-from .descendants import become_subreaper, kill_leftovers
-from .models import JobRow
-from .pools import recycle_after
-from .proc import MASTER_SIGNALS, die_with_parent, hostname, node_id, set_title
-from .scoreboard import Scoreboard
-from .store import Store, open_store
-from .worker import Worker
+from supervisor import logs
+from supervisor.config import Config, PoolConfig
+from supervisor.daemon.decisions import recycle_after
+from supervisor.daemon.scoreboard import Scoreboard
+from supervisor.models import JobRow
+from supervisor.proc import MASTER_SIGNALS, die_with_parent, hostname, node_id, set_title
+from supervisor.store import Store, open_store
+from supervisor.work.descendants import become_subreaper, kill_leftovers
+from supervisor.work.worker import Worker
 
 IDLE_RECHECK = 120.0  # seconds an idle child waits for the master's wake-up before it looks itself
 LIFETIME_JITTER = 0.1  # ±10% so children started together do not all retire together

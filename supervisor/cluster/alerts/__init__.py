@@ -1,0 +1,1 @@
+"""Alerts: rules (pure decisions), channels (webhook and mail), the runner that keeps state."""
