@@ -16,7 +16,6 @@ from supervisor.daemon.decisions import (
     JOBS_JITTER,
     SHRINK_IDLE_AFTER,
     STARTUP_WINDOW,
-    Periodic,
     PoolView,
     failed_at_startup,
     may_retry_db,
@@ -24,6 +23,7 @@ from supervisor.daemon.decisions import (
     recycle_after,
     respawn_delay,
 )
+from supervisor.daemon.timers import Periodic
 
 
 def view(**fields: object) -> PoolView:

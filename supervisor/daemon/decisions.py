@@ -1,10 +1,13 @@
-"""Pure decisions about processes: pool sizes, respawn back-off, recycling, database
-retries and periodic timers. No os.*, no sockets.
+"""Pure decisions of the master, each a function of what it knows and `now`: pool
+sizes, respawn back-off, recycling, overtime, retiring, settle reasons, database
+retries. No os.*, no sockets; tested at fixed times.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from supervisor.outcomes import SettleKind, SettleReason
 
 SHRINK_IDLE_AFTER = 30.0  # seconds a child stays idle before a dynamic pool lets it go
 STARTUP_WINDOW = 5.0  # a child that dies this soon after its start failed at start-up
@@ -70,24 +73,6 @@ def failed_at_startup(lived: float, exit_ok: bool, reported: bool, jobs: int = 0
     return not exit_ok and jobs == 0 and (not reported or lived < STARTUP_WINDOW)
 
 
-class Periodic:
-    """A monotonic timer that skips missed periods instead of firing them back to back."""
-
-    def __init__(self, interval: float, now: float, first: float | None = None) -> None:
-        self.interval = interval
-        self.next = now + (interval if first is None else first)
-
-    def due(self, now: float) -> bool:
-        if now < self.next:
-            return False
-        periods = int((now - self.next) // self.interval) + 1
-        self.next += periods * self.interval
-        return True
-
-    def remaining(self, now: float) -> float:
-        return max(0.0, self.next - now)
-
-
 def retire_deadline(now: float, grace: float, job_ends_by: float | None) -> float:
     """When a child asked to retire must be gone: after `grace`, or once the job it runs
     is past its own overtime kill, whichever is later. A child that ignores SIGTERM (a
@@ -113,3 +98,39 @@ def may_retry_db(
 def recycle_after(max_jobs_per_child: int, draw: float) -> int:
     """A child's own job limit: `draw` (uniform in [0, 1)) takes up to JOBS_JITTER off."""
     return max(1, round(max_jobs_per_child * (1 - JOBS_JITTER * draw)))
+
+
+def overtime_due(job_id: int | None, deadline: float, now: float, grace: float) -> bool:
+    """A job past its timeout plus the child's own soft-timeout grace: kill its child."""
+    return job_id is not None and now >= deadline + grace
+
+
+def settle_reason(
+    *,
+    running: int | None,
+    killed_job: int | None,
+    killed_timeout: float,
+    killed_by_master: bool,
+    stopping: bool,
+    retire_reason: str,
+    exit_description: str,
+) -> SettleReason:
+    """Why a gone child's running job is settled, and so whether its attempt counts."""
+    if killed_job is not None and running == killed_job:
+        return SettleReason(SettleKind.TIMED_OUT, f"killed after {killed_timeout:g}s timeout")
+    if killed_by_master and stopping:
+        return SettleReason(SettleKind.SHUTDOWN, "killed at shutdown")
+    if killed_by_master:
+        message = f"killed: did not exit when retired ({retire_reason})"
+        return SettleReason(SettleKind.NOT_RETIRED, message)
+    return SettleReason(SettleKind.DIED, f"worker died ({exit_description})")
+
+
+def to_retire(live: list[tuple[int, bool, float]], target: int) -> list[int]:
+    """Which of a pool's live children (pid, idle, started) to retire to reach `target`:
+    the idle first, the newest first."""
+    excess = len(live) - target
+    if excess <= 0:
+        return []
+    ordered = sorted(live, key=lambda c: (not c[1], -c[2]))
+    return [pid for pid, _, _ in ordered[:excess]]

@@ -1,23 +1,21 @@
-"""The arbiter: forks per-queue pools of children, reaps and respawns them, kills overtime.
+"""The arbiter: boot, the loop, signal dispatch, reload and stop.
 
 The master has no threads. Signal handlers only queue the signal; `signal.set_wakeup_fd`
-wakes the main loop's `select`, which also watches every child's status pipe. All
-decisions about time use the monotonic clock and local state, so a database outage
-never stops a kill. The master's own database connection is lazy and fork-aware; a
-child never touches it. Its own queries are small (heartbeats, the poll, settling a
-reaped child) and give up after MASTER_DB_TIMEOUT; everything slow (chores, schedules,
-alerts with their mail and webhooks) runs in a check-tick process it forks (tick.py),
-so neither a silent database nor a hung mail server delays a stop or a kill by more
-than that.
+wakes the main loop's `select`, which also watches every child's status pipe, the check
+tick's report and the same-host wake socket. It decides nothing by itself: decisions.py
+says what to do and when (overtime, retiring, pool sizes, settle reasons), children.py
+forks, reads, reaps and kills, dbguard.py keeps its database calls from blocking a stop
+or a kill, and the check tick (ticks.py, cluster/tick.py) does the slow cluster work in
+a process of its own. Its own queries are small (heartbeats, the poll, settling a reaped
+child) and give up after DB_TIMEOUT, so neither a silent database nor a hung mail server
+delays a stop or a kill by more than that.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import select
 import signal
-import sys
 import time
 from collections import deque
 from collections.abc import Callable
@@ -27,28 +25,18 @@ from typing import TypeVar
 
 from supervisor import logs, registry, wake
 from supervisor.cluster.chores import CHORES_LOCK, settle_gone_worker, settle_owner
-from supervisor.cluster.promote import (
-    PROMOTE_INTERVAL,
-    keep_schedule,
-    needs_demotion,
-    needs_promotion,
-)
-from supervisor.cluster.tick import TickInput, TickReport, tick_main, tick_timeout
+from supervisor.cluster.promote import PROMOTE_INTERVAL
+from supervisor.cluster.tick import TickInput, tick_timeout
 from supervisor.config import Config, load_config
 from supervisor.daemon import systemd
-from supervisor.daemon.child import ChildSpec, run_child
-from supervisor.daemon.decisions import (
-    Periodic,
-    PoolView,
-    failed_at_startup,
-    may_retry_db,
-    plan_size,
-    respawn_delay,
-    retire_deadline,
-)
-from supervisor.daemon.scoreboard import Scoreboard
+from supervisor.daemon.children import Children
+from supervisor.daemon.dbguard import DbGuard
+from supervisor.daemon.decisions import settle_reason
+from supervisor.daemon.pooling import Pooling
 from supervisor.daemon.state import Child, PoolState
-from supervisor.errors import ConfigError, ConnectionLost, DatabaseError, ExitCode
+from supervisor.daemon.ticks import TickProcess
+from supervisor.daemon.timers import Periodic
+from supervisor.errors import ConfigError, ExitCode
 from supervisor.proc import (
     MASTER_SIGNALS,
     describe_exit,
@@ -56,16 +44,12 @@ from supervisor.proc import (
     kill_group,
     node_id,
     process_name,
-    reap,
     set_title,
 )
 from supervisor.store import SCHEMA_VERSION, Store, open_store
 
 T = TypeVar("T")
 
-
-KILL_GRACE = 3.0  # seconds past a job's timeout (the child's own soft timeout) before SIGTERM
-TERM_TO_KILL = 2.0  # seconds between SIGTERM and SIGKILL of an overtime child
 SCALE_INTERVAL = 1.0  # seconds between pool-size decisions
 MAX_SLEEP = 1.0  # the loop wakes at least this often (watchdog, deadlines)
 # The master's own queries give up after this: a stop or an overtime kill waits at most
@@ -82,25 +66,22 @@ class Master:
         self.node = node_id()  # the machine and pid namespace our pids mean something in
         self.name = process_name()
         self.log = logs.get(role="master")
-        self.store: Store = open_store(
-            config.database,
-            timeout=DB_TIMEOUT,
-            session_timeout=config.supervisor.db_session_timeout,
-        )
+        self.store: Store = self.open_store(config)
         # The database clock minus ours, learned at boot and at every tick: schedules and
         # alert cooldowns are judged on the database clock, also while it cannot be read.
         self.clock_offset = 0.0
         self.started_at = time.time()  # schedules start here; on the DB clock after boot
         self.pools: dict[str, PoolState] = {p.name: PoolState(p) for p in config.pools}
-        self.children: dict[int, Child] = {}
+        self.children = Children(self.log, self.host, self.name)
         self.signals: deque[int] = deque()
         self.stopping = False
         self.stop_deadline = 0.0
         self.unsettled: list[tuple[str, int | None, str, bool]] = []  # settle when the DB answers
         self.paused: set[str] = set()
-        self.db_error: str | None = None  # set while the database is unreachable
-        self.db_backoff = 0.0
-        self.db_retry_at = 0.0
+        self.guard = DbGuard(
+            self.log, DB_TIMEOUT, self.children.kill_overtime, self.stop_requested,
+            self.children.next_kill,
+        )  # fmt: skip
         self._wake_r, self._wake_w = os.pipe()
         self.listener: wake.WakeListener | None = None  # same-host nudges (wake.py)
         # The check tick runs on SIGALRM (every check_interval, set in install_signals):
@@ -109,7 +90,12 @@ class Master:
         self.check_due = False
         self.tick: TickProcess | None = None
         self.alert_memory: dict[str, object] = {}  # host alert states, carried across ticks
+        self.pooling = Pooling(self)
         self.make_timers(time.monotonic())
+
+    def open_store(self, config: Config) -> Store:
+        session = config.supervisor.db_session_timeout
+        return open_store(config.database, timeout=DB_TIMEOUT, session_timeout=session)
 
     def make_timers(self, now: float) -> None:
         sup = self.config.supervisor
@@ -119,6 +105,14 @@ class Master:
         self.promote_timer = Periodic(PROMOTE_INTERVAL, now, first=0.0)
         watchdog = systemd.watchdog_interval()
         self.watchdog_timer = Periodic(watchdog, now, first=0.0) if watchdog else None
+
+    @property
+    def db_error(self) -> str | None:
+        return self.guard.error
+
+    def db(self, operation: Callable[[], T]) -> T | None:
+        """A master DB call through the circuit breaker; None when it failed or was skipped."""
+        return self.guard.call(operation)
 
     # --- signals -------------------------------------------------------------------------
 
@@ -150,7 +144,7 @@ class Master:
             elif sig == signal.SIGHUP:
                 self.reload()
             elif sig in (signal.SIGTTIN, signal.SIGTTOU):
-                self.resize_all(+1 if sig == signal.SIGTTIN else -1)
+                self.pooling.resize_all(+1 if sig == signal.SIGTTIN else -1)
             elif sig == signal.SIGALRM:
                 self.check_due = True  # the check tick starts on this loop turn
 
@@ -179,7 +173,7 @@ class Master:
             database=self.config.database.redacted(),
             pid=os.getpid(),
         )
-        self.maintain_pools(time.monotonic())
+        self.pooling.maintain(time.monotonic())
         systemd.ready()
         self.update_status()
 
@@ -208,136 +202,19 @@ class Master:
             self.wait_for_events()
             self.handle_signals()
             now = time.monotonic()
-            self.reap_children(now)
+            self.reap(now)
             if self.stopping:
                 if self.finish_stop(now):
                     break
-            else:
-                self.kill_overtime(now)
-                self.kill_unretired(now)
-                self.periodic(now)
-                # A stop that arrived during slow database calls is acted on before any spawn.
-                self.handle_signals()
-                if not self.stopping:
-                    self.maintain_pools(time.monotonic())
-        return self.shutdown()
-
-    def wait_for_events(self) -> None:
-        fds = [self._wake_r] + [c.status_r for c in self.children.values() if c.status_r >= 0]
-        if self.tick is not None and self.tick.report_r >= 0:
-            fds.append(self.tick.report_r)
-        if self.listener is not None:
-            fds.append(self.listener.fileno())  # last: idle reports are read before nudges
-        timeout = min(MAX_SLEEP, self.next_deadline())
-        try:
-            readable, _, _ = select.select(fds, [], [], timeout)
-        except InterruptedError:
-            return
-        for fd in readable:
-            if fd == self._wake_r:
-                _drain(fd)
-            elif self.tick is not None and fd == self.tick.report_r:
-                self.read_tick()
-            elif self.listener is not None and fd == self.listener.fileno():
-                self.wake_named(self.listener.drain())
-            else:
-                self.read_child(fd)
-
-    def next_deadline(self) -> float:
-        now = time.monotonic()
-        if self.stopping:  # no timers run while stopping: only the deadline and the kills
-            return max(0.0, self.stop_deadline - now)
-        timers = [self.beat_timer, self.scale_timer, self.promote_timer]
-        if any(c.idle for c in self.children.values()):
-            timers.append(self.poll_timer)
-        soonest = min(t.remaining(now) for t in timers)
-        retire_by = min((c.retire_by for c in self.children.values() if c.retiring), default=None)
-        dues = [d for d in (self.next_kill(), retire_by) if d is not None]
-        return min([soonest, *(max(0.0, d - now) for d in dues)])
-
-    def next_kill(self) -> float | None:
-        """When the next signal to an overtime child is due (monotonic), if any."""
-        dues = []
-        for child in self.children.values():
-            if child.term_sent_at:
-                if child.kill_at:
-                    dues.append(child.kill_at)
                 continue
-            entry = child.board.read()
-            if entry.job_id:
-                dues.append(entry.deadline + KILL_GRACE)
-        return min(dues, default=None)
-
-    def read_child(self, fd: int) -> None:
-        child = next((c for c in self.children.values() if c.status_r == fd), None)
-        if child is None:
-            return
-        try:
-            data = os.read(fd, 65536)
-        except BlockingIOError:
-            return
-        if not data:  # EOF: the child is exiting; SIGCHLD will follow
-            os.close(fd)
-            child.status_r = -1
-            return
-        child.buffer += data
-        *lines, child.buffer = child.buffer.split(b"\n")
-        now = time.monotonic()
-        for line in lines:
-            child.on_message(line.decode(errors="replace"), now)
-
-    # --- children ------------------------------------------------------------------------
-
-    def spawn(self, pool: PoolState, now: float) -> None:
-        slot = pool.free_slot()
-        status_r, status_w = os.pipe()
-        wake_r, wake_w = os.pipe()
-        token = process_name().rsplit(":", 1)[1]
-        board = Scoreboard()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, MASTER_SIGNALS)
-        pid = os.fork()
-        if pid == 0:
-            spec = ChildSpec(
-                pool.config,
-                slot,
-                f"{self.host}:{os.getpid()}:{token}",
-                os.getppid(),
-                status_w,
-                wake_r,
-                board,
-                self.name,
-            )
-            inherited = [status_r, wake_w, *self.master_fds()]
-            for other in self.children.values():
-                inherited += [fd for fd in (other.status_r, other.wake_w) if fd >= 0]
-            run_child(self.config, spec, inherited)
-        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
-        with contextlib.suppress(OSError):  # the child does it too; whoever runs first wins
-            os.setpgid(pid, pid)
-        os.close(status_w)
-        os.close(wake_r)
-        os.set_blocking(status_r, False)
-        os.set_blocking(wake_w, False)
-        child = Child(
-            pid=pid,
-            name=f"{self.host}:{pid}:{token}",
-            pool=pool.config.name,
-            slot=slot,
-            status_r=status_r,
-            wake_w=wake_w,
-            started=now,
-            board=board,
-        )
-        self.children[pid] = child
-        pool.slots.add(slot)
-        self.log.info("child_spawned", pool=child.pool, child_pid=pid, slot=slot)
-        self.db(
-            lambda: self.store.register_process(
-                child.name, self.host, pid, "worker", child.pool, self.name, self.node
-            )
-        )
+            self.children.kill_overtime(now)
+            self.children.kill_unretired(now)
+            self.periodic(now)
+            # A stop that arrived during slow database calls is acted on before any spawn.
+            self.handle_signals()
+            if not self.stopping:
+                self.pooling.maintain(time.monotonic())
+        return self.shutdown()
 
     def master_fds(self) -> list[int]:
         """What a forked child closes first: the master's own descriptors."""
@@ -348,56 +225,89 @@ class Master:
             fds.append(self.tick.report_r)
         return fds
 
-    def reap_children(self, now: float) -> None:
-        for pid, status in reap():
+    def wait_for_events(self) -> None:
+        fds = [self._wake_r] + [c.status_r for c in self.children if c.status_r >= 0]
+        if self.tick is not None and self.tick.report_r >= 0:
+            fds.append(self.tick.report_r)
+        if self.listener is not None:
+            fds.append(self.listener.fileno())  # last: idle reports are read before nudges
+        try:
+            readable, _, _ = select.select(fds, [], [], min(MAX_SLEEP, self.next_deadline()))
+        except InterruptedError:
+            return
+        now = time.monotonic()
+        for fd in readable:
+            if fd == self._wake_r:
+                _drain(fd)
+            elif self.tick is not None and fd == self.tick.report_r:
+                if self.tick.read():
+                    self.take_report(self.tick)
+            elif self.listener is not None and fd == self.listener.fileno():
+                self.pooling.wake_named(self.listener.drain())
+            else:
+                self.children.read(fd, now)
+
+    def next_deadline(self) -> float:
+        now = time.monotonic()
+        if self.stopping:  # no timers run while stopping: only the deadline and the kills
+            return max(0.0, self.stop_deadline - now)
+        timers = [self.beat_timer, self.scale_timer, self.promote_timer]
+        if any(c.idle for c in self.children):
+            timers.append(self.poll_timer)
+        soonest = min(t.remaining(now) for t in timers)
+        kill = self.children.next_kill()
+        return soonest if kill is None else min(soonest, max(0.0, kill - now))
+
+    def periodic(self, now: float) -> None:
+        if self.watchdog_timer and self.watchdog_timer.due(now):
+            systemd.watchdog()
+        # Every poll_interval while a child is idle, and every PROMOTE_INTERVAL in any case:
+        # scheduled jobs must become ready while every child is busy, too.
+        idle = any(c.is_idle() for c in self.children)
+        if (self.poll_timer.due(now) and idle) or self.promote_timer.due(now):
+            self.promote_timer = Periodic(PROMOTE_INTERVAL, now)
+            self.pooling.poll()
+        if self.beat_timer.due(now):
+            self.pooling.heartbeat()
+        if self.scale_timer.due(now):
+            self.pooling.scale(now)
+        if self.check_due:
+            self.check_due = False
+            self.check_tick(now)
+
+    # --- reaping and settling ------------------------------------------------------------
+
+    def reap(self, now: float) -> None:
+        for pid, status, child in self.children.reap():
             if self.tick is not None and pid == self.tick.pid:
                 self.tick_exited(status)
-                continue
-            child = self.children.pop(pid, None)
-            if child is None:
-                continue
-            self.close_child_fds(child)
-            pool = self.pools.get(child.pool)
-            if pool:
-                pool.slots.discard(child.slot)
-                pool.jobs_done += child.jobs
-            exit_ok = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-            self.log.info(
-                "child_exited",
-                pool=child.pool,
-                child_pid=pid,
-                status=describe_exit(status),
-                jobs=child.jobs,
-                reason=child.exit_reason or None,
-            )
-            self.settle_child(child, status)
-            if pool and failed_at_startup(now - child.started, exit_ok, child.reported, child.jobs):
-                pool.failures += 1
-                pool.next_spawn = now + respawn_delay(pool.failures)
-                event = "pool_crash_loop" if pool.crash_looping else "child_failed_at_start"
-                self.log.error(
-                    event,
+            elif child is not None:
+                self.log.info(
+                    "child_exited",
                     pool=child.pool,
-                    failures=pool.failures,
-                    retry_in=round(respawn_delay(pool.failures), 2),
+                    child_pid=pid,
+                    status=describe_exit(status),
+                    jobs=child.jobs,
+                    reason=child.exit_reason or None,
                 )
-            elif pool:
-                pool.failures = 0
-            child.board.close()
+                self.settle_child(child, status)
+                self.pooling.child_gone(child, status, now)
+                child.board.close()
 
     def settle_child(self, child: Child, status: int) -> None:
         """Settle what a dead child held, at once: its running job fails (attempt counted)
-        unless we killed it for shutdown; what it had not started goes back to ready."""
+        unless we killed it for the operator's sake; what it had not started goes back."""
         running = child.now_running
-        if child.killed_job is not None and running == child.killed_job:
-            error, counted = f"killed after {child.killed_timeout:g}s timeout", True
-        elif child.killed_for_shutdown and self.stopping:
-            error, counted = "killed at shutdown", False
-        elif child.killed_for_shutdown:
-            error, counted = f"killed: did not exit when retired ({child.exit_reason})", False
-        else:
-            error, counted = f"worker died ({describe_exit(status)})", True
-        self.unsettled.append((child.name, running, error, counted))
+        reason = settle_reason(
+            running=running,
+            killed_job=child.killed_job,
+            killed_timeout=child.killed_timeout,
+            killed_by_master=child.killed_for_shutdown,
+            stopping=self.stopping,
+            retire_reason=child.exit_reason,
+            exit_description=describe_exit(status),
+        )
+        self.unsettled.append((child.name, running, reason.message, reason.counts_attempt))
         self.settle_pending()
         self.db(lambda: self.store.remove_processes([child.name]))
 
@@ -410,208 +320,7 @@ class Master:
             if job_id is not None:
                 self.log.warning("job_settled", job_id=job_id, error=error, attempt_counted=counted)
 
-    def close_child_fds(self, child: Child) -> None:
-        for fd in (child.status_r, child.wake_w):
-            if fd >= 0:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-        child.status_r = child.wake_w = -1
-
-    def kill_overtime(self, now: float) -> None:
-        """Two stages, from local state only (the scoreboard): SIGTERM the group, then SIGKILL."""
-        for child in self.children.values():
-            if child.term_sent_at is not None:
-                if child.kill_at and now >= child.kill_at:
-                    kill_group(child.pid, signal.SIGKILL)
-                    child.kill_at = 0.0
-                continue
-            entry = child.board.read()
-            if entry.job_id is None or now < entry.deadline + KILL_GRACE:
-                continue
-            child.killed_job, child.killed_timeout = entry.job_id, entry.timeout
-            self.log.warning(
-                "job_timed_out",
-                pool=child.pool,
-                child_pid=child.pid,
-                job_id=entry.job_id,
-                timeout=entry.timeout,
-            )
-            kill_group(child.pid, signal.SIGTERM)
-            child.term_sent_at = now
-            child.kill_at = now + TERM_TO_KILL
-
-    def retire(self, child: Child, now: float, reason: str) -> None:
-        """Ask a child to finish its current job and exit (shrink, HUP, TTOU)."""
-        if child.retiring:
-            return
-        child.retiring = True
-        entry = child.board.read()
-        job_ends_by = entry.deadline + KILL_GRACE + TERM_TO_KILL if entry.job_id else None
-        grace = self.config.supervisor.shutdown_timeout
-        child.retire_by = retire_deadline(now, grace, job_ends_by)
-        child.exit_reason = reason
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(child.pid, signal.SIGTERM)
-
-    def kill_unretired(self, now: float) -> None:
-        """Retiring children still alive past their deadline ignored SIGTERM: kill them
-        (what they held goes back to ready uncounted, as at shutdown)."""
-        for child in self.children.values():
-            if child.retiring and not child.killed_for_shutdown and now >= child.retire_by:
-                self.log.warning(
-                    "child_ignored_retire",
-                    pool=child.pool,
-                    child_pid=child.pid,
-                    job_id=child.now_running,
-                )
-                child.killed_for_shutdown = True
-                kill_group(child.pid, signal.SIGKILL)
-
-    # --- pools ---------------------------------------------------------------------------
-
-    def maintain_pools(self, now: float) -> None:
-        for pool in self.pools.values():
-            live = [
-                c for c in self.children.values() if c.pool == pool.config.name and not c.retiring
-            ]
-            excess = len(live) - pool.target
-            if excess > 0:  # retire the idle first, the newest first
-                for child in sorted(live, key=lambda c: (not c.idle, -c.started))[:excess]:
-                    self.retire(child, now, "pool shrinks")
-            while len(live) < pool.target and now >= pool.next_spawn:
-                self.spawn(pool, now)
-                live = [
-                    c
-                    for c in self.children.values()
-                    if c.pool == pool.config.name and not c.retiring
-                ]
-                if pool.failures:
-                    pool.next_spawn = now + respawn_delay(pool.failures)
-                    break
-        for child in list(self.children.values()):
-            if child.pool not in self.pools:
-                self.retire(child, now, "pool removed")
-
-    def scale(self, now: float) -> None:
-        """Dynamic pools: count due jobs only where every child is busy (bounded, rare)."""
-        for pool in self.pools.values():
-            cfg = pool.config
-            kids = [c for c in self.children.values() if c.pool == cfg.name and not c.retiring]
-            idle = [c for c in kids if c.is_idle()]
-            ready = None
-            if kids and not idle and cfg.name not in self.paused:  # all busy: is there a backlog?
-                ready = self.db(partial(self.store.count_ready, cfg.name, 1000))
-            view = PoolView(
-                minimum=pool.minimum,
-                maximum=pool.maximum,
-                target=pool.target,
-                live=len(kids),
-                idle=len(idle),
-                ready=ready,
-                longest_idle=max((now - c.idle_since for c in idle), default=0.0),
-            )
-            new_target = plan_size(view)
-            pool.saturated = bool(ready) and pool.target >= pool.maximum
-            if new_target != pool.target:
-                self.log.info(
-                    "pool_resized", pool=cfg.name, size=new_target, was=pool.target, ready=ready
-                )
-                pool.target = new_target
-
-    def resize_all(self, delta: int) -> None:
-        for pool in self.pools.values():
-            pool.minimum = max(0, pool.minimum + delta)
-            pool.maximum = (
-                max(pool.maximum + delta, pool.minimum)
-                if delta > 0
-                else max(pool.minimum, pool.maximum + delta)
-            )
-            pool.target = max(pool.minimum, min(pool.target + delta, pool.maximum))
-            self.log.info(
-                "pool_resized",
-                pool=pool.config.name,
-                size=pool.target,
-                by="SIGTTIN" if delta > 0 else "SIGTTOU",
-            )
-
-    # --- periodic work -------------------------------------------------------------------
-
-    def periodic(self, now: float) -> None:
-        if self.watchdog_timer and self.watchdog_timer.due(now):
-            systemd.watchdog()
-        # Every poll_interval while a child is idle, and every PROMOTE_INTERVAL in any case:
-        # scheduled jobs must become ready while every child is busy, too.
-        idle = any(c.is_idle() for c in self.children.values())
-        if (self.poll_timer.due(now) and idle) or self.promote_timer.due(now):
-            self.promote_timer = Periodic(PROMOTE_INTERVAL, now)
-            self.poll()
-        if self.beat_timer.due(now):
-            self.heartbeat()
-        if self.scale_timer.due(now):
-            self.scale(now)
-        if self.check_due:
-            self.check_due = False
-            self.check_tick(now)
-
-    def poll(self) -> None:
-        """One query for every pool: promote scheduled jobs about to fall due, and wake
-        idle children whose queue has a due job."""
-        pools = sorted(set(self.pools) - self.paused)
-        if not pools:
-            return
-        times = self.db(lambda: self.store.poll(pools))
-        if not times:
-            return
-        if any(needs_promotion(t) or needs_demotion(t) for t in times.values()):
-            self.db(lambda: keep_schedule(self.store, times))
-        for child in self.children.values():
-            due = times.get(child.pool)
-            if (
-                child.is_idle()
-                and due is not None
-                and due.ready_in is not None
-                and due.ready_in <= 0
-            ):
-                self.wake(child)
-
-    def wake_named(self, queues: set[str]) -> None:
-        """A local producer named these queues: wake one idle child of each, no query."""
-        for name in (queues & self.pools.keys()) - self.paused:
-            idle = [c for c in self.children.values() if c.pool == name and c.is_idle()]
-            if idle:
-                self.wake(idle[0])
-
-    def wake(self, child: Child) -> None:
-        try:
-            os.write(child.wake_w, b"w")
-            child.idle = False  # it reports idle again if it finds nothing
-        except (BlockingIOError, BrokenPipeError):
-            pass
-
-    def heartbeat(self) -> None:
-        names = [self.name] + [c.name for c in self.children.values()]
-        beaten = self.db(lambda: self.store.beat(names))
-        if beaten is not None and beaten < len(
-            names
-        ):  # rows lost (DB restored, pruned): re-register
-            self.db(
-                lambda: self.store.register_process(
-                    self.name, self.host, os.getpid(), "master", node=self.node
-                )
-            )
-            for c in self.children.values():
-                self.db(
-                    partial(
-                        self.store.register_process,
-                        c.name,
-                        self.host,
-                        c.pid,
-                        "worker",
-                        c.pool,
-                        self.name,
-                        self.node,
-                    )
-                )
+    # --- the check tick ------------------------------------------------------------------
 
     def check_tick(self, now: float) -> None:
         for pool in self.pools.values():  # counted in check ticks, as the alert rule says
@@ -623,10 +332,8 @@ class Master:
                 self.log.warning("check_tick_killed", tick_pid=self.tick.pid)
                 kill_group(self.tick.pid, signal.SIGKILL)
             return
-        if not self.stop_requested():  # no chores nor alerts while stopping
-            self.spawn_tick(now)
-
-    def spawn_tick(self, now: float) -> None:
+        if self.stop_requested():  # no chores nor alerts while stopping
+            return
         given = TickInput(
             host=self.host,
             owner=self.name,
@@ -636,101 +343,39 @@ class Master:
             crash_looping={name for name, p in self.pools.items() if p.crash_looping},
             alert_memory=dict(self.alert_memory),
         )
-        report_r, report_w = os.pipe()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, MASTER_SIGNALS)
-        pid = os.fork()
-        if pid == 0:
-            inherited = [report_r, *self.master_fds()]
-            for other in self.children.values():
-                inherited += [fd for fd in (other.status_r, other.wake_w) if fd >= 0]
-            tick_main(self.config, given, report_w, inherited)
-        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
-        os.close(report_w)
-        os.set_blocking(report_r, False)
-        self.tick = TickProcess(pid, report_r, now)
+        close = [*self.master_fds(), *self.children.fds()]
+        self.tick = TickProcess.fork(self.config, given, now, close)
 
-    def read_tick(self) -> None:
-        if self.tick is not None:
-            self.read_report(self.tick)
-
-    def read_report(self, tick: TickProcess) -> None:
-        try:
-            data = os.read(tick.report_r, 65536)
-        except BlockingIOError:
-            return
-        tick.buffer += data
-        if data:
-            return
-        os.close(tick.report_r)
-        tick.report_r = -1
-        if not tick.buffer:
-            return
-        try:
-            report = TickReport.decode(tick.buffer)
-        except (ValueError, TypeError, KeyError) as exc:
-            self.log.error("check_tick_report_unreadable", error=str(exc)[:200])
+    def take_report(self, tick: TickProcess) -> None:
+        if tick.unreadable:
+            self.log.error("check_tick_report_unreadable", error=tick.unreadable)
+        report = tick.report
+        if report is None:
             return
         self.alert_memory = report.alert_memory
         self.clock_offset = report.clock_offset
-        tick.leader = report.leader
         if report.paused is not None:
             self.paused = set(report.paused)
 
     def tick_exited(self, status: int) -> None:
         tick, self.tick = self.tick, None
-        while tick is not None and tick.report_r >= 0:  # what is left in the pipe, to EOF
-            try:
-                self.read_report(tick)
-            except OSError:
-                os.close(tick.report_r)
-                tick.report_r = -1
+        if tick is None:
+            return
+        if tick.report_r >= 0:
+            tick.drain()
+            self.take_report(tick)
         if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
             self.log.warning("check_tick_failed", status=describe_exit(status))
-        elif tick is not None:  # one line per check_interval: the tick's pulse, for operators
-            took = round(time.monotonic() - tick.started, 3)
-            self.log.info("check_tick", seconds=took, leader=tick.leader)
-
-    def db(self, operation: Callable[[], T]) -> T | None:
-        """Run a master DB call; None when it failed.
-
-        While the database is unreachable, calls are skipped until a back-off retry
-        time: a silent server makes each call block for DB_TIMEOUT, and a loop turn
-        makes several calls, which must not delay kills and signals for long. Once a
-        stop is asked for, an unreachable database is not tried again at all: what is
-        left unsettled is settled by the next master's boot or by lease expiry.
-        """
-        now = time.monotonic()
-        self.kill_overtime(now)  # a slow database never delays an overtime kill
-        if self.db_error is not None and not may_retry_db(
-            now, self.db_retry_at, self.stop_requested(), self.next_kill(), DB_TIMEOUT
-        ):
-            return None
-        try:
-            result = operation()
-        except ConnectionLost as exc:
-            if self.db_error is None:
-                self.log.error("db_unreachable", error=str(exc))
-            self.db_error = str(exc)
-            self.db_backoff = min(DB_TIMEOUT, max(0.5, self.db_backoff * 2))
-            self.db_retry_at = time.monotonic() + self.db_backoff
-            return None
-        except DatabaseError as exc:  # reachable, but this call failed (e.g. a deadlock)
-            self.log.warning("db_call_failed", error=str(exc))
-            return None
-        if self.db_error is not None:
-            self.log.info("db_reachable_again")
-            self.db_error, self.db_backoff = None, 0.0
-        return result
+            return
+        leader = bool(tick.report and tick.report.leader)
+        took = round(time.monotonic() - tick.started, 3)
+        self.log.info("check_tick", seconds=took, leader=leader)  # the tick's pulse
 
     def update_status(self) -> None:
-        busy = sum(1 for c in self.children.values() if c.now_running is not None)
-        jobs = sum(p.jobs_done for p in self.pools.values()) + sum(
-            c.jobs for c in self.children.values()
-        )
+        busy = sum(1 for c in self.children if c.now_running is not None)
+        jobs = sum(p.jobs_done for p in self.pools.values()) + sum(c.jobs for c in self.children)
         pools = ", ".join(
-            f"{name} {sum(1 for c in self.children.values() if c.pool == name)}/{p.target}"
+            f"{name} {len(self.children.of(name, retiring=True))}/{p.target}"
             for name, p in self.pools.items()
         )
         text = f"{len(self.children)} children ({busy} busy), {jobs} jobs done; pools: {pools}"
@@ -752,11 +397,7 @@ class Master:
             return
         if config.database != self.config.database:
             self.store.close()
-            self.store = open_store(
-                config.database,
-                timeout=DB_TIMEOUT,
-                session_timeout=config.supervisor.db_session_timeout,
-            )
+            self.store = self.open_store(config)
             if self.listener is not None:
                 self.listener.close()
             self.listener = wake.listen(config.database, self.log)
@@ -772,8 +413,8 @@ class Master:
                 state.slots = old[pool_config.name].slots
             self.pools[pool_config.name] = state
         now = time.monotonic()
-        for child in list(self.children.values()):
-            self.retire(child, now, "reload")
+        for child in self.children:
+            self.children.retire(child, now, "reload", config.supervisor.shutdown_timeout)
         self.log.info("config_reloaded", pools={p: s.target for p, s in self.pools.items()})
         systemd.ready()
 
@@ -784,35 +425,34 @@ class Master:
         self.stopping = True
         systemd.stopping()
         now = time.monotonic()
-        self.stop_deadline = now + (self.config.supervisor.shutdown_timeout if graceful else 0.0)
+        grace = self.config.supervisor.shutdown_timeout
+        self.stop_deadline = now + (grace if graceful else 0.0)
         self.log.info(
             "master_stopping",
             signal=signame,
             graceful=graceful,
-            shutdown_timeout=self.config.supervisor.shutdown_timeout,
+            shutdown_timeout=grace,
             children=len(self.children),
         )
         if self.tick is not None:  # a tick mid-chore is rolled back; the lease is released below
             kill_group(self.tick.pid, signal.SIGKILL)
-        for child in self.children.values():
+        for child in self.children:
             if graceful:
-                self.retire(child, now, "shutdown")
+                self.children.retire(child, now, "shutdown", grace)
             else:
-                child.killed_for_shutdown = True
-                kill_group(child.pid, signal.SIGKILL)
+                self.children.kill(child)
 
     def finish_stop(self, now: float) -> bool:
         """True once every child is gone; past the deadline the rest are killed."""
-        if not self.children and self.tick is None:
+        if not len(self.children) and self.tick is None:
             return True
         if now >= self.stop_deadline:
-            for child in self.children.values():
+            for child in self.children:
                 if not child.killed_for_shutdown:
-                    child.killed_for_shutdown = True
                     self.log.warning(
                         "child_killed_at_shutdown", child_pid=child.pid, job_id=child.now_running
                     )
-                    kill_group(child.pid, signal.SIGKILL)
+                    self.children.kill(child)
         return False
 
     def shutdown(self) -> int:
@@ -852,14 +492,3 @@ def run_daemon(config: Config, config_path: str | None) -> int:
     """`forkq run`: import handlers before any fork (a broken module fails the boot), then arbitrate."""
     registry.load_modules(config.supervisor.handlers, source=config.source)
     return Master(config, config_path).run()
-
-
-class TickProcess:
-    """The running check tick: its pid and the pipe its report comes on."""
-
-    def __init__(self, pid: int, report_r: int, started: float) -> None:
-        self.pid = pid
-        self.report_r = report_r
-        self.started = started
-        self.buffer = b""
-        self.leader = False  # from its report

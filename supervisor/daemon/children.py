@@ -1,0 +1,205 @@
+"""The master's children: forking them, reading their pipes, reaping them, and carrying
+out kills. What to kill and when is decided in decisions.py; this module does it.
+
+Each child gets two pipes (status: child → master; wake: master → child) and a shared
+scoreboard record (the job it runs, with its deadline), made before the fork.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from supervisor.config import Config
+from supervisor.daemon.child import ChildSpec, run_child
+from supervisor.daemon.decisions import overtime_due, retire_deadline
+from supervisor.daemon.scoreboard import Scoreboard
+from supervisor.daemon.state import Child, PoolState
+from supervisor.proc import MASTER_SIGNALS, kill_group, process_name, reap
+
+KILL_GRACE = 3.0  # seconds past a job's timeout (the child's own soft timeout) before SIGTERM
+TERM_TO_KILL = 2.0  # seconds between SIGTERM and SIGKILL of an overtime child
+
+
+class Children:
+    """Every live child by pid, and what the master does to them."""
+
+    def __init__(self, log: Any, host: str, master_name: str) -> None:
+        self.log = log
+        self.host = host
+        self.master_name = master_name
+        self.by_pid: dict[int, Child] = {}
+
+    def __iter__(self) -> Iterator[Child]:
+        return iter(list(self.by_pid.values()))
+
+    def __len__(self) -> int:
+        return len(self.by_pid)
+
+    def of(self, pool: str, *, retiring: bool = False) -> list[Child]:
+        """A pool's children; the retiring ones only when asked."""
+        return [c for c in self.by_pid.values() if c.pool == pool and (retiring or not c.retiring)]
+
+    def fds(self) -> list[int]:
+        """Every pipe end the master holds for its children (a new child closes them)."""
+        return [fd for c in self.by_pid.values() for fd in (c.status_r, c.wake_w) if fd >= 0]
+
+    # --- fork and pipes ----------------------------------------------------------------
+
+    def spawn(self, config: Config, pool: PoolState, now: float, close_fds: list[int]) -> Child:
+        slot = pool.free_slot()
+        status_r, status_w = os.pipe()
+        wake_r, wake_w = os.pipe()
+        token = process_name().rsplit(":", 1)[1]
+        board = Scoreboard()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, MASTER_SIGNALS)
+        pid = os.fork()
+        if pid == 0:
+            spec = ChildSpec(
+                pool.config,
+                slot,
+                f"{self.host}:{os.getpid()}:{token}",
+                os.getppid(),
+                status_w,
+                wake_r,
+                board,
+                self.master_name,
+            )
+            run_child(config, spec, [status_r, wake_w, *close_fds, *self.fds()])
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        with contextlib.suppress(OSError):  # the child does it too; whoever runs first wins
+            os.setpgid(pid, pid)
+        os.close(status_w)
+        os.close(wake_r)
+        os.set_blocking(status_r, False)
+        os.set_blocking(wake_w, False)
+        child = Child(
+            pid=pid,
+            name=f"{self.host}:{pid}:{token}",
+            pool=pool.config.name,
+            slot=slot,
+            status_r=status_r,
+            wake_w=wake_w,
+            started=now,
+            board=board,
+        )
+        self.by_pid[pid] = child
+        pool.slots.add(slot)
+        self.log.info("child_spawned", pool=child.pool, child_pid=pid, slot=slot)
+        return child
+
+    def read(self, fd: int, now: float) -> bool:
+        """Read a child's status pipe if `fd` is one; False when it is not."""
+        child = next((c for c in self.by_pid.values() if c.status_r == fd), None)
+        if child is None:
+            return False
+        try:
+            data = os.read(fd, 65536)
+        except BlockingIOError:
+            return True
+        if not data:  # EOF: the child is exiting; SIGCHLD will follow
+            os.close(fd)
+            child.status_r = -1
+            return True
+        child.buffer += data
+        *lines, child.buffer = child.buffer.split(b"\n")
+        for line in lines:
+            child.on_message(line.decode(errors="replace"), now)
+        return True
+
+    def wake(self, child: Child) -> None:
+        try:
+            os.write(child.wake_w, b"w")
+            child.idle = False  # it reports idle again if it finds nothing
+        except (BlockingIOError, BrokenPipeError):
+            pass
+
+    # --- reaping -----------------------------------------------------------------------
+
+    def reap(self) -> Iterator[tuple[int, int, Child | None]]:
+        """(pid, wait status, our child or None) of every exited process, pipes closed."""
+        for pid, status in reap():
+            child = self.by_pid.pop(pid, None)
+            if child is not None:
+                for fd in (child.status_r, child.wake_w):
+                    if fd >= 0:
+                        with contextlib.suppress(OSError):
+                            os.close(fd)
+                child.status_r = child.wake_w = -1
+            yield pid, status, child
+
+    # --- kills -------------------------------------------------------------------------
+
+    def kill_overtime(self, now: float) -> None:
+        """Two stages, from local state only (the scoreboard): SIGTERM the group, then SIGKILL."""
+        for child in self.by_pid.values():
+            if child.term_sent_at is not None:
+                if child.kill_at and now >= child.kill_at:
+                    kill_group(child.pid, signal.SIGKILL)
+                    child.kill_at = 0.0
+                continue
+            entry = child.board.read()
+            if not overtime_due(entry.job_id, entry.deadline, now, KILL_GRACE):
+                continue
+            child.killed_job, child.killed_timeout = entry.job_id, entry.timeout
+            self.log.warning(
+                "job_timed_out",
+                pool=child.pool,
+                child_pid=child.pid,
+                job_id=entry.job_id,
+                timeout=entry.timeout,
+            )
+            kill_group(child.pid, signal.SIGTERM)
+            child.term_sent_at = now
+            child.kill_at = now + TERM_TO_KILL
+
+    def next_kill(self) -> float | None:
+        """When the next signal to an overtime or unretired child is due (monotonic)."""
+        dues = []
+        for child in self.by_pid.values():
+            if child.retiring and not child.killed_for_shutdown:
+                dues.append(child.retire_by)
+            if child.term_sent_at:
+                if child.kill_at:
+                    dues.append(child.kill_at)
+                continue
+            entry = child.board.read()
+            if entry.job_id:
+                dues.append(entry.deadline + KILL_GRACE)
+        return min(dues, default=None)
+
+    def retire(self, child: Child, now: float, reason: str, grace: float) -> None:
+        """Ask a child to finish its current job and exit (shrink, HUP, TTOU, stop)."""
+        if child.retiring:
+            return
+        child.retiring = True
+        entry = child.board.read()
+        job_ends_by = entry.deadline + KILL_GRACE + TERM_TO_KILL if entry.job_id else None
+        child.retire_by = retire_deadline(now, grace, job_ends_by)
+        child.exit_reason = reason
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child.pid, signal.SIGTERM)
+
+    def kill_unretired(self, now: float) -> None:
+        """Retiring children still alive past their deadline ignored SIGTERM: kill them
+        (what they held goes back to ready uncounted, as at shutdown)."""
+        for child in self.by_pid.values():
+            if child.retiring and not child.killed_for_shutdown and now >= child.retire_by:
+                self.log.warning(
+                    "child_ignored_retire",
+                    pool=child.pool,
+                    child_pid=child.pid,
+                    job_id=child.now_running,
+                )
+                self.kill(child)
+
+    def kill(self, child: Child) -> None:
+        """SIGKILL a child's group at once; what it held goes back to ready uncounted."""
+        child.killed_for_shutdown = True
+        kill_group(child.pid, signal.SIGKILL)

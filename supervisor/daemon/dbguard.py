@@ -1,0 +1,63 @@
+"""The master's database circuit breaker.
+
+A silent server makes every call block for the store's timeout, and a loop turn makes
+several calls, which must not delay kills and signals for long. So after a lost
+connection calls are skipped until a back-off retry time, and never tried while a stop
+waits or an overtime kill falls due within one timeout (`may_retry_db`). Once the
+database answers again every call goes through.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from supervisor.daemon.decisions import may_retry_db
+from supervisor.errors import ConnectionLost, DatabaseError
+
+T = TypeVar("T")
+
+
+class DbGuard:
+    def __init__(
+        self,
+        log: Any,
+        timeout: float,
+        before_call: Callable[[float], None],
+        stop_requested: Callable[[], bool],
+        next_kill: Callable[[], float | None],
+    ) -> None:
+        self.log = log
+        self.timeout = timeout
+        self.before_call = before_call  # e.g. overtime kills: a slow database never delays one
+        self.stop_requested = stop_requested
+        self.next_kill = next_kill
+        self.error: str | None = None  # set while the database is unreachable
+        self.backoff = 0.0
+        self.retry_at = 0.0
+
+    def call(self, operation: Callable[[], T]) -> T | None:
+        """Run a master DB call; None when it failed or was skipped."""
+        now = time.monotonic()
+        self.before_call(now)
+        if self.error is not None and not may_retry_db(
+            now, self.retry_at, self.stop_requested(), self.next_kill(), self.timeout
+        ):
+            return None
+        try:
+            result = operation()
+        except ConnectionLost as exc:
+            if self.error is None:
+                self.log.error("db_unreachable", error=str(exc))
+            self.error = str(exc)
+            self.backoff = min(self.timeout, max(0.5, self.backoff * 2))
+            self.retry_at = time.monotonic() + self.backoff
+            return None
+        except DatabaseError as exc:  # reachable, but this call failed (e.g. a deadlock)
+            self.log.warning("db_call_failed", error=str(exc))
+            return None
+        if self.error is not None:
+            self.log.info("db_reachable_again")
+            self.error, self.backoff = None, 0.0
+        return result

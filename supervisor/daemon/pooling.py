@@ -1,0 +1,166 @@
+"""Keeping the pools: their sizes, spawning and retiring children, the poll that wakes
+idle ones and promotes scheduled jobs, heartbeats, and what a gone child means for its
+pool (slots, crash-loop back-off).
+
+It works on the master's state (pools, children, store, paused queues), which the master
+replaces on reload, so it reads them through the master; every decision is a pure
+function of decisions.py.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import partial
+from typing import TYPE_CHECKING
+
+from supervisor.cluster.promote import keep_schedule, needs_demotion, needs_promotion
+from supervisor.daemon.decisions import (
+    PoolView,
+    failed_at_startup,
+    plan_size,
+    respawn_delay,
+    to_retire,
+)
+from supervisor.daemon.state import Child, PoolState
+
+if TYPE_CHECKING:
+    from supervisor.daemon.master import Master
+
+
+class Pooling:
+    def __init__(self, master: Master) -> None:
+        self.master = master
+
+    # --- sizes ---------------------------------------------------------------------------
+
+    def maintain(self, now: float) -> None:
+        """Spawn up to each pool's target (respecting crash back-off), retire the excess."""
+        m = self.master
+        grace = m.config.supervisor.shutdown_timeout
+        for pool in m.pools.values():
+            live = m.children.of(pool.config.name)
+            shed = set(to_retire([(c.pid, c.idle, c.started) for c in live], pool.target))
+            for child in live:
+                if child.pid in shed:
+                    m.children.retire(child, now, "pool shrinks", grace)
+            while len(m.children.of(pool.config.name)) < pool.target and now >= pool.next_spawn:
+                self.spawn(pool, now)
+                if pool.failures:
+                    pool.next_spawn = now + respawn_delay(pool.failures)
+                    break
+        for child in m.children:
+            if child.pool not in m.pools:
+                m.children.retire(child, now, "pool removed", grace)
+
+    def spawn(self, pool: PoolState, now: float) -> None:
+        m = self.master
+        child = m.children.spawn(m.config, pool, now, m.master_fds())
+        m.db(
+            lambda: m.store.register_process(
+                child.name, m.host, child.pid, "worker", child.pool, m.name, m.node
+            )
+        )
+
+    def scale(self, now: float) -> None:
+        """Dynamic pools: count due jobs only where every child is busy (bounded, rare)."""
+        m = self.master
+        for pool in m.pools.values():
+            cfg = pool.config
+            kids = m.children.of(cfg.name)
+            idle = [c for c in kids if c.is_idle()]
+            ready = None
+            if kids and not idle and cfg.name not in m.paused:  # all busy: is there a backlog?
+                ready = m.db(partial(m.store.count_ready, cfg.name, 1000))
+            view = PoolView(
+                minimum=pool.minimum,
+                maximum=pool.maximum,
+                target=pool.target,
+                live=len(kids),
+                idle=len(idle),
+                ready=ready,
+                longest_idle=max((now - c.idle_since for c in idle), default=0.0),
+            )
+            new_target = plan_size(view)
+            pool.saturated = bool(ready) and pool.target >= pool.maximum
+            if new_target != pool.target:
+                m.log.info(
+                    "pool_resized", pool=cfg.name, size=new_target, was=pool.target, ready=ready
+                )
+                pool.target = new_target
+
+    def resize_all(self, delta: int) -> None:
+        """TTIN / TTOU: one more / one fewer child in every pool."""
+        for pool in self.master.pools.values():
+            pool.minimum = max(0, pool.minimum + delta)
+            pool.maximum = (
+                max(pool.maximum + delta, pool.minimum)
+                if delta > 0
+                else max(pool.minimum, pool.maximum + delta)
+            )
+            pool.target = max(pool.minimum, min(pool.target + delta, pool.maximum))
+            self.master.log.info(
+                "pool_resized",
+                pool=pool.config.name,
+                size=pool.target,
+                by="SIGTTIN" if delta > 0 else "SIGTTOU",
+            )
+
+    def child_gone(self, child: Child, status: int, now: float) -> None:
+        """Free its slot, count its jobs, and back off a pool whose children die at start."""
+        pool = self.master.pools.get(child.pool)
+        if pool is None:
+            return
+        pool.slots.discard(child.slot)
+        pool.jobs_done += child.jobs
+        exit_ok = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+        if not failed_at_startup(now - child.started, exit_ok, child.reported, child.jobs):
+            pool.failures = 0
+            return
+        pool.failures += 1
+        pool.next_spawn = now + respawn_delay(pool.failures)
+        event = "pool_crash_loop" if pool.crash_looping else "child_failed_at_start"
+        self.master.log.error(
+            event,
+            pool=child.pool,
+            failures=pool.failures,
+            retry_in=round(respawn_delay(pool.failures), 2),
+        )
+
+    # --- the poll and heartbeats ---------------------------------------------------------
+
+    def poll(self) -> None:
+        """One query for every pool: promote scheduled jobs about to fall due, and wake
+        idle children whose queue has a due job."""
+        m = self.master
+        pools = sorted(set(m.pools) - m.paused)
+        if not pools:
+            return
+        times = m.db(lambda: m.store.poll(pools))
+        if not times:
+            return
+        if any(needs_promotion(t) or needs_demotion(t) for t in times.values()):
+            m.db(lambda: keep_schedule(m.store, times))
+        for child in m.children:
+            due = times.get(child.pool)
+            if child.is_idle() and due and due.ready_in is not None and due.ready_in <= 0:
+                m.children.wake(child)
+
+    def wake_named(self, queues: set[str]) -> None:
+        """A local producer named these queues: wake one idle child of each, no query."""
+        m = self.master
+        for name in (queues & m.pools.keys()) - m.paused:
+            idle = [c for c in m.children.of(name) if c.is_idle()]
+            if idle:
+                m.children.wake(idle[0])
+
+    def heartbeat(self) -> None:
+        m = self.master
+        names = [m.name] + [c.name for c in m.children]
+        beaten = m.db(lambda: m.store.beat(names))
+        if beaten is None or beaten >= len(names):
+            return
+        # Rows lost (the database restored, or pruned while we were cut off): re-register.
+        m.db(lambda: m.store.register_process(m.name, m.host, os.getpid(), "master", node=m.node))
+        for c in m.children:
+            register = m.store.register_process
+            m.db(partial(register, c.name, m.host, c.pid, "worker", c.pool, m.name, m.node))

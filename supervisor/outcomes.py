@@ -1,0 +1,42 @@
+"""The closed sets of what can become of an attempt and of a gone child's jobs.
+
+Tests and metrics name these kinds, never substrings of messages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Outcome(StrEnum):
+    """How one attempt ended (the `outcome` of `job_finished` and of the metrics)."""
+
+    DONE = "done"
+    RETRY = "retry"  # failed, attempts left: back after a backoff
+    DEAD = "dead"  # failed for good: attempts exhausted, Fail, unknown handler, bad payload
+    TIMEOUT = "timeout"  # killed past its timeout (the attempt counts; retried or dead)
+    CANCELLED = "cancelled"
+    SNOOZED = "snoozed"  # back later, no attempt used
+
+
+class SettleKind(StrEnum):
+    """Why the master settles what a gone child held."""
+
+    TIMED_OUT = "timed_out"  # killed by the master past its job's timeout
+    SHUTDOWN = "shutdown"  # killed at shutdown (past shutdown_timeout, or SIGQUIT)
+    NOT_RETIRED = "not_retired"  # ignored SIGTERM when asked to retire, then killed
+    DIED = "died"  # exited or was killed by something else (a segfault, the OOM killer)
+
+
+@dataclass(frozen=True)
+class SettleReason:
+    """One reason with its message and whether the running job's attempt counts."""
+
+    kind: SettleKind
+    message: str
+
+    @property
+    def counts_attempt(self) -> bool:
+        """A job killed for the operator's sake (shutdown, retiring) did nothing wrong."""
+        return self.kind in (SettleKind.TIMED_OUT, SettleKind.DIED)
