@@ -14,7 +14,7 @@ from supervisor import logs, registry
 from supervisor.config import Config
 from supervisor.errors import LockLost
 from supervisor.lock import Lock
-from supervisor.models import JobRow
+from supervisor.models import JobRow, JobState
 from supervisor.policy import (
     DEFAULT_BACKOFF_BASE,
     DEFAULT_BACKOFF_CAP,
@@ -85,18 +85,20 @@ def settle_owner(
 
 
 def reap_expired_leases(store: Store, limit: int = 500) -> int:
-    """Expired leases: the holder died without anyone noticing; the attempt counts."""
+    """Expired leases: the holder died without anyone noticing; the attempt counts. A job
+    that was being cancelled when its holder vanished ends cancelled."""
     reaped = 0
     for row in store.expired_leases(limit):
+        if row.status == JobState.CANCELLING:
+            reaped += int(store.finish_cancel(row.id))
+            continue
         error = f"lease expired (holder {row.locked_by} stopped without finishing)"
         if row.locked_by and fail_held_job(store, row, row.locked_by, error, only_expired=True):
             reaped += 1
     return reaped
 
 
-def settle_gone_worker(
-    store: Store, owner: str, error: str, *, only_expired: bool = False
-) -> int:
+def settle_gone_worker(store: Store, owner: str, error: str, *, only_expired: bool = False) -> int:
     """A worker that vanished without a master to say which job it was running.
 
     Each job it held may have run (or killed it), so each attempt counts; otherwise a

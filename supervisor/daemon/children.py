@@ -23,6 +23,9 @@ from supervisor.proc import MASTER_SIGNALS, kill_group, process_name, reap
 
 KILL_GRACE = 3.0  # seconds past a job's timeout (the child's own soft timeout) before SIGTERM
 TERM_TO_KILL = 2.0  # seconds between SIGTERM and SIGKILL of an overtime child
+# A cancelled job must end within 2 s of the request (SPEC), and a child takes SIGTERM
+# as "finish this job, then exit": its group gets SIGKILL soon after.
+CANCEL_TERM_TO_KILL = 0.5
 
 
 class Children:
@@ -198,6 +201,17 @@ class Children:
                     job_id=child.now_running,
                 )
                 self.kill(child)
+
+    def cancel(self, child: Child, job_id: int, now: float) -> None:
+        """Kill a child whose job was cancelled: SIGTERM its group, SIGKILL after
+        CANCEL_TERM_TO_KILL (the overtime path's second stage does it)."""
+        if child.term_sent_at is not None:
+            return
+        child.cancelled_job = job_id
+        self.log.warning("job_cancel_kill", pool=child.pool, child_pid=child.pid, job_id=job_id)
+        kill_group(child.pid, signal.SIGTERM)
+        child.term_sent_at = now
+        child.kill_at = now + CANCEL_TERM_TO_KILL
 
     def kill(self, child: Child) -> None:
         """SIGKILL a child's group at once; what it held goes back to ready uncounted."""

@@ -51,6 +51,7 @@ from supervisor.store import SCHEMA_VERSION, Store, open_store
 T = TypeVar("T")
 
 SCALE_INTERVAL = 1.0  # seconds between pool-size decisions
+CANCEL_INTERVAL = 1.0  # seconds between looks for cancel requests (SPEC: acted on within 2 s)
 MAX_SLEEP = 1.0  # the loop wakes at least this often (watchdog, deadlines)
 # The master's own queries give up after this: a stop or an overtime kill waits at most
 # this long on a silent database (SPEC: within 1 s). They are index dives and keyed writes.
@@ -103,6 +104,7 @@ class Master:
         self.scale_timer = Periodic(SCALE_INTERVAL, now)
         self.poll_timer = Periodic(sup.poll_interval, now, first=0.0)
         self.promote_timer = Periodic(PROMOTE_INTERVAL, now, first=0.0)
+        self.cancel_timer = Periodic(CANCEL_INTERVAL, now)
         watchdog = systemd.watchdog_interval()
         self.watchdog_timer = Periodic(watchdog, now, first=0.0) if watchdog else None
 
@@ -251,7 +253,7 @@ class Master:
         now = time.monotonic()
         if self.stopping:  # no timers run while stopping: only the deadline and the kills
             return max(0.0, self.stop_deadline - now)
-        timers = [self.beat_timer, self.scale_timer, self.promote_timer]
+        timers = [self.beat_timer, self.scale_timer, self.promote_timer, self.cancel_timer]
         if any(c.idle for c in self.children):
             timers.append(self.poll_timer)
         soonest = min(t.remaining(now) for t in timers)
@@ -271,6 +273,8 @@ class Master:
             self.pooling.heartbeat()
         if self.scale_timer.due(now):
             self.pooling.scale(now)
+        if self.cancel_timer.due(now):
+            self.pooling.cancels(now)
         if self.check_due:
             self.check_due = False
             self.check_tick(now)
@@ -309,6 +313,10 @@ class Master:
         )
         self.unsettled.append((child.name, running, reason.message, reason.counts_attempt))
         self.settle_pending()
+        if child.cancelled_job is not None:
+            cancelled = child.cancelled_job
+            if self.db(lambda: self.store.finish_cancel(cancelled)):
+                self.log.warning("job_cancelled", job_id=cancelled, child_pid=child.pid)
         self.db(lambda: self.store.remove_processes([child.name]))
 
     def settle_pending(self) -> None:

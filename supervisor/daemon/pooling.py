@@ -145,6 +145,21 @@ class Pooling:
             if child.is_idle() and due and due.ready_in is not None and due.ready_in <= 0:
                 m.children.wake(child)
 
+    def cancels(self, now: float) -> None:
+        """Cancel requests for jobs our children run: kill those children (the job ends
+        cancelled once the child is reaped, see Master.settle_child)."""
+        m = self.master
+        if not len(m.children):
+            return
+        asked = m.db(m.store.cancelling_jobs)
+        if not asked:
+            return
+        holders = {c.name: c for c in m.children}
+        for job_id, holder in asked:
+            child = holders.get(holder)
+            if child is not None:
+                m.children.cancel(child, job_id, now)
+
     def wake_named(self, queues: set[str]) -> None:
         """A local producer named these queues: wake one idle child of each, no query."""
         m = self.master

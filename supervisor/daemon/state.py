@@ -56,6 +56,7 @@ class Child:
     killed_job: int | None = None  # the job it was killed for running past its timeout
     killed_timeout: float = 0.0
     killed_for_shutdown: bool = False
+    cancelled_job: int | None = None  # killed because this job was cancelled
     retiring: bool = False
     retire_by: float = 0.0  # monotonic: a retiring child still alive then is killed
     exit_reason: str = ""

@@ -384,6 +384,16 @@ class Store(ABC):
     def held_by(self, owner: str) -> list[JobRow]:
         return [JobRow.from_mapping(r) for r in self._rows("held_by", owner=owner)]
 
+    def cancelling_jobs(self, limit: int = 1000) -> list[tuple[int, str]]:
+        """(job id, holder) of every job asked to cancel while it ran."""
+        return [
+            (int(r["id"]), str(r["locked_by"])) for r in self._rows("cancelling_jobs", limit=limit)
+        ]
+
+    def finish_cancel(self, job_id: int) -> bool:
+        """A cancelling job whose holder is gone ends cancelled; False if it was not cancelling."""
+        return self._run("finish_cancel", id=job_id) == 1
+
     def expired_leases(self, limit: int = 500) -> list[JobRow]:
         return [JobRow.from_mapping(r) for r in self._rows("expired_leases", limit=limit)]
 

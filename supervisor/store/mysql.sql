@@ -133,8 +133,19 @@ SELECT * FROM forkq_jobs WHERE status = 'running' AND locked_by = %(owner)s ORDE
 -- Running rows are few (workers x claim batch per host): the status index finds them
 -- all, so locked_until needs no index of its own (one less index to write per claim).
 SELECT * FROM forkq_jobs
-WHERE locked_until < NOW(6) AND status = 'running'
+WHERE locked_until < NOW(6) AND status IN ('running', 'cancelling')
 ORDER BY locked_until LIMIT %(limit)s;
+
+-- name: cancelling_jobs
+-- The master's once-a-second look for cancel requests: cancelling rows are few, found
+-- through the status index; each master keeps those its children hold.
+SELECT id, locked_by FROM forkq_jobs WHERE status = 'cancelling' LIMIT %(limit)s;
+
+-- name: finish_cancel
+-- Its holder was killed (or is gone): the cancelling job ends cancelled, never retried.
+UPDATE forkq_jobs
+SET status = 'cancelled', finished_at = NOW(6), locked_by = NULL, locked_until = NULL
+WHERE id = %(id)s AND status = 'cancelling';
 
 -- name: due_queues
 -- The master's poll: three index dives per queue on forkq_jobs_status, so its cost does

@@ -118,8 +118,17 @@ SELECT * FROM forkq_jobs WHERE status = 'running' AND locked_by = :owner ORDER B
 -- Running rows are few (workers x claim batch): the status index finds them all, so
 -- locked_until needs no index of its own (one less index to write per claim).
 SELECT * FROM forkq_jobs
-WHERE locked_until < :now AND status = 'running'
+WHERE locked_until < :now AND status IN ('running', 'cancelling')
 ORDER BY locked_until LIMIT :limit;
+
+-- name: cancelling_jobs
+-- The master's once-a-second look for cancel requests (see mysql.sql).
+SELECT id, locked_by FROM forkq_jobs WHERE status = 'cancelling' LIMIT :limit;
+
+-- name: finish_cancel
+UPDATE forkq_jobs
+SET status = 'cancelled', finished_at = :now, locked_by = NULL, locked_until = NULL
+WHERE id = :id AND status = 'cancelling';
 
 -- name: due_queues
 -- Three index dives per queue: cost independent of the backlog. The earliest ready
