@@ -7,8 +7,8 @@
 set -euo pipefail
 
 NEEDED=(
-  libfaketime # tests/test_faults_partition.py: a daemon whose clock is an hour off
-  php-cli         # tests/test_php_client.py: clients/php run by Debian's real php
+  libfaketime # tests/faults/test_faults_partition.py: a daemon whose clock is an hour off
+  php-cli         # tests/store/test_php_client.py: clients/php run by Debian's real php
   php-mysql       # ... its PDO on MariaDB (pdo_mysql)
   php-sqlite3     # ... and on SQLite (pdo_sqlite)
   php-codesniffer # ... phpcs --standard=PSR12 on every PHP file

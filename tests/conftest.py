@@ -5,7 +5,15 @@
   a plain string, so a test can hand it to `python -m supervisor ...` subprocesses
   (see `util.subprocess_env`).
 - `sqlite_db_url` / `mysql_db_url` give one backend only, for backend-specific tests.
-- `store` and `queue` wrap `db_url`; `backend` says which one is running.
+- `store` and `queue` wrap `db_url`.
+
+The suites are grouped by kind, each folder with a conftest.py of the fixtures only it
+uses: unit/ (pure decisions, parsing, escaping: no database server), store/ (the store
+contract and the producer side on both backends), daemon/ (real `forkq run` / `forkq
+work` daemons and `forkq` subprocesses), faults/ (everything marked `faults`, run by
+`make test-faults`), web/ (the dashboard). The helpers every folder imports (util.py,
+daemon_util.py, private_mariadb.py, django_util.py, ...) stay here, beside this file:
+pytest imports it in its `prepend` mode, which puts tests/ on sys.path.
 
 MariaDB comes from FORKQ_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/forkq_test).
 Each test session works in a database of its own, `<that database>_<pid>`, created
@@ -30,7 +38,6 @@ if str(REPO_ROOT) not in sys.path:  # run from a checkout without `pip install -
 from util import (  # noqa: E402
     DEFAULT_MYSQL_URL,
     MYSQL_URL_ENV,
-    backend_of,
     create_database,
     database_name,
     drop_database,
@@ -127,11 +134,6 @@ def db_url(request: pytest.FixtureRequest) -> str:
     """Each backend in turn: a URL with the schema applied and empty tables."""
     fixture = "sqlite_db_url" if request.param == "sqlite" else "mysql_db_url"
     return str(request.getfixturevalue(fixture))
-
-
-@pytest.fixture
-def backend(db_url: str) -> str:
-    return backend_of(db_url)
 
 
 @pytest.fixture

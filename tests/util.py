@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import pymysql
+import pytest
 
 from supervisor.dburl import DatabaseURL, parse_database_url
 
@@ -69,6 +70,14 @@ def wait_until(
 def in_ci() -> bool:
     """True on CI, where a missing service must fail the run, never skip it."""
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def unavailable(reason: str) -> None:
+    """Skip locally; fail on CI, where a skipped test would hide a broken build (a missing
+    tool such as php or libfaketime: scripts/ensure-tools.sh installs them)."""
+    if in_ci():
+        pytest.fail(f"{reason} (CI is set: what the tests need must be installed)", pytrace=False)
+    pytest.skip(reason)
 
 
 # --- URLs ------------------------------------------------------------------------------------

@@ -9,13 +9,13 @@ Each test gets a fresh browser context (no cookies), each server a config of its
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from util import free_tcp_port, in_ci, python, subprocess_env
-from webutil import WebServer, wait_serving, write_config
+from webutil import ServerFactory, WebServer, wait_serving, write_config
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -27,8 +27,6 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-
-ServerFactory = Callable[..., WebServer]
 
 
 def unavailable(reason: str) -> None:

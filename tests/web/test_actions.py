@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import ServerFactory
+from webutil import ServerFactory
 
 from supervisor import Queue
 from supervisor.models import JobState

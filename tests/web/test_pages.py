@@ -6,9 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from conftest import ServerFactory
 from util import backend_of, sql
-from webutil import forkq_json
+from webutil import ServerFactory, forkq_json
 
 from supervisor import Queue
 from supervisor.queue import build_job

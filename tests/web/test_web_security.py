@@ -8,9 +8,8 @@ import subprocess
 from typing import Any
 
 import pytest
-from conftest import ServerFactory
 from util import python, subprocess_env
-from webutil import TOKEN, csrf_of, write_config
+from webutil import TOKEN, ServerFactory, csrf_of, write_config
 
 from supervisor import Queue
 from supervisor.models import JobState

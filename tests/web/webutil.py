@@ -11,6 +11,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,6 +89,10 @@ class WebServer:
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, *args: Any, **kwargs: Any) -> None:
         return None
+
+
+# What the `web_server` fixture (conftest.py) hands out: web_server(**options) -> WebServer.
+ServerFactory = Callable[..., WebServer]
 
 
 def wait_serving(server: WebServer) -> None:

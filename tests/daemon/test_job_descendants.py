@@ -39,7 +39,7 @@ QUEUE = "work"
 POOL = {"workers": 1, "max_workers": 1, "timeout": 30}
 
 LEFTOVERS_SOURCE = '''\
-"""Handlers that leave processes behind (written by tests/test_job_descendants.py)."""
+"""Handlers that leave processes behind (written by tests/daemon/test_job_descendants.py)."""
 
 import os
 import subprocess

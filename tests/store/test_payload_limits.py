@@ -34,13 +34,6 @@ def payload_of(size: int) -> dict[str, str]:
     return {"blob": "x" * size}
 
 
-@pytest.fixture
-def producer(mysql_db_url: str) -> Iterator[Queue]:
-    queue = Queue(mysql_db_url)
-    yield queue
-    queue.close()
-
-
 # --- the shared server (max_allowed_packet 16 MB): refused before anything is sent ----------
 
 

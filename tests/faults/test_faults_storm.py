@@ -7,7 +7,7 @@ PyMySQL connections with the server's defaults and no retry loop, as a PHP or Ru
 does: a deadlock there is a lost enqueue the app has to handle, so none may fail. Each
 producer is a process of its own (tests/storm_producer.py) and they start together.
 
-Run with `pytest -m faults -s tests/test_faults_storm.py` to see the figures: failed
+Run with `pytest -m faults -s tests/faults/test_faults_storm.py` to see the figures: failed
 enqueues per producer, the server's deadlock count over the storm, how long it took.
 """
 
@@ -33,7 +33,7 @@ from util import subprocess_env, wait_until
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(600)]
 
-PRODUCER = Path(__file__).with_name("storm_producer.py")
+PRODUCER = Path(__file__).resolve().parents[1] / "storm_producer.py"
 QUEUE = "work"
 # 50,000 jobs, as in the report: the producers take about 30-40 s on 2 shared cores with
 # the daemon and the server beside them, and the drain ends a few seconds after them.

@@ -645,7 +645,7 @@ def test_a_killed_idle_mysql_connection_is_replaced_before_the_next_call(
     mysql_db_url: str,
 ) -> None:
     """The server ended the session while it was idle: nothing of the next statement was
-    sent, so it goes on a new connection (tests/test_reconnect.py has the rest)."""
+    sent, so it goes on a new connection (tests/store/test_reconnect.py has the rest)."""
     store = open_store(mysql_db_url)
     try:
         job_id = put(store)

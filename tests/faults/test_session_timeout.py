@@ -15,7 +15,6 @@ its whole session.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -91,13 +90,6 @@ def test_the_server_ends_an_idle_daemon_session_and_the_store_carries_on(
 
 
 # --- a daemon whose host vanished ----------------------------------------------------------
-
-
-@pytest.fixture
-def partition(private_mariadb: PrivateMariaDB) -> Iterator[Partition]:  # noqa: F811
-    proxy = Partition(private_mariadb.port)
-    yield proxy
-    proxy.close()
 
 
 @pytest.mark.faults

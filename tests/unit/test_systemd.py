@@ -17,7 +17,7 @@ from supervisor.config import SupervisorConfig, load_config
 from supervisor.daemon import systemd
 from supervisor.errors import ExitCode
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 UNIT = ROOT / "deploy" / "forkq.service"
 EXAMPLE_CONFIG = ROOT / "deploy" / "forkq.toml"
 

@@ -3,7 +3,7 @@
 The first part needs no daemon: where the sockets live, the listener and the producer
 over real sockets, real processes (other masters, a master killed -9), hostile
 datagrams. `TestWithTheMaster` runs the real daemon and needs the master to create
-the listener (`pytest tests/test_wake.py -k TestWithTheMaster`).
+the listener (`pytest tests/daemon/test_wake.py -k TestWithTheMaster`).
 
 No assertion is about time: a deadline far shorter than the poll interval only tells
 the nudge path from the poll path.

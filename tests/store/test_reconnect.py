@@ -12,7 +12,6 @@ job twice. Inside a transaction nothing is retried silently.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
 import pytest
 from private_mariadb import PrivateMariaDB, private_db_url, private_mariadb  # noqa: F401
@@ -55,13 +54,6 @@ def kill(url: str, conn_id: int) -> None:
     finally:
         conn.close()
     wait_until(lambda: not alive(url, conn_id), timeout=10, message="the killed session gone")
-
-
-@pytest.fixture
-def producer(mysql_db_url: str) -> Iterator[Queue]:
-    queue = Queue(mysql_db_url)
-    yield queue
-    queue.close()
 
 
 # --- the shared server: connections killed from another session ----------------------------------

@@ -30,7 +30,7 @@ from daemon_util import (
     daemons_fixture,  # noqa: F401  (the `daemons` fixture)
     record_ids,
 )
-from util import REPO_ROOT, backend_of, count_rows, sql, wait_until
+from util import REPO_ROOT, backend_of, count_rows, sql, unavailable, wait_until
 
 from supervisor.dburl import parse_database_url
 from supervisor.wake import ENV_RUNTIME_DIR, ENV_WAKE, database_identity, database_key
@@ -90,8 +90,6 @@ $pdo = connect();
 
 
 def php_binary() -> str:
-    from conftest import unavailable
-
     found = shutil.which("php")
     if found is None:
         unavailable("php is not installed: apt-get install php-cli php-mysql php-sqlite3")
@@ -102,8 +100,6 @@ def php_binary() -> str:
 @pytest.fixture(scope="module")
 def php() -> str:
     """Debian's php-cli with both PDO drivers."""
-    from conftest import unavailable
-
     binary = php_binary()
     modules = subprocess.run(
         [binary, "-m"], capture_output=True, text=True, timeout=30, check=True
@@ -226,8 +222,6 @@ def test_every_php_file_passes_php_lint() -> None:
 
 
 def test_every_php_file_follows_psr12() -> None:
-    from conftest import unavailable
-
     phpcs = shutil.which("phpcs")
     if phpcs is None:
         unavailable("phpcs is not installed: apt-get install php-codesniffer")
@@ -370,8 +364,6 @@ def test_a_mysql_session_in_another_time_zone_stores_the_same_instants(
 
 
 def faketime(offset: str) -> dict[str, str]:
-    from conftest import unavailable
-
     found = sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))
     if not found:
         unavailable("libfaketime is not installed: apt-get install libfaketime (make test does)")

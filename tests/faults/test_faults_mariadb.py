@@ -3,7 +3,7 @@ running daemon, worker connections killed server-side, a restart under a caller'
 transaction. Guarantee 1 (at least once: never lost) is what every test checks; the
 duplicates that at-least-once allows are counted and printed.
 
-Run with `make test-faults` (or `pytest -m faults -s tests/test_faults_mariadb.py` to
+Run with `make test-faults` (or `pytest -m faults -s tests/faults/test_faults_mariadb.py` to
 see the figures). Every job is a `t.record` job: the handler appends `id,pid,...` to a
 record file with one O_APPEND write, so the file says which jobs ran and how often.
 """
@@ -49,13 +49,6 @@ POOL = {"workers": 4, "timeout": 5}  # lease = timeout + 30 s: a lost claim come
 
 
 # --- helpers ---------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def webhook() -> Iterator[Webhook]:
-    hook = Webhook()
-    yield hook
-    hook.close()
 
 
 @pytest.fixture
@@ -401,13 +394,6 @@ def test_deadlocks_past_the_store_retries_back_off_instead_of_crashing_the_worke
 
 
 # --- a database that stops answering (a partition), not one that refuses ---------------------
-
-
-@pytest.fixture
-def partition(private_mariadb: PrivateMariaDB) -> Iterator[Partition]:  # noqa: F811
-    proxy = Partition(private_mariadb.port)
-    yield proxy
-    proxy.close()
 
 
 def child_gone(pid: int) -> bool:

@@ -18,7 +18,7 @@ from supervisor.config import Config, build_config, load_config
 from supervisor.dburl import parse_database_url
 from supervisor.errors import ConfigError, ExitCode
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "deploy" / "forkq.toml"
 POOL_KEYS = [
     "workers",

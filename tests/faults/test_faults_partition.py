@@ -2,7 +2,7 @@
 against a private MariaDB. Guarantee 2 (one holder at a time) and the outcome of a
 job that ended while its worker could not write.
 
-Run with `make test-faults` (`pytest -m faults -s tests/test_faults_partition.py`
+Run with `make test-faults` (`pytest -m faults -s tests/faults/test_faults_partition.py`
 prints the figures).
 """
 
@@ -22,7 +22,7 @@ from private_mariadb import (  # noqa: F401 - fixtures
     private_db_url,
     private_mariadb,
 )
-from util import wait_until
+from util import unavailable, wait_until
 
 from supervisor import Queue
 from supervisor.models import JobState
@@ -49,20 +49,6 @@ def fail_after(payload, job):
     time.sleep(float(payload["seconds"]))
     raise RuntimeError("the handler's own failure")
 """
-
-
-@pytest.fixture
-def partition(private_mariadb: PrivateMariaDB) -> Iterator[Partition]:  # noqa: F811
-    proxy = Partition(private_mariadb.port)
-    yield proxy
-    proxy.close()
-
-
-@pytest.fixture
-def webhook() -> Iterator[Webhook]:
-    hook = Webhook()
-    yield hook
-    hook.close()
 
 
 @pytest.fixture
@@ -176,8 +162,6 @@ def skewed(offset: str) -> dict[str, str]:
     """The environment of a daemon whose wall clock is `offset` off (monotonic untouched)."""
     found = sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))
     if not found:
-        from conftest import unavailable
-
         unavailable("libfaketime is not installed: apt-get install libfaketime (make test does)")
     return {
         "LD_PRELOAD": str(found[0]),
