@@ -145,8 +145,9 @@ def prune_finished(store: Store, config: Config) -> int:
         if pool.on_success == "archive":
             pruned += store.purge_archive(pool.retention, queue=pool.name)
         pruned += store.purge("dead", pool.retention, queue=pool.name)
+        pruned += store.purge("cancelled", pool.retention, queue=pool.name)
         pruned += store.purge_results(pool.retention, queue=pool.name)  # Django's TaskResults
-    return pruned
+    return pruned + store.prune_throughput()  # the dashboard's chart keeps a day
 
 
 @dataclass

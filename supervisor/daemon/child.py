@@ -65,23 +65,25 @@ class PipeEvents:
         self.spec = spec
         self.label = f"forkq: {spec.pool.name} worker {spec.slot}"
         self.jobs = 0
+        self.failed = 0
 
     def send(self, line: str) -> None:
         with contextlib.suppress(OSError):  # the master is gone; the parent-death check ends us
             os.write(self.spec.status_fd, (line + "\n").encode())
 
     def job_started(self, job: JobRow, timeout: float) -> None:
-        self.spec.scoreboard.write(job.id, timeout, self.jobs)
+        self.spec.scoreboard.write(job.id, timeout, self.jobs, self.failed)
         set_title(f"{self.label} job {job.id} ({job.handler})")
 
     def job_ran(self, job: JobRow) -> None:
         # Still this job's (a death now settles it, attempt counted), but no deadline:
         # its outcome is being written, and a silent database is no overtime.
-        self.spec.scoreboard.write(job.id, math.inf, self.jobs)
+        self.spec.scoreboard.write(job.id, math.inf, self.jobs, self.failed)
 
     def job_finished(self, job: JobRow, outcome: str) -> None:
         self.jobs += 1
-        self.spec.scoreboard.write(None, 0.0, self.jobs)
+        self.failed += outcome != "done"
+        self.spec.scoreboard.write(None, 0.0, self.jobs, self.failed)
         kill_leftovers(job.id)  # a job owns its descendants: they end with it
 
     def idle(self) -> None:

@@ -10,6 +10,7 @@ function of decisions.py.
 from __future__ import annotations
 
 import os
+import time
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 class Pooling:
     def __init__(self, master: Master) -> None:
         self.master = master
+        self.counted: dict[int, tuple[int, int]] = {}  # pid -> (jobs, failed) already counted
+        self.finished: dict[str, tuple[int, int]] = {}  # queue -> (done, failed) not yet written
 
     # --- sizes ---------------------------------------------------------------------------
 
@@ -107,6 +110,8 @@ class Pooling:
 
     def child_gone(self, child: Child, status: int, now: float) -> None:
         """Free its slot, count its jobs, and back off a pool whose children die at start."""
+        self.count_finished(child)
+        self.counted.pop(child.pid, None)
         pool = self.master.pools.get(child.pool)
         if pool is None:
             return
@@ -168,8 +173,31 @@ class Pooling:
             if idle:
                 m.children.wake(idle[0])
 
+    def count_finished(self, child: Child) -> None:
+        """Add what a child finished since we last looked (its scoreboard) to its queue."""
+        entry = child.board.read()
+        jobs, failed = self.counted.get(child.pid, (0, 0))
+        new_jobs, new_failed = entry.jobs - jobs, entry.failed - failed
+        if new_jobs > 0:
+            done, fails = self.finished.get(child.pool, (0, 0))
+            self.finished[child.pool] = (done + new_jobs - new_failed, fails + new_failed)
+            self.counted[child.pid] = (entry.jobs, entry.failed)
+
+    def write_throughput(self) -> None:
+        """One upsert per queue per heartbeat into this minute's row of this host."""
+        m = self.master
+        for child in m.children:
+            self.count_finished(child)
+        if not self.finished:
+            return
+        minute = (time.time() + m.clock_offset) // 60 * 60  # the database clock's minute
+        counts = dict(self.finished)
+        if m.db(lambda: m.store.record_throughput(minute, m.host, counts)) is not None:
+            self.finished.clear()
+
     def heartbeat(self) -> None:
         m = self.master
+        self.write_throughput()
         names = [m.name] + [c.name for c in m.children]
         beaten = m.db(lambda: m.store.beat(names))
         if beaten is None or beaten >= len(names):

@@ -14,9 +14,8 @@ import struct
 import time
 from dataclasses import dataclass
 
-_FORMAT = struct.Struct(
-    "<QqddQ"
-)  # seq, job id (0 = none), started (CLOCK_MONOTONIC), timeout, jobs
+# seq, job id (0 = none), started (CLOCK_MONOTONIC), timeout, jobs, of which failed
+_FORMAT = struct.Struct("<QqddQQ")
 
 
 @dataclass(frozen=True)
@@ -25,6 +24,7 @@ class Entry:
     started: float  # time.monotonic() when the job started (CLOCK_MONOTONIC is system-wide)
     timeout: float
     jobs: int
+    failed: int = 0  # of `jobs`, those that did not succeed (the throughput chart's "failed")
 
     @property
     def deadline(self) -> float:
@@ -36,19 +36,20 @@ class Scoreboard:
         self._buf = mmap.mmap(-1, _FORMAT.size)  # MAP_SHARED | MAP_ANONYMOUS: survives fork
         self._seq = 0
 
-    def write(self, job_id: int | None, timeout: float, jobs: int) -> None:
+    def write(self, job_id: int | None, timeout: float, jobs: int, failed: int = 0) -> None:
         """Child side: publish the job starting now (None when between jobs)."""
         self._seq += 1
-        _FORMAT.pack_into(self._buf, 0, self._seq, 0, 0.0, 0.0, 0)  # odd: being written
+        _FORMAT.pack_into(self._buf, 0, self._seq, 0, 0.0, 0.0, 0, 0)  # odd: being written
         self._seq += 1
-        _FORMAT.pack_into(self._buf, 0, self._seq, job_id or 0, time.monotonic(), timeout, jobs)
+        now = time.monotonic()
+        _FORMAT.pack_into(self._buf, 0, self._seq, job_id or 0, now, timeout, jobs, failed)
 
     def read(self) -> Entry:
         """Master side: a consistent snapshot (retries while the child is mid-write)."""
         for _ in range(1000):
-            seq, job_id, started, timeout, jobs = _FORMAT.unpack_from(self._buf, 0)
+            seq, job_id, started, timeout, jobs, failed = _FORMAT.unpack_from(self._buf, 0)
             if seq % 2 == 0 and _FORMAT.unpack_from(self._buf, 0)[0] == seq:
-                return Entry(job_id or None, started, timeout, jobs)
+                return Entry(job_id or None, started, timeout, jobs, failed)
         return Entry(None, 0.0, 0.0, 0)
 
     def close(self) -> None:

@@ -384,6 +384,24 @@ class Store(ABC):
     def held_by(self, owner: str) -> list[JobRow]:
         return [JobRow.from_mapping(r) for r in self._rows("held_by", owner=owner)]
 
+    def record_throughput(
+        self, minute: float, host: str, counts: Mapping[str, tuple[int, int]]
+    ) -> int:
+        """Add {queue: (done, failed)} to `minute` (epoch seconds) for this host; how many
+        queues were written (in one transaction, sorted: two masters never deadlock)."""
+
+        def attempt() -> int:
+            with self._tx():
+                for queue, (done, failed) in sorted(counts.items()):
+                    params = dict(minute=minute, queue=queue, host=host, done=done, failed=failed)
+                    self._execute("record_throughput", self._params(**params))
+            return len(counts)
+
+        return self._retrying(attempt) if counts else 0
+
+    def prune_throughput(self, older_than: float = 86_400.0) -> int:
+        return self._run("prune_throughput", age_us=micros(older_than), limit=PURGE_CHUNK)
+
     def cancelling_jobs(self, limit: int = 1000) -> list[tuple[int, str]]:
         """(job id, holder) of every job asked to cancel while it ran."""
         return [

@@ -418,6 +418,17 @@ LIMIT %(limit)s;
 -- index range that stops at a LIMIT, so a page costs the same at 10k jobs and at 1M; no
 -- OFFSET anywhere: lists page by id.
 
+-- name: record_throughput
+-- Each master adds its children's finished jobs to the current minute, per queue, every
+-- heartbeat: one row per queue, minute and host, so hosts never contend on a row.
+INSERT INTO forkq_throughput (minute, queue, host, done, failed)
+VALUES (FROM_UNIXTIME(%(minute)s), %(queue)s, %(host)s, %(done)s, %(failed)s)
+ON DUPLICATE KEY UPDATE done = done + VALUES(done), failed = failed + VALUES(failed);
+
+-- name: prune_throughput
+DELETE FROM forkq_throughput WHERE minute < NOW(6) - INTERVAL %(age_us)s MICROSECOND
+LIMIT %(limit)s;
+
 -- name: web_throughput
 -- Jobs finished per minute and queue over the last `age_us`: a range of the primary key
 -- (minute first), summed over hosts, already in (minute, queue) order.

@@ -374,6 +374,17 @@ DELETE FROM forkq_results WHERE job_id IN (
 -- The dashboard's reads and actions (supervisor/web), the same names as mysql.sql: primary
 -- key dives or index ranges that stop at a LIMIT; no OFFSET anywhere.
 
+-- name: record_throughput
+-- Each master adds its children's finished jobs to the current minute (see mysql.sql).
+INSERT INTO forkq_throughput (minute, queue, host, done, failed)
+VALUES (:minute, :queue, :host, :done, :failed)
+ON CONFLICT (minute, queue, host) DO UPDATE
+SET done = done + excluded.done, failed = failed + excluded.failed;
+
+-- name: prune_throughput
+DELETE FROM forkq_throughput WHERE rowid IN (
+  SELECT rowid FROM forkq_throughput WHERE minute < :now - :age_us / 1000000.0 LIMIT :limit);
+
 -- name: web_throughput
 SELECT minute, queue, SUM(done) AS done, SUM(failed) AS failed
 FROM forkq_throughput
