@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from typing import Any
 from supervisor.dburl import DEFAULT_URL, DatabaseURL, parse_database_url
 from supervisor.durations import parse_duration
 from supervisor.errors import ConfigError
+from supervisor.policy import DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_CAP, DEFAULT_MAX_ATTEMPTS
 
 ON_SUCCESS_MODES = ("delete", "archive", "keep")
 MAX_SESSION_TIMEOUT = 31_536_000  # a year: the most wait_timeout takes
@@ -91,6 +93,23 @@ class ScheduleConfig:
 
 
 @dataclass(frozen=True)
+class CommandConfig:
+    """`[commands."NAME"]`: a program run per job instead of a Python function.
+
+    What the program gets and how its exit status is read: supervisor/work/command.py.
+    """
+
+    name: str  # the handler name jobs carry
+    argv: tuple[str, ...]
+    queue: str = "default"
+    timeout: float | None = None  # None: the pool's
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    backoff_base: float = DEFAULT_BACKOFF_BASE
+    backoff_cap: float = DEFAULT_BACKOFF_CAP
+    env: Mapping[str, str] = field(default_factory=dict)  # besides PATH, LANG and FORKQ_*
+
+
+@dataclass(frozen=True)
 class WebConfig:
     """`forkq web`: the dashboard. Its token comes only from FORKQ_WEB_TOKEN."""
 
@@ -107,6 +126,7 @@ class Config:
     schedules: tuple[ScheduleConfig, ...] = ()
     source: str = "<defaults>"
     web: WebConfig = WebConfig()
+    commands: tuple[CommandConfig, ...] = ()
 
     def pool(self, name: str) -> PoolConfig | None:
         return next((p for p in self.pools if p.name == name), None)
@@ -225,7 +245,37 @@ def _listen(value: Any) -> str:
     return str(value)
 
 
+def _argv(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"expected a non-empty list of strings, got {value!r}")
+    if not value[0] or any("\0" in v for v in value):
+        raise ValueError("the program must be named and no argument may hold a NUL")
+    return tuple(value)
+
+
+def _environment(value: Any) -> dict[str, str]:
+    """Variables for a command: string to string, names exec accepts, none of forkq's own."""
+    table = _table(value)
+    for key, text in table.items():
+        if not key or "=" in key or "\0" in key:
+            raise ValueError(f"{key!r} is not a variable name")
+        if key.upper().startswith("FORKQ_"):
+            raise ValueError(f"{key}: FORKQ_* names are forkq's own (FORKQ_JOB_ID, ...)")
+        if not isinstance(text, str) or "\0" in text:
+            raise ValueError(f"{key}: expected a string without NUL, got {text!r}")
+    return table
+
+
 _WEB_FIELDS: dict[str, Callable[[Any], Any]] = {"listen": _listen, "read_only": _bool}
+_COMMAND_FIELDS: dict[str, Callable[[Any], Any]] = {
+    "argv": _argv,
+    "queue": _name,
+    "timeout": _seconds(0.1),
+    "max_attempts": _int(1),
+    "backoff_base": _seconds(0),
+    "backoff_cap": _seconds(0),
+    "env": _environment,
+}
 _SUPERVISOR_FIELDS: dict[str, Callable[[Any], Any]] = {
     "handlers": _str_list,
     "check_interval": _seconds(0.1),
@@ -327,7 +377,7 @@ def load_config(path: str | os.PathLike[str] | None, database_url: str | None = 
 
 def build_config(raw: Mapping[str, Any], source: str, database_url: str | None = None) -> Config:
     problems = _Problems(source)
-    known = ("database", "supervisor", "pools", "alerts", "schedules", "web")
+    known = ("database", "supervisor", "pools", "alerts", "schedules", "web", "commands")
     for key in raw:
         if key not in known:
             problems.add(key, f"unknown section (expected one of: {', '.join(known)})")
@@ -337,9 +387,12 @@ def build_config(raw: Mapping[str, Any], source: str, database_url: str | None =
     alerts = _alerts(raw.get("alerts", {}), problems)
     schedules = _schedules(raw.get("schedules", {}), problems)
     web = WebConfig(**problems.fields("web", raw.get("web", {}), _WEB_FIELDS))
+    commands = _commands(raw.get("commands", {}), problems)
     problems.raise_if_any()
     assert database is not None
-    return Config(database, supervisor, pools, alerts, schedules, source, web=web)
+    return Config(
+        database, supervisor, pools, alerts, schedules, source, web=web, commands=commands
+    )
 
 
 def _supervisor(table: Any, problems: _Problems) -> SupervisorConfig:
@@ -416,6 +469,41 @@ def _alerts(table: Any, problems: _Problems) -> AlertsConfig:
         problems.add("alerts.webhook_url", "expected an http:// or https:// URL")
     password = os.environ.get("FORKQ_SMTP_PASSWORD", "")
     return AlertsConfig(**values, smtp_password=password, defaults=defaults, rules=rules)
+
+
+def _commands(table: Any, problems: _Problems) -> tuple[CommandConfig, ...]:
+    if not isinstance(table, dict):
+        problems.add("commands", 'expected [commands."NAME"] tables')
+        return ()
+    commands = []
+    for name, body in table.items():
+        key = f"commands.{json.dumps(name)}"
+        values = problems.fields(key, body, _COMMAND_FIELDS)
+        if not name or len(name) > 191:
+            problems.add(key, "a handler name has 1 to 191 characters")
+        if "argv" not in values:
+            if isinstance(body, dict) and "argv" not in body:
+                problems.add(f"{key}.argv", "required")
+            continue
+        missing = _not_executable(values["argv"][0], values.get("env", {}))
+        if missing:
+            problems.add(f"{key}.argv", missing)
+            continue
+        commands.append(CommandConfig(name=name, **values))
+    return tuple(commands)
+
+
+def _not_executable(program: str, env: Mapping[str, str]) -> str | None:
+    """Why `program` cannot be run, looked up as the command will be (its PATH), or None.
+
+    Checked at load so a typo stops the boot (exit 78), not every job one by one.
+    """
+    path = env.get("PATH", os.environ.get("PATH", os.defpath))
+    if shutil.which(program, path=path):
+        return None
+    if os.sep in program:
+        return f"{program!r} is not an executable file"
+    return f"{program!r} is not an executable found in PATH ({path})"
 
 
 def _rule_dict(rule: AlertRule) -> dict[str, Any]:
