@@ -8,13 +8,17 @@ the config (never from a row), before any fork, so a broken module fails the boo
 from __future__ import annotations
 
 import importlib
+import json
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from supervisor.errors import ConfigError
 from supervisor.policy import DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_CAP, DEFAULT_MAX_ATTEMPTS
+
+if TYPE_CHECKING:
+    from supervisor.config import Config
 
 HandlerFunc = Callable[[Any, Any], Any]
 
@@ -28,6 +32,7 @@ class Handler:
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     backoff_base: float = DEFAULT_BACKOFF_BASE
     backoff_cap: float = DEFAULT_BACKOFF_CAP
+    argv: tuple[str, ...] = ()  # a [commands."NAME"] table's program; () for a function
 
 
 _HANDLERS: dict[str, Handler] = {}
@@ -94,6 +99,43 @@ def load_modules(
                 f"{where}supervisor.handlers: module {module!r} failed to import: {reason}"
             ) from exc
         loaded.append(module)
+    return loaded
+
+
+def load(config: Config, *, reload: bool = False) -> list[str]:
+    """Import the config's handler modules, then register its `[commands."NAME"]` tables.
+
+    A name both a module and a command register is a config error: which one a job
+    would run must never depend on the order of registration. On a reload, commands
+    the new config no longer has are forgotten.
+    """
+    from supervisor.work.command import CommandHandler  # the command runner, not at import
+
+    loaded = load_modules(config.supervisor.handlers, reload, source=config.source)
+    taken = sorted(
+        c.name for c in config.commands if c.name in _HANDLERS and not _HANDLERS[c.name].argv
+    )
+    if taken:
+        raise ConfigError(
+            "\n".join(
+                f"{config.source}: commands.{json.dumps(name)}: {name!r} is also a Python"
+                " handler (@handler) in a module of supervisor.handlers; rename one"
+                for name in taken
+            )
+        )
+    for name in [n for n, h in _HANDLERS.items() if h.argv]:
+        del _HANDLERS[name]
+    for command in config.commands:
+        _HANDLERS[command.name] = Handler(
+            command.name,
+            CommandHandler(command),
+            command.queue,
+            command.timeout,
+            command.max_attempts,
+            command.backoff_base,
+            command.backoff_cap,
+            argv=command.argv,
+        )
     return loaded
 
 

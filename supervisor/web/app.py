@@ -282,7 +282,7 @@ def make_app_from_config(
 ) -> Dashboard:
     """The dashboard for a loaded config. `read_only` None takes `[web] read_only`; `token`
     None means no token (tests and callers pass it; make_app reads FORKQ_WEB_TOKEN)."""
-    registry.load_modules(config.supervisor.handlers, source=config.source)
+    registry.load(config)
     return Dashboard(
         config, read_only=config.web.read_only if read_only is None else read_only, token=token
     )

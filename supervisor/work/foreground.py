@@ -46,7 +46,7 @@ class TitleEvents:
 def run_foreground(
     config: Config, queues: Sequence[str] | None, max_jobs: int | None, burst: bool
 ) -> int:
-    registry.load_modules(config.supervisor.handlers, source=config.source)
+    registry.load(config)
     store = open_store(config.database, session_timeout=config.supervisor.db_session_timeout)
     store.require_schema()
     names = list(queues or [p.name for p in config.pools])

@@ -38,6 +38,7 @@ from supervisor.errors import (
 from supervisor.models import JobRow
 from supervisor.policy import truncate_error
 from supervisor.store import Store
+from supervisor.work.command import CommandFailed
 
 LEASE_MARGIN = 30.0  # seconds a lease outlives the job's timeout: the master kills first
 ACK_MAX_AGE = 0.2  # seconds a success may wait in the buffer before it is written
@@ -447,6 +448,9 @@ def _expire(signum: int, frame: FrameType | None) -> None:
 
 
 def _describe(exc: BaseException) -> str:
-    """`Type: message` and the innermost frames, for last_error."""
+    """`Type: message` and the innermost frames, for last_error; a command's failure is its
+    exit status and stderr, where frames of the runner would only push its tail out."""
+    if isinstance(exc, CommandFailed):
+        return str(exc)
     frames = traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3)
     return f"{type(exc).__name__}: {exc}\n" + "".join(frames[-4:])
