@@ -398,7 +398,7 @@ class Master:
         systemd.reloading()
         try:
             config = load_config(self.config_path) if self.config_path else self.config
-            registry.load_modules(config.supervisor.handlers, reload=True, source=config.source)
+            registry.load(config, reload=True)
         except ConfigError as exc:
             self.log.error("reload_refused", error=str(exc))
             systemd.ready()
@@ -498,5 +498,5 @@ def _drain(fd: int) -> None:
 
 def run_daemon(config: Config, config_path: str | None) -> int:
     """`forkq run`: import handlers before any fork (a broken module fails the boot), then arbitrate."""
-    registry.load_modules(config.supervisor.handlers, source=config.source)
+    registry.load(config)
     return Master(config, config_path).run()
