@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import math
 import shutil
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from command_util import QUEUE, command_daemon, script, status_is, wait_job
-from daemon_util import Daemon, daemons_fixture  # noqa: F401  (the `daemons` fixture)
+from command_util import QUEUE, command_daemon, commands_toml, script, status_is, wait_job
+from daemon_util import Daemon, daemons_fixture, render_config  # noqa: F401  (the `daemons` fixture)
 from util import REPO_ROOT, unavailable
 
 from supervisor import Queue
@@ -264,4 +265,42 @@ def test_exit_75_retries_after_the_delay_on_the_last_stderr_line(
     assert daemon.events("command_retry_after_ignored", job_id=ids["t.badhint"])
     for row in rows.values():
         assert row.attempts == 1 and str(row.status) in ("scheduled", "ready")
+    assert daemon.stop() == 0
+
+
+# --- reload ------------------------------------------------------------------------------
+
+
+def test_a_reload_picks_up_changed_added_and_removed_commands(
+    daemons: Callable[..., Daemon], store: Store, queue: Queue, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    table = {"queue": QUEUE, "env": {"OUT": str(out)}}
+    before = {
+        "t.version": {"argv": ["sh", "-c", 'echo v1 > "$OUT"'], **table},
+        "t.gone": {"argv": ["true"], "queue": QUEUE},
+    }
+    daemon = command_daemon(daemons, before)
+    daemon.start().wait_ready()
+    first = queue.enqueue("t.version", {}, queue=QUEUE)
+    wait_job(store, first, status_is("done"), daemon)
+    assert out.read_text() == "v1\n"
+
+    after = {
+        "t.version": {"argv": ["sh", "-c", 'echo v2 > "$OUT"'], **table},
+        "t.added": {"argv": ["true"], "queue": QUEUE},
+    }
+    command_daemon_text = render_config(daemon.db_url, daemon.pools, daemon.supervisor)
+    daemon.write_config(text=command_daemon_text + commands_toml(after))
+    daemon.send_signal(signal.SIGHUP)
+    daemon.wait_event("config_reloaded")
+    daemon.wait_ready()
+    changed = queue.enqueue("t.version", {}, queue=QUEUE)
+    added = queue.enqueue("t.added", {}, queue=QUEUE)
+    gone = queue.enqueue("t.gone", {}, queue=QUEUE)
+    wait_job(store, changed, status_is("done"), daemon)
+    assert out.read_text() == "v2\n"
+    wait_job(store, added, status_is("done"), daemon)
+    row = wait_job(store, gone, status_is("dead"), daemon)
+    assert row.last_error is not None and "unknown handler 't.gone'" in row.last_error
     assert daemon.stop() == 0

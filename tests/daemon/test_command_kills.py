@@ -165,3 +165,30 @@ def test_a_retiring_child_lets_its_program_finish(
     assert done.read_text() == "finished\n"
     row = store.get_job(job_id)
     assert row is not None and str(row.status) == "done"
+
+
+def test_cancel_kills_the_running_program_and_its_group(
+    daemons: Callable[..., Daemon], store: Store, queue: Queue, tmp_path: Path, pids: Path
+) -> None:
+    """`forkq cancel` / Queue.cancel of a running command: its master signals the child's
+    group, which the program is in: the program and its grandchild die, the job ends
+    cancelled, never retried."""
+    daemon = command_daemon(
+        daemons,
+        {
+            "t.sleeper": {
+                "argv": [script(tmp_path, "sleeper.sh", SLEEPER)],
+                "queue": QUEUE,
+                "timeout": 60,
+                "env": {"PIDS": str(pids)},
+            }
+        },
+    )
+    daemon.start().wait_ready()
+    job_id = queue.enqueue("t.sleeper", {}, queue=QUEUE)
+    started = noted_pids(pids, 2)
+    assert queue.cancel(job_id)
+    wait_all_gone(started, timeout=15)  # long before the job's 60 s timeout
+    row = wait_job(store, job_id, status_is("cancelled"), daemon)
+    assert row.attempts == 1
+    assert daemon.stop() == 0
