@@ -31,7 +31,7 @@ def backoff_delay(
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Fate:
     """What happens to a job after a failed attempt."""
 
     dead: bool
@@ -47,16 +47,16 @@ def after_failure(
     base: float = DEFAULT_BACKOFF_BASE,
     cap: float = DEFAULT_BACKOFF_CAP,
     rng: random.Random | None = None,
-) -> Outcome:
+) -> Fate:
     """Retry with backoff while attempts are left, else dead with the last error."""
     if attempts >= max_attempts:
-        return Outcome(
+        return Fate(
             dead=True, delay=0.0, error=f"{error} (attempt {attempts} of {max_attempts})"
         )
     delay = (
         requested_delay if requested_delay is not None else backoff_delay(attempts, base, cap, rng)
     )
-    return Outcome(dead=False, delay=max(0.0, delay), error=error)
+    return Fate(dead=False, delay=max(0.0, delay), error=error)
 
 
 def truncate_error(text: str, limit: int = 4000) -> str:

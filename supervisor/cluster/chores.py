@@ -10,40 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from supervisor import logs, registry
+from supervisor import logs
 from supervisor.config import Config
 from supervisor.errors import LockLost
+from supervisor.fate import failure_outcome, max_attempts_for
 from supervisor.lock import Lock
 from supervisor.models import JobRow, JobState
-from supervisor.policy import (
-    DEFAULT_BACKOFF_BASE,
-    DEFAULT_BACKOFF_CAP,
-    DEFAULT_MAX_ATTEMPTS,
-    Outcome,
-    after_failure,
-    truncate_error,
-)
+from supervisor.policy import truncate_error
 from supervisor.store import Store
 
 CHORES_LOCK = "forkq:chores"
-
-
-def max_attempts_for(row: JobRow) -> int:
-    registered = registry.get(row.handler)
-    return row.max_attempts or (registered.max_attempts if registered else DEFAULT_MAX_ATTEMPTS)
-
-
-def failure_outcome(row: JobRow, error: str, requested_delay: float | None = None) -> Outcome:
-    """After a failed attempt: retry with the handler's backoff while attempts are left, else dead."""
-    registered = registry.get(row.handler)
-    return after_failure(
-        row.attempts,
-        max_attempts_for(row),
-        error,
-        requested_delay=requested_delay,
-        base=registered.backoff_base if registered else DEFAULT_BACKOFF_BASE,
-        cap=registered.backoff_cap if registered else DEFAULT_BACKOFF_CAP,
-    )
 
 
 def fail_held_job(

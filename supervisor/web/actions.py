@@ -13,7 +13,7 @@ from werkzeug.wrappers import Response
 from supervisor import logs
 from supervisor.models import CancelResult
 from supervisor.queue import build_job
-from supervisor.web.app import Context
+from supervisor.web.context import Context
 from supervisor.web.security import SESSION_COOKIE, SESSION_LIFETIME
 
 MOST_IDS = 1000  # ids one form may carry

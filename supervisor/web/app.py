@@ -10,18 +10,16 @@ Each serving thread has its own store (one database connection), opened on first
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import jinja2
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 from werkzeug.routing import Map, MapAdapter, RequestRedirect, Rule
-from werkzeug.utils import redirect, send_from_directory
+from werkzeug.utils import send_from_directory
 from werkzeug.wrappers import Request, Response
 
 from supervisor import logs, registry
@@ -29,90 +27,20 @@ from supervisor.config import Config, load_config
 from supervisor.errors import DatabaseError, ForkqError, SchemaError
 from supervisor.store import Store, open_store
 from supervisor.web import filters
+from supervisor.web.context import Context, DashboardRequest
 from supervisor.web.security import (
-    FLASH_COOKIE,
     HEADERS,
     SESSION_COOKIE,
     SESSION_LIFETIME,
     TOKEN_ENV,
     Guard,
-    Session,
 )
 
 HERE = Path(__file__).parent
 STATIC = HERE / "static"
 DB_TIMEOUT = 30.0  # seconds a page waits on the database
-MAX_BODY = 1 << 20  # bytes a POST may carry (a form of ids)
 
 Handler = Callable[..., Response]
-
-
-class DashboardRequest(Request):
-    max_content_length = MAX_BODY
-    max_form_memory_size = MAX_BODY
-
-
-@dataclass
-class Context:
-    """What a page or an action gets: the request, its session, the store, the config."""
-
-    app: Dashboard
-    request: DashboardRequest
-    urls: MapAdapter
-    session: Session
-    bearer: bool  # authenticated by the Authorization header (an API client)
-    cookies: list[tuple[str, str, int]] = field(default_factory=list)  # to set: name, value, age
-
-    @property
-    def config(self) -> Config:
-        return self.app.config
-
-    @property
-    def store(self) -> Store:
-        return self.app.store()
-
-    @property
-    def read_only(self) -> bool:
-        return self.app.read_only
-
-    def url(self, endpoint: str, **values: Any) -> str:
-        return self.urls.build(endpoint, {k: v for k, v in values.items() if v is not None})
-
-    def render(self, template: str, status: int = 200, **values: Any) -> Response:
-        values.setdefault("nav", "")
-        flash = self.app.guard.read_flash(self.request.cookies.get(FLASH_COOKIE))
-        if flash is not None:
-            self.cookies.append((FLASH_COOKIE, "", 0))
-        page = self.app.templates.get_template(template).render(
-            url=self.url,
-            static=lambda name: self.url("static", filename=name),
-            csrf=self.app.guard.csrf_token(self.session),
-            read_only=self.read_only,
-            login_required=self.app.guard.required,
-            authenticated=self.session.authenticated,
-            database=self.config.database.redacted(),
-            here=self.request.full_path.rstrip("?"),
-            flash=flash,
-            **values,
-        )
-        return Response(page, status=status, mimetype="text/html")
-
-    def back(self, message: str, fallback: str = "overview") -> Response:
-        """303 to the page the form came from (a local path only), with a message for it."""
-        target = self.request.form.get("next", "")
-        if not target.startswith("/") or target.startswith("//") or "\\" in target:
-            target = self.url(fallback)
-        else:
-            target = self.request.script_root + target
-        self.cookies.append((FLASH_COOKIE, self.app.guard.sign_flash(message), 60))
-        return redirect(target, code=303)
-
-    def json(self, document: Any, status: int = 200) -> Response:
-        return Response(json.dumps(document, indent=2), status=status, mimetype="application/json")
-
-    def who(self) -> str:
-        """Who acts, for last_error: the dashboard and the client's address."""
-        return f"the dashboard ({self.request.remote_addr or 'unknown address'})"
 
 
 class Dashboard:

@@ -18,8 +18,8 @@ from supervisor.config import ScheduleConfig
 from supervisor.models import JobState, Throughput
 from supervisor.status import STATUS_CAP, process_view, read_status, status_document
 from supervisor.store import Store
-from supervisor.web.app import Context
 from supervisor.web.chart import HOURS, throughput_chart
+from supervisor.web.context import Context
 from supervisor.web.listing import Filters, job_page
 from supervisor.web.security import SESSION_COOKIE, SESSION_LIFETIME
 

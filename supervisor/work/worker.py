@@ -25,7 +25,6 @@ from types import FrameType
 from typing import Any, Protocol
 
 from supervisor import logs, registry
-from supervisor.cluster.chores import failure_outcome, max_attempts_for
 from supervisor.config import Config, PoolConfig
 from supervisor.errors import (
     ConnectionLost,
@@ -35,7 +34,9 @@ from supervisor.errors import (
     Retry,
     TransientDatabaseError,
 )
+from supervisor.fate import failure_outcome, max_attempts_for
 from supervisor.models import JobRow
+from supervisor.observe import metrics
 from supervisor.policy import truncate_error
 from supervisor.store import Store
 from supervisor.work.command import CommandFailed
@@ -231,6 +232,7 @@ class Worker:
         try:
             result = step()
         except (ConnectionLost, TransientDatabaseError) as exc:
+            metrics.db_error()
             self._backoff = min(MAX_BACKOFF, max(0.25, self._backoff * 2))
             delay = self._backoff * random.uniform(0.8, 1.2)
             event = "db_unreachable" if isinstance(exc, ConnectionLost) else "db_contention"
@@ -268,6 +270,7 @@ class Worker:
         self.stats.jobs += 1
         if outcome != "done":
             outcome = "dead" if dead else "retry"
+        metrics.job_finished(row.queue, row.handler, outcome, duration)  # a no-op while off
         try:
             if outcome == "done":
                 self._queue_success(row)

@@ -1,0 +1,34 @@
+"""A failed attempt's fate by its handler's settings: retried with the handler's backoff
+while attempts are left, else dead. Shared by the worker (a handler that failed) and the
+cluster chores (a job whose holder is gone); the arithmetic is policy.py's.
+"""
+
+from __future__ import annotations
+
+from supervisor import registry
+from supervisor.models import JobRow
+from supervisor.policy import (
+    DEFAULT_BACKOFF_BASE,
+    DEFAULT_BACKOFF_CAP,
+    DEFAULT_MAX_ATTEMPTS,
+    Fate,
+    after_failure,
+)
+
+
+def max_attempts_for(row: JobRow) -> int:
+    registered = registry.get(row.handler)
+    return row.max_attempts or (registered.max_attempts if registered else DEFAULT_MAX_ATTEMPTS)
+
+
+def failure_outcome(row: JobRow, error: str, requested_delay: float | None = None) -> Fate:
+    """After a failed attempt: retry with the handler's backoff while attempts are left, else dead."""
+    registered = registry.get(row.handler)
+    return after_failure(
+        row.attempts,
+        max_attempts_for(row),
+        error,
+        requested_delay=requested_delay,
+        base=registered.backoff_base if registered else DEFAULT_BACKOFF_BASE,
+        cap=registered.backoff_cap if registered else DEFAULT_BACKOFF_CAP,
+    )

@@ -1,0 +1,89 @@
+"""What a page or an action gets (Context), apart from the app that builds it, so pages
+and actions import this module and never app.py (which imports them)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from werkzeug.routing import MapAdapter
+from werkzeug.utils import redirect
+from werkzeug.wrappers import Request, Response
+
+from supervisor.config import Config
+from supervisor.store import Store
+from supervisor.web.security import FLASH_COOKIE, Session
+
+if TYPE_CHECKING:
+    from supervisor.web.app import Dashboard
+
+MAX_BODY = 1 << 20  # bytes a POST may carry (a form of ids)
+
+
+class DashboardRequest(Request):
+    max_content_length = MAX_BODY
+    max_form_memory_size = MAX_BODY
+
+
+@dataclass
+class Context:
+    """What a page or an action gets: the request, its session, the store, the config."""
+
+    app: Dashboard
+    request: DashboardRequest
+    urls: MapAdapter
+    session: Session
+    bearer: bool  # authenticated by the Authorization header (an API client)
+    cookies: list[tuple[str, str, int]] = field(default_factory=list)  # to set: name, value, age
+
+    @property
+    def config(self) -> Config:
+        return self.app.config
+
+    @property
+    def store(self) -> Store:
+        return self.app.store()
+
+    @property
+    def read_only(self) -> bool:
+        return self.app.read_only
+
+    def url(self, endpoint: str, **values: Any) -> str:
+        return self.urls.build(endpoint, {k: v for k, v in values.items() if v is not None})
+
+    def render(self, template: str, status: int = 200, **values: Any) -> Response:
+        values.setdefault("nav", "")
+        flash = self.app.guard.read_flash(self.request.cookies.get(FLASH_COOKIE))
+        if flash is not None:
+            self.cookies.append((FLASH_COOKIE, "", 0))
+        page = self.app.templates.get_template(template).render(
+            url=self.url,
+            static=lambda name: self.url("static", filename=name),
+            csrf=self.app.guard.csrf_token(self.session),
+            read_only=self.read_only,
+            login_required=self.app.guard.required,
+            authenticated=self.session.authenticated,
+            database=self.config.database.redacted(),
+            here=self.request.full_path.rstrip("?"),
+            flash=flash,
+            **values,
+        )
+        return Response(page, status=status, mimetype="text/html")
+
+    def back(self, message: str, fallback: str = "overview") -> Response:
+        """303 to the page the form came from (a local path only), with a message for it."""
+        target = self.request.form.get("next", "")
+        if not target.startswith("/") or target.startswith("//") or "\\" in target:
+            target = self.url(fallback)
+        else:
+            target = self.request.script_root + target
+        self.cookies.append((FLASH_COOKIE, self.app.guard.sign_flash(message), 60))
+        return redirect(target, code=303)
+
+    def json(self, document: Any, status: int = 200) -> Response:
+        return Response(json.dumps(document, indent=2), status=status, mimetype="application/json")
+
+    def who(self) -> str:
+        """Who acts, for last_error: the dashboard and the client's address."""
+        return f"the dashboard ({self.request.remote_addr or 'unknown address'})"

@@ -1,0 +1,129 @@
+"""Imports point down the map (ARCHITECTURE.md), checked over the source with ast.
+
+Layers, lowest first; a module may import its own layer and the ones below, never one
+above. Lazy imports inside functions count too: they are imports all the same.
+"""
+
+from __future__ import annotations
+
+import ast
+from functools import cache
+from pathlib import Path
+
+SUPERVISOR = Path(__file__).resolve().parents[2] / "supervisor"
+
+LAYERS = [
+    {"errors", "models", "durations", "escaping", "dburl", "policy", "outcomes", "config",
+     "logs", "proc"},
+    {"store"},
+    {"registry", "fate", "lock", "wake", "queue", "status"},
+    {"cluster"},
+    {"observe"},
+    {"work"},
+    {"daemon"},
+    {"cli", "web", "contrib", "__main__", "__init__"},
+]  # fmt: skip
+RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
+
+
+def box(module: str) -> str:
+    """supervisor.cluster.tick -> cluster; supervisor.models -> models."""
+    return module.split(".")[1] if module.count(".") else "__init__"
+
+
+def runtime_nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node but those under `if TYPE_CHECKING:` (imports for the type checker only)."""
+    out: list[ast.AST] = []
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            todo.extend(node.orelse)
+            continue
+        out.append(node)
+        todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def imports(path: Path) -> set[str]:
+    found = set()
+    for node in runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "supervisor" or node.module.startswith("supervisor."):
+                # `from supervisor.web import filters` imports the module filters itself
+                found |= {
+                    f"{node.module}.{a.name}"
+                    if (SUPERVISOR.parent / f"{node.module}.{a.name}".replace(".", "/"))
+                    .with_suffix(".py")
+                    .exists()
+                    or (SUPERVISOR.parent / f"{node.module}.{a.name}".replace(".", "/")).is_dir()
+                    else node.module
+                    for a in node.names
+                }
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("supervisor.")}
+    return found
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(SUPERVISOR.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+@cache
+def graph() -> dict[str, set[str]]:
+    return {module_name(p): imports(p) for p in SUPERVISOR.rglob("*.py")}
+
+
+def test_every_box_has_a_layer() -> None:
+    boxes = {box(m) for m in graph()}
+    assert boxes <= set(RANK), f"not on the map: {sorted(boxes - set(RANK))}"
+
+
+def test_imports_point_down_the_map() -> None:
+    upward = [
+        f"{module} imports {target}"
+        for module, targets in graph().items()
+        for target in targets
+        if RANK[box(target)] > RANK[box(module)]
+    ]
+    assert upward == []
+
+
+def test_nothing_imports_the_command_line_or_the_dashboard() -> None:
+    offenders = [
+        f"{module} imports {target}"
+        for module, targets in graph().items()
+        for target in targets
+        if box(target) in {"cli", "web"} and box(module) not in {"cli", "web", "__main__"}
+    ]
+    assert offenders == []
+
+
+def test_there_is_no_import_cycle() -> None:
+    edges = {m: {t for t in ts if t in graph()} for m, ts in graph().items()}
+    state: dict[str, int] = {}
+    cycle: list[str] = []
+
+    def visit(node: str, trail: list[str]) -> bool:
+        state[node] = 1
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                cycle.extend([*trail[trail.index(nxt) :], nxt] if nxt in trail else [node, nxt])
+                return True
+            if nxt not in state and visit(nxt, [*trail, nxt]):
+                return True
+        state[node] = 2
+        return False
+
+    for start in sorted(edges):
+        if start not in state and visit(start, [start]):
+            break
+    assert cycle == [], " -> ".join(cycle)
+
+
+def test_the_check_catches_an_upward_import(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text("def f():\n    from supervisor.daemon.master import Master\n")
+    assert imports(sample) == {"supervisor.daemon.master"}
+    assert RANK[box("supervisor.daemon.master")] > RANK[box("supervisor.store.base")]
