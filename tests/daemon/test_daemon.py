@@ -4,6 +4,10 @@ Each test starts `python -m supervisor run -c FILE` in a session of its own (see
 daemon_util.py), on both backends, and judges it from outside: the jobs table, the
 processes table, the JSON log, process titles and exit statuses. Every wait has a
 deadline; the `daemons` fixture kills whatever is left, pass or fail.
+
+Boot, stopping, reload and resize, refused configurations, systemd, the master's death
+and crash loops; the children's timeouts, deaths and recycling and growing pools are in
+test_daemon_children.py.
 """
 
 from __future__ import annotations
@@ -20,8 +24,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from datetime import datetime
-from typing import Any
 
 import psutil
 import pytest
@@ -33,71 +35,22 @@ from daemon_util import (
     daemons_fixture,  # noqa: F401  (the `daemons` fixture)
     session_processes,
 )
-from util import count_rows, wait_until
+from lifecycle_util import (
+    KEEP,
+    Factory,
+    boot,
+    count_status,
+    get,
+    wait_done,
+    wait_running,
+    when,
+)
+from util import wait_until
 
 from supervisor import Queue
 from supervisor.daemon.decisions import STARTUP_WINDOW
-from supervisor.models import JobRow, JobState
+from supervisor.models import JobState
 from supervisor.store import Store
-
-Factory = Callable[..., Daemon]
-
-KEEP = {"on_success": "keep"}  # done jobs stay visible as `done`
-
-
-# --- helpers ---------------------------------------------------------------------------------
-
-
-def boot(daemons: Factory, **kwargs: Any) -> Daemon:
-    daemon = daemons(**kwargs)
-    daemon.start()
-    daemon.wait_ready()
-    return daemon
-
-
-def get(store: Store, job_id: int) -> JobRow:
-    row = store.get_job(job_id)
-    assert row is not None, f"job {job_id} vanished"
-    return row
-
-
-def wait_job(
-    store: Store,
-    job_id: int,
-    predicate: Callable[[JobRow], bool],
-    timeout: float = 10.0,
-    message: str = "job state",
-) -> JobRow:
-    def check() -> JobRow | None:
-        row = store.get_job(job_id)
-        return row if row is not None and predicate(row) else None
-
-    return wait_until(check, timeout=timeout, message=f"job {job_id}: {message}")
-
-
-def wait_done(store: Store, job_id: int, timeout: float = 10.0) -> JobRow:
-    return wait_job(store, job_id, lambda r: r.status == JobState.DONE, timeout, "done")
-
-
-def wait_running(daemon: Daemon, job_id: int, timeout: float = 10.0) -> int:
-    """Until a child's title shows the job; that child's pid."""
-
-    def find() -> int | None:
-        for pid, title in daemon.child_titles().items():
-            if f" job {job_id} (" in title:
-                return pid
-        return None
-
-    return wait_until(find, timeout=timeout, message=f"job {job_id} running in a child")
-
-
-def count_status(db_url: str, status: str) -> int:
-    return count_rows(db_url, "forkq_jobs", "status = ?", (status,))
-
-
-def when(event: dict[str, Any]) -> float:
-    return datetime.fromisoformat(event["timestamp"]).timestamp()
-
 
 # --- boot, titles, processes table --------------------------------------------------------------
 
@@ -318,197 +271,6 @@ def test_ttin_and_ttou_add_and_remove_one_child_in_every_pool(daemons: Factory) 
     daemon.send_signal(signal.SIGTTOU)
     wait_until(sizes(1, 0), timeout=10, message="one fewer again")
     assert daemon.stop() == 0
-
-
-# --- timeouts and dead children -----------------------------------------------------------------
-
-
-def test_hung_handler_is_killed_past_its_timeout_and_others_keep_flowing(
-    daemons: Factory, store: Store, queue: Queue, db_url: str
-) -> None:
-    daemon = boot(daemons, pools={"work": {"workers": 2, "timeout": 1, "claim_batch": 1, **KEEP}})
-    hung = queue.enqueue("t.hang", queue="work", max_attempts=1)
-    hung_pid = wait_running(daemon, hung)
-
-    others = queue.enqueue_many([{"handler": "t.noop", "queue": "work"} for _ in range(10)])
-    wait_until(
-        lambda: all(get(store, i).status == JobState.DONE for i in others),
-        timeout=10,
-        message="the other jobs done while one child hangs",
-    )
-
-    row = wait_job(store, hung, lambda r: r.status == JobState.DEAD, timeout=20, message="dead")
-    assert "killed after 1s timeout" in (row.last_error or "")
-    assert row.attempts == 1
-    assert daemon.events("job_timed_out", job_id=hung, child_pid=hung_pid)
-    exited = daemon.wait_event("child_exited", where=lambda e: e["child_pid"] == hung_pid)
-    assert exited[0]["status"].startswith("killed by SIG")
-    wait_until(
-        lambda: (
-            len(daemon.pool_children("work")) == 2 and hung_pid not in daemon.pool_children("work")
-        ),
-        timeout=10,
-        message="a replacement child",
-    )
-
-
-def test_handler_past_its_timeout_fails_softly_without_a_kill(
-    daemons: Factory, store: Store, queue: Queue
-) -> None:
-    daemon = boot(daemons, pools={"work": {"workers": 1, "timeout": 1, **KEEP}})
-    job_id = queue.enqueue("t.sleep", {"seconds": 5}, queue="work", max_attempts=1)
-    child = wait_running(daemon, job_id)
-
-    row = wait_job(store, job_id, lambda r: r.status == JobState.DEAD, timeout=10, message="dead")
-    assert "timed out after 1s" in (row.last_error or "")
-    assert "killed" not in (row.last_error or "")
-    assert row.attempts == 1
-    assert daemon.pool_children("work") == [child]
-    assert daemon.events("job_timed_out") == []
-    assert daemon.events("child_exited") == []
-
-
-def test_killed_child_job_is_settled_at_once_and_the_child_replaced(
-    daemons: Factory, store: Store, queue: Queue
-) -> None:
-    # timeout 60: the lease runs 90 s, so only the master's reaping can settle it in time
-    daemon = boot(daemons, pools={"work": {"workers": 1, "timeout": 60, **KEEP}})
-    job_id = queue.enqueue("t.sleep", {"seconds": 30}, queue="work")
-    child = wait_running(daemon, job_id)
-    owner = get(store, job_id).locked_by
-    killed_at = time.monotonic()
-
-    os.kill(child, signal.SIGKILL)
-
-    row = wait_job(
-        store,
-        job_id,
-        lambda r: r.locked_by != owner,
-        timeout=5,
-        message="settled by the master",
-    )
-    assert time.monotonic() - killed_at < 5
-    assert row.attempts == 1
-    assert row.status == JobState.READY  # back-off of the first retry is >= 1 s
-    assert "worker died (killed by SIGKILL)" in (row.last_error or "")
-    # The master logs once its write is done: the row can be seen a moment before the line.
-    wait_until(
-        lambda: daemon.events("job_settled", job_id=job_id), timeout=5, message="job_settled"
-    )
-    wait_until(
-        lambda: (kids := daemon.pool_children("work")) and child not in kids,
-        timeout=10,
-        message="a new child",
-    )
-
-
-# --- recycling ---------------------------------------------------------------------------------------
-
-
-def test_child_is_recycled_after_max_jobs_per_child(
-    daemons: Factory, store: Store, queue: Queue, db_url: str
-) -> None:
-    daemon = boot(daemons, pools={"work": {"workers": 1, "max_jobs_per_child": 5, **KEEP}})
-    queue.enqueue_many([{"handler": "t.noop", "queue": "work"} for _ in range(20)])
-
-    wait_until(lambda: count_status(db_url, "done") == 20, timeout=20, message="20 jobs done")
-    exits = daemon.wait_event(
-        "child_exited",
-        where=lambda e: "max_jobs_per_child" in (e.get("reason") or ""),
-        count=3,
-        timeout=5,
-    )
-    assert all(e["jobs"] <= 5 for e in exits), [e["jobs"] for e in exits]
-    spawned = {e["child_pid"] for e in daemon.events("child_spawned")}
-    assert len(spawned) >= 4
-
-
-def test_child_is_recycled_after_max_child_lifetime_even_when_idle(daemons: Factory) -> None:
-    daemon = boot(daemons, pools={"work": {"workers": 1, "max_child_lifetime": 2}})
-    first = daemon.pool_children("work")
-
-    exited = daemon.wait_event(
-        "child_exited", where=lambda e: e.get("reason") == "max_child_lifetime", timeout=8
-    )
-    assert exited[0]["child_pid"] in first
-    wait_until(
-        lambda: (kids := daemon.pool_children("work")) and not set(kids) & set(first),
-        timeout=5,
-        message="a replacement child",
-    )
-
-
-def test_child_is_recycled_after_max_child_lifetime_while_busy(
-    daemons: Factory, queue: Queue, db_url: str
-) -> None:
-    daemon = boot(daemons, pools={"work": {"workers": 1, "max_child_lifetime": 2, **KEEP}})
-    first = daemon.pool_children("work")
-    ids = queue.enqueue_many(
-        [{"handler": "t.sleep", "payload": {"seconds": 0.1}, "queue": "work"} for _ in range(200)]
-    )  # 20 s of work: the child must retire between two jobs, not when the backlog is gone
-    exited = daemon.wait_event(
-        "child_exited", where=lambda e: e.get("reason") == "max_child_lifetime", timeout=8
-    )
-    assert exited[0]["child_pid"] in first
-    assert count_status(db_url, "done") < len(ids)
-    replacement = wait_until(
-        lambda: (kids := daemon.pool_children("work")) and not set(kids) & set(first) and kids,
-        timeout=5,
-        message="a replacement child",
-    )
-    wait_until(
-        lambda: any(e["pid"] in replacement for e in daemon.events("job_finished")),
-        timeout=5,
-        message="the replacement working off the backlog",
-    )
-
-
-def test_child_over_its_memory_limit_is_recycled_after_the_job(
-    daemons: Factory, store: Store, queue: Queue
-) -> None:
-    daemon = boot(daemons, pools={"work": {"workers": 1, "memory_limit_mb": 40, **KEEP}})
-    small = queue.enqueue("t.noop", queue="work")
-    wait_done(store, small)
-    first = daemon.pool_children("work")
-    assert daemon.events("child_exited") == []  # a plain child stays under 40 MB
-
-    job_id = queue.enqueue("t.grow", {"mb": 80}, queue="work")
-
-    row = wait_done(store, job_id)
-    assert row.attempts == 1 and row.last_error is None
-    exited = daemon.wait_event(
-        "child_exited", where=lambda e: "memory_limit_mb" in (e.get("reason") or ""), timeout=5
-    )
-    assert exited[0]["child_pid"] in first
-    assert exited[0]["status"] == "exit 0"
-    wait_until(
-        lambda: (kids := daemon.pool_children("work")) and not set(kids) & set(first),
-        timeout=10,
-        message="a replacement child",
-    )
-
-
-# --- dynamic pools ---------------------------------------------------------------------------------
-
-
-def test_dynamic_pool_grows_with_backlog(daemons: Factory, queue: Queue, db_url: str) -> None:
-    daemon = boot(
-        daemons, pools={"work": {"workers": 1, "max_workers": 4, "claim_batch": 1, **KEEP}}
-    )
-    queue.enqueue_many(
-        [{"handler": "t.sleep", "payload": {"seconds": 0.2}, "queue": "work"} for _ in range(200)]
-    )
-
-    resized = daemon.wait_event("pool_resized", where=lambda e: e.get("size", 0) > 1, timeout=15)
-    assert resized[0]["pool"] == "work"
-    most = wait_until(
-        lambda: n if (n := len(daemon.pool_children("work"))) > 1 else None,
-        timeout=10,
-        message="more than one child",
-    )
-    assert most <= 4
-    assert all(e["size"] <= 4 for e in daemon.events("pool_resized"))
-    assert daemon.stop(timeout=20) == 0
 
 
 # --- refused configurations ---------------------------------------------------------------------------

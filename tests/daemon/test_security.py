@@ -1,27 +1,20 @@
-"""Security properties users rely on:
+"""Security properties users rely on: secrets stay secret.
 
-- A row is data, never code: a handler name that is an importable path (`os.system`,
-  `subprocess.run`, `builtins.eval`, `supervisor.cli.parser.main`, a module of our own with an
-  import side effect) is never imported or called; the job ends dead, "unknown handler".
-- Payloads are JSON only: a pickle is never unpickled; it ends dead as non-JSON.
-- Secrets stay secret: the database password and FORKQ_SMTP_PASSWORD never appear in the
-  daemon's logs, the process titles, `forkq status/show/jobs/check` or alert messages —
-  with the database unreachable, the login refused, and the SMTP relay down, which is
-  when errors (and the URLs in them) get printed.
-- SQL is never built by string formatting (a static check of supervisor/).
+The database password and FORKQ_SMTP_PASSWORD never appear in the daemon's logs, the
+process titles, `forkq status/show/jobs/check` or alert messages — with the database
+unreachable, the login refused, and the SMTP relay down, which is when errors (and the
+URLs in them) get printed. Rows are data, never code: tests/store/test_security_rows.py;
+SQL is never built by string formatting: tests/unit/test_security_sql.py.
 """
 
 from __future__ import annotations
 
-import ast
 import json
 import os
-import pickle
-import re
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,15 +24,10 @@ import structlog
 import util
 from daemon_util import Daemon, render_config, title_of
 from private_mariadb import PrivateMariaDB, Webhook, private_mariadb  # noqa: F401
-from util import REPO_ROOT, backend_of, free_tcp_port, wait_until
+from util import free_tcp_port, wait_until
 
-from supervisor import registry
 from supervisor.cli import parser as cli
-from supervisor.config import Config, PoolConfig
-from supervisor.dburl import parse_database_url
-from supervisor.models import JobState
-from supervisor.store import Store, open_store
-from supervisor.work.worker import Worker
+from supervisor.store import open_store
 
 pytestmark = pytest.mark.timeout(120, method="thread")  # the worker's soft timeout owns SIGALRM
 
@@ -65,111 +53,6 @@ WRONG_PASSWORD = "Pw-Wr0ng-88x-dbleak"
 SMTP_PASSWORD = "Smtp-4nV8-relayleak"
 WEBHOOK_TOKEN = "HookTok-51e7"
 SECRETS = (DB_PASSWORD, WRONG_PASSWORD, SMTP_PASSWORD)
-CANARY_MODULE = "fq_canary_mod"
-received: list[Any] = []
-registry.handler("sec.echo", queue=QUEUE)(lambda payload, job: received.append(payload))
-
-
-def canary_source(directory: Path) -> str:
-    return (
-        "import pathlib\n"
-        f"pathlib.Path({str(directory)!r}, 'imported').touch()\n"
-        "def touch(payload, job):\n"
-        f"    pathlib.Path({str(directory)!r}, 'called').touch()\n"
-    )
-
-
-def code_rows(canaries: Path) -> list[tuple[str, str]]:
-    """(handler, payload) rows naming callables; each payload is what would leave a canary
-    file behind if the named callable were ever called with it."""
-    touch = str(canaries / "touched")
-    return [
-        ("os.system", json.dumps(f"touch {touch}")),
-        ("subprocess.run", json.dumps(["touch", touch])),
-        ("subprocess.check_call", json.dumps(["touch", touch])),
-        ("builtins.eval", json.dumps(f"open({touch!r}, 'w')")),
-        ("builtins.exec", json.dumps(f"open({touch!r}, 'w')")),
-        ("posix.system", json.dumps(f"touch {touch}")),
-        ("supervisor.cli.parser.main", json.dumps(["purge", "--dead"])),
-        ("importlib.import_module", json.dumps(CANARY_MODULE)),
-        (f"{CANARY_MODULE}.touch", "{}"),
-        (CANARY_MODULE, "{}"),
-        ("__import__", json.dumps(CANARY_MODULE)),
-        ("os:system", json.dumps(f"touch {touch}")),
-    ]
-
-
-class PickleBomb:
-    """Unpickling this runs `touch <path>`: what a pickle-reading queue would execute."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (os.system, (f"touch {self.path}",))
-
-
-@pytest.fixture
-def canaries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A directory holding the canary module (importable) and, if anything ran, canaries."""
-    directory = tmp_path / "canaries"
-    directory.mkdir()
-    (directory / f"{CANARY_MODULE}.py").write_text(canary_source(directory))
-    monkeypatch.syspath_prepend(str(directory))
-    return directory
-
-
-@pytest.fixture
-def work(store: Store, db_url: str) -> Callable[[], int]:
-    def run() -> int:
-        config = Config(database=parse_database_url(db_url), pools=(PoolConfig(name=QUEUE),))
-        worker = Worker(store, config, [QUEUE], "test:1:security")
-        ran = 0
-        while done := worker.work_once():
-            ran += done
-        return ran
-
-    return run
-
-
-# --- rows are data, never code ----------------------------------------------------------------
-
-
-def test_a_row_naming_any_importable_callable_is_never_imported_or_called(
-    db_url: str, store: Store, work: Callable[[], int], canaries: Path
-) -> None:
-    assert CANARY_MODULE not in sys.modules
-    modules_before = set(sys.modules)
-    ids = [insert_raw(db_url, handler, payload) for handler, payload in code_rows(canaries)]
-    assert work() == len(ids)
-    for job_id in ids:
-        row = store.get_job(job_id)
-        assert row is not None and row.status == JobState.DEAD, row
-        assert row.last_error and row.last_error.startswith("unknown handler"), row.last_error
-    assert set(sys.modules) - modules_before == set(), "a row made the worker import a module"
-    assert sorted(p.name for p in canaries.iterdir()) == [f"{CANARY_MODULE}.py"]
-
-
-@pytest.mark.parametrize("protocol", [0, 2, 5])
-def test_a_pickled_payload_is_never_unpickled(
-    db_url: str, store: Store, work: Callable[[], int], tmp_path: Path, protocol: int
-) -> None:
-    target = tmp_path / "unpickled"
-    blob = pickle.dumps(PickleBomb(target), protocol=protocol)
-    if protocol == 0:
-        payload: Any = blob.decode("latin-1")  # text: fits any TEXT column
-    elif backend_of(db_url) == "sqlite":
-        payload = blob  # SQLite keeps the bytes as they are (a BLOB)
-    else:
-        pytest.skip("a binary pickle is not valid utf8mb4 text: MariaDB refuses the row")
-    received.clear()
-    job_id = insert_raw(db_url, "sec.echo", payload)
-    assert work() == 1
-    assert received == []
-    row = store.get_job(job_id)
-    assert row is not None and row.status == JobState.DEAD
-    assert row.last_error and row.last_error.startswith("payload is not valid JSON"), row.last_error
-    assert not target.exists(), "the pickle was loaded"
 
 
 # --- secrets ---------------------------------------------------------------------------------------
@@ -394,150 +277,3 @@ def test_a_password_given_on_the_command_line_is_gone_from_the_titles(
     finally:
         daemon.kill_all()
     assert leaks(daemon.log_text()) == []
-
-
-# --- SQL is never built by string formatting ----------------------------------------------------
-
-SUPERVISOR = REPO_ROOT / "supervisor"
-SQL_WORDS = re.compile(
-    r"\b(SELECT|INSERT|UPDATE|DELETE|REPLACE|PRAGMA|CREATE|DROP|ALTER|TRUNCATE|GRANT|KILL|"
-    r"BEGIN|COMMIT|ROLLBACK|WHERE|VALUES)\b|\bforkq_[a-z_]+\b"
-)
-EXECUTORS = {"execute", "executemany", "executescript", "mogrify"}
-# The one documented exception: MariaDB's multi-row INSERT ... RETURNING joins rows that
-# the driver escaped one by one (cursor.mogrify of the named row template).
-ALLOWED = {("store/mysql.py", "_insert_returning")}
-
-
-class SqlBuilding(ast.NodeVisitor):
-    """Finds SQL text built with f-strings, % or .format, and execute() calls whose SQL is
-    neither a literal nor a named query."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.function = "<module>"
-        self.found: list[tuple[str, str, int, str]] = []
-        self.query_names: set[str] = set()  # local names bound to a named query
-
-    def report(self, node: ast.AST, what: str) -> None:
-        self.found.append((self.path, self.function, getattr(node, "lineno", 0), what))
-
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
-        outer, outer_names = self.function, self.query_names
-        self.function, self.query_names = node.name, set()
-        for inner in ast.walk(node):
-            if isinstance(inner, ast.Assign) and is_named_query(inner.value):
-                self.query_names |= {t.id for t in inner.targets if isinstance(t, ast.Name)}
-            if (
-                isinstance(inner, ast.For)
-                and isinstance(inner.target, ast.Name)
-                and isinstance(inner.iter, ast.Name)  # for statement in statements (DDL)
-            ):
-                self.query_names.add(inner.target.id)
-        self.generic_visit(node)
-        self.function, self.query_names = outer, outer_names
-
-    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
-
-    def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
-        literal = "".join(
-            v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str)
-        )
-        if SQL_WORDS.search(literal):
-            self.report(node, f"f-string {literal.strip()[:60]!r}")
-        self.generic_visit(node)
-
-    def visit_BinOp(self, node: ast.BinOp) -> None:
-        for side in (node.left, node.right):
-            if (
-                isinstance(node.op, ast.Mod | ast.Add)
-                and isinstance(side, ast.Constant)
-                and isinstance(side.value, str)
-                and SQL_WORDS.search(side.value)
-            ):
-                self.report(node, f"{type(node.op).__name__} on {side.value.strip()[:60]!r}")
-        self.generic_visit(node)
-
-    def visit_Call(self, node: ast.Call) -> None:
-        func = node.func
-        if (
-            isinstance(func, ast.Attribute)
-            and func.attr == "format"
-            and isinstance(func.value, ast.Constant)
-            and isinstance(func.value.value, str)
-            and SQL_WORDS.search(func.value.value)
-        ):
-            self.report(node, f".format on {func.value.value.strip()[:60]!r}")
-        if isinstance(func, ast.Attribute) and func.attr in EXECUTORS and node.args:
-            sql = node.args[0]
-            fine = (
-                (isinstance(sql, ast.Constant) and isinstance(sql.value, str))
-                or is_named_query(sql)
-                or (isinstance(sql, ast.Name) and sql.id in self.query_names)
-            )
-            if not fine:
-                self.report(node, f".{func.attr}() of {ast.unparse(sql)[:60]}")
-        self.generic_visit(node)
-
-
-def is_named_query(node: ast.AST) -> bool:
-    """queries["claim"], self.queries[name], QUERIES[...]."""
-    if not isinstance(node, ast.Subscript):
-        return False
-    base = node.value
-    name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", "")
-    return str(name).lower() == "queries"
-
-
-def sql_building() -> list[tuple[str, str, int, str]]:
-    found = []
-    for path in sorted(SUPERVISOR.rglob("*.py")):
-        visitor = SqlBuilding(str(path.relative_to(SUPERVISOR)))
-        visitor.visit(ast.parse(path.read_text(encoding="utf-8"), str(path)))
-        found += visitor.found
-    return found
-
-
-def test_no_sql_is_built_by_string_formatting_in_the_python_sources() -> None:
-    found = [f for f in sql_building() if (f[0], f[1]) not in ALLOWED]
-    assert found == [], (
-        "SQL built by formatting (use a named query and bound values):\n"
-        + "\n".join(
-            f"  supervisor/{path}:{line} in {function}: {what}"
-            for path, function, line, what in found
-        )
-    )
-
-
-def test_the_static_check_finds_what_it_looks_for() -> None:
-    """The checker itself: each way of building SQL it must catch, caught."""
-    source = """
-def f(cursor, table, n, queries):
-    cursor.execute(f"SELECT * FROM {table}")
-    cursor.execute("DELETE FROM forkq_jobs WHERE id = %d" % n)
-    cursor.execute("UPDATE forkq_jobs SET x = {}".format(n))
-    cursor.execute("SELECT 1 FROM " + table)
-    text = "anything"
-    cursor.execute(text)
-    cursor.execute(queries["claim"], {})
-    cursor.execute("SELECT 1")
-"""
-    visitor = SqlBuilding("example.py")
-    visitor.visit(ast.parse(source))
-    lines = sorted({line for _, _, line, _ in visitor.found})
-    assert lines == [3, 4, 5, 6, 8], visitor.found
-
-
-def test_the_named_query_files_bind_every_value() -> None:
-    """mysql.sql uses only %(name)s placeholders, sqlite.sql only :name; no {} templates,
-    no positional %s a caller could fill by formatting."""
-    mysql = (SUPERVISOR / "store" / "mysql.sql").read_text(encoding="utf-8")
-    sqlite = (SUPERVISOR / "store" / "sqlite.sql").read_text(encoding="utf-8")
-    bodies = {}
-    for name, text in (("mysql.sql", mysql), ("sqlite.sql", sqlite)):
-        lines = text.splitlines()
-        bodies[name] = "\n".join(line for line in lines if not line.lstrip().startswith("--"))
-        assert not re.search(r"[{}]", bodies[name]), f"{name}: a template placeholder"
-    mysql_body, sqlite_body = bodies["mysql.sql"], bodies["sqlite.sql"]
-    assert re.findall(r"%(?!\(\w+\)s)", mysql_body) == [], "mysql.sql: a % that is not %(name)s"
-    assert "%" not in sqlite_body and "?" not in sqlite_body, "sqlite.sql binds only :name"

@@ -10,7 +10,7 @@ statement.
 
 The vanished host is played by a daemon reaching a private MariaDB through a proxy that
 goes silent (`Partition.cut()`: no FIN, no RST reaches the server) and then killed -9,
-its whole session.
+its whole session. The setting itself: tests/unit/test_session_timeout_setting.py.
 """
 
 from __future__ import annotations
@@ -28,8 +28,6 @@ from private_mariadb import (  # noqa: F401 - fixtures
 from util import wait_until
 
 from supervisor import Queue
-from supervisor.config import build_config
-from supervisor.errors import ConfigError
 from supervisor.store import open_store
 
 SESSION_TIMEOUT = 3  # seconds: short, so the server's drop is seen within the test
@@ -41,22 +39,6 @@ SLACK = 30.0
 def session_ids(server: PrivateMariaDB) -> set[int]:
     """Server-side sessions of forkq's user (the tests' admin connections are root's)."""
     return {int(row["ID"]) for row in server.connections()}
-
-
-# --- the setting ---------------------------------------------------------------------------
-
-
-def test_db_session_timeout_is_whole_seconds_from_1_to_a_year_or_0_for_the_servers() -> None:
-    def value(raw: object) -> float:
-        return build_config(
-            {"supervisor": {"db_session_timeout": raw}}, "t.toml"
-        ).supervisor.db_session_timeout
-
-    assert build_config({}, "t.toml").supervisor.db_session_timeout == 600
-    assert value("10m") == 600 and value(1) == 1 and value(0) == 0
-    for bad in (0.5, 2.5, "1500ms", 31_536_001, -1, "soon", True):
-        with pytest.raises(ConfigError, match=r"t\.toml: supervisor\.db_session_timeout: "):
-            value(bad)
 
 
 # --- a store and its server ----------------------------------------------------------------

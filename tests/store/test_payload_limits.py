@@ -8,16 +8,15 @@ and raises `PayloadTooLarge` (a forkq error the caller can catch, naming both si
 and the setting); nothing is sent and the connection stays usable. A batch whose
 rows fit one by one is split into statements that fit. SQLite refuses a value longer
 than SQLITE_LIMIT_LENGTH: the same error, naming that limit.
+
+A private server whose max_allowed_packet is 1 MB: tests/faults/test_faults_payload_limits.py.
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
-from collections.abc import Iterator
 
 import pytest
-from private_mariadb import PrivateMariaDB, private_db_url, private_mariadb  # noqa: F401
 from util import count_rows, native_connection
 
 from supervisor import PayloadTooLarge, Queue
@@ -74,50 +73,6 @@ def test_an_oversized_job_on_the_callers_connection_is_refused_too(
     finally:
         conn.close()
     assert count_rows(mysql_db_url, "forkq_jobs") == 1
-
-
-# --- a private server with a small max_allowed_packet --------------------------------------------
-
-
-@pytest.fixture
-def small_packets(
-    private_mariadb: PrivateMariaDB,  # noqa: F811
-    private_db_url: str,  # noqa: F811
-) -> Iterator[str]:
-    """The private server taking statements of at most 1 MB (new sessions)."""
-    private_mariadb.admin(f"SET GLOBAL max_allowed_packet = {MB}")
-    yield private_db_url
-    private_mariadb.admin(f"SET GLOBAL max_allowed_packet = {16 * MB}")
-
-
-@pytest.mark.faults
-def test_a_payload_just_over_the_limit_is_refused_and_one_under_it_is_stored(
-    small_packets: str,
-) -> None:
-    queue = Queue(small_packets)
-    try:
-        with pytest.raises(PayloadTooLarge, match=r"1\.0 MB"):
-            queue.enqueue("t.noop", payload_of(MB))
-        job_id = queue.enqueue("t.noop", payload_of(MB - 4096))
-        row = queue.get(job_id)
-        assert row is not None and len(json.loads(row.payload)["blob"]) == MB - 4096
-    finally:
-        queue.close()
-
-
-@pytest.mark.faults
-def test_a_batch_larger_than_the_limit_is_split_into_statements_that_fit(
-    small_packets: str,
-) -> None:
-    queue = Queue(small_packets)
-    try:
-        jobs = [{"handler": "t.noop", "payload": {"n": n, "pad": "é" * 60_000}} for n in range(40)]
-        ids = queue.enqueue_many(jobs)  # about 4.8 MB: five statements or more
-        assert len(ids) == 40 and ids == sorted(ids)
-        payloads = [row.payload for row in map(queue.get, ids) if row is not None]
-        assert [json.loads(text)["n"] for text in payloads] == list(range(40))
-    finally:
-        queue.close()
 
 
 # --- SQLite ---------------------------------------------------------------------------------------

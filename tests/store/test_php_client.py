@@ -3,211 +3,38 @@
 Each test writes a short PHP script that requires clients/php/src/Queue.php, opens a PDO
 on the test's database (MariaDB through pdo_mysql, SQLite through pdo_sqlite: the
 `db_url` fixture's two backends) and prints JSON lines; the test reads the rows back
-through Python. Any PHP warning, notice or deprecation fails the script (the prelude
-turns them into exceptions, and stderr must stay empty). A job enqueued from PHP is
-then run by the real Python daemon, and the same-host nudge is received on a real
-socket. Without php, its PDO drivers or phpcs the tests skip locally and fail when CI
-is set (`make test` installs them through scripts/ensure-tools.sh).
+through Python (php_util.py runs the scripts). Any PHP warning, notice or deprecation
+fails the script (the prelude turns them into exceptions, and stderr must stay empty).
+A job enqueued from PHP run by the real daemon, the same-host nudge and the command
+handler example: tests/daemon/test_php_daemon.py. Without php, its PDO drivers or
+phpcs the tests skip locally and fail when CI is set (`make test` installs them
+through scripts/ensure-tools.sh).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import socket
 import subprocess
-import tempfile
-import time
-from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 import pytest
-from daemon_util import (
-    Daemon,
-    daemons_fixture,  # noqa: F401  (the `daemons` fixture)
-    record_ids,
+from php_util import (
+    CLIENT,
+    CLIENT_DIR,
+    HANDLER_EXAMPLE,
+    PHP_FILES,
+    Php,
+    close,
+    db_now,
+    jobs,
+    php_binary,
+    php_fixture,  # noqa: F401  (the `php` fixture)
+    php_string,
+    run_php_fixture,  # noqa: F401  (the `run_php` fixture)
 )
-from util import REPO_ROOT, backend_of, count_rows, sql, unavailable, wait_until
-
-from supervisor.dburl import parse_database_url
-from supervisor.wake import ENV_RUNTIME_DIR, ENV_WAKE, database_identity, database_key
-
-CLIENT_DIR = REPO_ROOT / "clients" / "php"
-CLIENT = CLIENT_DIR / "src" / "Queue.php"
-HANDLER_EXAMPLE = REPO_ROOT / "handlers" / "php" / "send_report.php"
-PHP_FILES = sorted([*CLIENT_DIR.rglob("*.php"), *(REPO_ROOT / "handlers").rglob("*.php")])
-
-# Every script starts with this: the client, a PDO on the test's database, warnings as
-# errors, and `out()` / `attempt()` to report back as JSON lines.
-PRELUDE = r"""<?php
-
-declare(strict_types=1);
-
-require getenv('FORKQ_PHP_CLIENT');
-
-use Forkq\Queue;
-
-set_error_handler(static function (int $no, string $message, string $file, int $line): never {
-    throw new ErrorException($message, 0, $no, $file, $line);
-});
-
-function connect(): PDO
-{
-    $user = getenv('FORKQ_PHP_USER');
-    $password = getenv('FORKQ_PHP_PASSWORD');
-    return new PDO(getenv('FORKQ_PHP_DSN'), $user === '' ? null : $user, $password === '' ? null : $password);
-}
-
-function out(mixed $value): void
-{
-    echo json_encode($value, JSON_THROW_ON_ERROR), "\n";
-}
-
-/** The id an enqueue returned, or the class and message of what it threw. */
-function attempt(callable $enqueue): array
-{
-    try {
-        return ['id' => $enqueue()];
-    } catch (Throwable $exc) {
-        return ['error' => $exc::class, 'message' => $exc->getMessage()];
-    }
-}
-
-/** A DateTimeImmutable at epoch seconds given as a string with microseconds, in $zone. */
-function at(string $epoch, string $zone = 'UTC'): DateTimeImmutable
-{
-    return DateTimeImmutable::createFromFormat('U.u', $epoch)->setTimezone(new DateTimeZone($zone));
-}
-
-$pdo = connect();
-"""
-
-
-# --- running php -------------------------------------------------------------------------------
-
-
-def php_binary() -> str:
-    found = shutil.which("php")
-    if found is None:
-        unavailable("php is not installed: apt-get install php-cli php-mysql php-sqlite3")
-    assert found is not None
-    return found
-
-
-@pytest.fixture(scope="module")
-def php() -> str:
-    """Debian's php-cli with both PDO drivers."""
-    binary = php_binary()
-    modules = subprocess.run(
-        [binary, "-m"], capture_output=True, text=True, timeout=30, check=True
-    ).stdout.split()
-    missing = [m for m in ("PDO", "pdo_mysql", "pdo_sqlite", "json") if m not in modules]
-    if missing:
-        unavailable(f"php lacks {missing}: apt-get install php-mysql php-sqlite3")
-    return binary
-
-
-def pdo_dsn(db_url: str) -> tuple[str, str, str]:
-    """(DSN, user, password) of a PDO on the database a forkq URL names."""
-    url = parse_database_url(db_url)
-    if url.backend == "sqlite":
-        return f"sqlite:{url.path}", "", ""
-    where = (
-        f"unix_socket={url.unix_socket}" if url.unix_socket else f"host={url.host};port={url.port}"
-    )
-    return (
-        f"mysql:{where};dbname={url.database};charset=utf8mb4",
-        url.user or "",
-        url.password or "",
-    )
-
-
-class Php:
-    """Runs PHP scripts against one database; each call is a fresh php process."""
-
-    def __init__(self, binary: str, db_url: str, directory: Path) -> None:
-        self.binary = binary
-        self.db_url = db_url
-        self.directory = directory
-        self.runs = 0
-        dsn, user, password = pdo_dsn(db_url)
-        self.env = {
-            **os.environ,
-            "FORKQ_PHP_CLIENT": str(CLIENT),
-            "FORKQ_PHP_DSN": dsn,
-            "FORKQ_PHP_USER": user,
-            "FORKQ_PHP_PASSWORD": password,
-            # No daemon's socket directory: no nudge unless a test points here.
-            ENV_RUNTIME_DIR: str(directory / "no-runtime-dir"),
-        }
-        self.env.pop(ENV_WAKE, None)
-
-    def __call__(self, code: str, env: dict[str, str] | None = None) -> list[Any]:
-        """Run PRELUDE + `code`; what it `out()`ed, one value a line. It must exit 0, silently."""
-        self.runs += 1
-        script = self.directory / f"script{self.runs}.php"
-        script.write_text(PRELUDE + code + "\n", encoding="utf-8")
-        done = subprocess.run(
-            [self.binary, "-d", "display_errors=stderr", "-d", "error_reporting=-1", str(script)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={**self.env, **(env or {})},
-        )
-        assert done.returncode == 0 and done.stderr == "", (
-            f"php exited {done.returncode}\nstderr: {done.stderr}\nstdout: {done.stdout[-2000:]}"
-        )
-        return [json.loads(line) for line in done.stdout.splitlines()]
-
-
-@pytest.fixture
-def run_php(php: str, db_url: str, tmp_path: Path) -> Php:
-    return Php(php, db_url, tmp_path)
-
-
-# --- reading what was stored -------------------------------------------------------------------
-
-COLUMNS = (
-    "id, queue, handler, payload, priority, status, unique_key, limit_key, max_attempts, attempts"
-)
-
-
-def jobs(db_url: str) -> dict[int, dict[str, Any]]:
-    """Every job row by id, its times as Decimal epoch seconds (run_at_s, enqueued_at_s)."""
-    if backend_of(db_url) == "mysql":
-        times = "UNIX_TIMESTAMP(run_at), UNIX_TIMESTAMP(enqueued_at)"
-    else:
-        times = "run_at, enqueued_at"
-    names = [*COLUMNS.split(", "), "run_at_s", "enqueued_at_s"]
-    rows = sql(db_url, f"SELECT {COLUMNS}, {times} FROM forkq_jobs ORDER BY id")
-    found = {}
-    for row in rows:
-        job = dict(zip(names, row, strict=True))
-        job["run_at_s"] = round(Decimal(str(job["run_at_s"])), 6)
-        job["enqueued_at_s"] = round(Decimal(str(job["enqueued_at_s"])), 6)
-        found[int(job["id"])] = job
-    return found
-
-
-def db_now(db_url: str) -> Decimal:
-    """The database clock (SQLite's is this host's), as Decimal epoch seconds."""
-    if backend_of(db_url) == "mysql":
-        return Decimal(str(sql(db_url, "SELECT UNIX_TIMESTAMP(NOW(6))")[0][0]))
-    return round(Decimal(time.time()), 6)
-
-
-def close(a: Decimal, b: Decimal | float, within: str = "0.000002") -> bool:
-    """Equal to the microsecond (SQLite's REAL epoch seconds round in the last digit)."""
-    return abs(a - Decimal(str(b))) <= Decimal(within)
-
-
-def php_string(text: str) -> str:
-    """A PHP single-quoted literal."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
+from util import backend_of, count_rows, sql, unavailable
 
 # --- the files themselves ----------------------------------------------------------------------
 
@@ -689,175 +516,3 @@ def test_mysql_a_job_over_max_allowed_packet_is_refused_and_the_connection_lives
     assert alive == 1
     [[length]] = sql(mysql_db_url, "SELECT LENGTH(payload) FROM forkq_jobs WHERE id = ?", (near,))
     assert length > limit * 0.9  # one just under the limit is stored, not refused
-
-
-# --- with the daemon ---------------------------------------------------------------------------
-
-
-def test_a_job_enqueued_from_php_is_run_by_the_python_daemon(
-    daemons: Callable[..., Daemon], run_php: Php, db_url: str, tmp_path: Path
-) -> None:
-    daemon = daemons(pools={"work": {"workers": 1}}).start().wait_ready()
-    record = tmp_path / "record.txt"
-    [before, now_id, later_id] = run_php(
-        f"""$file = {php_string(str(record))};
-        out(microtime(true));
-        $pdo->beginTransaction();
-        out(Queue::enqueue($pdo, 't.record', ['file' => $file], ['queue' => 'work']));
-        out(Queue::enqueue($pdo, 't.record', ['file' => $file], ['queue' => 'work', 'delay' => 3]));
-        $pdo->commit();"""
-    )
-    assert jobs(db_url)[later_id]["status"] == "scheduled"
-    wait_until(
-        lambda: {now_id, later_id} <= set(record_ids(record)),
-        timeout=30,
-        message=f"jobs {now_id} and {later_id} run by the daemon: {daemon.describe()}",
-    )
-    starts = {
-        int(line.split(",")[0]): float(line.split(",")[2])
-        for line in record.read_text().splitlines()
-    }
-    assert starts[later_id] >= before + 3  # never early
-    wait_until(
-        lambda: count_rows(db_url, "forkq_jobs") == 0, timeout=10, message="done jobs deleted"
-    )
-    assert daemon.alive()
-
-
-@pytest.fixture
-def runtime_dir() -> Iterator[Path]:
-    """A short FORKQ_RUNTIME_DIR (a socket path must fit in 108 bytes; tmp_path may not)."""
-    path = Path(tempfile.mkdtemp(prefix="fqp-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def listening_socket(runtime_dir: Path, db_url: str, name: str = "4242.sock") -> socket.socket:
-    """A datagram socket where a daemon of this database would bind one."""
-    directory = runtime_dir / database_key(database_identity(parse_database_url(db_url)))
-    directory.mkdir(exist_ok=True)
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    sock.bind(str(directory / name))
-    sock.setblocking(False)
-    return sock
-
-
-def received(sock: socket.socket) -> list[bytes]:
-    """Every datagram waiting (a unix datagram is queued before the sender's call returns)."""
-    found = []
-    while True:
-        try:
-            found.append(sock.recv(4096))
-        except BlockingIOError:
-            return found
-
-
-def test_a_job_due_now_nudges_the_local_daemons_of_its_database(
-    run_php: Php, db_url: str, runtime_dir: Path
-) -> None:
-    sock = listening_socket(runtime_dir, db_url)
-    directory = Path(sock.getsockname()).parent
-    stale = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    stale.bind(str(directory / "1.sock"))
-    stale.close()  # a dead master's socket: refuses datagrams
-    (directory / "2.sock").write_text("not a socket")
-    other = listening_socket(runtime_dir, "sqlite:////elsewhere/other.db")
-    wake = {ENV_RUNTIME_DIR: str(runtime_dir)}
-    try:
-        run_php(
-            """out(Queue::enqueue($pdo, 'h', [], ['queue' => 'mail']));
-            out(Queue::enqueue($pdo, 'h', [], ['queue' => 'later', 'delay' => 5]));
-            out(Queue::enqueue($pdo, 'h', [], ['queue' => 'future', 'run_at' => new DateTimeImmutable('+1 hour')]));
-            out(Queue::enqueue($pdo, 'h', [], ['queue' => 'past', 'delay' => 60,
-                'run_at' => new DateTimeImmutable('-1 minute')]));
-            $pdo->beginTransaction();
-            out(Queue::enqueue($pdo, 'h', [], ['queue' => 'in-transaction']));
-            $pdo->commit();""",
-            env=wake,
-        )
-        assert received(sock) == [b"mail\n", b"past\n", b"in-transaction\n"]
-        assert received(other) == []  # another database's daemons are not bothered
-        run_php(
-            "out(Queue::enqueue($pdo, 'h', [], ['queue' => 'mail']));", env={**wake, ENV_WAKE: "0"}
-        )
-        assert received(sock) == []
-        assert count_rows(db_url, "forkq_jobs") == 6
-    finally:
-        sock.close()
-        other.close()
-
-
-def test_a_php_enqueue_nudges_the_directory_a_running_daemon_listens_in(
-    daemons: Callable[..., Daemon], run_php: Php, db_url: str, runtime_dir: Path, tmp_path: Path
-) -> None:
-    """PHP finds the live master's own socket directory: a second listener bound there (as a
-    second master on this host would be) receives the datagram, and the job runs.
-
-    Not a latency check: the master also polls every second to promote scheduled jobs,
-    which wakes an idle child as well, so only where the datagram lands can tell.
-    """
-    wake = {ENV_RUNTIME_DIR: str(runtime_dir)}
-    daemon = daemons(supervisor={"poll_interval": 30.0}, env=wake).start().wait_ready()
-    [master] = wait_until(
-        lambda: list(runtime_dir.glob(f"*/{daemon.pid}.sock")), timeout=10, message="wake socket"
-    )
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    sock.bind(str(master.parent / "1.sock"))
-    sock.setblocking(False)
-    record = tmp_path / "record.txt"
-    try:
-        [job_id] = run_php(
-            f"out(Queue::enqueue($pdo, 't.record', ['file' => {php_string(str(record))}],"
-            " ['queue' => 'work']));",
-            env=wake,
-        )
-        assert received(sock) == [b"work\n"]
-    finally:
-        sock.close()
-    wait_until(
-        lambda: job_id in record_ids(record), timeout=20, message=f"the job: {daemon.describe()}"
-    )
-    assert daemon.alive()
-
-
-# --- the command-handler example ---------------------------------------------------------------
-
-
-def test_the_php_handler_example_keeps_the_exit_code_contract(tmp_path: Path) -> None:
-    binary = php_binary()
-    outbox = tmp_path / "outbox"
-    outbox.mkdir()
-    base = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "FORKQ_QUEUE": "reports",
-        "FORKQ_HANDLER": "report.send",
-        "FORKQ_ATTEMPT": "1",
-    }
-
-    def run(payload: str, job_id: str, **env: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [binary, str(HANDLER_EXAMPLE)],
-            input=payload,
-            capture_output=True,
-            text=True,
-            timeout=30,
-            env={**base, "FORKQ_JOB_ID": job_id, **env},
-        )
-
-    good = json.dumps({"report": "sales", "to": "boss@example.com", "day": "2026-01-31"})
-    done = run(good, "17", REPORT_OUTBOX=str(outbox))
-    assert done.returncode == 0, done.stderr
-    assert "job=17 attempt=1: sent the sales report" in done.stderr
-    assert "Subject: sales report for 2026-01-31" in (outbox / "report-17.txt").read_text()
-    for payload in (
-        '{"report": "sales"}',
-        "not json",
-        "[1, 2]",
-        good.replace("2026-01-31", "31/01"),
-    ):
-        dead = run(payload, "18", REPORT_OUTBOX=str(outbox))
-        assert dead.returncode == 65, (payload, dead.stderr)
-        assert "bad payload" in dead.stderr
-    retry = run(good, "19", REPORT_OUTBOX=str(tmp_path / "missing"))
-    assert retry.returncode == 1 and "will be retried" in retry.stderr
-    assert sorted(p.name for p in outbox.iterdir()) == ["report-17.txt"]

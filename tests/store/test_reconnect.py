@@ -7,6 +7,9 @@ statement has not been sent: forkq opens a new connection and sends it there, an
 the app never sees an error. A statement that may have reached the server (the
 connection died while it ran) is never sent twice: a retried INSERT could enqueue a
 job twice. Inside a transaction nothing is retried silently.
+
+Here on the shared server, connections killed from another session; a private server
+restarted or timing connections out: tests/faults/test_faults_reconnect.py.
 """
 
 from __future__ import annotations
@@ -14,7 +17,6 @@ from __future__ import annotations
 import threading
 
 import pytest
-from private_mariadb import PrivateMariaDB, private_db_url, private_mariadb  # noqa: F401
 from util import count_rows, mysql_connect, wait_until
 
 from supervisor import Queue
@@ -154,53 +156,3 @@ def test_a_connection_lost_inside_a_transaction_is_reported_not_retried(
         assert count_rows(mysql_db_url, "forkq_jobs") == 1
     finally:
         store.close()
-
-
-# --- a private server: restarted, and timing connections out -------------------------------------
-
-
-@pytest.mark.faults
-@pytest.mark.parametrize("how", ["kill -9", "shutdown"])
-def test_the_first_enqueue_after_a_server_restart_goes_through(
-    private_mariadb: PrivateMariaDB,  # noqa: F811
-    private_db_url: str,  # noqa: F811
-    how: str,
-) -> None:
-    queue = Queue(private_db_url)
-    try:
-        queue.enqueue("t.noop", {"n": 1})
-        if how == "kill -9":
-            private_mariadb.kill9()
-        else:
-            private_mariadb.stop()
-        private_mariadb.start()
-        queue.enqueue("t.noop", {"n": 2})
-        jobs = private_mariadb.admin(
-            f"SELECT COUNT(*) FROM `{private_mariadb.database}`.forkq_jobs"
-        )
-        assert jobs[0][0] == 2
-    finally:
-        queue.close()
-
-
-@pytest.mark.faults
-def test_the_first_enqueue_after_the_server_timed_the_connection_out_goes_through(
-    private_mariadb: PrivateMariaDB,  # noqa: F811
-    private_db_url: str,  # noqa: F811
-) -> None:
-    private_mariadb.admin("SET GLOBAL wait_timeout = 1")
-    queue = Queue(private_db_url)
-    try:
-        queue.enqueue("t.noop", {"n": 1})
-        conn_id = connection_id(queue)
-        wait_until(
-            lambda: not [c for c in private_mariadb.connections() if c["ID"] == conn_id],
-            timeout=30,
-            message="the server timing the idle connection out",
-        )
-        queue.enqueue("t.noop", {"n": 2})
-    finally:
-        queue.close()
-        private_mariadb.admin("SET GLOBAL wait_timeout = 28800")
-    jobs = private_mariadb.admin(f"SELECT COUNT(*) FROM `{private_mariadb.database}`.forkq_jobs")
-    assert jobs[0][0] == 2
