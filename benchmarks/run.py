@@ -62,6 +62,7 @@ for entry in (str(REPO), str(BENCH_DIR)):
 
 import baseline  # noqa: E402
 import bench_handlers  # noqa: E402  (registers bench.* here too: enqueue finds their queue)
+import commands  # noqa: E402  (section commands: a command handler's per-job overhead)
 import psutil  # noqa: E402
 import scale  # noqa: E402  (sections claims, tick, wake, silent, trickle)
 
@@ -1498,6 +1499,7 @@ SECTIONS: dict[str, float] = {  # name -> hard deadline in seconds
     "memory": 60.0,
     "scale": 200.0,
     **scale.SECTIONS,
+    **commands.SECTIONS,
 }
 
 
@@ -1538,7 +1540,8 @@ def run_backend(
                     continue
                 started = time.monotonic()
                 try:
-                    (scale.runner(bench, name) or getattr(bench, name))(Deadline(limit))
+                    section = scale.runner(bench, name) or commands.runner(bench, name)
+                    (section or getattr(bench, name))(Deadline(limit))
                 except Exception as exc:
                     report.add(
                         Figure(
