@@ -6,6 +6,7 @@ import math
 import os
 import re
 import select
+import sys
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -15,6 +16,7 @@ from typing import Any, TypeAlias, TypeVar
 
 import pymysql
 import pymysql.cursors
+
 from pymysql.constants import CLIENT
 
 from supervisor.dburl import DatabaseURL
@@ -27,6 +29,12 @@ from supervisor.errors import (
 )
 from supervisor.models import NewJob
 from supervisor.store.base import Store, load_queries, split_script
+
+# The error classes as PyMySQL raises them, found in sys.modules, not through `pymysql.err`:
+# Django's MySQL backend on PyMySQL (install_as_MySQLdb) imports `MySQLdb.err`, which
+# loads a second copy of the module and puts it at `pymysql.err`, so classes reached
+# through that attribute would no longer match what the driver raises.
+driver_errors = sys.modules["pymysql.err"]
 
 T = TypeVar("T")
 Connection: TypeAlias = "pymysql.connections.Connection[Any]"
@@ -143,7 +151,7 @@ class MySQLStore(Store):
     def close(self) -> None:
         conn, self._conn, self._in_tx = self._conn, None, False
         if conn is not None and self._pid == os.getpid():
-            with suppress(pymysql.err.Error):
+            with suppress(driver_errors.Error):
                 conn.close()
 
     def _drop(self) -> None:
@@ -162,11 +170,11 @@ class MySQLStore(Store):
         """Translate PyMySQL errors into forkq's; a broken connection is dropped for a reconnect."""
         try:
             yield
-        except pymysql.err.IntegrityError as exc:
+        except driver_errors.IntegrityError as exc:
             if exc.args and exc.args[0] == DUPLICATE_ENTRY:
                 raise DuplicateKey(str(exc.args[1])) from exc
             raise DatabaseError(f"database error: {_describe(exc)}") from exc
-        except pymysql.err.OperationalError as exc:
+        except driver_errors.OperationalError as exc:
             code = exc.args[0] if exc.args else 0
             if code in (DEADLOCK, LOCK_WAIT_TIMEOUT):
                 raise TransientDatabaseError(_describe(exc)) from exc
@@ -174,10 +182,10 @@ class MySQLStore(Store):
                 self._drop()
                 raise ConnectionLost(f"database unreachable: {_describe(exc)}") from exc
             raise DatabaseError(f"database error: {_describe(exc)}") from exc
-        except (pymysql.err.InterfaceError, OSError) as exc:
+        except (driver_errors.InterfaceError, OSError) as exc:
             self._drop()
             raise ConnectionLost(f"database unreachable: {_describe(exc)}") from exc
-        except pymysql.err.MySQLError as exc:
+        except driver_errors.MySQLError as exc:
             raise DatabaseError(f"database error: {_describe(exc)}") from exc
 
     # --- primitives ----------------------------------------------------------------------
@@ -198,7 +206,7 @@ class MySQLStore(Store):
                 return operation(conn)
         except ConnectionLost as exc:
             cause = exc.__cause__
-            if in_tx or not isinstance(cause, pymysql.err.OperationalError):
+            if in_tx or not isinstance(cause, driver_errors.OperationalError):
                 raise
             if not cause.args or cause.args[0] != REQUEST_NOT_WRITTEN:
                 raise
@@ -426,6 +434,6 @@ def _megabytes(size: int) -> str:
 
 def _describe(exc: BaseException) -> str:
     """One line from a driver error: its message, never the connection arguments."""
-    if isinstance(exc, pymysql.err.MySQLError) and len(exc.args) >= 2:
+    if isinstance(exc, driver_errors.MySQLError) and len(exc.args) >= 2:
         return f"({exc.args[0]}) {exc.args[1]}"
     return str(exc) or type(exc).__name__
