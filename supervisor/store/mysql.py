@@ -16,7 +16,6 @@ from typing import Any, TypeAlias, TypeVar
 
 import pymysql
 import pymysql.cursors
-
 from pymysql.constants import CLIENT
 
 from supervisor.dburl import DatabaseURL
