@@ -18,7 +18,7 @@ from supervisor.errors import ConfigError
 from supervisor.policy import DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_CAP, DEFAULT_MAX_ATTEMPTS
 
 if TYPE_CHECKING:
-    from supervisor.config import Config
+    from supervisor.config import CommandConfig, Config
 
 HandlerFunc = Callable[[Any, Any], Any]
 
@@ -102,15 +102,17 @@ def load_modules(
     return loaded
 
 
-def load(config: Config, *, reload: bool = False) -> list[str]:
-    """Import the config's handler modules, then register its `[commands."NAME"]` tables.
+def load(
+    config: Config, runner: Callable[[CommandConfig], HandlerFunc], *, reload: bool = False
+) -> list[str]:
+    """Import the config's handler modules, then register its `[commands."NAME"]` tables,
+    each run by `runner(table)` (supervisor.work.command, whose `load_handlers` calls this:
+    the registry itself starts no process).
 
     A name both a module and a command register is a config error: which one a job
     would run must never depend on the order of registration. On a reload, commands
     the new config no longer has are forgotten.
     """
-    from supervisor.work.command import CommandHandler  # the command runner, not at import
-
     loaded = load_modules(config.supervisor.handlers, reload, source=config.source)
     taken = sorted(
         c.name for c in config.commands if c.name in _HANDLERS and not _HANDLERS[c.name].argv
@@ -128,7 +130,7 @@ def load(config: Config, *, reload: bool = False) -> list[str]:
     for command in config.commands:
         _HANDLERS[command.name] = Handler(
             command.name,
-            CommandHandler(command),
+            runner(command),
             command.queue,
             command.timeout,
             command.max_attempts,

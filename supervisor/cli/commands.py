@@ -34,6 +34,7 @@ from supervisor.status import STATUS_CAP as STATUS_CAP  # cli.py's --exact help 
 from supervisor.status import read_status, status_document
 from supervisor.store import SCHEMA_VERSION, Store, open_store
 from supervisor.store.base import load_queries, upgrade_statements
+from supervisor.work.command import load_handlers
 
 CHECK_TIMEOUT = 5.0  # seconds `forkq check` waits for the database
 
@@ -63,7 +64,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     config = _config(args)
     # Imported here first so a broken module's error names the config file; the
     # daemon's own import of them before it forks is then a no-op.
-    registry.load(config)
+    load_handlers(config)
     from supervisor.daemon.master import run_daemon  # the daemon's modules load only for the daemon
 
     return run_daemon(config, args.config or os.environ.get("FORKQ_CONFIG") or None)
@@ -92,7 +93,7 @@ def cmd_work(args: argparse.Namespace) -> int:
 def cmd_enqueue(args: argparse.Namespace) -> int:
     config = _config(args)
     # So the handler's default queue applies.
-    registry.load(config)
+    load_handlers(config)
     with _store(config) as store:
         job_id = Queue(store=store).enqueue(
             args.handler,
@@ -466,7 +467,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         return _check_result(checks)
     checks.ok("config", f"{config.source}: {plural(len(config.pools), 'pool')}")
     try:
-        modules = registry.load(config)
+        modules = load_handlers(config)
         checks.ok("handlers", f"{', '.join(modules) or 'none'}: {len(registry.names())} registered")
     except ConfigError as exc:
         checks.fail("handlers", str(exc), config=True)

@@ -23,7 +23,7 @@ from functools import partial
 from types import FrameType
 from typing import TypeVar
 
-from supervisor import logs, registry, wake
+from supervisor import logs, wake
 from supervisor.cluster.chores import CHORES_LOCK, settle_gone_worker, settle_owner
 from supervisor.cluster.promote import PROMOTE_INTERVAL
 from supervisor.cluster.tick import TickInput, tick_timeout
@@ -47,6 +47,7 @@ from supervisor.proc import (
     set_title,
 )
 from supervisor.store import SCHEMA_VERSION, Store, open_store
+from supervisor.work.command import load_handlers
 
 T = TypeVar("T")
 
@@ -398,7 +399,7 @@ class Master:
         systemd.reloading()
         try:
             config = load_config(self.config_path) if self.config_path else self.config
-            registry.load(config, reload=True)
+            load_handlers(config, reload=True)
         except ConfigError as exc:
             self.log.error("reload_refused", error=str(exc))
             systemd.ready()
@@ -498,5 +499,5 @@ def _drain(fd: int) -> None:
 
 def run_daemon(config: Config, config_path: str | None) -> int:
     """`forkq run`: import handlers before any fork (a broken module fails the boot), then arbitrate."""
-    registry.load(config)
+    load_handlers(config)
     return Master(config, config_path).run()

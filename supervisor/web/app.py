@@ -22,7 +22,7 @@ from werkzeug.routing import Map, MapAdapter, RequestRedirect, Rule
 from werkzeug.utils import send_from_directory
 from werkzeug.wrappers import Request, Response
 
-from supervisor import logs, registry
+from supervisor import logs
 from supervisor.config import Config, load_config
 from supervisor.errors import DatabaseError, ForkqError, SchemaError
 from supervisor.store import Store, open_store
@@ -35,6 +35,7 @@ from supervisor.web.security import (
     TOKEN_ENV,
     Guard,
 )
+from supervisor.work.command import load_handlers
 
 HERE = Path(__file__).parent
 STATIC = HERE / "static"
@@ -210,7 +211,7 @@ def make_app_from_config(
 ) -> Dashboard:
     """The dashboard for a loaded config. `read_only` None takes `[web] read_only`; `token`
     None means no token (tests and callers pass it; make_app reads FORKQ_WEB_TOKEN)."""
-    registry.load(config)
+    load_handlers(config)
     return Dashboard(
         config, read_only=config.web.read_only if read_only is None else read_only, token=token
     )

@@ -48,12 +48,12 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from supervisor import logs
+from supervisor import logs, registry
 from supervisor.durations import parse_duration
 from supervisor.errors import Fail, Retry
 
 if TYPE_CHECKING:
-    from supervisor.config import CommandConfig
+    from supervisor.config import CommandConfig, Config
 
 EX_DATAERR = 65  # sysexits.h: the input was bad; no retry can help
 EX_TEMPFAIL = 75  # sysexits.h: try again later
@@ -73,6 +73,15 @@ ENV_FROM_DAEMON = ("PATH", "LANG", "LC_ALL")
 
 class CommandFailed(Exception):
     """the command failed."""
+
+
+def load_handlers(config: Config, *, reload: bool = False) -> list[str]:
+    """Every handler of the config: its modules' functions and its commands (run here).
+
+    What `forkq run` (at boot and on HUP), `work`, `enqueue`, `check` and the dashboard
+    call; the loaded modules' names.
+    """
+    return registry.load(config, CommandHandler, reload=reload)
 
 
 class CommandHandler:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from types import FrameType
 
-from supervisor import logs, registry
+from supervisor import logs
 from supervisor.cluster.chores import Chores
 from supervisor.cluster.promote import PROMOTE_INTERVAL, keep_schedule_of
 from supervisor.config import Config
@@ -21,6 +21,7 @@ from supervisor.errors import ConnectionLost, ExitCode
 from supervisor.models import JobRow
 from supervisor.proc import hostname, node_id, process_name, set_title
 from supervisor.store import open_store
+from supervisor.work.command import load_handlers
 from supervisor.work.worker import Worker
 
 IDLE_SLEEP_MAX = 1.0  # seconds between polls of an empty queue at most
@@ -46,7 +47,7 @@ class TitleEvents:
 def run_foreground(
     config: Config, queues: Sequence[str] | None, max_jobs: int | None, burst: bool
 ) -> int:
-    registry.load(config)
+    load_handlers(config)
     store = open_store(config.database, session_timeout=config.supervisor.db_session_timeout)
     store.require_schema()
     names = list(queues or [p.name for p in config.pools])
