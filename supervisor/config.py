@@ -107,6 +107,7 @@ class CommandConfig:
     backoff_base: float = DEFAULT_BACKOFF_BASE
     backoff_cap: float = DEFAULT_BACKOFF_CAP
     env: Mapping[str, str] = field(default_factory=dict)  # besides PATH, LANG and FORKQ_*
+    pass_env: tuple[str, ...] = ()  # the daemon's own variables it gets, when they are set
 
 
 @dataclass(frozen=True)
@@ -266,6 +267,16 @@ def _environment(value: Any) -> dict[str, str]:
     return table
 
 
+def _env_names(value: Any) -> tuple[str, ...]:
+    names = _str_list(value)
+    for name in names:
+        if not name or "=" in name or "\0" in name:
+            raise ValueError(f"{name!r} is not a variable name")
+        if name.upper().startswith("FORKQ_"):
+            raise ValueError(f"{name}: FORKQ_* variables (the daemon's secrets) are never passed")
+    return names
+
+
 _WEB_FIELDS: dict[str, Callable[[Any], Any]] = {"listen": _listen, "read_only": _bool}
 _COMMAND_FIELDS: dict[str, Callable[[Any], Any]] = {
     "argv": _argv,
@@ -275,6 +286,7 @@ _COMMAND_FIELDS: dict[str, Callable[[Any], Any]] = {
     "backoff_base": _seconds(0),
     "backoff_cap": _seconds(0),
     "env": _environment,
+    "pass_env": _env_names,
 }
 _SUPERVISOR_FIELDS: dict[str, Callable[[Any], Any]] = {
     "handlers": _str_list,

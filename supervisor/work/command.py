@@ -5,7 +5,8 @@ command handlers"):
 
 - stdin: the payload, JSON (compact, ASCII), then end of file;
 - its environment: only the table's `env`, the daemon's `PATH` and `LANG` (`LC_ALL`
-  when set) and FORKQ_JOB_ID, FORKQ_QUEUE, FORKQ_HANDLER, FORKQ_ATTEMPT. Nothing
+  when set), the daemon's variables the table names in `pass_env` (when set; never a
+  FORKQ_* one) and FORKQ_JOB_ID, FORKQ_QUEUE, FORKQ_HANDLER, FORKQ_ATTEMPT. Nothing
   else of the daemon's environment (its database URL, SMTP password, web token);
 - its exit status decides: 0 done; 65 (EX_DATAERR) dead at once; 75 (EX_TEMPFAIL) a
   retry the program asked for, after the delay on its last stderr line
@@ -95,7 +96,8 @@ class CommandHandler:
 
     def __init__(self, config: CommandConfig) -> None:
         self.config = config
-        base = {key: os.environ[key] for key in ENV_FROM_DAEMON if key in os.environ}
+        names = (*ENV_FROM_DAEMON, *config.pass_env)
+        base = {key: os.environ[key] for key in names if key in os.environ}
         base.setdefault("PATH", os.defpath)
         self.base_env = {**base, **config.env}
 

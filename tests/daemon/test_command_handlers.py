@@ -176,7 +176,7 @@ def test_megabytes_on_both_pipes_never_stall_and_reach_the_log_capped(
 # --- environment -------------------------------------------------------------------------
 
 
-def test_environment_holds_only_the_table_env_path_lang_and_forkq_variables(
+def test_environment_holds_only_the_table_env_pass_env_path_lang_and_forkq_variables(
     daemons: Callable[..., Daemon], store: Store, queue: Queue, db_url: str, tmp_path: Path
 ) -> None:
     dump = tmp_path / "env.dump"
@@ -184,7 +184,7 @@ def test_environment_holds_only_the_table_env_path_lang_and_forkq_variables(
         "FORKQ_DATABASE_URL": db_url,  # MariaDB's has its password
         "FORKQ_SMTP_PASSWORD": "smtp-secret-0d1e",
         "FORKQ_WEB_TOKEN": "web-token-77c4",
-        "APP_SECRET": "app-secret-5b2a",
+        "APP_SECRET": "app-secret-5b2a",  # in the daemon's environment, not passed
     }
     daemon = command_daemon(
         daemons,
@@ -193,9 +193,10 @@ def test_environment_holds_only_the_table_env_path_lang_and_forkq_variables(
                 "argv": ["sh", "-c", 'env > "$DUMP"'],
                 "queue": QUEUE,
                 "env": {"DUMP": str(dump), "APP_ENV": "production"},
+                "pass_env": ["APP_KEY", "NOT_SET_ANYWHERE"],
             }
         },
-        env={**secrets, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"},
+        env={**secrets, "APP_KEY": "base64:k3y", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"},
     )
     daemon.start().wait_ready()
     job_id = queue.enqueue("t.env", {}, queue=QUEUE)
@@ -209,6 +210,7 @@ def test_environment_holds_only_the_table_env_path_lang_and_forkq_variables(
         "LC_ALL": "C.UTF-8",
         "DUMP": str(dump),
         "APP_ENV": "production",
+        "APP_KEY": "base64:k3y",  # named in pass_env; NOT_SET_ANYWHERE is not set: absent
         "FORKQ_JOB_ID": str(job_id),
         "FORKQ_QUEUE": QUEUE,
         "FORKQ_HANDLER": "t.env",

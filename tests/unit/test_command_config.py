@@ -150,6 +150,35 @@ def test_forkq_variables_cannot_be_set_by_a_table(tmp_path: Path) -> None:
     assert line.startswith(f'{path}: commands."env".env: FORKQ_JOB_ID: FORKQ_* names are forkq')
 
 
+def test_pass_env_names_the_daemons_variables_but_never_forkqs_own(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+        [commands.app]
+        argv = ["true"]
+        pass_env = ["APP_KEY", "DB_PASSWORD"]
+        """,
+    )
+    assert load_config(path).commands[0].pass_env == ("APP_KEY", "DB_PASSWORD")
+    path = write(
+        tmp_path,
+        """
+        [commands.leaky]
+        argv = ["true"]
+        pass_env = ["APP_KEY", "FORKQ_DATABASE_URL"]
+
+        [commands.odd]
+        argv = ["true"]
+        pass_env = ["A=B"]
+        """,
+    )
+    assert problems(path) == [
+        f'{path}: commands."leaky".pass_env: FORKQ_DATABASE_URL: FORKQ_* variables'
+        " (the daemon's secrets) are never passed",
+        f"{path}: commands.\"odd\".pass_env: 'A=B' is not a variable name",
+    ]
+
+
 def test_a_program_that_cannot_be_found_or_run_stops_the_load(tmp_path: Path) -> None:
     not_executable = executable(tmp_path, "plain.sh", mode=0o644)
     path = write(

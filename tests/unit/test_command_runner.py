@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -82,6 +83,32 @@ def test_a_large_payload_to_a_program_that_never_reads_it_does_not_deadlock() ->
     sh("exit 0", {"blob": "x" * 2_000_000})
     with pytest.raises(CommandFailed, match=r"^exit 3 "):
         sh("sleep 0.2; exit 3", {"blob": "y" * 2_000_000})
+
+
+def test_the_environment_is_the_tables_and_forkqs_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("APP_KEY", "k3y")
+    monkeypatch.setenv("FORKQ_DATABASE_URL", "mysql://u:secret@db/app")
+    monkeypatch.setenv("UNRELATED", "x")
+    monkeypatch.delenv("LC_ALL", raising=False)
+    out = tmp_path / "env"
+    run(
+        ["sh", "-c", f'env > "{out}"'],
+        env={"APP_ENV": "test", "APP_KEY": "the table wins"},
+        pass_env=("APP_KEY", "HOME"),
+    )
+    env = dict(line.split("=", 1) for line in out.read_text().splitlines())
+    env.pop("PWD", None)  # dash's own
+    expected = {"PATH": os.environ["PATH"], "APP_ENV": "test", "APP_KEY": "the table wins"}
+    expected |= {k: os.environ[k] for k in ("LANG", "HOME") if k in os.environ}
+    expected |= {
+        "FORKQ_JOB_ID": "42",
+        "FORKQ_QUEUE": "reports",
+        "FORKQ_HANDLER": "report.pdf",
+        "FORKQ_ATTEMPT": "3",
+    }
+    assert env == expected
 
 
 def test_exit_65_is_a_permanent_failure_with_the_stderr_line() -> None:
