@@ -34,6 +34,9 @@ from supervisor.errors import DatabaseError
 from supervisor.proc import MASTER_SIGNALS, die_with_parent, set_title
 from supervisor.store import Store, open_store
 
+# Counts no alert rule reads (scheduled, running, done) stop here on a tick: a queue of a
+# million jobs waiting for tomorrow must not cost every tick ten thousand index reads.
+TICK_MINOR_CAP = 100
 # A tick's queries give up after this: one caught by a silent database must not hold
 # the next tick's "database unreachable" alert back for a minute.
 TICK_DB_TIMEOUT = 5.0
@@ -67,6 +70,11 @@ class TickReport:
     clock_offset: float = 0.0
     alert_memory: dict[str, Any] = field(default_factory=dict)
     paused: list[str] | None = None
+    # For the metrics (supervisor/observe): the queue figures this tick read, only on the
+    # chores holder (QueueStats.as_dict(); None elsewhere), and the alerts judged here as
+    # [rule, queue, firing]: this host's host rules, and the queue rules on the holder.
+    queues: list[dict[str, Any]] | None = None
+    alerts: list[list[Any]] = field(default_factory=list)
 
     def encode(self) -> bytes:
         memory = {k: dataclasses.asdict(v) for k, v in self.alert_memory.items()}
@@ -132,7 +140,8 @@ def _alerts(
     queues = []
     if report.leader and report.db_error is None:  # only the lease holder judges queues
         try:  # counts stop just past every threshold: flat cost at any table size
-            queues = store.stats(cap=stats_cap(config.alerts))
+            queues = store.stats(cap=stats_cap(config.alerts), minor_cap=TICK_MINOR_CAP)
+            report.queues = [q.as_dict() for q in queues]
         except DatabaseError as exc:
             report.db_error = str(exc) or type(exc).__name__
     snapshot = Snapshot(
@@ -146,7 +155,23 @@ def _alerts(
     runner = AlertRunner()
     runner.memory = dict(given.alert_memory)
     runner.run(store, config.alerts, snapshot, now)
+    report.alerts = _alert_labels(runner.states, given.host, report.leader)
     return runner.memory
+
+
+def _alert_labels(states: dict[str, Any], host: str, leader: bool) -> list[list[Any]]:
+    """[rule, queue, firing] per alert key this host may speak for; queue is the queue or
+    pool, "" for db_unreachable. Queue rules only on the chores holder, which judged them."""
+    from supervisor.cluster.alerts.rules import QUEUE_RULES, is_host_key
+
+    labels: list[list[Any]] = []
+    for key, state in sorted(states.items()):
+        rule, _, rest = key.partition(":")
+        if rule in QUEUE_RULES and leader:
+            labels.append([rule, rest, state.firing])
+        elif is_host_key(key, host):  # rule:HOST:POOL, or db_unreachable:HOST
+            labels.append([rule, rest[len(host) + 1 :], state.firing])
+    return labels
 
 
 def tick_main(config: Config, given: TickInput, report_fd: int, close_fds: list[int]) -> None:

@@ -21,7 +21,7 @@ def open_store(
     if parsed.backend == "sqlite":
         from supervisor.store.sqlite import SQLiteStore
 
-        return SQLiteStore(parsed, busy_timeout=max(timeout, 5.0))
+        return SQLiteStore(parsed, busy_timeout=timeout)
     from supervisor.store.mysql import MySQLStore
 
     return MySQLStore(

@@ -39,13 +39,15 @@ from supervisor.models import (
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 6  # what `forkq schema apply` creates
+SCHEMA_VERSION = 7  # what `forkq schema apply` creates
 # The oldest schema this code runs on: version 2 only dropped an index, version 3 only
 # documents the `scheduled` status in a column comment, and without version 4's
 # forkq_processes.node the rows this code writes have no node (see register_process).
 OLDEST_SCHEMA_VERSION = 1
 NODE_SCHEMA_VERSION = 4  # forkq_processes.node exists from this version on
 RESULTS_SCHEMA_VERSION = 6  # forkq_results (task results of supervisor.contrib.django)
+# forkq_limits, forkq_jobs.limit_wait and .snoozes: [limits] and counted snoozes need it.
+LIMITS_SCHEMA_VERSION = 7
 # A job due later than this is stored `scheduled`, outside the claim's index range, and
 # made `ready` this long before it is due (by the master's poll or `forkq work`), so a
 # claim never walks the jobs waiting for later and is still on time to the microsecond.
@@ -127,6 +129,7 @@ class Store(ABC):
     queries: dict[str, str]
     _node_column: bool | None = None  # does forkq_processes.node exist? (asked once)
     _results_table: bool | None = None  # does forkq_results exist? (asked once)
+    _limits_schema: bool | None = None  # is the schema version 7 or later? (asked once)
 
     # --- what a backend provides -------------------------------------------------------
 
@@ -240,7 +243,7 @@ class Store(ABC):
         if current is not None:
             self._run_ddl(upgrade_statements(self.queries, current))
         self._run("set_schema_version", version=SCHEMA_VERSION)
-        self._node_column = self._results_table = None
+        self._node_column = self._results_table = self._limits_schema = None
         return SCHEMA_VERSION
 
     def require_schema(self) -> int:
@@ -271,13 +274,18 @@ class Store(ABC):
             "delay_us": micros(job.delay),
             "unique_key": job.unique_key,
             "max_attempts": job.max_attempts,
+            "limit_key": job.limit_key,
             "ahead_us": AHEAD_US,
         }
 
     @staticmethod
     def insert_query(params: Mapping[str, Any]) -> str:
         """The named INSERT for one job: deduplicating only when it has a unique key, and
-        computing run_at only when it is not "now" (each costs the server per insert)."""
+        computing run_at only when it is not "now" (each costs the server per insert).
+        Only a job with a limit_key names that column (schema 5), so a producer on an
+        older schema still enqueues every other job."""
+        if params.get("limit_key") is not None:
+            return "insert_job_keyed"
         if params["unique_key"] is not None:
             return "insert_job_unique"
         if params["run_at"] is None and not params["delay_us"]:
@@ -373,6 +381,47 @@ class Store(ABC):
         )
         return changed == 1
 
+    def snooze(
+        self, owner: str, job_id: int, delay: float, max_snoozes: int, reason: str = "snoozed"
+    ) -> str:
+        """The handler raised Snooze(delay): back to ready (or scheduled) after `delay`, the
+        claim's attempt given back and the snooze counted. "snoozed"; "dead" when the job
+        had already snoozed `max_snoozes` times (so a bug cannot snooze forever unseen);
+        "lost" when this owner no longer holds it. Needs schema 7 (snoozes_counted)."""
+        changed = self._run(
+            "snooze",
+            status=JobState.SCHEDULED if delay > SCHEDULE_AHEAD else JobState.READY,
+            owner=owner,
+            id=job_id,
+            delay_us=micros(delay),
+            max_snoozes=max_snoozes,
+        )
+        if changed == 1:
+            return "snoozed"
+        error = (
+            f"snoozed {max_snoozes} times, its handler's max_snoozes: ended dead so it cannot"
+            f" wait forever (last: {reason})"
+        )
+        return "dead" if self.fail(owner, job_id, error, dead=True) else "lost"
+
+    def snoozes_counted(self) -> bool:
+        """Whether the schema counts snoozes (version 7): before it a Snooze is a retry."""
+        return self.has_limits_schema()
+
+    def has_limits_schema(self) -> bool:
+        """Schema 7 or later (asked once per store, as _has_node_column)."""
+        if self._limits_schema is None:
+            version = self.schema_version()
+            self._limits_schema = version is not None and version >= LIMITS_SCHEMA_VERSION
+        return self._limits_schema
+
+    def require_limits_schema(self) -> None:
+        """[limits] are kept only on schema 7: never claim a limited job without them."""
+        if not self.has_limits_schema():
+            raise SchemaError(
+                f"[limits] need schema version {LIMITS_SCHEMA_VERSION}: run `forkq schema apply`"
+            )
+
     def release(self, owner: str, ids: Sequence[int], count_attempt: bool = False) -> int:
         """Return held jobs to ready now; unless `count_attempt`, the claim's attempt is undone."""
         if not ids:
@@ -455,7 +504,9 @@ class Store(ABC):
 
     # --- operators -----------------------------------------------------------------------
 
-    def stats(self, cap: int | None = STATS_CAP, queues: Iterable[str] = ()) -> list[QueueStats]:
+    def stats(
+        self, cap: int | None = STATS_CAP, queues: Iterable[str] = (), minor_cap: int | None = None
+    ) -> list[QueueStats]:
         """Per queue: ready, delayed, running, dead, done, oldest ready age, paused.
 
         Never a scan of the jobs table, so a check tick costs the same at 10k rows and at
@@ -466,15 +517,18 @@ class Store(ABC):
         index entry: for an operator who asks (`forkq status --exact`), never on a timer.
 
         `queues` are reported even when they hold no job (configured pools), as are
-        paused queues.
+        paused queues. `minor_cap` (default: `cap`) caps the counts no alert rule reads
+        (not due yet, scheduled, running, done): the check tick keeps them small.
         """
         query = "stats_queue" if cap is not None else "stats_queue_exact"
-        limit = {} if cap is None else {"limit": cap + 1}  # +1: a count past the cap shows
+        minor = cap if minor_cap is None or cap is None else min(cap, minor_cap)
+        # +1: a count past its cap shows
+        limit = {} if cap is None or minor is None else {"limit": cap + 1, "minor_limit": minor + 1}
         found: dict[str, QueueStats] = {}
         name = self._rows("stats_first_queue")[0]["queue"]
         while name is not None and name not in found:  # a name seen twice: the walk is over
             row = self._rows(query, queue=name, **limit)[0]
-            found[name] = _queue_stats(name, row, cap)
+            found[name] = _queue_stats(name, row, cap, minor)
             name = row["next_queue"]
         paused = self.paused_queues()
         for extra in (*paused, *queues):
@@ -825,7 +879,9 @@ class Store(ABC):
         ]
 
 
-def _queue_stats(queue: str, row: dict[str, Any], cap: int | None) -> QueueStats:
+def _queue_stats(
+    queue: str, row: dict[str, Any], cap: int | None, minor: int | None = None
+) -> QueueStats:
     """One stats_queue row: counts past `cap` become `cap` and are named in `capped`.
 
     `delayed` adds two ranges (scheduled rows, and ready rows not yet due); it is a
@@ -837,8 +893,9 @@ def _queue_stats(queue: str, row: dict[str, Any], cap: int | None) -> QueueStats
         total = 0
         for column in columns or (name,):
             value = int(row[column] or 0)
-            if cap is not None and value > cap:
-                value = cap
+            limit = cap if column in ("ready", "dead") else minor
+            if limit is not None and value > limit:
+                value = limit
                 capped.add(name)
             total += value
         return total

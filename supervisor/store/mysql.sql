@@ -209,20 +209,21 @@ SELECT MIN(queue) AS queue FROM forkq_jobs;
 -- it can tell a capped count), or a single dive: the oldest due run_at and the next
 -- queue name. Its cost is flat however many rows the table holds. The status index is
 -- forced for ready rows: in forkq_jobs_claim, priority sits before run_at and due rows
--- are not one range.
+-- are not one range. Counts no alert rule reads (not due yet, scheduled, running, done)
+-- stop at %(minor_limit)s instead: the check tick keeps those small.
 SELECT
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs FORCE INDEX (forkq_jobs_status)
      WHERE status = 'ready' AND queue = %(queue)s AND run_at <= NOW(6) LIMIT %(limit)s) AS c) AS ready,
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs FORCE INDEX (forkq_jobs_status)
-     WHERE status = 'ready' AND queue = %(queue)s AND run_at > NOW(6) LIMIT %(limit)s) AS c) AS ready_later,
+     WHERE status = 'ready' AND queue = %(queue)s AND run_at > NOW(6) LIMIT %(minor_limit)s) AS c) AS ready_later,
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
-     WHERE status = 'scheduled' AND queue = %(queue)s LIMIT %(limit)s) AS c) AS scheduled,
+     WHERE status = 'scheduled' AND queue = %(queue)s LIMIT %(minor_limit)s) AS c) AS scheduled,
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
-     WHERE status = 'running' AND queue = %(queue)s LIMIT %(limit)s) AS c) AS running,
+     WHERE status = 'running' AND queue = %(queue)s LIMIT %(minor_limit)s) AS c) AS running,
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
      WHERE status = 'dead' AND queue = %(queue)s LIMIT %(limit)s) AS c) AS dead,
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
-     WHERE status = 'done' AND queue = %(queue)s LIMIT %(limit)s) AS c) AS done,
+     WHERE status = 'done' AND queue = %(queue)s LIMIT %(minor_limit)s) AS c) AS done,
   TIMESTAMPDIFF(MICROSECOND,
     (SELECT MIN(run_at) FROM forkq_jobs
      WHERE status = 'ready' AND queue = %(queue)s AND run_at <= NOW(6)), NOW(6)) AS oldest_us,
@@ -527,6 +528,205 @@ WHERE schedule = %(schedule)s
 ORDER BY slot DESC
 LIMIT %(limit)s;
 
+-- limits and snooze -----------------------------------------------------------------------
+-- Flow control (SPEC "Flow control (cluster-wide)", supervisor/store/limits.py). A job a
+-- limit covers is claimed only under the lock of its bucket's forkq_limits row, where the
+-- claim counts the bucket's running jobs (from forkq_jobs itself, so a crashed worker
+-- never keeps a slot) and its recent starts. A job over a limit is parked: it stays
+-- `ready`, and limit_wait names its bucket, which takes it out of the range claims read
+-- (forkq_jobs_limit), so thousands waiting on a full bucket cost a claim nothing.
+
+-- name: insert_job_keyed
+-- A job with a limit_key (any run_at, unique key or not): insert_job_unique's columns and
+-- limit_key. Only keyed jobs name the column, so an older schema still takes the others.
+INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status, unique_key, max_attempts,
+                        limit_key)
+VALUES (%(queue)s, %(handler)s, %(payload)s, %(priority)s,
+        COALESCE(FROM_UNIXTIME(%(run_at)s), NOW(6) + INTERVAL %(delay_us)s MICROSECOND),
+        IF(run_at > NOW(6) + INTERVAL %(ahead_us)s MICROSECOND, 'scheduled', 'ready'),
+        %(unique_key)s, %(max_attempts)s, %(limit_key)s)
+ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id);
+
+-- name: insert_jobs_head_keyed
+INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status, unique_key, max_attempts, limit_key) VALUES;
+
+-- name: insert_jobs_row_keyed
+(%(queue)s, %(handler)s, %(payload)s, %(priority)s,
+ COALESCE(FROM_UNIXTIME(%(run_at)s), NOW(6) + INTERVAL %(delay_us)s MICROSECOND),
+ IF(run_at > NOW(6) + INTERVAL %(ahead_us)s MICROSECOND, 'scheduled', 'ready'),
+ %(unique_key)s, %(max_attempts)s, %(limit_key)s);
+
+-- name: claim_select_limited
+-- claim_select for a queue some limit covers: the same order, from forkq_jobs_limit, whose
+-- range leaves out the parked jobs (limit_wait <> ''); with handler and limit_key, which
+-- name a job's buckets.
+SELECT id, handler, payload, priority, attempts, max_attempts, unique_key, limit_key,
+       UNIX_TIMESTAMP(run_at) + 0e0 AS run_at_s, UNIX_TIMESTAMP(enqueued_at) + 0e0 AS enqueued_at_s
+FROM forkq_jobs FORCE INDEX (forkq_jobs_limit)
+WHERE status = 'ready' AND limit_wait = '' AND queue = %(queue)s AND run_at <= NOW(6)
+ORDER BY priority DESC, run_at, id
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: claim_update_at
+-- claim_update under limits: started_at is the instant the claim counted the start at (the
+-- buckets' clock), so the rate a bucket kept is the one started_at shows.
+UPDATE forkq_jobs
+SET status = 'running', locked_by = %(owner)s, attempts = attempts + 1,
+    started_at = FROM_UNIXTIME(%(started)s), limit_wait = '',
+    locked_until = NOW(6) + INTERVAL %(lease_us)s MICROSECOND
+WHERE id IN %(ids)s;
+
+-- name: limit_heads
+-- The first job parked on each bucket in this queue, as [-priority, run_at, id]: a claimed
+-- job behind it waits too, so a bucket's jobs keep their order.
+SELECT b.bucket,
+       (SELECT JSON_ARRAY(-j.priority, UNIX_TIMESTAMP(j.run_at) + 0e0, j.id)
+        FROM forkq_jobs j FORCE INDEX (forkq_jobs_limit)
+        WHERE j.status = 'ready' AND j.limit_wait = b.bucket AND j.queue = %(queue)s
+        ORDER BY j.priority DESC, j.run_at, j.id
+        LIMIT 1) AS head
+FROM JSON_TABLE(%(buckets)s, '$[*]' COLUMNS (
+       bucket VARCHAR(256) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) AS b;
+
+-- name: unpark_select_queue
+-- unpark_select within one queue: a claim hands a freed slot to its own queue first.
+SELECT id FROM forkq_jobs FORCE INDEX (forkq_jobs_limit)
+WHERE status = 'ready' AND limit_wait = %(bucket)s AND queue = %(queue)s
+ORDER BY priority DESC, run_at, id
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: limit_lock
+-- The buckets a claim needs, locked in one global order (the primary key's), so two
+-- claims never wait on each other in a cycle; their state, and the database clock.
+SELECT name, limit_key, rate_slice_us, rate_base, rate_counts,
+       UNIX_TIMESTAMP(wake_at) + 0e0 AS wake_at, UNIX_TIMESTAMP(NOW(6)) + 0e0 AS now
+FROM forkq_limits
+WHERE (name, limit_key) IN %(buckets)s
+ORDER BY name, limit_key
+FOR UPDATE;
+
+-- name: limit_lock_skip
+-- The same for the unpark pass, which never waits: a bucket another claim holds is looked
+-- at next time.
+SELECT name, limit_key, rate_slice_us, rate_base, rate_counts,
+       UNIX_TIMESTAMP(wake_at) + 0e0 AS wake_at, UNIX_TIMESTAMP(NOW(6)) + 0e0 AS now
+FROM forkq_limits
+WHERE (name, limit_key) IN %(buckets)s
+ORDER BY name, limit_key
+FOR UPDATE SKIP LOCKED;
+
+-- name: limit_insert
+-- Buckets seen for the first time (bound as a JSON array of [name, key] pairs).
+INSERT IGNORE INTO forkq_limits (name, limit_key)
+SELECT b.name, b.limit_key
+FROM JSON_TABLE(%(buckets)s, '$[*]' COLUMNS (
+       name VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[0]',
+       limit_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[1]')) AS b
+ORDER BY b.name, b.limit_key;
+
+-- name: limit_usage
+-- Running jobs by what decides their buckets, read after the buckets are locked. Running
+-- and cancelling rows are few (workers x claim batch per host): the status index finds
+-- them all; a job that left `running` (done, failed, killed, settled, reaped) no longer
+-- counts, so a slot can never leak.
+SELECT handler, queue, limit_key, COUNT(*) AS n
+FROM forkq_jobs FORCE INDEX (forkq_jobs_status)
+WHERE status IN ('running', 'cancelling')
+GROUP BY handler, queue, limit_key;
+
+-- name: limit_save
+-- Each bucket's new state, one statement for all (a JSON array of
+-- [name, key, slice_us, base, counts, wake_at]); the rows are locked by this transaction.
+INSERT INTO forkq_limits (name, limit_key, rate_slice_us, rate_base, rate_counts, wake_at)
+SELECT s.name, s.limit_key, s.slice_us, s.base, s.counts, FROM_UNIXTIME(s.wake_at)
+FROM JSON_TABLE(%(states)s, '$[*]' COLUMNS (
+       name VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[0]',
+       limit_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[1]',
+       slice_us BIGINT PATH '$[2]',
+       base BIGINT PATH '$[3]',
+       counts VARCHAR(255) PATH '$[4]',
+       wake_at DOUBLE PATH '$[5]')) AS s
+ON DUPLICATE KEY UPDATE rate_slice_us = VALUES(rate_slice_us), rate_base = VALUES(rate_base),
+                        rate_counts = VALUES(rate_counts), wake_at = VALUES(wake_at),
+                        updated_at = NOW(6);
+
+-- name: limit_park
+-- Jobs over a limit stay ready and wait on their bucket, out of the claims' range.
+UPDATE forkq_jobs SET limit_wait = %(bucket)s WHERE id IN %(ids)s AND status = 'ready';
+
+-- name: limit_due
+-- Buckets with parked jobs to look at again (their wake_at has come): an index range.
+SELECT name, limit_key FROM forkq_limits FORCE INDEX (forkq_limits_wake)
+WHERE wake_at <= NOW(6)
+ORDER BY wake_at
+LIMIT %(limit)s;
+
+-- name: unpark_select
+-- The first jobs parked on a bucket, in claim order within each queue.
+SELECT id FROM forkq_jobs FORCE INDEX (forkq_jobs_limit)
+WHERE status = 'ready' AND limit_wait = %(bucket)s
+ORDER BY queue, priority DESC, run_at, id
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: unpark_update
+UPDATE forkq_jobs SET limit_wait = '' WHERE id IN %(ids)s AND status = 'ready';
+
+-- name: parked_bucket_after
+-- The next bucket ready jobs are parked on, after %(after)s: one index dive each, so the
+-- chores walk the buckets, never the parked jobs.
+SELECT MIN(limit_wait) AS limit_wait FROM forkq_jobs
+WHERE status = 'ready' AND limit_wait > %(after)s;
+
+-- name: limit_wake
+-- Buckets with parked jobs and no wake_at (a parked job retried by an operator, a row
+-- pruned): looked at by the next claim.
+INSERT INTO forkq_limits (name, limit_key, wake_at)
+SELECT b.name, b.limit_key, NOW(6)
+FROM JSON_TABLE(%(buckets)s, '$[*]' COLUMNS (
+       name VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[0]',
+       limit_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[1]')) AS b
+ORDER BY b.name, b.limit_key
+ON DUPLICATE KEY UPDATE wake_at = COALESCE(forkq_limits.wake_at, NOW(6));
+
+-- name: limit_idle
+-- Bucket rows nobody wrote for `age_us` and with nothing parked: their rate slices are
+-- all past, so deleting them forgets nothing (the next claim makes the row again).
+SELECT name, limit_key FROM forkq_limits
+WHERE wake_at IS NULL AND updated_at < NOW(6) - INTERVAL %(age_us)s MICROSECOND
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: limit_delete
+DELETE FROM forkq_limits WHERE (name, limit_key) IN %(buckets)s AND wake_at IS NULL;
+
+-- name: limit_rows
+-- forkq status: the buckets, first ones by name and key.
+SELECT name, limit_key, rate_slice_us, rate_base, rate_counts,
+       UNIX_TIMESTAMP(wake_at) + 0e0 AS wake_at, UNIX_TIMESTAMP(NOW(6)) + 0e0 AS now
+FROM forkq_limits
+ORDER BY name, limit_key
+LIMIT %(limit)s;
+
+-- name: limit_waiting
+-- forkq status: parked jobs per bucket, counted up to %(limit)s index entries in all.
+SELECT w.limit_wait, COUNT(*) AS n
+FROM (SELECT limit_wait FROM forkq_jobs FORCE INDEX (forkq_jobs_limit)
+      WHERE status = 'ready' AND limit_wait > '' LIMIT %(limit)s) AS w
+GROUP BY w.limit_wait;
+
+-- name: snooze
+-- Snooze(delay): back to ready (or scheduled) after the delay, the claim's attempt given
+-- back, the snooze counted, while the handler's max_snoozes is not reached.
+UPDATE forkq_jobs
+SET status = %(status)s, run_at = NOW(6) + INTERVAL %(delay_us)s MICROSECOND,
+    attempts = GREATEST(attempts - 1, 0), snoozes = snoozes + 1,
+    locked_by = NULL, locked_until = NULL
+WHERE id = %(id)s AND status = 'running' AND locked_by = %(owner)s
+  AND snoozes < %(max_snoozes)s;
+
 -- Schema upgrades: `upgrade_to_N` runs once on a database at version N-1 (`forkq schema apply`).
 -- Each holds everything version N adds (new tables included), one statement a line ending
 -- in `;`, and records version N last: `forkq schema print --upgrade-from M` prints exactly
@@ -583,3 +783,22 @@ CREATE TABLE IF NOT EXISTS forkq_results (
   KEY forkq_results_finished (queue, finished_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq task results (the Django Tasks backend): one row per job, written at the end of each attempt';
 UPDATE forkq_schema SET version = 6, applied_at = NOW(6) WHERE id = 1 AND version < 6;
+
+-- name: upgrade_to_7
+-- Version 7 adds flow control and Snooze: forkq_jobs.snoozes and forkq_jobs.limit_wait (an
+-- instant change, no table copy), the index that claims under a limit read (built online:
+-- reads and writes go on while it is built), and forkq_limits, one row per limit bucket.
+ALTER TABLE forkq_jobs ADD COLUMN snoozes INT NOT NULL DEFAULT 0 COMMENT 'times its handler asked to run it later (Snooze) without using an attempt; past the handler''s max_snoozes it ends dead', ADD COLUMN limit_wait VARCHAR(256) NOT NULL DEFAULT '' COMMENT 'the limit bucket (NAME, or NAME/KEY with per_key) this ready job waits on: not claimed until that bucket has room; empty when claimable', ALGORITHM=INSTANT;
+ALTER TABLE forkq_jobs ADD INDEX forkq_jobs_limit (status, limit_wait, queue, priority DESC, run_at, id), ALGORITHM=INPLACE, LOCK=NONE;
+CREATE TABLE IF NOT EXISTS forkq_limits (
+  name          VARCHAR(64)  NOT NULL COMMENT 'the [limits.NAME] this bucket belongs to',
+  limit_key     VARCHAR(191) NOT NULL DEFAULT '' COMMENT 'the jobs'' limit_key for a per_key limit; empty for the one bucket of a limit without per_key (and for jobs without a key)',
+  rate_slice_us BIGINT       NULL DEFAULT NULL COMMENT 'length of one rate slice in microseconds (a tenth of the rate''s period); NULL without a rate',
+  rate_base     BIGINT       NULL DEFAULT NULL COMMENT 'number of the oldest slice counted (database clock in microseconds / rate_slice_us)',
+  rate_counts   VARCHAR(255) NULL DEFAULT NULL COMMENT 'jobs started in each slice from rate_base on, comma-separated (11 slices: the period and the slice now running)',
+  wake_at       TIMESTAMP(6) NULL DEFAULT NULL COMMENT 'when claims look again at the jobs parked on this bucket (forkq_jobs.limit_wait); NULL when none are',
+  updated_at    TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'the last claim or unpark that wrote this row',
+  PRIMARY KEY (name, limit_key),
+  KEY forkq_limits_wake (wake_at)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq flow control: one row per [limits.NAME] bucket; claims lock it to decide, so no limit is exceeded across hosts';
+UPDATE forkq_schema SET version = 7, applied_at = NOW(6) WHERE id = 1 AND version < 7;

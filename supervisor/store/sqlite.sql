@@ -179,20 +179,21 @@ SELECT MIN(queue) AS queue FROM forkq_jobs;
 -- name: stats_queue
 -- One queue, one statement: index ranges of forkq_jobs_status that stop after :limit
 -- entries (the caller's cap + 1), and single dives for the oldest due run_at and the
--- next queue name; flat cost however many rows the table holds.
+-- next queue name; flat cost however many rows the table holds. Counts no alert rule
+-- reads (not due yet, scheduled, running, done) stop at :minor_limit instead.
 SELECT
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
      WHERE status = 'ready' AND queue = :queue AND run_at <= :now LIMIT :limit)) AS ready,
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
-     WHERE status = 'ready' AND queue = :queue AND run_at > :now LIMIT :limit)) AS ready_later,
+     WHERE status = 'ready' AND queue = :queue AND run_at > :now LIMIT :minor_limit)) AS ready_later,
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
-     WHERE status = 'scheduled' AND queue = :queue LIMIT :limit)) AS scheduled,
+     WHERE status = 'scheduled' AND queue = :queue LIMIT :minor_limit)) AS scheduled,
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
-     WHERE status = 'running' AND queue = :queue LIMIT :limit)) AS running,
+     WHERE status = 'running' AND queue = :queue LIMIT :minor_limit)) AS running,
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
      WHERE status = 'dead' AND queue = :queue LIMIT :limit)) AS dead,
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
-     WHERE status = 'done' AND queue = :queue LIMIT :limit)) AS done,
+     WHERE status = 'done' AND queue = :queue LIMIT :minor_limit)) AS done,
   CAST((:now - (SELECT MIN(run_at) FROM forkq_jobs
      WHERE status = 'ready' AND queue = :queue AND run_at <= :now)) * 1000000 AS INTEGER) AS oldest_us,
   (SELECT MIN(queue) FROM forkq_jobs WHERE queue > :queue) AS next_queue;
@@ -472,6 +473,138 @@ WHERE schedule = :schedule
 ORDER BY slot DESC
 LIMIT :limit;
 
+-- limits and snooze -----------------------------------------------------------------------
+-- Flow control (see mysql.sql). Writes run under BEGIN IMMEDIATE, which already makes one
+-- claim at a time: the bucket rows carry the state, and "locking" them is reading them.
+
+-- name: insert_job_keyed
+INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status, enqueued_at, unique_key,
+                        max_attempts, limit_key)
+VALUES (:queue, :handler, :payload, :priority, COALESCE(:run_at, :now + :delay_us / 1000000.0),
+        CASE WHEN COALESCE(:run_at, :now + :delay_us / 1000000.0) > :now + :ahead_us / 1000000.0
+             THEN 'scheduled' ELSE 'ready' END,
+        :now, :unique_key, :max_attempts, :limit_key)
+ON CONFLICT (unique_key) DO UPDATE SET unique_key = excluded.unique_key
+RETURNING id;
+
+-- name: claim_select_limited
+SELECT id, handler, payload, priority, attempts, max_attempts, unique_key, limit_key,
+       run_at AS run_at_s, enqueued_at AS enqueued_at_s
+FROM forkq_jobs INDEXED BY forkq_jobs_limit
+WHERE status = 'ready' AND limit_wait = '' AND queue = :queue AND run_at <= :now
+ORDER BY priority DESC, run_at, id
+LIMIT :limit;
+
+-- name: claim_update_at
+UPDATE forkq_jobs
+SET status = 'running', locked_by = :owner, attempts = attempts + 1, started_at = :started,
+    limit_wait = '', locked_until = :now + :lease_us / 1000000.0
+WHERE id IN (SELECT value FROM json_each(:ids));
+
+-- name: limit_heads
+SELECT b.value AS bucket,
+       (SELECT json_array(-j.priority, j.run_at, j.id)
+        FROM forkq_jobs j INDEXED BY forkq_jobs_limit
+        WHERE j.status = 'ready' AND j.limit_wait = b.value AND j.queue = :queue
+        ORDER BY j.priority DESC, j.run_at, j.id
+        LIMIT 1) AS head
+FROM json_each(:buckets) AS b;
+
+-- name: unpark_select_queue
+SELECT id FROM forkq_jobs INDEXED BY forkq_jobs_limit
+WHERE status = 'ready' AND limit_wait = :bucket AND queue = :queue
+ORDER BY priority DESC, run_at, id
+LIMIT :limit;
+
+-- name: limit_lock
+SELECT name, limit_key, rate_slice_us, rate_base, rate_counts, wake_at, :now AS now
+FROM forkq_limits
+WHERE (name, limit_key) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(:buckets))
+ORDER BY name, limit_key;
+
+-- name: limit_lock_skip
+SELECT name, limit_key, rate_slice_us, rate_base, rate_counts, wake_at, :now AS now
+FROM forkq_limits
+WHERE (name, limit_key) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(:buckets))
+ORDER BY name, limit_key;
+
+-- name: limit_insert
+INSERT OR IGNORE INTO forkq_limits (name, limit_key, updated_at)
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), :now FROM json_each(:buckets);
+
+-- name: limit_usage
+SELECT handler, queue, limit_key, COUNT(*) AS n
+FROM forkq_jobs INDEXED BY forkq_jobs_status
+WHERE status IN ('running', 'cancelling')
+GROUP BY handler, queue, limit_key;
+
+-- name: limit_save
+INSERT INTO forkq_limits (name, limit_key, rate_slice_us, rate_base, rate_counts, wake_at, updated_at)
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'), json_extract(value, '$[5]'), :now
+FROM json_each(:states) WHERE true
+ON CONFLICT (name, limit_key) DO UPDATE SET
+  rate_slice_us = excluded.rate_slice_us, rate_base = excluded.rate_base,
+  rate_counts = excluded.rate_counts, wake_at = excluded.wake_at, updated_at = excluded.updated_at;
+
+-- name: limit_park
+UPDATE forkq_jobs SET limit_wait = :bucket
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'ready';
+
+-- name: limit_due
+SELECT name, limit_key FROM forkq_limits INDEXED BY forkq_limits_wake
+WHERE wake_at <= :now
+ORDER BY wake_at
+LIMIT :limit;
+
+-- name: unpark_select
+SELECT id FROM forkq_jobs INDEXED BY forkq_jobs_limit
+WHERE status = 'ready' AND limit_wait = :bucket
+ORDER BY queue, priority DESC, run_at, id
+LIMIT :limit;
+
+-- name: unpark_update
+UPDATE forkq_jobs SET limit_wait = ''
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'ready';
+
+-- name: parked_bucket_after
+SELECT MIN(limit_wait) AS limit_wait FROM forkq_jobs INDEXED BY forkq_jobs_limit
+WHERE status = 'ready' AND limit_wait > :after;
+
+-- name: limit_wake
+INSERT INTO forkq_limits (name, limit_key, wake_at, updated_at)
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), :now, :now FROM json_each(:buckets) WHERE true
+ON CONFLICT (name, limit_key) DO UPDATE SET wake_at = COALESCE(forkq_limits.wake_at, :now);
+
+-- name: limit_idle
+SELECT name, limit_key FROM forkq_limits
+WHERE wake_at IS NULL AND updated_at < :now - :age_us / 1000000.0
+LIMIT :limit;
+
+-- name: limit_delete
+DELETE FROM forkq_limits
+WHERE (name, limit_key) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(:buckets))
+  AND wake_at IS NULL;
+
+-- name: limit_rows
+SELECT name, limit_key, rate_slice_us, rate_base, rate_counts, wake_at, :now AS now
+FROM forkq_limits
+ORDER BY name, limit_key
+LIMIT :limit;
+
+-- name: limit_waiting
+SELECT w.limit_wait, COUNT(*) AS n
+FROM (SELECT limit_wait FROM forkq_jobs INDEXED BY forkq_jobs_limit
+      WHERE status = 'ready' AND limit_wait > '' LIMIT :limit) AS w
+GROUP BY w.limit_wait;
+
+-- name: snooze
+UPDATE forkq_jobs
+SET status = :status, run_at = :now + :delay_us / 1000000.0,
+    attempts = MAX(attempts - 1, 0), snoozes = snoozes + 1,
+    locked_by = NULL, locked_until = NULL
+WHERE id = :id AND status = 'running' AND locked_by = :owner
+  AND snoozes < :max_snoozes;
+
 -- Schema upgrades: `upgrade_to_N` runs once on a database at version N-1 (`forkq schema apply`).
 -- Each holds everything version N adds, one statement a line ending in `;`, and records
 -- version N last (`forkq schema print --upgrade-from M` prints exactly these).
@@ -526,3 +659,24 @@ CREATE TABLE IF NOT EXISTS forkq_results (
 CREATE INDEX IF NOT EXISTS forkq_results_finished ON forkq_results (queue, finished_at);
 UPDATE forkq_schema SET version = 6, applied_at = (julianday('now') - 2440587.5) * 86400.0
 WHERE id = 1 AND version < 6;
+
+-- name: upgrade_to_7
+-- Version 7 adds forkq_jobs.snoozes and forkq_jobs.limit_wait, the index of claims under a
+-- limit, and forkq_limits (see mysql.sql).
+ALTER TABLE forkq_jobs ADD COLUMN snoozes INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE forkq_jobs ADD COLUMN limit_wait TEXT NOT NULL DEFAULT '';
+CREATE INDEX IF NOT EXISTS forkq_jobs_limit
+  ON forkq_jobs (status, limit_wait, queue, priority DESC, run_at, id);
+CREATE TABLE IF NOT EXISTS forkq_limits (
+  name          TEXT    NOT NULL,
+  limit_key     TEXT    NOT NULL DEFAULT '',
+  rate_slice_us INTEGER NULL,
+  rate_base     INTEGER NULL,
+  rate_counts   TEXT    NULL,
+  wake_at       REAL    NULL,
+  updated_at    REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+  PRIMARY KEY (name, limit_key)
+);
+CREATE INDEX IF NOT EXISTS forkq_limits_wake ON forkq_limits (wake_at);
+UPDATE forkq_schema SET version = 7, applied_at = (julianday('now') - 2440587.5) * 86400.0
+WHERE id = 1 AND version < 7;

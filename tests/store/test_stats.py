@@ -18,7 +18,7 @@ from util import backend_of, connected, mysql_connect
 
 from supervisor.cli import commands
 from supervisor.cli import parser as cli
-from supervisor.models import QueueStats
+from supervisor.models import NewJob, QueueStats
 from supervisor.store import Store
 from supervisor.store.mysql import QUERIES as MYSQL_QUERIES
 
@@ -171,7 +171,7 @@ def explain(db_url: str, store: Store, name: str, params: dict[str, Any]) -> lis
 def test_stats_queries_read_indexes_only(db_url: str, store: Store, name: str) -> None:
     for queue in ("a", "b", "c"):
         add_queue_of_every_kind(db_url, queue, n=40)  # enough rows for a plan to choose
-    plan = explain(db_url, store, name, {"queue": "b", "limit": 11, "now": 0.0})
+    plan = explain(db_url, store, name, {"queue": "b", "limit": 11, "minor_limit": 11, "now": 0.0})
 
     assert plan
     if backend_of(db_url) == "mysql":
@@ -198,7 +198,7 @@ def test_a_queue_reads_at_most_the_cap_of_index_entries_per_count(mysql_db_url: 
     try:
         with conn.cursor() as cursor:
             cursor.execute("FLUSH STATUS")
-            cursor.execute(MYSQL_QUERIES["stats_queue"], {"queue": "b", "limit": 11})
+            cursor.execute(MYSQL_QUERIES["stats_queue"], {"queue": "b", "limit": 11, "minor_limit": 11})
             row = cursor.fetchone()
             cursor.execute("SHOW SESSION STATUS LIKE 'Handler_read%'")
             reads = {name: int(value) for name, value in cursor.fetchall()}
@@ -243,3 +243,15 @@ def test_status_marks_capped_counts_and_exact_counts_them(
     document = json.loads(capsys.readouterr().out)
     s = next(q for q in document["queues"] if q["queue"] == "s")
     assert document["cap"] is None and s["capped"] == [] and s["done"] == 5
+
+
+def test_the_tick_caps_the_counts_no_alert_reads_lower(store: Store) -> None:
+    """minor_cap bounds scheduled, running, done and not-yet-due ready rows; ready and
+    dead (what the alert rules read) keep the full cap."""
+    store.insert_many([NewJob("t.noop", "{}", queue="m", delay=86_400)] * 30)
+    store.insert_many([NewJob("t.noop", "{}", queue="m")] * 12)
+    [stats] = [s for s in store.stats(cap=20, minor_cap=5) if s.queue == "m"]
+    assert (stats.ready, stats.delayed) == (12, 5)
+    assert stats.capped == frozenset({"delayed"})
+    [full] = [s for s in store.stats(cap=20) if s.queue == "m"]
+    assert (full.ready, full.delayed, full.capped) == (12, 20, frozenset({"delayed"}))
