@@ -33,11 +33,14 @@ CREATE TABLE IF NOT EXISTS forkq_jobs (
   started_at   TIMESTAMP(6) NULL DEFAULT NULL COMMENT 'when the latest attempt was claimed',
   finished_at  TIMESTAMP(6) NULL DEFAULT NULL COMMENT 'when it became done or dead; retention counts from here',
   limit_key    VARCHAR(191) NULL DEFAULT NULL COMMENT 'the bucket of a [limits.NAME] with per_key: e.g. a tenant; NULL shares one bucket',
+  snoozes      INT          NOT NULL DEFAULT 0 COMMENT 'times its handler asked to run it later (Snooze) without using an attempt; past the handler''s max_snoozes it ends dead',
+  limit_wait   VARCHAR(256) NOT NULL DEFAULT '' COMMENT 'the limit bucket (NAME, or NAME/KEY with per_key) this ready job waits on: not claimed until that bucket has room; empty when claimable',
   PRIMARY KEY (id),
   UNIQUE KEY forkq_jobs_unique_key (unique_key),
   KEY forkq_jobs_claim (queue, status, priority DESC, run_at, id),
   KEY forkq_jobs_status (status, queue, run_at),
-  KEY forkq_jobs_finished (finished_at)
+  KEY forkq_jobs_finished (finished_at),
+  KEY forkq_jobs_limit (status, limit_wait, queue, priority DESC, run_at, id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq jobs: one row per job';
 
 CREATE TABLE IF NOT EXISTS forkq_jobs_archive (
@@ -133,6 +136,18 @@ CREATE TABLE IF NOT EXISTS forkq_results (
   KEY forkq_results_finished (queue, finished_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq task results (the Django Tasks backend): one row per job, written at the end of each attempt';
 
+CREATE TABLE IF NOT EXISTS forkq_limits (
+  name          VARCHAR(64)  NOT NULL COMMENT 'the [limits.NAME] this bucket belongs to',
+  limit_key     VARCHAR(191) NOT NULL DEFAULT '' COMMENT 'the jobs'' limit_key for a per_key limit; empty for the one bucket of a limit without per_key (and for jobs without a key)',
+  rate_slice_us BIGINT       NULL DEFAULT NULL COMMENT 'length of one rate slice in microseconds (a tenth of the rate''s period); NULL without a rate',
+  rate_base     BIGINT       NULL DEFAULT NULL COMMENT 'number of the oldest slice counted (database clock in microseconds / rate_slice_us)',
+  rate_counts   VARCHAR(255) NULL DEFAULT NULL COMMENT 'jobs started in each slice from rate_base on, comma-separated (11 slices: the period and the slice now running)',
+  wake_at       TIMESTAMP(6) NULL DEFAULT NULL COMMENT 'when claims look again at the jobs parked on this bucket (forkq_jobs.limit_wait); NULL when none are',
+  updated_at    TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'the last claim or unpark that wrote this row',
+  PRIMARY KEY (name, limit_key),
+  KEY forkq_limits_wake (wake_at)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq flow control: one row per [limits.NAME] bucket; claims lock it to decide, so no limit is exceeded across hosts';
+
 CREATE TABLE IF NOT EXISTS forkq_schema (
   id           TINYINT      NOT NULL COMMENT 'always 1',
   version      INT          NOT NULL COMMENT 'schema version applied',
@@ -141,4 +156,4 @@ CREATE TABLE IF NOT EXISTS forkq_schema (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq schema version';
 
 -- The version this file creates; kept if the database already records one.
-INSERT IGNORE INTO forkq_schema (id, version) VALUES (1, 6);
+INSERT IGNORE INTO forkq_schema (id, version) VALUES (1, 7);

@@ -1,8 +1,17 @@
 """forkq: a job queue in your own MySQL/MariaDB or SQLite database, and its pre-fork daemon."""
 
-from supervisor.errors import Fail, LockHeld, LockLost, PayloadTooLarge, Retry
+from supervisor.errors import Fail, LockHeld, LockLost, PayloadTooLarge, Retry, Snooze
 from supervisor.queue import Queue
 from supervisor.registry import handler
 
-__all__ = ["Fail", "LockHeld", "LockLost", "PayloadTooLarge", "Queue", "Retry", "handler"]
+__all__ = [
+    "Fail",
+    "LockHeld",
+    "LockLost",
+    "PayloadTooLarge",
+    "Queue",
+    "Retry",
+    "Snooze",
+    "handler",
+]
 __version__ = "0.1.0"

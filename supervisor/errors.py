@@ -6,6 +6,7 @@ forkq module, so every module can import this one.
 
 from __future__ import annotations
 
+import math
 from enum import IntEnum
 
 
@@ -92,3 +93,18 @@ class Retry(Exception):
 
 class Fail(Exception):
     """Raised by a handler for a permanent failure: the job goes straight to dead."""
+
+
+class Snooze(Exception):
+    """Raised by a handler to run the job again after `delay` seconds without using an
+    attempt: it is waiting on something that is not an error (a resource not ready yet).
+    Each snooze is counted on the job; past its handler's max_snoozes the job ends dead."""
+
+    def __init__(self, delay: float, reason: str = "snoozed") -> None:
+        super().__init__(reason)
+        if isinstance(delay, bool) or not isinstance(delay, int | float):
+            raise ValueError(f"Snooze needs a delay in seconds >= 0, got {delay!r}")
+        if not math.isfinite(delay) or delay < 0:
+            raise ValueError(f"Snooze needs a delay in seconds >= 0, got {delay!r}")
+        self.delay = float(delay)
+        self.reason = reason

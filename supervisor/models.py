@@ -62,6 +62,9 @@ class JobRow:
     enqueued_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    limit_key: str | None = None  # its bucket of a [limits.NAME] with per_key
+    snoozes: int = 0  # Snooze requests so far (none of them an attempt)
+    limit_wait: str = ""  # the limit bucket it is parked on while ready; "" when claimable
 
     @classmethod
     def from_mapping(cls, row: dict[str, Any]) -> JobRow:
@@ -82,6 +85,10 @@ class JobRow:
             enqueued_at=utc(row["enqueued_at"]) or datetime.now(UTC),
             started_at=utc(row["started_at"]),
             finished_at=utc(row["finished_at"]),
+            # Columns of schema versions 5 and 7: absent from older rows and the archive.
+            limit_key=row.get("limit_key"),
+            snoozes=int(row.get("snoozes") or 0),
+            limit_wait=str(row.get("limit_wait") or ""),
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -171,6 +178,7 @@ class NewJob:
     run_at: datetime | None = None
     unique_key: str | None = None
     max_attempts: int | None = None
+    limit_key: str | None = None  # the bucket of a per_key limit (e.g. a tenant)
 
 
 @dataclass(frozen=True)

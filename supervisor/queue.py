@@ -22,7 +22,17 @@ from supervisor.wake import Nudger
 _PAYLOAD_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
 
 ENQUEUE_KEYS = frozenset(
-    {"handler", "payload", "queue", "delay", "run_at", "priority", "unique_key", "max_attempts"}
+    {
+        "handler",
+        "payload",
+        "queue",
+        "delay",
+        "run_at",
+        "priority",
+        "unique_key",
+        "max_attempts",
+        "limit_key",
+    }
 )
 
 
@@ -51,6 +61,7 @@ class Queue:
         priority: int = 0,
         unique_key: str | None = None,
         max_attempts: int | None = None,
+        limit_key: str | None = None,
         connection: Any = None,
     ) -> int:
         """Add one job and return its id (the existing job's id when `unique_key` is taken).
@@ -60,8 +71,13 @@ class Queue:
         Local daemons are nudged before that commit all the same: a child woken that
         early finds nothing and goes idle (one empty claim), or finds the job if the
         commit came first; either way the poll finds it within `poll_interval`.
+
+        `limit_key` names the job's bucket in a `[limits.NAME]` with `per_key` (a tenant,
+        an account): see SPEC "Flow control".
         """
-        job = build_job(handler, payload, queue, delay, run_at, priority, unique_key, max_attempts)
+        job = build_job(
+            handler, payload, queue, delay, run_at, priority, unique_key, max_attempts, limit_key
+        )
         if connection is not None:
             job_id = self.store.insert_on(connection, job)
         else:
@@ -89,6 +105,7 @@ class Queue:
                     spec.get("priority", 0),
                     spec.get("unique_key"),
                     spec.get("max_attempts"),
+                    spec.get("limit_key"),
                 )
             )
         ids = self.store.insert_many(built)
@@ -123,6 +140,7 @@ def build_job(
     priority: int,
     unique_key: str | None,
     max_attempts: int | None,
+    limit_key: str | None = None,
 ) -> NewJob:
     """Check and encode one job. The queue defaults to the handler's registered queue."""
     if not isinstance(handler, str) or not handler or len(handler) > 191:
@@ -147,6 +165,10 @@ def build_job(
         not isinstance(unique_key, str) or not unique_key or len(unique_key) > 191
     ):
         raise UsageError("unique_key must be a string of 1 to 191 characters")
+    if limit_key is not None and (
+        not isinstance(limit_key, str) or not limit_key or len(limit_key) > 191
+    ):
+        raise UsageError("limit_key must be a string of 1 to 191 characters")
     if max_attempts is None and registered is not None:
         max_attempts = registered.max_attempts
     if max_attempts is not None and (
@@ -160,5 +182,13 @@ def build_job(
     except (TypeError, ValueError, RecursionError) as exc:
         raise UsageError(f"payload must be JSON-serialisable: {exc}") from exc
     return NewJob(
-        handler, payload_json, queue, priority, float(delay), run_at, unique_key, max_attempts
+        handler,
+        payload_json,
+        queue,
+        priority,
+        float(delay),
+        run_at,
+        unique_key,
+        max_attempts,
+        limit_key,
     )

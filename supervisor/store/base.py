@@ -237,11 +237,15 @@ class Store(ABC):
         return int(rows[0]["version"]) if rows else None
 
     def apply_schema(self) -> int:
-        """Create what is missing, run upgrades from older versions, record the version."""
+        """Run upgrades from an older version, create what is missing, record the version.
+
+        Upgrades first: each creates what its version adds, and the DDL may index a column
+        an older table does not have yet (SQLite's forkq_jobs_limit, outside its table).
+        """
         current = self.schema_version()
-        self._run_ddl(self._schema_statements())
         if current is not None:
             self._run_ddl(upgrade_statements(self.queries, current))
+        self._run_ddl(self._schema_statements())
         self._run("set_schema_version", version=SCHEMA_VERSION)
         self._node_column = self._results_table = self._limits_schema = None
         return SCHEMA_VERSION

@@ -45,7 +45,15 @@ QUERIES = load_queries(HERE / "mysql.sql")
 PARAM_NAMES = {
     name: tuple(dict.fromkeys(re.findall(r"%\((\w+)\)s", sql))) for name, sql in QUERIES.items()
 }
-BATCH_INSERT_QUERIES = frozenset({"insert_jobs_head", "insert_jobs_row", "insert_jobs_tail"})
+BATCH_INSERT_QUERIES = frozenset(
+    {
+        "insert_jobs_head",
+        "insert_jobs_row",
+        "insert_jobs_tail",
+        "insert_jobs_head_keyed",  # a batch with a limit_key: the column named (schema 5)
+        "insert_jobs_row_keyed",
+    }
+)
 INSERT_CHUNK = 1000  # rows per multi-row INSERT
 
 DEADLOCK, LOCK_WAIT_TIMEOUT, DUPLICATE_ENTRY = 1213, 1205, 1062
@@ -285,19 +293,19 @@ class MySQLStore(Store):
     def _insert_returning(self, jobs: Sequence[NewJob]) -> list[int]:
         """MariaDB: one multi-row INSERT ... RETURNING id; each row's values escaped by the driver."""
         conn = self._connection()
+        keyed = "_keyed" if any(j.limit_key is not None for j in jobs) else ""
         with self._errors(), conn.cursor() as cursor:
-            rows = [
-                cursor.mogrify(self.queries["insert_jobs_row"], self.job_params(j)) for j in jobs
-            ]
+            row = self.queries[f"insert_jobs_row{keyed}"]
+            rows = [cursor.mogrify(row, self.job_params(j)) for j in jobs]
             ids: list[int] = []
-            for statement in self._statements(conn, rows):
+            for statement in self._statements(conn, rows, keyed):
                 cursor.execute(statement)
                 ids.extend(int(row[0]) for row in cursor.fetchall())
             return ids
 
-    def _statements(self, conn: Connection, rows: list[str]) -> Iterator[str]:
+    def _statements(self, conn: Connection, rows: list[str], keyed: str = "") -> Iterator[str]:
         """Multi-row INSERTs of `rows`, in order, each within max_allowed_packet."""
-        head, tail = self.queries["insert_jobs_head"], self.queries["insert_jobs_tail"]
+        head, tail = self.queries[f"insert_jobs_head{keyed}"], self.queries["insert_jobs_tail"]
         whole = f"{head} {','.join(rows)} {tail}"
         if _fits(whole, MIN_PACKET) or _fits(whole, limit := self._packet_limit(conn)):
             yield whole

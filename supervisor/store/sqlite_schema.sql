@@ -20,11 +20,15 @@ CREATE TABLE IF NOT EXISTS forkq_jobs (
   enqueued_at  REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
   started_at   REAL    NULL,
   finished_at  REAL    NULL,
-  limit_key    TEXT    NULL -- the bucket of a [limits.NAME] with per_key
+  limit_key    TEXT    NULL, -- the bucket of a [limits.NAME] with per_key
+  snoozes      INTEGER NOT NULL DEFAULT 0, -- Snooze requests, never attempts
+  limit_wait   TEXT    NOT NULL DEFAULT '' -- the limit bucket a ready job is parked on
 );
 CREATE INDEX IF NOT EXISTS forkq_jobs_claim ON forkq_jobs (queue, status, priority DESC, run_at, id);
 CREATE INDEX IF NOT EXISTS forkq_jobs_status ON forkq_jobs (status, queue, run_at);
 CREATE INDEX IF NOT EXISTS forkq_jobs_finished ON forkq_jobs (finished_at);
+CREATE INDEX IF NOT EXISTS forkq_jobs_limit
+  ON forkq_jobs (status, limit_wait, queue, priority DESC, run_at, id);
 
 CREATE TABLE IF NOT EXISTS forkq_jobs_archive (
   id           INTEGER PRIMARY KEY,
@@ -113,6 +117,18 @@ CREATE TABLE IF NOT EXISTS forkq_results (
 );
 CREATE INDEX IF NOT EXISTS forkq_results_finished ON forkq_results (queue, finished_at);
 
+CREATE TABLE IF NOT EXISTS forkq_limits (
+  name          TEXT    NOT NULL, -- the [limits.NAME]
+  limit_key     TEXT    NOT NULL DEFAULT '', -- '' for the shared bucket
+  rate_slice_us INTEGER NULL,
+  rate_base     INTEGER NULL,
+  rate_counts   TEXT    NULL,
+  wake_at       REAL    NULL, -- when claims look again at jobs parked here; NULL when none are
+  updated_at    REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+  PRIMARY KEY (name, limit_key)
+);
+CREATE INDEX IF NOT EXISTS forkq_limits_wake ON forkq_limits (wake_at);
+
 CREATE TABLE IF NOT EXISTS forkq_schema (
   id           INTEGER NOT NULL PRIMARY KEY,
   version      INTEGER NOT NULL,
@@ -120,4 +136,4 @@ CREATE TABLE IF NOT EXISTS forkq_schema (
 );
 
 -- The version this file creates; kept if the database already records one.
-INSERT OR IGNORE INTO forkq_schema (id, version) VALUES (1, 6);
+INSERT OR IGNORE INTO forkq_schema (id, version) VALUES (1, 7);
