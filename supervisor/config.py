@@ -8,6 +8,7 @@ the SMTP password.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from supervisor.dburl import DEFAULT_URL, DatabaseURL, parse_database_url
-from supervisor.durations import parse_duration
+from supervisor.durations import format_duration, parse_duration
 from supervisor.errors import ConfigError
 from supervisor.policy import DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_CAP, DEFAULT_MAX_ATTEMPTS
 
@@ -31,7 +32,7 @@ MISFIRE_MODES = ("once", "skip")
 class PoolConfig:
     name: str  # the queue this pool works
     workers: int = 2
-    max_workers: int = 2
+    max_workers: int = 0  # 0: the same as workers, a static pool (resolved below)
     timeout: float = 60.0
     max_jobs_per_child: int = 1000
     max_child_lifetime: float = 3600.0
@@ -39,6 +40,10 @@ class PoolConfig:
     on_success: str = "delete"
     retention: float = 7 * 86400.0
     claim_batch: int = 20  # jobs claimed per transaction
+
+    def __post_init__(self) -> None:
+        if self.max_workers == 0:  # the one place this default is decided
+            object.__setattr__(self, "max_workers", self.workers)
 
 
 @dataclass(frozen=True)
@@ -49,10 +54,16 @@ class SupervisorConfig:
     poll_interval: float = 0.05  # per-host poll for ready jobs while children are idle
     heartbeat_interval: float = 5.0
     process_stale_after: float = 60.0  # a process row not beaten for this long is dead
-    chores_lease: float = 60.0  # lease on cluster-wide chores (reaping, pruning, alerts)
+    # Lease on cluster-wide chores (reaping, pruning, alerts); 0: three check intervals
+    # (at least 1 s), so a leader that dies is replaced within seconds (resolved below).
+    chores_lease: float = 0.0
     # MySQL/MariaDB: the server ends a daemon session idle this long (wait_timeout), so a
     # vanished host's sessions close in minutes, not the default 8 hours; 0 = server's.
     db_session_timeout: float = 600.0
+
+    def __post_init__(self) -> None:
+        if self.chores_lease == 0:  # the one place this default is decided
+            object.__setattr__(self, "chores_lease", max(1.0, 3 * self.check_interval))
 
 
 @dataclass(frozen=True)
@@ -111,11 +122,46 @@ class CommandConfig:
 
 
 @dataclass(frozen=True)
+class Rate:
+    """A limit's `rate = "N/PERIOD"`: at most `count` jobs started per `period` seconds."""
+
+    count: int
+    period: float
+
+    def __str__(self) -> str:
+        return f"{self.count}/{format_duration(self.period)}"
+
+
+@dataclass(frozen=True)
+class LimitConfig:
+    """`[limits.NAME]`: flow control across every host (SPEC "Flow control").
+
+    It covers the jobs of `handlers` and every job of `queues`; `concurrency` caps how
+    many of them run at once, `rate` how many start per period; with `per_key`, each
+    `limit_key` has its own bucket. How claims keep it: supervisor/store/limits.py.
+    """
+
+    name: str
+    handlers: tuple[str, ...] = ()
+    queues: tuple[str, ...] = ()
+    concurrency: int | None = None
+    rate: Rate | None = None
+    per_key: bool = False
+
+
+@dataclass(frozen=True)
 class WebConfig:
     """`forkq web`: the dashboard. Its token comes only from FORKQ_WEB_TOKEN."""
 
     listen: str = "127.0.0.1:8740"  # HOST:PORT ([v6]:PORT); not loopback needs the token
     read_only: bool = False  # refuse every action (403) and hide the buttons
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    """`[metrics]`: each daemon serves /metrics and /healthz (supervisor/observe)."""
+
+    listen: str | None = None  # HOST:PORT ([v6]:PORT); None: no metrics server
 
 
 @dataclass(frozen=True)
@@ -128,6 +174,8 @@ class Config:
     source: str = "<defaults>"
     web: WebConfig = WebConfig()
     commands: tuple[CommandConfig, ...] = ()
+    metrics: MetricsConfig = MetricsConfig()
+    limits: tuple[LimitConfig, ...] = ()
 
     def pool(self, name: str) -> PoolConfig | None:
         return next((p for p in self.pools if p.name == name), None)
@@ -278,6 +326,7 @@ def _env_names(value: Any) -> tuple[str, ...]:
 
 
 _WEB_FIELDS: dict[str, Callable[[Any], Any]] = {"listen": _listen, "read_only": _bool}
+_METRICS_FIELDS: dict[str, Callable[[Any], Any]] = {"listen": _listen}
 _COMMAND_FIELDS: dict[str, Callable[[Any], Any]] = {
     "argv": _argv,
     "queue": _name,
@@ -389,7 +438,10 @@ def load_config(path: str | os.PathLike[str] | None, database_url: str | None = 
 
 def build_config(raw: Mapping[str, Any], source: str, database_url: str | None = None) -> Config:
     problems = _Problems(source)
-    known = ("database", "supervisor", "pools", "alerts", "schedules", "web", "commands")
+    known = (
+        "database", "supervisor", "pools", "alerts", "schedules", "web", "commands", "metrics",
+        "limits",
+    )  # fmt: skip
     for key in raw:
         if key not in known:
             problems.add(key, f"unknown section (expected one of: {', '.join(known)})")
@@ -400,20 +452,26 @@ def build_config(raw: Mapping[str, Any], source: str, database_url: str | None =
     schedules = _schedules(raw.get("schedules", {}), problems)
     web = WebConfig(**problems.fields("web", raw.get("web", {}), _WEB_FIELDS))
     commands = _commands(raw.get("commands", {}), problems)
+    metrics = _metrics(raw.get("metrics", {}), problems)
+    limits = _limits(raw.get("limits", {}), problems)
     problems.raise_if_any()
     assert database is not None
     return Config(
-        database, supervisor, pools, alerts, schedules, source, web=web, commands=commands
+        database,
+        supervisor,
+        pools,
+        alerts,
+        schedules,
+        source,
+        web=web,
+        commands=commands,
+        metrics=metrics,
+        limits=limits,
     )
 
 
 def _supervisor(table: Any, problems: _Problems) -> SupervisorConfig:
     values = problems.fields("supervisor", table, _SUPERVISOR_FIELDS)
-    if "chores_lease" not in values:
-        # The chores lease outlives a few check ticks, so a leader that dies is replaced
-        # within seconds, not a fixed minute.
-        check = values.get("check_interval", SupervisorConfig.check_interval)
-        values["chores_lease"] = max(1.0, 3 * check)
     return SupervisorConfig(**values)
 
 
@@ -444,8 +502,7 @@ def _pools(table: Any, problems: _Problems) -> tuple[PoolConfig, ...]:
     for name, body in table.items():
         values = problems.fields(f"pools.{name}", body, _POOL_FIELDS)
         workers = values.get("workers", PoolConfig.workers)
-        values.setdefault("max_workers", workers)  # static unless max_workers says otherwise
-        if values["max_workers"] < workers:
+        if values.get("max_workers", workers) < workers:
             problems.add(f"pools.{name}.max_workers", f"must be at least workers ({workers})")
         if not name or len(name) > 64:
             problems.add(f"pools.{name}", "a pool (queue) name has 1 to 64 characters")
@@ -557,3 +614,76 @@ def _schedule_problem(values: Mapping[str, Any]) -> str | None:
     except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a tz directory, a long name
         return f"timezone: unknown time zone {values.get('timezone')!r}"
     return None
+
+
+def _metrics(table: Any, problems: _Problems) -> MetricsConfig:
+    values = problems.fields("metrics", table, _METRICS_FIELDS)
+    if "listen" in values and importlib.util.find_spec("prometheus_client") is None:
+        problems.add("metrics.listen", "needs prometheus-client: pip install 'forkq[metrics]'")
+    return MetricsConfig(**values)
+
+
+# --- [limits.NAME] -----------------------------------------------------------------------------
+
+LIMIT_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:-")
+MIN_RATE_PERIOD = 1.0  # seconds: a rate is counted in tenths of its period
+
+
+def _rate(value: Any) -> Rate:
+    """ "N/PERIOD": "100/1m", "5/2s", "1000/h" (a bare unit is one of it)."""
+    text = _str(value)
+    count, sep, period = text.partition("/")
+    if not sep or not count.strip().isdigit():
+        raise ValueError(f'expected "N/PERIOD" such as "100/1m", got {value!r}')
+    period = period.strip()
+    if period[:1].isalpha():
+        period = "1" + period
+    seconds = parse_duration(period)
+    if int(count) < 1:
+        raise ValueError(f"N must be at least 1, got {value!r}")
+    if seconds < MIN_RATE_PERIOD:
+        raise ValueError(f"the period must be at least {MIN_RATE_PERIOD:g}s, got {value!r}")
+    return Rate(int(count), seconds)
+
+
+def _names(most: int) -> Callable[[Any], tuple[str, ...]]:
+    def check(value: Any) -> tuple[str, ...]:
+        names = _str_list(value)
+        bad = [n for n in names if not n or len(n) > most]
+        if bad:
+            raise ValueError(f"names have 1 to {most} characters, got {bad[0]!r}")
+        return tuple(dict.fromkeys(names))
+
+    return check
+
+
+_LIMIT_FIELDS: dict[str, Callable[[Any], Any]] = {
+    "handlers": _names(191),
+    "queues": _names(64),
+    "concurrency": _int(1),
+    "rate": _rate,
+    "per_key": _bool,
+}
+
+
+def _limits(table: Any, problems: _Problems) -> tuple[LimitConfig, ...]:
+    if not isinstance(table, dict):
+        problems.add("limits", "expected [limits.NAME] tables")
+        return ()
+    limits = []
+    for name, body in table.items():
+        key = f"limits.{name}"
+        if not name or len(name) > 64 or not set(name) <= LIMIT_NAME_CHARS:
+            problems.add(key, "a limit name has 1 to 64 letters, digits and _ . : -")
+            continue
+        values = problems.fields(key, body, _LIMIT_FIELDS)
+        given = set(body) if isinstance(body, dict) else set()
+        if not given or given & set(_LIMIT_FIELDS) - set(values):
+            continue  # not a table, or a bad value: reported by fields
+        if not values.get("handlers") and not values.get("queues"):
+            problems.add(key, "covers nothing: give it handlers and/or queues")
+        elif "concurrency" not in values and "rate" not in values:
+            problems.add(key, "limits nothing: give it a concurrency and/or a rate")
+        else:
+            limits.append(LimitConfig(name=name, **values))
+    return tuple(limits)

@@ -31,14 +31,23 @@ def _finite(seconds: float, value: object) -> float:
     return seconds
 
 
-def format_duration(seconds: float) -> str:
-    """A short human form for messages: 45s, 12m, 3h, 2d."""
-    seconds = max(0.0, seconds)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return (
-                f"{seconds / size:.0f}{unit}"
-                if seconds % size == 0
-                else f"{seconds / size:.1f}{unit}"
-            )
-    return f"{seconds:.0f}s" if seconds >= 1 else f"{seconds * 1000:.0f}ms"
+def format_duration(seconds: float | None) -> str:
+    """7m12s, 45s, 2h05m, 3d4h, 250ms: at most two units, exact to the second (the one
+    form of a duration in messages, tables, alerts and pages)."""
+    raw = max(0.0, seconds or 0.0)
+    if 0 < raw < 1:
+        return f"{raw * 1000:.0f}ms"
+    total = round(raw)
+    for big, small, name_big, name_small in (
+        (86400, 3600, "d", "h"),
+        (3600, 60, "h", "m"),
+        (60, 1, "m", "s"),
+    ):
+        if total >= big:
+            whole, rest = divmod(total, big)
+            part = rest // small
+            if not part:
+                return f"{whole}{name_big}"
+            width = "02d" if small < 3600 else "d"
+            return f"{whole}{name_big}{part:{width}}{name_small}"
+    return f"{total}s"

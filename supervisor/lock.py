@@ -6,18 +6,11 @@ judged on the database clock, so hosts with skewed clocks agree.
 
 from __future__ import annotations
 
-import os
-import secrets
-import socket
 from types import TracebackType
 
 from supervisor.errors import LockHeld, LockLost
+from supervisor.proc import process_name
 from supervisor.store import Store
-
-
-def owner_id() -> str:
-    """host:pid:token, unique per acquisition attempt so a recycled pid is never confused."""
-    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
 class Lock:
@@ -29,7 +22,7 @@ class Lock:
         self.store = store
         self.name = name
         self.ttl = ttl
-        self.owner = owner or owner_id()
+        self.owner = owner or process_name()  # host:pid:token, new per lock
         self.held = False
 
     def acquire(self) -> bool:

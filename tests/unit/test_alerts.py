@@ -8,11 +8,11 @@ from supervisor.cluster.alerts.rules import (
     AlertState,
     Notification,
     Snapshot,
-    age,
     evaluate,
     stats_cap,
 )
 from supervisor.config import AlertRule, AlertsConfig, build_config
+from supervisor.durations import format_duration as age
 from supervisor.models import QueueStats
 
 T0 = 1_700_000_000.0

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from supervisor.config import AlertRule, AlertsConfig
+from supervisor.durations import format_duration as age
 from supervisor.models import QueueStats
 
 OK, FIRING = "ok", "firing"
@@ -385,24 +386,3 @@ def _dead_capped(q: QueueStats, limit: int | None, prev: AlertState | None, now:
 
 def _where(q: QueueStats) -> str:
     return f'queue "{q.queue}"' + (" (paused)" if q.paused else "")
-
-
-def age(seconds: float | None) -> str:
-    """7m12s, 45s, 2h05m, 3d4h: a duration in at most two units, exact to the second."""
-    total = max(0, round(seconds or 0.0))
-    for big, small, name_big, name_small in (
-        (86400, 3600, "d", "h"),
-        (3600, 60, "h", "m"),
-        (60, 1, "m", "s"),
-    ):
-        if total >= big:
-            whole, rest = divmod(total, big)
-            part = rest // small
-            if not part:
-                return f"{whole}{name_big}"
-            return (
-                f"{whole}{name_big}{part:02d}{name_small}"
-                if small < 3600
-                else f"{whole}{name_big}{part}{name_small}"
-            )
-    return f"{total}s"
