@@ -10,8 +10,10 @@ command handlers"):
   else of the daemon's environment (its database URL, SMTP password, web token);
 - its exit status decides: 0 done; 65 (EX_DATAERR) dead at once; 75 (EX_TEMPFAIL) a
   retry the program asked for, after the delay on its last stderr line
-  `forkq-retry-after: SECONDS` (a duration such as 30, "90s", "5m"; else the backoff);
-  any other status, or a signal, a failed attempt retried with backoff;
+  `forkq-retry-after: SECONDS` (a duration such as 30, "90s", "5m"; else the backoff),
+  or a snooze (Snooze: again after the delay, no attempt used) with a last line
+  `forkq-snooze: SECONDS`; any other status, or a signal, a failed attempt retried
+  with backoff;
 - the end of its stderr goes into the job's last_error; each line of stdout and stderr
   is a `command_output` event in the daemon's log (up to MAX_LOGGED_LINES per stream
   and job, each cut at MAX_LINE_CHARS).
@@ -51,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 from supervisor import logs, registry
 from supervisor.durations import parse_duration
-from supervisor.errors import Fail, Retry
+from supervisor.errors import Fail, Retry, Snooze
 
 if TYPE_CHECKING:
     from supervisor.config import CommandConfig, Config
@@ -68,7 +70,7 @@ COMMAND_KILL_GRACE = 1.0  # seconds from SIGTERM to SIGKILL of a timed-out progr
 KILL_WAIT = 5.0  # seconds to wait for a SIGKILLed program (one in D state)
 NO_PIDFD_POLL = 50  # milliseconds between exit checks where pidfd_open is missing
 MAX_RETRY_AFTER = 365 * 86400.0  # seconds a program may ask to wait, at most
-DIRECTIVE = re.compile(r"^forkq-retry-after:\s*(.*?)\s*$")
+DIRECTIVE = re.compile(r"^forkq-(retry-after|snooze):\s*(.*?)\s*$")
 ENV_FROM_DAEMON = ("PATH", "LANG", "LC_ALL")
 
 
@@ -88,8 +90,8 @@ def load_handlers(config: Config, *, reload: bool = False) -> list[str]:
 class CommandHandler:
     """The registered function of one `[commands."NAME"]` table: `(payload, job) -> None`.
 
-    Returns when the program exits 0; raises Fail (65), Retry (75) or CommandFailed
-    (anything else) for the worker to map like a Python handler's exceptions. The
+    Returns when the program exits 0; raises Fail (65), Retry or Snooze (75) or
+    CommandFailed (anything else) for the worker to map like a Python handler's exceptions. The
     worker's soft timeout (JobTimeout) interrupts the wait; the program's tree is then
     killed before the exception goes on.
     """
@@ -334,8 +336,11 @@ def judge(status: int, stderr: bytes, cut: bool, log: Any) -> None:
     if status == EX_DATAERR:
         raise Fail(_with_text("exit 65 (EX_DATAERR)", text))
     if status == EX_TEMPFAIL:
-        delay, text = retry_after(text, log)
-        raise Retry(delay, _with_text("exit 75 (EX_TEMPFAIL)", text))
+        kind, delay, text = directive(text, log)
+        reason = _with_text("exit 75 (EX_TEMPFAIL)", text)
+        if kind == "snooze" and delay is not None:
+            raise Snooze(delay, reason)
+        raise Retry(delay, reason)
     raise CommandFailed(_with_text(describe_status(status), text))
 
 
@@ -361,20 +366,24 @@ def error_text(tail: bytes, cut: bool) -> str:
     return text
 
 
-def retry_after(text: str, log: Any) -> tuple[float | None, str]:
-    """(delay, text without it) from a last line `forkq-retry-after: DURATION`."""
+def directive(text: str, log: Any) -> tuple[str | None, float | None, str]:
+    """(kind, delay, text without it) from a last stderr line `forkq-retry-after: DURATION`
+    or `forkq-snooze: DURATION`; (None, None, text) when there is none or it is no duration.
+    """
     head, _, last = text.rpartition("\n")
     match = DIRECTIVE.match(last)
     if not match:
-        return None, text
+        return None, None, text
+    kind = match.group(1)
     try:
-        delay = parse_duration(match.group(1))
+        delay = parse_duration(match.group(2))
         if delay > MAX_RETRY_AFTER:
             raise ValueError(f"more than {MAX_RETRY_AFTER:g} seconds")
     except ValueError as exc:
-        log.warning("command_retry_after_ignored", line=last[:200], reason=str(exc))
-        return None, text
-    return delay, head.rstrip()
+        event = f"command_{kind.replace('-', '_')}_ignored"
+        log.warning(event, line=last[:200], reason=str(exc))
+        return None, None, text
+    return kind, delay, head.rstrip()
 
 
 def _with_text(what: str, text: str) -> str:

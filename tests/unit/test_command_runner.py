@@ -24,7 +24,7 @@ import pytest
 
 from supervisor import logs
 from supervisor.config import CommandConfig
-from supervisor.errors import Fail, JobTimeout, Retry
+from supervisor.errors import Fail, JobTimeout, Retry, Snooze
 from supervisor.work.command import ERROR_CHARS, CommandFailed, CommandHandler
 from supervisor.work.worker import soft_timeout
 
@@ -144,6 +144,20 @@ def test_a_retry_after_line_that_is_not_last_or_not_a_duration_is_only_text(
     assert ignored["line"] == "forkq-retry-after: -4"
     with pytest.raises(CommandFailed, match=r"forkq-retry-after: 30$"):
         sh("echo 'forkq-retry-after: 30' >&2; exit 1")  # only exit 75 asks
+
+
+def test_exit_75_with_forkq_snooze_last_snoozes_without_an_attempt(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(Snooze) as caught:
+        sh("echo 'the report is not ready yet' >&2; echo 'forkq-snooze: 10m' >&2; exit 75")
+    assert caught.value.delay == 600.0
+    assert caught.value.reason == "exit 75 (EX_TEMPFAIL): the report is not ready yet"
+    with pytest.raises(Retry) as retried:  # not a duration: a plain retry, and said so
+        sh("echo 'forkq-snooze: later' >&2; exit 75")
+    assert retried.value.delay is None
+    [ignored] = events(capsys, "command_snooze_ignored")
+    assert ignored["line"] == "forkq-snooze: later"
 
 
 def test_other_statuses_and_signals_are_failed_attempts() -> None:
