@@ -68,7 +68,7 @@ test-faults: venv db tools
 	exit $$rc
 
 lint: venv
-	$(VENV)/bin/ruff check supervisor handlers tests
+	$(VENV)/bin/ruff check supervisor handlers tests benchmarks
 	$(VENV)/bin/mypy
 
 bench: venv

@@ -1,4 +1,5 @@
-"""What the scale and latency sections (benchmarks/scale.py) run against.
+"""What the scale+ sections (benchmarks/sections/: claims, tick, wake, silent, trickle)
+run against.
 
 - `BenchMariaDB`: the tests' private server (tests/private_mariadb.py) with MariaDB's
   own defaults for the buffer pool (128 MiB) and the redo log (96 MiB), and a short

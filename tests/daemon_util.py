@@ -5,10 +5,12 @@ tmp_path, starts the master in a session of its own with JSON logs going to a fi
 and gives the test what it needs to look at from outside: the log's events, the
 children (psutil, with their process titles), signals, and a `stop()` with deadlines.
 
-The `daemons` fixture (import `daemons_fixture` into a test module) hands out Daemon
-objects and, whatever the test did, kills every process of every daemon's session
-at the end (the master's group and each child, which lives in a process group of its
-own). Every wait has a deadline.
+The `daemons` fixture (tests/daemon/conftest.py registers it for the daemon tests;
+elsewhere import `daemons_fixture` into the test module) hands out Daemon objects and,
+whatever the test did, kills every process of every daemon's session at the end (the
+master's group and each child, which lives in a process group of its own). Every wait
+has a deadline. The benchmarks run their daemons on this launcher too
+(benchmarks/harness.py's BenchDaemon, benchmarks/scale_env.py).
 """
 
 from __future__ import annotations
@@ -202,6 +204,7 @@ class Daemon:
         self.config_path = directory / f"{name}.toml"
         self.log_path = directory / f"{name}.log"
         self.stderr_path = directory / f"{name}.stderr"
+        self.command = [sys.executable, "-m", "supervisor"]  # `forkq` (the bench's lab wraps it)
         self.proc: subprocess.Popen[bytes] | None = None
         self.sid: int | None = None
         self.seen_pids: set[int] = set()
@@ -253,7 +256,7 @@ class Daemon:
         assert self.proc is None or self.proc.poll() is not None, "already running"
         with open(self.log_path, "ab") as out, open(self.stderr_path, "ab") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "supervisor", "run", "-c", str(self.config_path)],
+                [*self.command, "run", "-c", str(self.config_path)],
                 cwd=self.directory,
                 env=self.environment(),
                 stdin=subprocess.DEVNULL,

@@ -1,4 +1,4 @@
-"""The per-job overhead of a command handler (issue 16), a section of benchmarks/run.py.
+"""Section commands: the per-job overhead of a command handler (issue 16).
 
 One `forkq run` (the tests' launcher) with one pool of ONE child works off no-op jobs
 two ways, alternating: the no-op Python handler (`t.noop`) and `true` as a
@@ -14,15 +14,12 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 from scale_env import daemon, running
 
 from supervisor import Queue
 
-SECTIONS: dict[str, float] = {"commands": 150.0}  # name -> hard deadline in seconds
 QUEUE = "cmd"
 RUNS = 3  # drains per kind (median kept)
 POLL = 0.01  # seconds between counts while a drain runs
@@ -34,12 +31,7 @@ queue = "{QUEUE}"
 """
 
 
-def runner(bench: Any, name: str) -> Callable[[Any], None] | None:
-    """The section `name` of this module as run.py calls a section, or None."""
-    return partial(section, bench) if name in SECTIONS else None
-
-
-def section(bench: Any, deadline: Any) -> None:
+def run(bench: Any, deadline: Any) -> None:
     jobs = 300 if getattr(bench.s, "is_quick", False) else 1500
     made = daemon(
         bench.workdir,
@@ -82,3 +74,6 @@ def drain(bench: Any, queue: Queue, handler: str, jobs: int, deadline: Any) -> f
         deadline.check(f"draining {jobs} {handler} jobs")
         time.sleep(POLL)
     return jobs / (time.perf_counter() - started)
+
+
+METHOD: list[str] = []  # the figures' notes say how they are measured
