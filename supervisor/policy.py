@@ -11,6 +11,9 @@ from dataclasses import dataclass
 DEFAULT_MAX_ATTEMPTS = 10
 DEFAULT_BACKOFF_BASE = 2.0  # seconds
 DEFAULT_BACKOFF_CAP = 3600.0  # seconds
+# Snooze(delay) requests one job may make before it ends dead: a handler that snoozes
+# by mistake every time is seen within hours, never loops forever unseen.
+DEFAULT_MAX_SNOOZES = 100
 
 
 def backoff_delay(

@@ -15,7 +15,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from supervisor.errors import ConfigError
-from supervisor.policy import DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_CAP, DEFAULT_MAX_ATTEMPTS
+from supervisor.policy import (
+    DEFAULT_BACKOFF_BASE,
+    DEFAULT_BACKOFF_CAP,
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_MAX_SNOOZES,
+)
 
 if TYPE_CHECKING:
     from supervisor.config import CommandConfig, Config
@@ -33,6 +38,7 @@ class Handler:
     backoff_base: float = DEFAULT_BACKOFF_BASE
     backoff_cap: float = DEFAULT_BACKOFF_CAP
     argv: tuple[str, ...] = ()  # a [commands."NAME"] table's program; () for a function
+    max_snoozes: int = DEFAULT_MAX_SNOOZES  # Snooze requests before the job ends dead
 
 
 _HANDLERS: dict[str, Handler] = {}
@@ -46,16 +52,28 @@ def handler(
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     backoff_base: float = DEFAULT_BACKOFF_BASE,
     backoff_cap: float = DEFAULT_BACKOFF_CAP,
+    max_snoozes: int = DEFAULT_MAX_SNOOZES,
 ) -> Callable[[HandlerFunc], HandlerFunc]:
-    """Register `func(payload, job)` under `name`; `queue` is where `enqueue` sends it by default."""
+    """Register `func(payload, job)` under `name`; `queue` is where `enqueue` sends it by default.
+
+    `max_snoozes`: how many times one job may raise Snooze before it ends dead."""
     if not name or len(name) > 191:
         raise ValueError("a handler name has 1 to 191 characters")
     if max_attempts < 1:
         raise ValueError("max_attempts must be at least 1")
+    if max_snoozes < 0:
+        raise ValueError("max_snoozes must be at least 0")
 
     def register(func: HandlerFunc) -> HandlerFunc:
         _HANDLERS[name] = Handler(
-            name, func, queue, timeout, max_attempts, backoff_base, backoff_cap
+            name,
+            func,
+            queue,
+            timeout,
+            max_attempts,
+            backoff_base,
+            backoff_cap,
+            max_snoozes=max_snoozes,
         )
         return func
 

@@ -10,6 +10,7 @@ from typing import Any
 from supervisor.config import Config
 from supervisor.models import ProcessRow, QueueStats
 from supervisor.store import Store
+from supervisor.store.limits import bucket_status
 
 # `forkq status` counts up to this many jobs per queue and status ("100000+" past it),
 # so it stays fast on a table of millions; --exact counts them all.
@@ -28,11 +29,18 @@ def read_status(
     return queues, [process_view(p, now, stale_after) for p in processes]
 
 
+def read_limits(config: Config, store: Store, cap: int | None = STATUS_CAP) -> list[dict[str, Any]]:
+    """What waits on which limit: per limit and key, running / concurrency, started in the
+    rate window / rate, jobs waiting (parked). Empty without [limits]."""
+    return [b.as_dict() for b in bucket_status(store, config, cap or STATUS_CAP)]
+
+
 def status_document(
     config: Config,
     cap: int | None,
     queues: Sequence[QueueStats],
     processes: Sequence[dict[str, Any]],
+    limits: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     """The JSON document of `forkq status --json` and `/api/status`: the URL without its
     password."""
@@ -41,6 +49,7 @@ def status_document(
         "cap": cap,
         "queues": [q.as_dict() for q in queues],
         "processes": list(processes),
+        "limits": list(limits),
     }
 
 

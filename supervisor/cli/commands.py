@@ -31,7 +31,7 @@ from supervisor.models import CancelResult, JobRow, JobState, QueueStats
 from supervisor.proc import hostname
 from supervisor.queue import Queue
 from supervisor.status import STATUS_CAP as STATUS_CAP  # cli.py's --exact help names it
-from supervisor.status import read_status, status_document
+from supervisor.status import read_limits, read_status, status_document
 from supervisor.store import SCHEMA_VERSION, Store, open_store
 from supervisor.store.base import load_queries, upgrade_statements
 from supervisor.work.command import load_handlers
@@ -103,6 +103,7 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
             run_at=args.at,
             priority=args.priority,
             unique_key=args.unique_key,
+            limit_key=args.limit_key,
             max_attempts=args.max_attempts,
         )
     print(job_id)
@@ -268,11 +269,15 @@ def cmd_status(args: argparse.Namespace) -> int:
     cap = None if args.exact else STATUS_CAP
     with _store(config) as store:
         queues, views = read_status(config, store, cap)
+        limits = read_limits(config, store, cap)
     if args.json:
-        print_json(status_document(config, cap, queues, views))
+        print_json(status_document(config, cap, queues, views, limits))
         return int(ExitCode.OK)
     print(_queues_table(queues))
     print()
+    if limits:
+        print(_limits_table(limits))
+        print()
     if not views:
         print("no forkq processes are running")
         return int(ExitCode.OK)
@@ -314,6 +319,22 @@ def _queues_table(queues: Sequence[QueueStats]) -> str:
         for q in queues
     ]
     return table(headers, rows)
+
+
+def _limits_table(limits: Sequence[dict[str, Any]]) -> str:
+    """Per limit and key: running of its concurrency, started in the rate window of its
+    rate, and the jobs waiting on it (ready, not claimed until it has room)."""
+    rows = [
+        (
+            b["limit"],
+            b["key"] or "-",
+            f"{b['running']}/{b['concurrency']}" if b["concurrency"] else b["running"],
+            f"{b['started']}/{b['rate']}" if b["rate"] else "-",
+            f"{b['waiting']}+" if b["waiting_capped"] and b["waiting"] else b["waiting"],
+        )
+        for b in limits
+    ]
+    return table(("LIMIT", "KEY", "RUNNING", "STARTED", "WAITING"), rows)
 
 
 def cmd_locks(args: argparse.Namespace) -> int:

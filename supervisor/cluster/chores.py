@@ -18,6 +18,7 @@ from supervisor.lock import Lock
 from supervisor.models import JobRow, JobState
 from supervisor.policy import truncate_error
 from supervisor.store import Store
+from supervisor.store.limits import look_after_parked
 
 CHORES_LOCK = "forkq:chores"
 
@@ -165,6 +166,8 @@ class Chores:
             self.store, self.config.supervisor.process_stale_after
         )
         report.pruned = prune_finished(self.store, self.config)
+        if self.config.limits:  # jobs parked on a limit: none forgotten (store/limits.py)
+            look_after_parked(self.store, self.config)
         if report.reaped or report.settled or report.pruned:
             self.log.info(
                 "chores_done", reaped=report.reaped, settled=report.settled, pruned=report.pruned

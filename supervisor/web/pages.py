@@ -16,7 +16,13 @@ from supervisor import logs
 from supervisor.cluster.schedules import next_run
 from supervisor.config import ScheduleConfig
 from supervisor.models import JobState, Throughput
-from supervisor.status import STATUS_CAP, process_view, read_status, status_document
+from supervisor.status import (
+    STATUS_CAP,
+    process_view,
+    read_limits,
+    read_status,
+    status_document,
+)
 from supervisor.store import Store
 from supervisor.web.chart import HOURS, throughput_chart
 from supervisor.web.context import Context
@@ -195,7 +201,8 @@ def locks(ctx: Context) -> Response:
 def api_status(ctx: Context) -> Response:
     """Exactly what `forkq status --json` prints (status.py builds both)."""
     queues, views = read_status(ctx.config, ctx.store, STATUS_CAP)
-    return ctx.json(status_document(ctx.config, STATUS_CAP, queues, views))
+    limits = read_limits(ctx.config, ctx.store)
+    return ctx.json(status_document(ctx.config, STATUS_CAP, queues, views, limits))
 
 
 def login(ctx: Context) -> Response:

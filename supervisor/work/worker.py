@@ -32,14 +32,17 @@ from supervisor.errors import (
     Fail,
     JobTimeout,
     Retry,
+    Snooze,
     TransientDatabaseError,
 )
 from supervisor.fate import failure_outcome, max_attempts_for
 from supervisor.models import JobRow
 from supervisor.observe import metrics
-from supervisor.policy import truncate_error
+from supervisor.policy import DEFAULT_MAX_SNOOZES, truncate_error
 from supervisor.store import Store
+from supervisor.store import limits as flow
 from supervisor.work.command import CommandFailed
+from supervisor.work.snooze import SNOOZED, snooze_outcome
 
 LEASE_MARGIN = 30.0  # seconds a lease outlives the job's timeout: the master kills first
 ACK_MAX_AGE = 0.2  # seconds a success may wait in the buffer before it is written
@@ -146,6 +149,8 @@ class Worker:
         self._pools: dict[str, PoolConfig] = {}
         self._batch = 1  # the claim size grows while jobs are quick: see claim_size
         self.max_jobs: int | None = None  # `forkq work --max-jobs`: claim no more than this
+        # [limits]: None without any, and then claims are exactly as without the feature.
+        self.limits = flow.plan_for(config, _handler_queues())
 
     # --- settings per queue --------------------------------------------------------------
 
@@ -181,9 +186,13 @@ class Worker:
                 continue
             pool = self.pool(queue)
             done = self.pending.successes
-            batch, written = self.store.complete_and_claim(
-                done, queue, self.owner, self.claim_size(pool), pool.timeout + LEASE_MARGIN
-            )
+            size, lease = self.claim_size(pool), pool.timeout + LEASE_MARGIN
+            if self.limits:
+                batch, written = flow.complete_and_claim(
+                    self.store, self.limits, done, queue, self.owner, size, lease
+                )
+            else:
+                batch, written = self.store.complete_and_claim(done, queue, self.owner, size, lease)
             self._acknowledged(done, written)
             if batch:
                 self._lease_until = time.monotonic() + pool.timeout + LEASE_MARGIN
@@ -268,17 +277,21 @@ class Worker:
         # or unreachable database never gets the child killed as overtime.
         self.events.job_ran(row)
         self.stats.jobs += 1
-        if outcome != "done":
+        if outcome not in ("done", SNOOZED):
             outcome = "dead" if dead else "retry"
         metrics.job_finished(row.queue, row.handler, outcome, duration)  # a no-op while off
         try:
             if outcome == "done":
                 self._queue_success(row)
+            elif outcome == SNOOZED:
+                self._queue_snooze(row, error, delay or 0.0)  # written at once
             else:
                 self._queue_failure(row, error, delay, dead)  # written at once
         finally:  # written or still pending (the next flush retries it): the job has ended
             self.events.job_finished(row, outcome)
-        log = self.log.info if outcome == "done" else self.log.warning
+            if self.limits:  # its slot can go to a job parked on its limits
+                self.limits.ended(row.handler, row.queue, row.limit_key)
+        log = self.log.info if outcome in ("done", SNOOZED) else self.log.warning
         log(
             "job_finished",
             job_id=row.id,
@@ -288,6 +301,7 @@ class Worker:
             outcome=outcome,
             duration=round(duration, 4),
             **({"error": error.splitlines()[0][:300]} if error else {}),
+            **({"delay": delay} if outcome == SNOOZED else {}),
         )
         return outcome
 
@@ -315,6 +329,8 @@ class Worker:
             return "failed", f"timed out after {timeout:g}s", None, False
         except Retry as exc:
             return "failed", f"retry requested: {exc.reason}", exc.delay, False
+        except Snooze as exc:
+            return snooze_outcome(exc.delay, exc.reason)
         except Fail as exc:
             return "failed", f"failed permanently: {exc}", None, True
         except Exception as exc:
@@ -325,6 +341,19 @@ class Worker:
         mode = self.pool(row.queue).on_success
         self.pending.successes.setdefault(mode, []).append(row.id)
         self.pending.oldest = self.pending.oldest or time.monotonic()
+
+    def _queue_snooze(self, row: JobRow, reason: str, delay: float) -> None:
+        """Back after `delay` without using an attempt (schema 7 counts it; before it, a
+        snooze is a retry, so attempts still bound it)."""
+        if not self.store.snoozes_counted():
+            self._queue_failure(row, f"snoozed ({reason}); schema 7 counts snoozes", delay, False)
+            return
+        registered = registry.get(row.handler)
+        most = registered.max_snoozes if registered else DEFAULT_MAX_SNOOZES
+        self.pending.failures.append(
+            {"job_id": row.id, "snooze": delay, "max_snoozes": most, "reason": reason}
+        )
+        self.flush()  # written at once, as failures are
 
     def _queue_failure(self, row: JobRow, error: str, delay: float | None, permanent: bool) -> None:
         if permanent:
@@ -367,6 +396,10 @@ class Worker:
     def flush_failures(self) -> None:
         while self.pending.failures:
             failure = self.pending.failures[0]
+            if "snooze" in failure:
+                self._write_snooze(failure)
+                self.pending.failures.pop(0)
+                continue
             if not self.store.fail(
                 self.owner,
                 failure["job_id"],
@@ -377,6 +410,17 @@ class Worker:
             ):
                 self.log.warning("lease_lost", job_id=failure["job_id"])
             self.pending.failures.pop(0)
+
+    def _write_snooze(self, snooze: dict[str, Any]) -> None:
+        result = self.store.snooze(
+            self.owner, snooze["job_id"], snooze["snooze"], snooze["max_snoozes"], snooze["reason"]
+        )
+        if result == "lost":
+            self.log.warning("lease_lost", job_id=snooze["job_id"])
+        elif result == "dead":
+            self.log.warning(
+                "job_snoozed_too_often", job_id=snooze["job_id"], max_snoozes=snooze["max_snoozes"]
+            )
 
     def release_held(self) -> None:
         ids = [row.id for row in self.held]
@@ -444,6 +488,11 @@ def exit_if_forked(worker_pid: int) -> None:
     elif exc is not None:
         code = 1
     os._exit(code)
+
+
+def _handler_queues() -> dict[str, str]:
+    """Each registered handler's queue: where [limits] that name handlers apply first."""
+    return {name: h.queue for name in registry.names() if (h := registry.get(name)) is not None}
 
 
 def _expire(signum: int, frame: FrameType | None) -> None:

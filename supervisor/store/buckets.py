@@ -1,0 +1,273 @@
+"""Flow control's decisions, pure: a job's buckets, a bucket's room, which claimed jobs run
+and which wait. No I/O: the store (limits.py) reads and writes; `now` is the database
+clock in epoch seconds.
+
+A `[limits.NAME]` covers the jobs of its handlers and of its queues. Its bucket is the
+limit itself, or with `per_key` one bucket per `limit_key` (a job without a key shares
+the bucket of the empty key). A job may fall in several buckets (a handler's limit and
+its queue's): it runs only when every one of them has room.
+
+Rates are counted over a sliding window in slices of a tenth of the period: a start is
+allowed while fewer than N starts fall in the slice now running and the ten before it.
+Those eleven slices cover at least the last whole period, so no span of one period ever
+holds more than N starts, on the database clock; the price is that a start leaves the
+count up to a tenth of a period late (a steady stream gets N per 1 to 1.1 periods).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from supervisor.config import LimitConfig
+
+RATE_SLICES = 10  # a period in slices; the window counts these and the one now running
+# A bucket full on concurrency is looked at again this soon (database clock) by whatever
+# claim runs then, for slots freed where no claim of its own noticed (a job settled by a
+# master, a lease reaped, a cancel). A worker that ends a job of a bucket with parked jobs
+# hands its slot on in its very next claim.
+RECHECK = 0.1
+BUCKET_SEPARATOR = "/"  # NAME/KEY in forkq_jobs.limit_wait; limit names never hold it
+
+
+@dataclass(frozen=True, order=True)
+class Bucket:
+    """One bucket of a limit. Ordered by (name, key): the one order claims lock them in."""
+
+    name: str
+    key: str = ""  # the jobs' limit_key with per_key; "" for the shared bucket
+
+    @property
+    def id(self) -> str:
+        """What forkq_jobs.limit_wait holds for a job parked here."""
+        return f"{self.name}{BUCKET_SEPARATOR}{self.key}" if self.key else self.name
+
+    @classmethod
+    def parse(cls, text: str) -> Bucket:
+        name, _, key = text.partition(BUCKET_SEPARATOR)
+        return cls(name, key)
+
+    def pair(self) -> tuple[str, str]:
+        return (self.name, self.key)
+
+
+@dataclass
+class RateWindow:
+    """Starts per slice of `slice_us` microseconds, `counts[0]` for slice number `base`."""
+
+    slice_us: int
+    base: int
+    counts: list[int]
+
+    @classmethod
+    def empty(cls, slice_us: int, now: float) -> RateWindow:
+        return cls(slice_us, _slice(now, slice_us) - RATE_SLICES, [0] * (RATE_SLICES + 1))
+
+    @classmethod
+    def load(
+        cls, slice_us: int, stored: tuple[int | None, int | None, str | None], now: float
+    ) -> RateWindow:
+        """The window as stored (slice length, base, counts), slid to `now`.
+
+        A row written with another slice length (the period was changed) is carried over
+        whole into the slice now running: its starts still count, conservatively, for one
+        more period, so a config change never lets a burst through.
+        """
+        row_slice, base, text = stored
+        window = cls.empty(slice_us, now)
+        if not row_slice or base is None or not text:
+            return window
+        try:
+            counts = [max(0, int(part)) for part in text.split(",")]
+        except ValueError:  # not ours: count it as nothing rather than fail every claim
+            return window
+        old = cls(int(row_slice), int(base), counts).slid(now)
+        if old.slice_us == slice_us and len(old.counts) == RATE_SLICES + 1:
+            return old
+        window.counts[-1] = old.used
+        return window
+
+    def slid(self, now: float) -> RateWindow:
+        """The same starts in the window that ends with the slice `now` falls in."""
+        base = _slice(now, self.slice_us) - (len(self.counts) - 1)
+        shift = base - self.base
+        if shift <= 0:
+            return self
+        kept = self.counts[shift:] if shift < len(self.counts) else []
+        return RateWindow(self.slice_us, base, kept + [0] * (len(self.counts) - len(kept)))
+
+    @property
+    def used(self) -> int:
+        return sum(self.counts)
+
+    def record(self, starts: int) -> None:
+        self.counts[-1] += starts
+
+    def free_at(self, allowed: int) -> float:
+        """When the window will have room for one more start (epoch seconds)."""
+        excess = self.used - allowed + 1
+        for index, count in enumerate(self.counts):
+            excess -= count
+            if excess <= 0:
+                # slice base + index leaves the window once slice base + index + 11 begins
+                return (self.base + index + len(self.counts)) * self.slice_us / 1e6
+        return (self.base + 2 * len(self.counts)) * self.slice_us / 1e6  # not reached
+
+    def dump(self) -> tuple[int, int, str]:
+        return self.slice_us, self.base, ",".join(str(c) for c in self.counts)
+
+
+def _slice(now: float, slice_us: int) -> int:
+    return math.floor(now * 1_000_000) // slice_us
+
+
+def slice_us(limit: LimitConfig) -> int | None:
+    """The slice length of a limit's rate in microseconds; None without a rate."""
+    if limit.rate is None:
+        return None
+    return max(1, round(limit.rate.period * 1_000_000 / RATE_SLICES))
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A claimed row as the decision sees it: its place in the claim order and its buckets."""
+
+    id: int
+    buckets: tuple[Bucket, ...]
+    position: tuple[int, float, int] = (0, 0.0, 0)  # (-priority, run_at, id): claim order
+
+
+@dataclass
+class Decision:
+    run: list[int] = field(default_factory=list)  # ids, in claim order
+    park: dict[Bucket, list[int]] = field(default_factory=dict)
+    started: Counter[Bucket] = field(default_factory=Counter)
+    skipped: list[int] = field(default_factory=list)  # could run, past `most`: left ready
+
+
+def decide(
+    rows: Sequence[Candidate],
+    room: Mapping[Bucket, int],
+    parked_head: Mapping[Bucket, tuple[int, float, int]] | None = None,
+    most: int | None = None,
+) -> Decision:
+    """Run each row, in claim order, while every bucket it falls in has room; park it on
+    the first one that has none. A row behind a job already parked on one of its buckets
+    is parked too (behind it), so a bucket's jobs keep their order across the wait. Past
+    `most` runs, rows that could run are skipped (left as they are)."""
+    decision = Decision()
+    left = dict(room)
+    heads = parked_head or {}
+    for row in rows:
+        blocked = next(
+            (
+                bucket
+                for bucket in row.buckets
+                if left.get(bucket, 0) <= 0 or (bucket in heads and heads[bucket] < row.position)
+            ),
+            None,
+        )
+        if blocked is not None:
+            decision.park.setdefault(blocked, []).append(row.id)
+            continue
+        if most is not None and len(decision.run) >= most:
+            decision.skipped.append(row.id)
+            continue
+        decision.run.append(row.id)
+        for bucket in row.buckets:
+            left[bucket] = left.get(bucket, 0) - 1
+            decision.started[bucket] += 1
+    return decision
+
+
+def room_in(limit: LimitConfig | None, running: int, window: RateWindow | None) -> int:
+    """Jobs a bucket may start now: below its concurrency and its rate, whichever is less.
+    A bucket of a limit no longer configured has room for everything parked on it."""
+    if limit is None:
+        return UNLIMITED
+    rooms = []
+    if limit.concurrency is not None:
+        rooms.append(limit.concurrency - running)
+    if limit.rate is not None and window is not None:
+        rooms.append(limit.rate.count - window.used)
+    return max(0, min(rooms)) if rooms else UNLIMITED
+
+
+UNLIMITED = 1_000_000
+
+
+def wake_at(
+    limit: LimitConfig | None, running: int, window: RateWindow | None, now: float
+) -> float:
+    """When a bucket with parked jobs should be looked at again: when its rate frees a
+    slot if the rate is what holds it, else soon (a slot freed by a job's end)."""
+    rate = None if limit is None else limit.rate
+    if rate is not None and window is not None and window.used >= rate.count:
+        return max(now, window.free_at(rate.count))
+    return now + RECHECK
+
+
+class LimitPlan:
+    """The configured limits as one worker uses them while it claims.
+
+    Built once per worker from the config and the handlers' registered queues. A queue is
+    claimed under limits when a limit names it, or names a handler registered to it; a
+    job of a limited handler enqueued to another queue is found by the plain claim, which
+    then claims that queue under limits from then on.
+    """
+
+    def __init__(self, limits: Iterable[LimitConfig], handler_queues: Mapping[str, str]) -> None:
+        self.limits: dict[str, LimitConfig] = {limit.name: limit for limit in limits}
+        self._by_handler: dict[str, list[LimitConfig]] = {}
+        self._by_queue: dict[str, list[LimitConfig]] = {}
+        for limit in self.limits.values():
+            for handler in limit.handlers:
+                self._by_handler.setdefault(handler, []).append(limit)
+            for queue in limit.queues:
+                self._by_queue.setdefault(queue, []).append(limit)
+        self.limited_queues: set[str] = set(self._by_queue) | {
+            handler_queues[h] for h in self._by_handler if h in handler_queues
+        }
+        self.next_look = 0.0  # monotonic: when this worker next looks at due buckets
+        self.parked: set[Bucket] = set()  # buckets last seen with parked jobs
+        self.freed: Counter[Bucket] = Counter()  # slots this worker freed there since
+
+    def __bool__(self) -> bool:
+        return bool(self.limits)
+
+    def limits_for(self, handler: str, queue: str) -> list[LimitConfig]:
+        found = {limit.name: limit for limit in self._by_handler.get(handler, ())}
+        found.update((limit.name, limit) for limit in self._by_queue.get(queue, ()))
+        return [found[name] for name in sorted(found)]
+
+    def buckets_for(self, handler: str, queue: str, limit_key: str | None) -> tuple[Bucket, ...]:
+        return tuple(
+            Bucket(limit.name, (limit_key or "") if limit.per_key else "")
+            for limit in self.limits_for(handler, queue)
+        )
+
+    def covers(self, handler: str, queue: str) -> bool:
+        return handler in self._by_handler or queue in self._by_queue
+
+    def running(
+        self, usage: Iterable[Mapping[str, object]], buckets: Iterable[Bucket]
+    ) -> Counter[Bucket]:
+        """Running jobs per bucket, from limit_usage rows (handler, queue, limit_key, n)."""
+        wanted = set(buckets)
+        counts: Counter[Bucket] = Counter()
+        for row in usage:
+            key = row["limit_key"]
+            for bucket in self.buckets_for(
+                str(row["handler"]), str(row["queue"]), None if key is None else str(key)
+            ):
+                if bucket in wanted:
+                    counts[bucket] += int(str(row["n"]))
+        return counts
+
+    def ended(self, handler: str, queue: str, limit_key: str | None) -> None:
+        """A job this worker ran has left `running`: its slot may go to a parked job."""
+        for bucket in self.buckets_for(handler, queue, limit_key):
+            if bucket in self.parked:
+                self.freed[bucket] += 1
