@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from functools import partial
 from types import FrameType
 
-from supervisor import logs
+from supervisor import events, logs
 from supervisor.config import Config, PoolConfig
 from supervisor.daemon.decisions import recycle_after
 from supervisor.daemon.scoreboard import Scoreboard
@@ -230,7 +230,7 @@ def run_child(config: Config, spec: ChildSpec, close_fds: list[int]) -> None:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:
         try:
-            logs.get().error("child_crashed", error=traceback.format_exc(limit=5))
+            logs.get().error(events.CHILD_CRASHED, error=traceback.format_exc(limit=5))
         except BaseException:
             traceback.print_exc()
     finally:

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from supervisor import events
 from supervisor.config import Config
 from supervisor.daemon.child import ChildSpec, run_child
 from supervisor.daemon.decisions import overtime_due, retire_deadline
@@ -94,7 +95,7 @@ class Children:
         )
         self.by_pid[pid] = child
         pool.slots.add(slot)
-        self.log.info("child_spawned", pool=child.pool, child_pid=pid, slot=slot)
+        self.log.info(events.CHILD_SPAWNED, pool=child.pool, child_pid=pid, slot=slot)
         return child
 
     def read(self, fd: int, now: float) -> bool:
@@ -152,7 +153,7 @@ class Children:
                 continue
             child.killed_job, child.killed_timeout = entry.job_id, entry.timeout
             self.log.warning(
-                "job_timed_out",
+                events.JOB_TIMED_OUT,
                 pool=child.pool,
                 child_pid=child.pid,
                 job_id=entry.job_id,
@@ -195,7 +196,7 @@ class Children:
         for child in self.by_pid.values():
             if child.retiring and not child.killed_for_shutdown and now >= child.retire_by:
                 self.log.warning(
-                    "child_ignored_retire",
+                    events.CHILD_IGNORED_RETIRE,
                     pool=child.pool,
                     child_pid=child.pid,
                     job_id=child.now_running,

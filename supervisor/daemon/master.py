@@ -17,13 +17,14 @@ import os
 import select
 import signal
 import time
+import traceback
 from collections import deque
 from collections.abc import Callable
 from functools import partial
 from types import FrameType
 from typing import TypeVar
 
-from supervisor import logs, wake
+from supervisor import events, logs, wake
 from supervisor.cluster.chores import CHORES_LOCK, settle_gone_worker, settle_owner
 from supervisor.cluster.promote import PROMOTE_INTERVAL
 from supervisor.cluster.tick import TickInput, tick_timeout
@@ -170,7 +171,7 @@ class Master:
         self.listener = wake.listen(self.config.database, self.log)
         set_title("forkq: master")
         self.log.info(
-            "master_started",
+            events.MASTER_STARTED,
             name=self.name,
             pools={p: s.config.workers for p, s in self.pools.items()},
             database=self.config.database.redacted(),
@@ -195,7 +196,7 @@ class Master:
                 settle_gone_worker(self.store, process.name, "worker gone (found at master start)")
         self.store.remove_processes([p.name for p in gone])
         if gone:
-            self.log.info("stale_processes_settled", count=len(gone))
+            self.log.info(events.STALE_PROCESSES_SETTLED, count=len(gone))
 
     # --- the loop ------------------------------------------------------------------------
 
@@ -288,7 +289,7 @@ class Master:
                 self.tick_exited(status)
             elif child is not None:
                 self.log.info(
-                    "child_exited",
+                    events.CHILD_EXITED,
                     pool=child.pool,
                     child_pid=pid,
                     status=describe_exit(status),
@@ -317,7 +318,7 @@ class Master:
         if child.cancelled_job is not None:
             cancelled = child.cancelled_job
             if self.db(lambda: self.store.finish_cancel(cancelled)):
-                self.log.warning("job_cancelled", job_id=cancelled, child_pid=child.pid)
+                self.log.warning(events.JOB_CANCELLED, job_id=cancelled, child_pid=child.pid)
         self.db(lambda: self.store.remove_processes([child.name]))
 
     def settle_pending(self) -> None:
@@ -327,7 +328,7 @@ class Master:
                 return  # database down: try again on the next tick
             self.unsettled.pop(0)
             if job_id is not None:
-                self.log.warning("job_settled", job_id=job_id, error=error, attempt_counted=counted)
+                self.log.warning(events.JOB_SETTLED, job_id=job_id, error=error, attempt_counted=counted)
 
     # --- the check tick ------------------------------------------------------------------
 
@@ -378,7 +379,7 @@ class Master:
             return
         leader = bool(tick.report and tick.report.leader)
         took = round(time.monotonic() - tick.started, 3)
-        self.log.info("check_tick", seconds=took, leader=leader)  # the tick's pulse
+        self.log.info(events.CHECK_TICK, seconds=took, leader=leader)  # the tick's pulse
 
     def update_status(self) -> None:
         busy = sum(1 for c in self.children if c.now_running is not None)
@@ -401,7 +402,7 @@ class Master:
             config = load_config(self.config_path) if self.config_path else self.config
             load_handlers(config, reload=True)
         except ConfigError as exc:
-            self.log.error("reload_refused", error=str(exc))
+            self.log.error(events.RELOAD_REFUSED, error=str(exc))
             systemd.ready()
             return
         if config.database != self.config.database:
@@ -424,7 +425,7 @@ class Master:
         now = time.monotonic()
         for child in self.children:
             self.children.retire(child, now, "reload", config.supervisor.shutdown_timeout)
-        self.log.info("config_reloaded", pools={p: s.target for p, s in self.pools.items()})
+        self.log.info(events.CONFIG_RELOADED, pools={p: s.target for p, s in self.pools.items()})
         systemd.ready()
 
     def begin_stop(self, graceful: bool, signame: str) -> None:
@@ -459,7 +460,7 @@ class Master:
             for child in self.children:
                 if not child.killed_for_shutdown:
                     self.log.warning(
-                        "child_killed_at_shutdown", child_pid=child.pid, job_id=child.now_running
+                        events.CHILD_KILLED_AT_SHUTDOWN, child_pid=child.pid, job_id=child.now_running
                     )
                     self.children.kill(child)
         return False
@@ -500,4 +501,9 @@ def _drain(fd: int) -> None:
 def run_daemon(config: Config, config_path: str | None) -> int:
     """`forkq run`: import handlers before any fork (a broken module fails the boot), then arbitrate."""
     load_handlers(config)
-    return Master(config, config_path).run()
+    master = Master(config, config_path)
+    try:
+        return master.run()
+    except Exception:  # a defect of ours: say so in the log before the traceback
+        master.log.error(events.MASTER_CRASHED, error=traceback.format_exc(limit=8))
+        raise

@@ -14,6 +14,7 @@ import time
 from functools import partial
 from typing import TYPE_CHECKING
 
+from supervisor import events
 from supervisor.cluster.promote import keep_schedule, needs_demotion, needs_promotion
 from supervisor.daemon.decisions import (
     PoolView,
@@ -123,7 +124,7 @@ class Pooling:
             return
         pool.failures += 1
         pool.next_spawn = now + respawn_delay(pool.failures)
-        event = "pool_crash_loop" if pool.crash_looping else "child_failed_at_start"
+        event = events.POOL_CRASH_LOOP if pool.crash_looping else events.CHILD_FAILED_AT_START
         self.master.log.error(
             event,
             pool=child.pool,

@@ -24,7 +24,7 @@ from datetime import datetime
 from types import FrameType
 from typing import Any, Protocol
 
-from supervisor import logs, registry
+from supervisor import events, logs, registry
 from supervisor.config import Config, PoolConfig
 from supervisor.errors import (
     ConnectionLost,
@@ -293,7 +293,7 @@ class Worker:
                 self.limits.ended(row.handler, row.queue, row.limit_key)
         log = self.log.info if outcome in ("done", SNOOZED) else self.log.warning
         log(
-            "job_finished",
+            events.JOB_FINISHED,
             job_id=row.id,
             handler=row.handler,
             queue=row.queue,

@@ -13,7 +13,7 @@ import pytest
 from daemon_util import Daemon
 from util import wait_until
 
-from supervisor import Queue
+from supervisor import Queue, events
 from supervisor.models import JobState
 
 
@@ -45,7 +45,7 @@ def test_a_running_job_is_cancelled_and_its_child_killed(daemon: Daemon, db_url:
         assert not psutil.pid_exists(child) or psutil.Process(child).status() == "zombie"
         assert row.attempts == 1 and row.finished_at is not None
         assert "cancelled by" in (row.last_error or "")
-        assert daemon.events("job_cancelled", job_id=job_id)
+        assert daemon.events(events.JOB_CANCELLED, job_id=job_id)
         time.sleep(2)  # never retried: it stays cancelled, and nothing runs it again
         again = queue.get(job_id)
         assert again is not None and again.status == JobState.CANCELLED

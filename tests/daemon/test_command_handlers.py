@@ -22,7 +22,7 @@ from command_util import QUEUE, command_daemon, commands_toml, script, status_is
 from daemon_util import Daemon, daemons_fixture, render_config  # noqa: F401  (the `daemons` fixture)
 from util import REPO_ROOT, unavailable
 
-from supervisor import Queue
+from supervisor import Queue, events
 from supervisor.store import Store, open_store
 from supervisor.work.command import MAX_LINE_CHARS, MAX_LOGGED_LINES
 
@@ -295,7 +295,7 @@ def test_a_reload_picks_up_changed_added_and_removed_commands(
     command_daemon_text = render_config(daemon.db_url, daemon.pools, daemon.supervisor)
     daemon.write_config(text=command_daemon_text + commands_toml(after))
     daemon.send_signal(signal.SIGHUP)
-    daemon.wait_event("config_reloaded")
+    daemon.wait_event(events.CONFIG_RELOADED)
     daemon.wait_ready()
     changed = queue.enqueue("t.version", {}, queue=QUEUE)
     added = queue.enqueue("t.added", {}, queue=QUEUE)

@@ -32,7 +32,7 @@ from command_util import (
 )
 from daemon_util import Daemon, daemons_fixture  # noqa: F401  (the `daemons` fixture)
 
-from supervisor import Queue
+from supervisor import Queue, events
 from supervisor.proc import kill_group
 from supervisor.store import Store, open_store
 
@@ -110,7 +110,7 @@ def test_timeout_kills_a_sigterm_deaf_program_and_its_grandchildren(
     assert killed["reason"] == "JobTimeout"
     assert killed["sigkilled"] >= 2  # the program and its group's grandchild ignored SIGTERM
     # The child's own soft timeout did it: the master killed nobody, the child lives on.
-    assert daemon.events("job_timed_out") == []
+    assert daemon.events(events.JOB_TIMED_OUT) == []
     assert daemon.pool_children(QUEUE) == [child]
     assert daemon.stop() == 0
 

@@ -47,7 +47,7 @@ from lifecycle_util import (
 )
 from util import wait_until
 
-from supervisor import Queue
+from supervisor import Queue, events
 from supervisor.daemon.decisions import STARTUP_WINDOW
 from supervisor.models import JobState
 from supervisor.store import Store
@@ -153,7 +153,7 @@ def test_sigterm_lets_the_running_job_finish(daemons: Factory, store: Store, que
     assert row.status == JobState.DONE
     assert row.attempts == 1
     assert store.list_processes() == []
-    assert daemon.events("child_killed_at_shutdown") == []
+    assert daemon.events(events.CHILD_KILLED_AT_SHUTDOWN) == []
     assert session_processes(daemon.pid) == []
 
 
@@ -173,7 +173,7 @@ def test_sigterm_past_shutdown_timeout_kills_and_returns_the_job_uncounted(
     assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
     row = get(store, job_id)
     assert (row.status, row.attempts, row.locked_by) == (JobState.READY, 0, None)
-    assert daemon.events("child_killed_at_shutdown", job_id=job_id)
+    assert daemon.events(events.CHILD_KILLED_AT_SHUTDOWN, job_id=job_id)
     assert store.list_processes() == []
 
 
@@ -194,7 +194,7 @@ def test_second_sigterm_during_the_drain_is_harmless(
     assert daemon.events("already_stopping")
     row = get(store, job_id)
     assert (row.status, row.attempts) == (JobState.DONE, 1)
-    assert daemon.events("child_killed_at_shutdown") == []
+    assert daemon.events(events.CHILD_KILLED_AT_SHUTDOWN) == []
 
 
 def test_sigquit_exits_at_once_and_returns_the_job_uncounted(
@@ -232,7 +232,7 @@ def test_hup_replaces_children_with_the_new_worker_count(daemons: Factory) -> No
         return len(now) == 3 and not now & old and not any(psutil.pid_exists(p) for p in old)
 
     wait_until(replaced, timeout=10, message="3 new children, the old one gone")
-    daemon.wait_event("config_reloaded")
+    daemon.wait_event(events.CONFIG_RELOADED)
     assert daemon.stop() == 0
 
 
@@ -243,12 +243,12 @@ def test_hup_with_an_invalid_config_keeps_the_running_config(daemons: Factory) -
     daemon.write_config(pools={"work": {"workers": 3, "wrkers": 1}})
     daemon.send_signal(signal.SIGHUP)
 
-    refused = daemon.wait_event("reload_refused")
+    refused = daemon.wait_event(events.RELOAD_REFUSED)
     assert "pools.work.wrkers" in refused[0]["error"]
     assert daemon.alive()
     assert set(daemon.pool_children("work")) == before
-    assert daemon.events("child_exited") == []
-    assert daemon.events("config_reloaded") == []
+    assert daemon.events(events.CHILD_EXITED) == []
+    assert daemon.events(events.CONFIG_RELOADED) == []
     assert daemon.stop() == 0
 
 
@@ -283,8 +283,8 @@ def assert_refused(daemon: Daemon, words: list[str]) -> None:
     for word in words:
         assert word in stderr, stderr
     assert "Traceback" not in stderr
-    assert daemon.events("child_spawned") == []
-    assert daemon.events("master_started") == []
+    assert daemon.events(events.CHILD_SPAWNED) == []
+    assert daemon.events(events.MASTER_STARTED) == []
     assert session_processes(daemon.pid) == []
 
 
@@ -369,7 +369,7 @@ def test_sd_notify_without_watchdog_sends_no_watchdog(
     daemon.start()
     messages: list[str] = []
     receive_until(sock, messages, lambda m: "READY=1" in m, timeout=20)
-    daemon.wait_event("master_started")
+    daemon.wait_event(events.MASTER_STARTED)
     assert daemon.stop() == 0
     receive_until(sock, messages, lambda m: "STOPPING=1" in m, timeout=5)
     assert "WATCHDOG=1" not in messages
@@ -429,14 +429,14 @@ def test_child_that_dies_at_start_is_respawned_with_growing_back_off(daemons: Fa
     daemon.write_module("crashhandlers", CRASHING_SOURCE)
     daemon.start()
 
-    spawned = daemon.wait_event("child_spawned", count=5, timeout=30)
+    spawned = daemon.wait_event(events.CHILD_SPAWNED, count=5, timeout=30)
     first = when(spawned[0])
     in_window = [e for e in spawned if when(e) - first <= STARTUP_WINDOW]
     assert len(in_window) < 10, len(in_window)
     assert when(spawned[4]) - first >= 5.0  # 0.5 + 1 + 2 + 4 s of back-off, give or take
     gaps = [when(b) - when(a) for a, b in itertools.pairwise(spawned)]
     assert gaps[-1] > gaps[0]
-    loop = daemon.wait_event("pool_crash_loop")
+    loop = daemon.wait_event(events.POOL_CRASH_LOOP)
     assert loop[0]["pool"] == "work"
     assert daemon.alive()
     assert daemon.stop() == 0

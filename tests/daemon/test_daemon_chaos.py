@@ -20,7 +20,7 @@ from pathlib import Path
 from daemon_util import Daemon, daemons_fixture  # noqa: F401  (the `daemons` fixture)
 from util import count_rows, wait_until
 
-from supervisor import Queue
+from supervisor import Queue, events
 
 Factory = Callable[..., Daemon]
 
@@ -96,8 +96,8 @@ def test_random_child_kills_lose_no_job(
     counts = Counter(job_id for job_id, *_ in runs)
     assert set(counts) == set(ids), f"{len(set(ids) - set(counts))} jobs never ran"
     duplicates = len(runs) - len(counts)
-    spawned = len(daemon.events("child_spawned"))
-    crash_loops = len(daemon.events("pool_crash_loop"))
+    spawned = len(daemon.events(events.CHILD_SPAWNED))
+    crash_loops = len(daemon.events(events.POOL_CRASH_LOOP))
     print(
         f"\nchaos[{backend}]: {CHAOS_JOBS} jobs drained in {duration:.1f}s with {kills} kills "
         f"(every {KILL_EVERY}s), {spawned} children spawned; {duplicates} duplicate runs "
@@ -108,7 +108,7 @@ def test_random_child_kills_lose_no_job(
     # (its batch of successes); anything near a rerun of every job would be a bug
     assert duplicates <= max(100, kills * 20), (duplicates, kills)
     # children that were working when they were shot came up fine: no crash loop, no back-off
-    assert crash_loops == 0, daemon.events("pool_crash_loop")
+    assert crash_loops == 0, daemon.events(events.POOL_CRASH_LOOP)
     assert daemon.stop(timeout=20) == 0
 
 

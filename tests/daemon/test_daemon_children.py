@@ -26,7 +26,7 @@ from lifecycle_util import (
 )
 from util import wait_until
 
-from supervisor import Queue
+from supervisor import Queue, events
 from supervisor.models import JobState
 from supervisor.store import Store
 
@@ -50,8 +50,8 @@ def test_hung_handler_is_killed_past_its_timeout_and_others_keep_flowing(
     row = wait_job(store, hung, lambda r: r.status == JobState.DEAD, timeout=20, message="dead")
     assert "killed after 1s timeout" in (row.last_error or "")
     assert row.attempts == 1
-    assert daemon.events("job_timed_out", job_id=hung, child_pid=hung_pid)
-    exited = daemon.wait_event("child_exited", where=lambda e: e["child_pid"] == hung_pid)
+    assert daemon.events(events.JOB_TIMED_OUT, job_id=hung, child_pid=hung_pid)
+    exited = daemon.wait_event(events.CHILD_EXITED, where=lambda e: e["child_pid"] == hung_pid)
     assert exited[0]["status"].startswith("killed by SIG")
     wait_until(
         lambda: (
@@ -74,8 +74,8 @@ def test_handler_past_its_timeout_fails_softly_without_a_kill(
     assert "killed" not in (row.last_error or "")
     assert row.attempts == 1
     assert daemon.pool_children("work") == [child]
-    assert daemon.events("job_timed_out") == []
-    assert daemon.events("child_exited") == []
+    assert daemon.events(events.JOB_TIMED_OUT) == []
+    assert daemon.events(events.CHILD_EXITED) == []
 
 
 def test_killed_child_job_is_settled_at_once_and_the_child_replaced(
@@ -103,7 +103,7 @@ def test_killed_child_job_is_settled_at_once_and_the_child_replaced(
     assert "worker died (killed by SIGKILL)" in (row.last_error or "")
     # The master logs once its write is done: the row can be seen a moment before the line.
     wait_until(
-        lambda: daemon.events("job_settled", job_id=job_id), timeout=5, message="job_settled"
+        lambda: daemon.events(events.JOB_SETTLED, job_id=job_id), timeout=5, message="job_settled"
     )
     wait_until(
         lambda: (kids := daemon.pool_children("work")) and child not in kids,
@@ -129,7 +129,7 @@ def test_child_is_recycled_after_max_jobs_per_child(
         timeout=5,
     )
     assert all(e["jobs"] <= 5 for e in exits), [e["jobs"] for e in exits]
-    spawned = {e["child_pid"] for e in daemon.events("child_spawned")}
+    spawned = {e["child_pid"] for e in daemon.events(events.CHILD_SPAWNED)}
     assert len(spawned) >= 4
 
 
@@ -167,7 +167,7 @@ def test_child_is_recycled_after_max_child_lifetime_while_busy(
         message="a replacement child",
     )
     wait_until(
-        lambda: any(e["pid"] in replacement for e in daemon.events("job_finished")),
+        lambda: any(e["pid"] in replacement for e in daemon.events(events.JOB_FINISHED)),
         timeout=5,
         message="the replacement working off the backlog",
     )
@@ -180,7 +180,7 @@ def test_child_over_its_memory_limit_is_recycled_after_the_job(
     small = queue.enqueue("t.noop", queue="work")
     wait_done(store, small)
     first = daemon.pool_children("work")
-    assert daemon.events("child_exited") == []  # a plain child stays under 40 MB
+    assert daemon.events(events.CHILD_EXITED) == []  # a plain child stays under 40 MB
 
     job_id = queue.enqueue("t.grow", {"mb": 80}, queue="work")
 

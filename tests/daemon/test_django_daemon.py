@@ -29,7 +29,7 @@ from django_util import (
 )
 from util import REPO_ROOT, count_rows, sql, wait_until
 
-from supervisor import Queue
+from supervisor import Queue, events
 
 pytestmark = pytest.mark.usefixtures("django_db")
 
@@ -280,7 +280,7 @@ def test_a_reload_keeps_the_django_tasks_and_sets_django_up_once(
     daemon = start(daemons, tmp_path, db_url)
     assert finished(shop.add, shop.add.enqueue(1, 2).id).return_value == 3
     daemon.send_signal(signal.SIGHUP)  # re-imports supervisor.contrib.django
-    daemon.wait_event("config_reloaded")
+    daemon.wait_event(events.CONFIG_RELOADED)
     assert finished(shop.add, shop.add.enqueue(3, 4).id).return_value == 7
     assert len(daemon.events("django_ready")) == 1  # django.setup() ran once, at boot
-    assert daemon.events("reload_refused") == []
+    assert daemon.events(events.RELOAD_REFUSED) == []

@@ -16,6 +16,7 @@ import pytest
 from daemon_util import Daemon, daemons_fixture  # noqa: F401 - fixture
 from util import sql, wait_until
 
+from supervisor import events
 from supervisor.models import JobRow, JobState
 from supervisor.store import open_store
 
@@ -71,7 +72,7 @@ def test_control_characters_in_a_row_never_crash_a_worker(
     raw = rows[raw_payload]
     assert raw is not None and raw.status == JobState.DEAD and raw.attempts == 1
     assert "payload is not valid JSON" in (raw.last_error or "")
-    assert daemon.events("child_crashed") == [], daemon.events("child_crashed")
-    assert daemon.events("child_failed_at_start") == []
-    assert len(daemon.events("child_spawned")) == 1  # one child did all of it
+    assert daemon.events(events.CHILD_CRASHED) == [], daemon.events(events.CHILD_CRASHED)
+    assert daemon.events(events.CHILD_FAILED_AT_START) == []
+    assert len(daemon.events(events.CHILD_SPAWNED)) == 1  # one child did all of it
     assert daemon.stop() == 0

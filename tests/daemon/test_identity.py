@@ -27,6 +27,7 @@ import pytest
 from daemon_util import Daemon, daemons_fixture  # noqa: F401  (the `daemons` fixture)
 from util import backdate, in_ci, subprocess_env, wait_until
 
+from supervisor import events
 from supervisor.models import JobState
 from supervisor.proc import hostname, node_id
 from supervisor.queue import Queue
@@ -134,8 +135,8 @@ def test_a_booting_master_settles_dead_rows_of_its_own_node_only(
     daemon = daemons(pools={QUEUE: {"workers": 1}}, supervisor={"process_stale_after": 60})
     daemon.start()
     # The boot-time settle runs before master_started is logged.
-    daemon.wait_event("master_started", timeout=30)
-    [settled] = daemon.events("stale_processes_settled")
+    daemon.wait_event(events.MASTER_STARTED, timeout=30)
+    [settled] = daemon.events(events.STALE_PROCESSES_SETTLED)
     assert settled["count"] == 1
 
     rows = {p.name: p for p in store.list_processes()}
@@ -199,7 +200,7 @@ def test_a_second_server_with_our_hostname_leaves_our_running_job_alone_at_its_b
     second = NamespacedDaemon(tmp_path / "second", db_url, pools=pools, name="second")
     try:
         second.start()
-        second.wait_event("master_started", timeout=30)
+        second.wait_event(events.MASTER_STARTED, timeout=30)
         job = store.get_job(job_id)
         assert job is not None
         assert (job.status, job.locked_by, job.attempts) == (JobState.RUNNING, holder, 1)
@@ -211,7 +212,7 @@ def test_a_second_server_with_our_hostname_leaves_our_running_job_alone_at_its_b
         ]
         assert second_master.host == first_master.host  # one hostname, two nodes
         assert second_master.node != first_master.node == node_id()
-        assert second.events("stale_processes_settled") == []
+        assert second.events(events.STALE_PROCESSES_SETTLED) == []
     finally:
         second.kill_all()
 

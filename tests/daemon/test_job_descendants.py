@@ -30,7 +30,7 @@ import pytest
 from daemon_util import Daemon, record_ids, title_of
 from util import REPO_ROOT, wait_until
 
-from supervisor import Queue
+from supervisor import Queue, events
 from supervisor.models import JobRow
 
 pytestmark = pytest.mark.timeout(180)
@@ -293,7 +293,7 @@ def test_a_handler_that_forks_and_returns_twice_leaves_one_worker(
     wait_until(lambda: noted(pids), timeout=10, message="the fork noted")
     assert_nothing_left(daemon, noted(pids))
     # One worker finished the job, once: the copy neither ran the loop nor wrote an outcome.
-    ends = daemon.events("job_finished", job_id=job_id)
+    ends = daemon.events(events.JOB_FINISHED, job_id=job_id)
     assert [e["outcome"] for e in ends] == ["done"], ends
     assert queue.get(job_id) is None  # done and deleted, as on_success says
     assert_keeps_working(daemon, queue, tmp_path, jobs=20)
@@ -311,7 +311,7 @@ def test_a_soft_timeout_kills_the_grandchild_its_job_left(
     assert "timed out" in (row.last_error or "")
     assert_nothing_left(daemon, noted(pids))
     assert leftovers_logged(daemon, job_id)["killed"] == 1
-    assert not daemon.events("job_timed_out"), "the soft timeout ended it, not the master"
+    assert not daemon.events(events.JOB_TIMED_OUT), "the soft timeout ended it, not the master"
     assert_keeps_working(daemon, queue, tmp_path)
     assert_stop_leaves_nothing(daemon)
 

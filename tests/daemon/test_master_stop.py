@@ -13,7 +13,7 @@ import pytest
 from daemon_util import Daemon
 from util import wait_until
 
-from supervisor import Queue
+from supervisor import Queue, events
 
 pytestmark = pytest.mark.slow
 
@@ -58,7 +58,7 @@ def test_hup_replaces_a_child_that_ignores_sigterm(daemon: Daemon, sqlite_db_url
         message="the deaf child replaced",
     )
     assert len(daemon.pool_children("work")) == 1
-    assert daemon.events("child_ignored_retire", child_pid=deaf)
+    assert daemon.events(events.CHILD_IGNORED_RETIRE, child_pid=deaf)
     assert daemon.stop() == 0
 
 

@@ -16,7 +16,7 @@ import pytest
 from daemon_util import Daemon, daemons_fixture, record_ids  # noqa: F401 - fixture
 from util import count_rows, wait_until
 
-from supervisor import Queue
+from supervisor import Queue, events
 from supervisor.daemon.decisions import STARTUP_WINDOW, failed_at_startup
 from supervisor.daemon.scoreboard import Scoreboard
 from supervisor.daemon.state import Child
@@ -97,8 +97,8 @@ def test_segfaulting_jobs_do_not_hold_good_jobs_back(
         timeout=DEADLINE,
         message="every poison job dead after its attempts",
     )
-    assert daemon.events("pool_crash_loop") == []
-    assert daemon.events("child_failed_at_start") == []
+    assert daemon.events(events.POOL_CRASH_LOOP) == []
+    assert daemon.events(events.CHILD_FAILED_AT_START) == []
     dead = count_rows(db_url, "forkq_jobs", "status = 'dead' AND last_error LIKE 'worker died%'")
     assert dead == POISON
     assert daemon.stop() == 0

@@ -17,6 +17,8 @@ import pytest
 from daemon_util import Daemon
 from util import sql, wait_until
 
+from supervisor import events
+
 pytestmark = pytest.mark.slow
 
 
@@ -32,7 +34,7 @@ def daemon(tmp_path: Path, sqlite_db_url: str) -> Iterator[Daemon]:
 
 
 def ticks_between(daemon: Daemon, start: float, end: float) -> int:
-    return sum(1 for e in daemon.events("check_tick") if start <= stamp(e) < end)
+    return sum(1 for e in daemon.events(events.CHECK_TICK) if start <= stamp(e) < end)
 
 
 def stamp(event: dict[str, object]) -> float:
@@ -60,7 +62,7 @@ def test_one_check_tick_per_interval_and_hup_applies_new_intervals_and_lease(
 
     daemon.write_config(supervisor={"check_interval": 1, "chores_lease": 300})
     daemon.send_signal(signal.SIGHUP)
-    daemon.wait_event("config_reloaded", timeout=10)
+    daemon.wait_event(events.CONFIG_RELOADED, timeout=10)
     wait_until(
         lambda: lease_left(sqlite_db_url) > 200, timeout=10, message="the new chores lease taken"
     )

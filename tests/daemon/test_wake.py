@@ -34,7 +34,7 @@ from daemon_util import (
 )
 from util import REPO_ROOT, sqlite_url_for, wait_until
 
-from supervisor import Queue, logs
+from supervisor import Queue, events, logs
 from supervisor.dburl import parse_database_url
 from supervisor.wake import (
     ENV_RUNTIME_DIR,
@@ -585,7 +585,7 @@ class TestWithTheMaster:
         finally:
             queue.close()
         assert daemon.alive()
-        assert not daemon.events("master_crashed")
+        assert not daemon.events(events.MASTER_CRASHED)
 
     @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
     def test_two_masters_on_one_database_each_bind_and_unlink_their_socket(

@@ -33,7 +33,7 @@ from private_mariadb import (  # noqa: F401 - fixtures
 )
 from util import mysql_connect, wait_until
 
-from supervisor import Queue, registry
+from supervisor import Queue, events, registry
 from supervisor.config import Config, PoolConfig
 from supervisor.daemon.master import DB_TIMEOUT as MASTER_DB_TIMEOUT
 from supervisor.dburl import parse_database_url
@@ -180,7 +180,7 @@ def test_daemon_survives_two_database_crashes_and_loses_no_job(
     # The daemon lived through it: the same master, still arbitrating a full pool.
     assert daemon.alive() and daemon.pid == master_pid, daemon.describe()
     assert daemon.master_title() == "forkq: master"
-    assert len(daemon.events("master_started")) == 1
+    assert len(daemon.events(events.MASTER_STARTED)) == 1
     wait_until(
         lambda: len(daemon.pool_children(QUEUE)) == POOL["workers"],
         timeout=20,
@@ -204,11 +204,11 @@ def test_daemon_survives_two_database_crashes_and_loses_no_job(
         most_runs_of_one_job=max(counted.values()),
         seconds=round(elapsed, 1),
         webhook_messages=len(webhook.texts),
-        child_crashes=len(daemon.events("child_crashed")),
+        child_crashes=len(daemon.events(events.CHILD_CRASHED)),
     )
     assert not lost, f"{len(lost)} jobs never ran: {sorted(lost)[:20]}"
     assert not unknown
-    assert not daemon.events("job_finished", outcome="dead"), "a job died"
+    assert not daemon.events(events.JOB_FINISHED, outcome="dead"), "a job died"
 
     # Workers backed off while the server was away instead of spinning (after a back-off
     # an idle child waits for the master's wake-up, which needs the database), and came
@@ -298,7 +298,7 @@ def test_server_side_kills_of_worker_connections_lose_and_hold_no_job(
         duplicates=len(runs) - len(counted),
         seconds=round(elapsed, 1),
         lease_reaps=len([e for e in daemon.events("chores_done") if e.get("reaped")]),
-        child_crashes=len(daemon.events("child_crashed")),
+        child_crashes=len(daemon.events(events.CHILD_CRASHED)),
     )
     assert kills >= 10, f"only {kills} connections were killed: the test did not test"
     assert not lost, f"{len(lost)} jobs never ran: {sorted(lost)[:20]}"

@@ -24,7 +24,7 @@ from private_mariadb import (  # noqa: F401 - fixtures
 )
 from util import unavailable, wait_until
 
-from supervisor import Queue
+from supervisor import Queue, events
 from supervisor.models import JobState
 from supervisor.store import open_store
 
@@ -140,7 +140,7 @@ def test_a_failure_that_cannot_be_written_is_not_killed_as_overtime(
     [child] = wait_until(lambda: running_on(daemon, job_id), timeout=10, message="running")
     partition.cut()
     time.sleep(5 + 3 + 2 + 2)  # past timeout + kill grace + SIGTERM-to-SIGKILL, and then some
-    assert daemon.events("job_timed_out") == []
+    assert daemon.events(events.JOB_TIMED_OUT) == []
     assert child in daemon.pool_children(QUEUE), "the child was killed while writing"
     partition.heal()
     store = open_store(private_db_url)
@@ -232,13 +232,13 @@ def test_a_new_schedule_starts_at_boot_on_the_database_clock(
     )
     booted = time.time()  # this process's clock is the database's (both on this machine)
     daemon.start().wait_ready()
-    wait_until(lambda: len(daemon.events("check_tick")) >= 4, timeout=20, message="four ticks")
+    wait_until(lambda: len(daemon.events(events.CHECK_TICK)) >= 4, timeout=20, message="four ticks")
     early = [e for e in daemon.events("schedule_enqueued") if slot_time(e) < booted - 1]
     assert early == [], f"slots from before boot enqueued: {early}"
 
 
 def daemon_clock(daemon: Daemon) -> float:
-    [started] = daemon.events("master_started")
+    [started] = daemon.events(events.MASTER_STARTED)
     return stamp(started)
 
 

@@ -24,7 +24,7 @@ import pytest
 from daemon_util import Daemon, count_lines, record_ids, session_processes
 from util import count_rows, sql, wait_until
 
-from supervisor import Queue
+from supervisor import Queue, events
 from supervisor.proc import hostname, node_id
 from supervisor.store import open_store
 
@@ -112,7 +112,7 @@ def test_daemon_killed_ten_times_loses_no_job(
     )
     assert not lost, f"{len(lost)} jobs never ran: {sorted(lost)[:20]}"
     assert set(counted) <= set(ids)
-    assert len(daemon.events("master_started")) == KILLS + 1
+    assert len(daemon.events(events.MASTER_STARTED)) == KILLS + 1
     # The last master's pool is whole and nothing is left registered for the dead ones
     # beyond what stale-process pruning has not reached yet.
     assert daemon.alive(), daemon.describe()

@@ -13,7 +13,7 @@ from pathlib import Path
 SUPERVISOR = Path(__file__).resolve().parents[2] / "supervisor"
 
 LAYERS = [
-    {"errors", "models", "durations", "escaping", "dburl", "policy", "outcomes", "config",
+    {"errors", "events", "models", "durations", "escaping", "dburl", "policy", "outcomes", "config",
      "logs", "proc"},
     {"store"},
     {"registry", "fate", "lock", "wake", "queue", "status"},
