@@ -21,7 +21,12 @@ from typing import Any
 from supervisor.dburl import DEFAULT_URL, DatabaseURL, parse_database_url
 from supervisor.durations import format_duration, parse_duration
 from supervisor.errors import ConfigError
-from supervisor.policy import DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_CAP, DEFAULT_MAX_ATTEMPTS
+from supervisor.policy import (
+    DEFAULT_BACKOFF_BASE,
+    DEFAULT_BACKOFF_CAP,
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_MAX_SNOOZES,
+)
 
 ON_SUCCESS_MODES = ("delete", "archive", "keep")
 MAX_SESSION_TIMEOUT = 31_536_000  # a year: the most wait_timeout takes
@@ -117,6 +122,7 @@ class CommandConfig:
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     backoff_base: float = DEFAULT_BACKOFF_BASE
     backoff_cap: float = DEFAULT_BACKOFF_CAP
+    max_snoozes: int = DEFAULT_MAX_SNOOZES  # exit 75 + forkq-snooze: before the job is dead
     env: Mapping[str, str] = field(default_factory=dict)  # besides PATH, LANG and FORKQ_*
     pass_env: tuple[str, ...] = ()  # the daemon's own variables it gets, when they are set
 
@@ -334,6 +340,7 @@ _COMMAND_FIELDS: dict[str, Callable[[Any], Any]] = {
     "max_attempts": _int(1),
     "backoff_base": _seconds(0),
     "backoff_cap": _seconds(0),
+    "max_snoozes": _int(0),
     "env": _environment,
     "pass_env": _env_names,
 }

@@ -155,6 +155,7 @@ def load(
             command.backoff_base,
             command.backoff_cap,
             argv=command.argv,
+            max_snoozes=command.max_snoozes,
         )
     return loaded
 

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 from supervisor import logs, registry
 from supervisor.durations import parse_duration
 from supervisor.errors import Fail, Retry, Snooze
+from supervisor.work.snooze import snooze_request
 
 if TYPE_CHECKING:
     from supervisor.config import CommandConfig, Config
@@ -70,7 +71,7 @@ COMMAND_KILL_GRACE = 1.0  # seconds from SIGTERM to SIGKILL of a timed-out progr
 KILL_WAIT = 5.0  # seconds to wait for a SIGKILLed program (one in D state)
 NO_PIDFD_POLL = 50  # milliseconds between exit checks where pidfd_open is missing
 MAX_RETRY_AFTER = 365 * 86400.0  # seconds a program may ask to wait, at most
-DIRECTIVE = re.compile(r"^forkq-(retry-after|snooze):\s*(.*?)\s*$")
+RETRY_AFTER = re.compile(r"^forkq-retry-after:\s*(.*?)\s*$")
 ENV_FROM_DAEMON = ("PATH", "LANG", "LC_ALL")
 
 
@@ -336,11 +337,11 @@ def judge(status: int, stderr: bytes, cut: bool, log: Any) -> None:
     if status == EX_DATAERR:
         raise Fail(_with_text("exit 65 (EX_DATAERR)", text))
     if status == EX_TEMPFAIL:
-        kind, delay, text = directive(text, log)
-        reason = _with_text("exit 75 (EX_TEMPFAIL)", text)
-        if kind == "snooze" and delay is not None:
-            raise Snooze(delay, reason)
-        raise Retry(delay, reason)
+        snooze = snooze_request(text)
+        if snooze is not None:  # work/snooze.py reads its line
+            raise Snooze(snooze[0], _with_text("exit 75 (EX_TEMPFAIL)", snooze[1]))
+        delay, text = retry_after(text, log)
+        raise Retry(delay, _with_text("exit 75 (EX_TEMPFAIL)", text))
     raise CommandFailed(_with_text(describe_status(status), text))
 
 
@@ -366,24 +367,26 @@ def error_text(tail: bytes, cut: bool) -> str:
     return text
 
 
-def directive(text: str, log: Any) -> tuple[str | None, float | None, str]:
-    """(kind, delay, text without it) from a last stderr line `forkq-retry-after: DURATION`
-    or `forkq-snooze: DURATION`; (None, None, text) when there is none or it is no duration.
-    """
+def retry_after(text: str, log: Any) -> tuple[float | None, str]:
+    """(delay, text without it) from a last stderr line `forkq-retry-after: DURATION`;
+    (None, text) when there is none. One that names no duration is said in the log, as
+    is a `forkq-snooze:` line snooze_request refused."""
     head, _, last = text.rpartition("\n")
-    match = DIRECTIVE.match(last)
+    if last.startswith("forkq-snooze:"):
+        reason = "not a duration of at most a year"
+        log.warning("command_snooze_ignored", line=last[:200], reason=reason)
+        return None, text
+    match = RETRY_AFTER.match(last)
     if not match:
-        return None, None, text
-    kind = match.group(1)
+        return None, text
     try:
-        delay = parse_duration(match.group(2))
+        delay = parse_duration(match.group(1))
         if delay > MAX_RETRY_AFTER:
             raise ValueError(f"more than {MAX_RETRY_AFTER:g} seconds")
     except ValueError as exc:
-        event = f"command_{kind.replace('-', '_')}_ignored"
-        log.warning(event, line=last[:200], reason=str(exc))
-        return None, None, text
-    return kind, delay, head.rstrip()
+        log.warning("command_retry_after_ignored", line=last[:200], reason=str(exc))
+        return None, text
+    return delay, head.rstrip()
 
 
 def _with_text(what: str, text: str) -> str:

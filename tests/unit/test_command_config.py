@@ -19,7 +19,12 @@ import pytest
 
 from supervisor.config import CommandConfig, load_config
 from supervisor.errors import ConfigError, ExitCode
-from supervisor.policy import DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_CAP, DEFAULT_MAX_ATTEMPTS
+from supervisor.policy import (
+    DEFAULT_BACKOFF_BASE,
+    DEFAULT_BACKOFF_CAP,
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_MAX_SNOOZES,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,6 +65,7 @@ def test_a_full_table_is_parsed_into_a_frozen_command_config(tmp_path: Path) -> 
         max_attempts = 5
         backoff_base = 30
         backoff_cap = "1h"
+        max_snoozes = 3
         env = { APP_ENV = "production", PATH = "/usr/bin:/bin" }
 
         [commands.minimal]
@@ -76,6 +82,7 @@ def test_a_full_table_is_parsed_into_a_frozen_command_config(tmp_path: Path) -> 
         max_attempts=5,
         backoff_base=30.0,
         backoff_cap=3600.0,
+        max_snoozes=3,
         env={"APP_ENV": "production", "PATH": "/usr/bin:/bin"},
     )
     assert minimal == CommandConfig(name="minimal", argv=("true",))
@@ -84,9 +91,10 @@ def test_a_full_table_is_parsed_into_a_frozen_command_config(tmp_path: Path) -> 
         None,
         DEFAULT_MAX_ATTEMPTS,
     )
-    assert (minimal.backoff_base, minimal.backoff_cap) == (
+    assert (minimal.backoff_base, minimal.backoff_cap, minimal.max_snoozes) == (
         DEFAULT_BACKOFF_BASE,
         DEFAULT_BACKOFF_CAP,
+        DEFAULT_MAX_SNOOZES,
     )
     with pytest.raises(AttributeError):
         full.queue = "other"  # type: ignore[misc]
