@@ -165,7 +165,8 @@ def decide(
             (
                 bucket
                 for bucket in row.buckets
-                if left.get(bucket, 0) <= 0 or (bucket in heads and heads[bucket] < row.position)
+                if left.get(bucket, 0) <= 0
+                or (bucket in heads and before(heads[bucket], row.position))
             ),
             None,
         )
@@ -180,6 +181,17 @@ def decide(
             left[bucket] = left.get(bucket, 0) - 1
             decision.started[bucket] += 1
     return decision
+
+
+def before(a: tuple[int, float, int], b: tuple[int, float, int]) -> bool:
+    """Whether claim position `a` (-priority, run_at, id) comes before `b`. Times that
+    went through JSON or a double may differ in their last digits: within a microsecond
+    they are the same time, and the ids decide."""
+    if a[0] != b[0]:
+        return a[0] < b[0]
+    if abs(a[1] - b[1]) > 1e-6:
+        return a[1] < b[1]
+    return a[2] < b[2]
 
 
 def room_in(limit: LimitConfig | None, running: int, window: RateWindow | None) -> int:
@@ -231,7 +243,6 @@ class LimitPlan:
             handler_queues[h] for h in self._by_handler if h in handler_queues
         }
         self.next_look = 0.0  # monotonic: when this worker next looks at due buckets
-        self.parked: set[Bucket] = set()  # buckets last seen with parked jobs
         self.freed: Counter[Bucket] = Counter()  # slots this worker freed there since
 
     def __bool__(self) -> bool:
@@ -267,7 +278,8 @@ class LimitPlan:
         return counts
 
     def ended(self, handler: str, queue: str, limit_key: str | None) -> None:
-        """A job this worker ran has left `running`: its slot may go to a parked job."""
+        """A job this worker ran has left `running`: its next claim locks the job's
+        buckets (most often it does anyway, for the jobs it takes) and hands the slot to
+        the first job parked there, if any, even one another host parked meanwhile."""
         for bucket in self.buckets_for(handler, queue, limit_key):
-            if bucket in self.parked:
-                self.freed[bucket] += 1
+            self.freed[bucket] += 1

@@ -313,11 +313,6 @@ class _Claim:
                     state["rate_counts"],
                 )
             states.append([bucket.name, bucket.key, slice_length, base, counts, wake])
-        for bucket, state in self.states.items():
-            if self.wake.get(bucket, state["wake_at"]) is None:
-                self.plan.parked.discard(bucket)
-            else:
-                self.plan.parked.add(bucket)
         if states:
             self.store._execute("limit_save", self.store._params(states=json.dumps(states)))
 

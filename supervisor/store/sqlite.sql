@@ -503,7 +503,7 @@ WHERE id IN (SELECT value FROM json_each(:ids));
 
 -- name: limit_heads
 SELECT b.value AS bucket,
-       (SELECT json_array(-j.priority, j.run_at, j.id)
+       (SELECT json_array(-j.priority, printf('%.6f', j.run_at), j.id)
         FROM forkq_jobs j INDEXED BY forkq_jobs_limit
         WHERE j.status = 'ready' AND j.limit_wait = b.value AND j.queue = :queue
         ORDER BY j.priority DESC, j.run_at, j.id
@@ -547,8 +547,9 @@ ON CONFLICT (name, limit_key) DO UPDATE SET
   rate_counts = excluded.rate_counts, wake_at = excluded.wake_at, updated_at = excluded.updated_at;
 
 -- name: limit_park
+-- `+status`: the ids decide the plan, not the status index (which holds every ready job).
 UPDATE forkq_jobs SET limit_wait = :bucket
-WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'ready';
+WHERE id IN (SELECT value FROM json_each(:ids)) AND +status = 'ready';
 
 -- name: limit_due
 SELECT name, limit_key FROM forkq_limits INDEXED BY forkq_limits_wake
@@ -564,7 +565,7 @@ LIMIT :limit;
 
 -- name: unpark_update
 UPDATE forkq_jobs SET limit_wait = ''
-WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'ready';
+WHERE id IN (SELECT value FROM json_each(:ids)) AND +status = 'ready';
 
 -- name: parked_bucket_after
 SELECT MIN(limit_wait) AS limit_wait FROM forkq_jobs INDEXED BY forkq_jobs_limit

@@ -1,0 +1,223 @@
+"""Snooze, `forkq status` of limits, `forkq enqueue --limit-key` and the chores' look at
+parked jobs, on both backends, in-process (a Worker's work_once, the CLI's main)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import structlog
+from util import sql
+
+from supervisor import Snooze, registry
+from supervisor.cli import parser as cli
+from supervisor.config import Config, LimitConfig, PoolConfig, load_config
+from supervisor.dburl import parse_database_url
+from supervisor.models import JobState, NewJob
+from supervisor.store import Store
+from supervisor.store import limits as flow
+from supervisor.store.buckets import LimitPlan
+from supervisor.work.worker import Worker
+
+OWNER = "test:1:limits"
+QUEUE = "snoozy"
+calls: list[int] = []
+
+
+@pytest.fixture
+def snoozer() -> Iterator[str]:
+    """t.snooze_twice snoozes its first two runs, then is done; t.snooze_always never is."""
+    calls.clear()
+
+    def twice(payload: object, job: object) -> None:
+        calls.append(job.attempts)
+        if len(calls) <= 2:
+            raise Snooze(0, "the report is not ready yet")
+
+    def always(payload: object, job: object) -> None:
+        calls.append(job.attempts)
+        raise Snooze(0)
+
+    registry.handler("t.snooze_twice", queue=QUEUE)(twice)
+    registry.handler("t.snooze_always", queue=QUEUE, max_snoozes=3)(always)
+    yield QUEUE
+    for name in ("t.snooze_twice", "t.snooze_always"):
+        registry._HANDLERS.pop(name, None)  # the registry is process-wide
+
+
+def work(store: Store, db_url: str, *limits: LimitConfig) -> int:
+    """Run a worker until nothing is due; how many attempts it ran."""
+    config = Config(
+        database=parse_database_url(db_url),
+        pools=(PoolConfig(name=QUEUE, timeout=30, on_success="keep"),),
+        limits=limits,
+    )
+    worker = Worker(store, config, [QUEUE], OWNER)
+    ran = 0
+    for _ in range(50):
+        done = worker.work_once()
+        if not done:
+            return ran
+        ran += done
+    raise AssertionError("the worker never ran out of due jobs")
+
+
+def test_a_snooze_uses_no_attempt_and_is_counted_on_the_job(
+    store: Store, db_url: str, snoozer: str
+) -> None:
+    job_id = store.enqueue(NewJob("t.snooze_twice", "{}", queue=snoozer, max_attempts=1))
+    assert work(store, db_url) == 3  # snoozed, snoozed, done: max_attempts 1 was enough
+    job = store.get_job(job_id)
+    assert job is not None
+    assert (job.status, job.attempts, job.snoozes) == (JobState.DONE, 1, 2)
+    assert calls == [1, 1, 1]  # each run was attempt 1: no snooze used one up
+
+
+def test_a_job_that_snoozes_past_max_snoozes_ends_dead_saying_so(
+    store: Store, db_url: str, snoozer: str
+) -> None:
+    job_id = store.enqueue(NewJob("t.snooze_always", "{}", queue=snoozer))
+    assert work(store, db_url) == 4  # three snoozes allowed, the fourth ends it
+    job = store.get_job(job_id)
+    assert job is not None and job.status == JobState.DEAD
+    assert (job.attempts, job.snoozes) == (1, 3)
+    assert job.last_error is not None and "snoozed 3 times" in job.last_error
+    assert "max_snoozes" in job.last_error
+
+
+def test_a_long_snooze_waits_as_scheduled_and_a_lost_lease_changes_nothing(store: Store) -> None:
+    job_id = store.enqueue(NewJob("t.any", "{}", queue="q"))
+    [claimed] = store.claim("q", OWNER, 1, lease=60)
+    assert store.snooze("someone:else", claimed.id, 10, max_snoozes=5) == "lost"
+    assert store.snooze(OWNER, claimed.id, 3600, max_snoozes=5) == "snoozed"
+    job = store.get_job(job_id)
+    assert job is not None
+    assert (job.status, job.attempts, job.snoozes, job.locked_by) == (
+        JobState.SCHEDULED,
+        0,
+        1,
+        None,
+    )
+    assert job.run_at.timestamp() - store.db_now() > 3500
+
+
+def test_a_limited_worker_keeps_the_limit_and_snoozed_jobs_leave_their_slot(
+    store: Store, db_url: str, snoozer: str
+) -> None:
+    """The worker itself claims under [limits]: with concurrency 1 its batch holds one
+    covered job at a time, and every job still ends (the slot is handed on)."""
+    ids = store.insert_many([NewJob("t.snooze_twice", "{}", queue=snoozer)] * 3)
+    limit = LimitConfig("one", handlers=("t.snooze_twice",), concurrency=1)
+    assert work(store, db_url, limit) >= 5
+    assert {j.status for j in (store.get_job(i) for i in ids) if j} == {JobState.DONE}
+
+
+# --- forkq status and forkq enqueue ---------------------------------------------------------------
+
+
+@pytest.fixture
+def fresh_logging() -> Iterator[None]:
+    """An in-process `cli.main` binds structlog to pytest's captured stdout: reset it."""
+    structlog.reset_defaults()
+    yield
+    structlog.reset_defaults()
+
+
+def config_file(tmp_path: Path, db_url: str) -> Path:
+    path = tmp_path / "forkq.toml"
+    path.write_text(
+        f"[database]\nurl = {json.dumps(db_url)}\n"
+        "[pools.email]\nworkers = 1\n"
+        '[limits.mailgun]\nhandlers = ["m.send"]\nconcurrency = 2\nrate = "100/1m"\nper_key = true\n'
+        '[limits.reports]\nqueues = ["reports"]\nconcurrency = 1\n',
+        encoding="utf-8",
+    )
+    return path
+
+
+@pytest.mark.usefixtures("fresh_logging")
+def test_status_shows_what_waits_on_which_limit(
+    store: Store, db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = config_file(tmp_path, db_url)
+    for key in ("acme", "acme", "acme", "globex"):
+        assert (
+            cli.main(
+                ["enqueue", "-c", str(path), "m.send", "{}", "--queue", "email", "--limit-key", key]
+            )
+            == 0
+        )
+    capsys.readouterr()
+    config = load_config(path)
+    plan = LimitPlan(config.limits, {})
+    assert len(flow.complete_and_claim(store, plan, {}, "email", OWNER, 20, 60)[0]) == 3
+
+    assert cli.main(["status", "--json", "-c", str(path)]) == 0
+    limits = json.loads(capsys.readouterr().out)["limits"]
+    acme = next(b for b in limits if b["key"] == "acme")
+    assert (
+        acme["running"],
+        acme["concurrency"],
+        acme["started"],
+        acme["rate"],
+        acme["waiting"],
+    ) == (
+        2,
+        2,
+        2,
+        "100/1m",
+        1,
+    )
+    assert {(b["limit"], b["key"], b["running"]) for b in limits} >= {
+        ("mailgun", "globex", 1),
+        ("reports", "", 0),  # a limit without per_key is always shown
+    }
+
+    assert cli.main(["status", "-c", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    start = next(n for n, line in enumerate(lines) if line.startswith("LIMIT"))
+    assert [line.split() for line in lines[start : start + 4]] == [
+        ["LIMIT", "KEY", "RUNNING", "STARTED", "WAITING"],
+        ["mailgun", "acme", "2/2", "2/100/1m", "1"],
+        ["mailgun", "globex", "1/2", "1/100/1m", "0"],
+        ["reports", "-", "0/1", "-", "0"],
+    ]
+
+
+@pytest.mark.usefixtures("fresh_logging")
+def test_enqueue_takes_a_limit_key(
+    db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = config_file(tmp_path, db_url)
+    assert cli.main(["enqueue", "-c", str(path), "m.send", "--limit-key", "tenant-7"]) == 0
+    job_id = int(capsys.readouterr().out)
+    assert sql(db_url, "SELECT limit_key, limit_wait FROM forkq_jobs WHERE id = ?", [job_id]) == [
+        ("tenant-7", "")
+    ]
+    assert cli.main(["enqueue", "-c", str(path), "m.send", "--limit-key", "x" * 192]) == 2
+    assert "limit_key must be a string of 1 to 191 characters" in capsys.readouterr().err
+
+
+# --- the chores ----------------------------------------------------------------------------------
+
+
+def test_jobs_parked_on_a_limit_gone_from_the_config_are_let_go(store: Store, db_url: str) -> None:
+    """A parked job is never forgotten: the chores give its bucket a wake_at (here one an
+    operator's retry left without), and a claim under a config without that limit
+    lets every job parked on it go."""
+    gone = LimitConfig("gone", handlers=("m.send",), concurrency=1)
+    ids = store.insert_many([NewJob("m.send", "{}", queue="email")] * 4)
+    plan = LimitPlan([gone], {"m.send": "email"})
+    assert len(flow.complete_and_claim(store, plan, {}, "email", OWNER, 10, 60)[0]) == 1
+    sql(db_url, "DELETE FROM forkq_limits")  # as if pruned, or never written
+    kept = LimitConfig("other", queues=("email",), concurrency=10)
+    config = Config(database=parse_database_url(db_url), limits=(kept,))
+    assert flow.look_after_parked(store, config) >= 1
+    assert sql(db_url, "SELECT name FROM forkq_limits WHERE wake_at IS NOT NULL") == [("gone",)]
+    after = LimitPlan([kept], {})
+    flow.complete_and_claim(store, after, {}, "email", OWNER, 10, 60)  # looks at "gone"
+    assert sql(db_url, "SELECT COUNT(*) FROM forkq_jobs WHERE limit_wait <> ''") == [(0,)]
+    claimed = flow.complete_and_claim(store, after, {}, "email", OWNER, 10, 60)[0]
+    assert sorted(j.id for j in claimed) == ids[1:]
