@@ -282,8 +282,9 @@ class Daemon:
         def ready() -> bool:
             if not self.alive():
                 raise AssertionError(f"{self.name} exited early: {self.describe()}")
-            titles = self.child_titles()
-            idle = [t for t in titles.values() if t.endswith(" idle")]
+            # Pool children only: the check tick and the metrics server are children too.
+            titles = [t for t in self.child_titles().values() if " worker " in t]
+            idle = [t for t in titles if t.endswith(" idle")]
             return len(titles) == expected and len(idle) == expected
 
         wait_until(ready, timeout=timeout, interval=0.05, message=f"{self.name} ready")

@@ -187,6 +187,7 @@ class AlertRunner:
 
     def __init__(self) -> None:
         self.memory: dict[str, AlertState] = {}
+        self.states: dict[str, AlertState] = {}  # every key after the last run (metrics)
 
     @property
     def log(self) -> Any:
@@ -211,6 +212,7 @@ class AlertRunner:
             snapshot = replace(snapshot, queues=[], db_error=error)
         new, notes = evaluate(snapshot, cfg, states, now)
         sent = self._send(cfg, notes, states, new)
+        self.states = new
         self.memory = {k: v for k, v in new.items() if is_host_key(k, snapshot.host)}
         if error is None:
             self._save(store, states, new)

@@ -1,0 +1,419 @@
+"""The recording functions: what the master and the workers call, no-ops while off.
+
+With `[metrics] listen` the master makes a private directory at boot and names it in
+PROMETHEUS_MULTIPROC_DIR before any fork, so every child records into mmap files
+there (prometheus-client's multiprocess mode), and forks the metrics server
+(server.py), which reads them on each scrape. Without it every function here returns
+at its first line and prometheus-client is never imported: a worker pays one global
+lookup per job.
+
+The master's side, in the order it calls it: `boot` before handler modules load,
+`start` before the first child, `loop_turned` every loop turn, `record_pools` every
+second, `reaped` / `child_exited` / `job_settled` on reaps, `tick_report` per check-tick
+report, `db_error` per failed master query, `reload` on HUP, `shutdown` last. A worker
+calls `job_finished` and `db_error`.
+
+Queue figures and alerts come from the check tick's report: only the host holding the
+chores lease computes queue figures, so only its daemon exports `forkq_queue_*`
+(`forkq_chores_leader` says which); alerts of host rules are exported by every host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from supervisor import logs, registry
+from supervisor.config import Config
+from supervisor.observe.shared import Check, Pulse, write_check
+
+if TYPE_CHECKING:
+    from supervisor.observe.series import JobSeries, MasterSeries
+
+DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+DIR_PREFIX = "forkq-metrics-"
+# forkq_jobs_finished_total{outcome}: how an attempt ended (SPEC). done, retry (failed,
+# back after a backoff), dead (failed for good), timeout (ran past its timeout: killed
+# by the master, or the worker's soft timeout when the worker reports it so), cancelled
+# (cancelled while running), snoozed (back later without using an attempt).
+OUTCOMES = ("done", "retry", "dead", "timeout", "cancelled", "snoozed")
+# forkq_child_exits_total{reason}: recycled (max_jobs, max_lifetime, memory), retired by
+# the master (pool shrinks, reload, shutdown), timeout (killed for a job past its
+# timeout), cancelled (killed for its job's cancel), killed (SIGKILLed at shutdown or
+# after ignoring SIGTERM when retired), crashed (a non-zero
+# exit or a signal nobody sent on purpose: a broken module, a segfault, the OOM
+# killer), exited (stopped for another reason, e.g. its master was gone).
+EXIT_REASONS = (
+    "max_jobs", "max_lifetime", "memory", "retired", "timeout", "cancelled", "killed",
+    "crashed", "exited",
+)  # fmt: skip
+# Every series a daemon exports (SPEC "Metrics and health" names the first nine).
+SERIES = (
+    "forkq_queue_jobs",  # {queue,status}: ready, scheduled, running, dead, done (kept)
+    "forkq_queue_oldest_ready_seconds",  # {queue}
+    "forkq_jobs_finished_total",  # {queue,handler,outcome}
+    "forkq_job_duration_seconds",  # histogram {queue,handler}
+    "forkq_pool_workers",  # {pool,state}: busy, idle
+    "forkq_pool_max_workers",  # {pool}
+    "forkq_child_exits_total",  # {pool,reason}
+    "forkq_db_errors_total",
+    "forkq_alerts_firing",  # {rule,queue}
+    "forkq_queue_paused",  # {queue}
+    "forkq_chores_leader",
+    "forkq_last_check_timestamp_seconds",
+    "forkq_master_loop_timestamp_seconds",
+)
+UNREGISTERED = "(unregistered)"  # handler label of rows naming no registered handler
+RESPAWN_MAX = 30.0  # seconds between tries to bring a failed metrics server back, at most
+_STALE_DIR = re.compile(re.escape(DIR_PREFIX) + r"(\d+)-")
+
+# Per process. `_directory` is inherited by every fork; the series are made by each
+# process on first use (after a fork they are forgotten: see _forget).
+_directory: str | None = None
+_jobs: JobSeries | None = None
+_master: _MasterSide | None = None
+
+
+def _no_fds() -> list[int]:
+    return []
+
+
+_close_fds: Callable[[], list[int]] = _no_fds
+
+
+class TickFigures(Protocol):
+    """What `tick_report` reads of the check tick's report (cluster/tick.py TickReport)."""
+
+    leader: bool
+    db_error: str | None
+    queues: list[dict[str, Any]] | None
+    alerts: list[list[Any]]
+
+
+# --- workers ---------------------------------------------------------------------------
+
+
+def job_finished(queue: str, handler: str, outcome: str, seconds: float) -> None:
+    """A worker finished an attempt: count it and its duration (one of OUTCOMES)."""
+    if _directory is None:
+        return
+    series = _jobs or _job_series()
+    # Handler names come from rows: only registered ones become label values, so rows
+    # with made-up names cannot grow the series without bound.
+    series.job(queue, handler if registry.get(handler) else UNREGISTERED, outcome, seconds)
+
+
+def db_error() -> None:
+    """A database call failed (the master's, a check tick's as reported, a worker's)."""
+    if _directory is None:
+        return
+    if _master is not None:
+        _master.series.db_errors.inc()
+    else:
+        (_jobs or _job_series()).db_errors.inc()
+
+
+def _job_series() -> JobSeries:
+    global _jobs
+    from supervisor.observe.series import JobSeries
+
+    _jobs = JobSeries()
+    return _jobs
+
+
+def _forget() -> None:
+    """After any fork, in the child: the parent's series and server are not ours."""
+    global _jobs, _master
+    _jobs = None
+    _master = None
+
+
+# --- the master ------------------------------------------------------------------------
+
+
+def boot(config: Config) -> None:
+    """Before handler modules load and before any fork: the private directory, named in
+    the environment every process forked later inherits (also handler code that uses
+    prometheus-client in multiprocess mode: its series are served too)."""
+    global _directory
+    if config.metrics.listen is None or _directory is not None:
+        return
+    _sweep_stale(tempfile.gettempdir())
+    _directory = tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-")  # mode 0700
+    os.environ[DIR_ENV] = _directory
+    os.register_at_fork(after_in_child=_forget)
+
+
+def start(config: Config, close_fds: Callable[[], list[int]]) -> None:
+    """In the master's boot, before the first child: its series, the server.
+
+    `close_fds` returns the descriptors a process forked by the master must close (the
+    master's and its children's pipes); it is called at each (re)start of the server.
+    """
+    global _master, _close_fds
+    _close_fds = close_fds
+    boot(config)
+    if _directory is None or _master is not None or config.metrics.listen is None:
+        return
+    _master = _MasterSide(_directory, config)
+    _master.pulse.beat()
+    _master.write_check(Check(*_master.now_times(), _master.stale_after))  # boot's queries answered
+    _master.start_server(time.monotonic())
+
+
+def loop_turned() -> None:
+    """Every master loop turn: the pulse /healthz reads; a failed server's respawn."""
+    if _master is None:
+        return
+    _master.pulse.beat()
+    if _master.server_pid is None and _master.listen is not None:
+        now = time.monotonic()
+        if now >= _master.next_start:
+            _master.start_server(now)
+
+
+def record_pools(max_workers: Mapping[str, int], children: Iterable[tuple[str, bool]]) -> None:
+    """The pools as the master sees them: {pool: max_workers}, (pool, busy) per child."""
+    if _master is not None:
+        _master.series.pools(max_workers, children)
+
+
+def child_exited(
+    pool: str,
+    *,
+    exit_ok: bool,
+    retire_reason: str,
+    timed_out: bool,
+    killed: bool,
+    cancelled: bool = False,
+) -> None:
+    """A reaped pool child (see exit_reason for the label)."""
+    if _master is not None:
+        reason = exit_reason(exit_ok, retire_reason, timed_out, killed, cancelled)
+        _master.series.child_exits.labels(pool, reason).inc()
+
+
+def job_settled(queue: str, outcome: str, handler: str = "") -> None:
+    """An attempt the master ended (a child killed past its job's timeout: "timeout";
+    cancelled while running: "cancelled"). The handler is "" when the master does not
+    know it without a query."""
+    if _master is not None:
+        _master.series.finished.labels(queue, handler, outcome).inc()
+
+
+def exit_reason(
+    exit_ok: bool, retire_reason: str, timed_out: bool, killed: bool, cancelled: bool = False
+) -> str:
+    """One of EXIT_REASONS for a child: what the master did to it, else how it ended."""
+    if timed_out:
+        return "timeout"
+    if cancelled:
+        return "cancelled"
+    if killed:
+        return "killed"
+    if not exit_ok:
+        return "crashed"
+    for prefix, reason in (
+        ("max_jobs_per_child", "max_jobs"),
+        ("max_child_lifetime", "max_lifetime"),
+        ("memory_limit_mb", "memory"),
+    ):
+        if retire_reason.startswith(prefix):
+            return reason
+    if retire_reason in ("reload", "shutdown", "pool shrinks", "pool removed"):
+        return "retired"
+    return "exited"
+
+
+def reaped(pid: int, status: int) -> bool:
+    """True when `pid` was the metrics server (the master then has nothing to do)."""
+    return _master is not None and _master.server_exited(pid, status)
+
+
+def tick_report(report: TickFigures) -> None:
+    """A check tick's report: the database state /healthz reads, the queue and alert
+    figures the server exports (queue figures only from the chores holder)."""
+    if _master is None:
+        return
+    if report.db_error is not None:
+        _master.series.db_errors.inc()
+    alerts = [(str(rule), str(queue), bool(firing)) for rule, queue, firing in report.alerts]
+    check = Check(
+        *_master.now_times(),
+        _master.stale_after,
+        db_error=report.db_error,
+        leader=report.leader,
+        queues=report.queues if report.leader else None,
+        alerts=alerts,
+    )
+    _master.write_check(check)
+
+
+def reload(config: Config) -> None:
+    """HUP: a changed `[metrics] listen` moves (or starts, or stops) the server."""
+    if _master is None:
+        if config.metrics.listen is not None:
+            start(config, _close_fds)
+        return
+    _master.stale_after = _stale_after(config)
+    if config.metrics.listen != _master.listen:
+        _master.stop_server()
+        _master.listen = config.metrics.listen
+        _master.failures, _master.next_start = 0, 0.0
+        if _master.listen is not None:
+            _master.start_server(time.monotonic())
+
+
+def shutdown() -> None:
+    """Last thing the master does: stop the server, remove the directory."""
+    global _directory, _master
+    if _master is not None:
+        _master.stop_server(wait=True)
+        _master = None
+    if _directory is not None:
+        shutil.rmtree(_directory, ignore_errors=True)
+        os.environ.pop(DIR_ENV, None)
+        _directory = None
+
+
+def directory() -> str | None:
+    """This daemon's metrics directory (None while off)."""
+    return _directory
+
+
+def _stale_after(config: Config) -> float:
+    from supervisor.cluster.tick import tick_timeout
+
+    interval = config.supervisor.check_interval
+    return tick_timeout(interval) + interval  # a tick may run this long, then one more
+
+
+def _sweep_stale(parent: str) -> None:
+    """Directories a master killed -9 left behind: ours (uid), their master gone."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(parent):
+            match = _STALE_DIR.match(entry.name)
+            if not match or not entry.is_dir(follow_symlinks=False):
+                continue
+            with contextlib.suppress(OSError):
+                if entry.stat(follow_symlinks=False).st_uid == os.getuid() and not _alive(
+                    int(match[1])
+                ):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class _MasterSide:
+    """The master's series, its pulse, and the server process it keeps running."""
+
+    def __init__(self, directory: str, config: Config) -> None:
+        from supervisor.observe.series import MasterSeries
+
+        self.directory = directory
+        self.series: MasterSeries = MasterSeries()
+        self.pulse = Pulse()
+        self.listen = config.metrics.listen
+        self.stale_after = _stale_after(config)
+        self.server_pid: int | None = None
+        self.stopped: set[int] = set()  # servers killed on purpose, not yet reaped
+        self.server_started = 0.0
+        self.failures = 0
+        self.next_start = 0.0
+        self.log = logs.get(role="master", component="metrics")
+
+    @staticmethod
+    def now_times() -> tuple[float, float]:
+        return time.monotonic(), time.time()
+
+    def write_check(self, check: Check) -> None:
+        try:
+            write_check(self.directory, check)
+        except OSError as exc:  # a full disk: /healthz goes stale, jobs go on
+            self.log.warning("metrics_check_not_written", error=str(exc))
+
+    def start_server(self, now: float) -> None:
+        from supervisor.observe.server import bind, spawn
+
+        assert self.listen is not None
+        try:
+            sock = bind(self.listen)
+        except OSError as exc:
+            self.failed(now)
+            self.log.error(
+                "metrics_listen_failed",
+                listen=self.listen,
+                error=str(exc),
+                retry_in=round(self.next_start - now, 1),
+            )
+            return
+        port = int(sock.getsockname()[1])
+        try:
+            self.server_pid = spawn(sock, self.directory, self.pulse, _close_fds())
+        except OSError as exc:  # fork failed (EAGAIN, ENOMEM)
+            self.failed(now)
+            self.log.error("metrics_server_not_started", error=str(exc))
+            return
+        finally:
+            sock.close()  # the server has it; no child of ours may hold the port
+        self.server_started = now
+        self.log.info(
+            "metrics_serving",
+            listen=self.listen,
+            port=port,
+            server_pid=self.server_pid,
+            directory=self.directory,
+        )
+
+    def failed(self, now: float) -> None:
+        self.failures += 1
+        self.next_start = now + min(RESPAWN_MAX, 0.5 * 2**self.failures)
+
+    def server_exited(self, pid: int, status: int) -> bool:
+        if pid in self.stopped:
+            self.stopped.discard(pid)
+            return True
+        if pid != self.server_pid:
+            return False
+        from supervisor.proc import describe_exit
+
+        self.server_pid = None
+        now = time.monotonic()
+        if now - self.server_started > 60.0:
+            self.failures = 0
+        self.failed(now)
+        self.log.error(
+            "metrics_server_exited",
+            status=describe_exit(status),
+            retry_in=round(self.next_start - now, 1),
+        )
+        return True
+
+    def stop_server(self, wait: bool = False) -> None:
+        pid, self.server_pid = self.server_pid, None
+        if pid is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        if not wait:
+            self.stopped.add(pid)
+            return
+        deadline = time.monotonic() + 2.0  # SIGKILL: gone at once unless in the kernel
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(pid, os.WNOHANG) == (0, 0) and time.monotonic() < deadline:
+                time.sleep(0.01)

@@ -1,0 +1,148 @@
+"""The metrics server: a process the master forks to answer `/metrics` and `/healthz`.
+
+The master has no threads and must never wait on a scrape, so it binds the port,
+forks this process (title `forkq: master metrics`) and closes its own copy. This
+process dies with the master (PR_SET_PDEATHSIG), reads only the metrics directory and
+the pulse in shared memory (never the database), and serves with the standard
+library's threading HTTP server: threads are fine here, it never forks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import sys
+import traceback
+from http.server import ThreadingHTTPServer
+from typing import NoReturn
+from urllib.parse import urlsplit
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import MetricsHandler
+
+from supervisor import logs
+from supervisor.config import parse_listen
+from supervisor.observe.collect import ForkqCollector
+from supervisor.observe.shared import Pulse
+from supervisor.proc import MASTER_SIGNALS, die_with_parent, set_title
+
+REQUEST_TIMEOUT = 30.0  # seconds a client may take to send a request and read the answer
+
+
+def bind(listen: str) -> socket.socket:
+    """The listening socket, bound in the master so a taken port is its log line."""
+    host, port = parse_listen(listen)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, port), family=family, backlog=64)
+
+
+def spawn(sock: socket.socket, directory: str, pulse: Pulse, close_fds: list[int]) -> int:
+    """Fork the server; its pid. Signals are blocked across the fork, as for children."""
+    master = os.getpid()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, MASTER_SIGNALS)
+    try:
+        pid = os.fork()
+        if pid == 0:
+            _main(sock, directory, pulse, master, close_fds)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+    return pid
+
+
+def _main(
+    sock: socket.socket, directory: str, pulse: Pulse, master: int, close_fds: list[int]
+) -> NoReturn:
+    """The server's outermost frame: never returns, never unwinds into master code."""
+    code = 1
+    try:
+        signal.set_wakeup_fd(-1)
+        for sig in MASTER_SIGNALS:
+            signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, set())
+        for fd in close_fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        die_with_parent(signal.SIGKILL)
+        if os.getppid() == master:  # else the master died before we asked to follow it
+            set_title("forkq: master metrics")
+            serve(sock, ForkqCollector(directory, pulse))
+        code = 0
+    except BaseException:
+        with contextlib.suppress(BaseException):
+            logs.get(role="master", component="metrics").error(
+                "metrics_server_crashed", error=traceback.format_exc(limit=5)
+            )
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def serve(sock: socket.socket, collector: ForkqCollector) -> None:
+    """Answer requests on `sock` until the process ends."""
+    registry = CollectorRegistry()
+    registry.register(collector)
+
+    class Handler(_Handler):
+        pass
+
+    Handler.registry = registry
+    Handler.collector = collector
+    server = _Server(sock, Handler)
+    server.serve_forever()
+
+
+class _Handler(MetricsHandler):
+    """/metrics through prometheus-client's own handler (content negotiation, gzip),
+    /healthz from the pure decision in health.py, anything else 404."""
+
+    collector: ForkqCollector
+    timeout = REQUEST_TIMEOUT
+    server_version = "forkq"
+    sys_version = ""
+
+    def do_GET(self) -> None:
+        path = urlsplit(self.path).path
+        if path == "/metrics":
+            self._metrics()
+        elif path == "/healthz":
+            health = self.collector.health()
+            self._text(health.status, health.reason)
+        else:
+            self._text(404, "not found: try /metrics or /healthz")
+
+    def _metrics(self) -> None:
+        try:
+            super().do_GET()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        except Exception as exc:  # a torn file, a bug: a 500 and a log line, never a dead server
+            logs.get(role="master", component="metrics").error(
+                "metrics_scrape_failed", error=f"{type(exc).__name__}: {exc}"
+            )
+            with contextlib.suppress(OSError):
+                self._text(500, "metrics could not be collected: see the daemon's log")
+
+    def _text(self, status: int, text: str) -> None:
+        body = (text + "\n").encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True  # a client that hangs holds a thread, never the exit
+
+    def __init__(self, sock: socket.socket, handler: type[_Handler]) -> None:
+        super().__init__(sock.getsockname()[:2], handler, bind_and_activate=False)
+        self.socket.close()  # the one made by the constructor: ours was bound by the master
+        self.socket = sock

@@ -1,0 +1,79 @@
+"""What the master hands the metrics server, without a pipe it would have to serve.
+
+- `Pulse`: the master loop's last turn, in an anonymous shared mapping made before the
+  server's fork. The master writes it on every loop turn (no system call); the server
+  reads it per request. A sequence number (odd while writing) lets the reader retry a
+  torn read; there is one writer.
+- `Check`: what the last check tick saw (database answered or not, the queue figures
+  and alerts on the chores holder), a small JSON file in the metrics directory written
+  once per tick report and renamed into place, so a reader sees the old or the new one.
+
+Neither ever blocks the master on a reader.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import mmap
+import os
+import struct
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+CHECK_FILE = "check.json"  # not *.db: prometheus-client's collector globs those
+_PULSE = struct.Struct("<Qdd")  # seq, monotonic, wall clock
+
+
+class Pulse:
+    def __init__(self) -> None:
+        self._buf = mmap.mmap(-1, _PULSE.size)  # MAP_SHARED | MAP_ANONYMOUS: survives fork
+        self._seq = 0
+
+    def beat(self) -> None:
+        """Master side: the loop turned now."""
+        self._seq += 1
+        _PULSE.pack_into(self._buf, 0, self._seq, 0.0, 0.0)  # odd: being written
+        self._seq += 1
+        _PULSE.pack_into(self._buf, 0, self._seq, time.monotonic(), time.time())
+
+    def read(self) -> tuple[float, float] | None:
+        """Server side: (monotonic, wall) of the last turn; None before the first."""
+        for _ in range(1000):
+            seq, mono, wall = _PULSE.unpack_from(self._buf, 0)
+            if seq % 2 == 0 and _PULSE.unpack_from(self._buf, 0)[0] == seq:
+                return None if seq == 0 else (mono, wall)
+        return None
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check's result as the server reads it; times on the monotonic and wall clocks."""
+
+    checked_at: float
+    checked_wall: float
+    stale_after: float  # seconds after which it says nothing (a hung or dead tick)
+    db_error: str | None = None
+    leader: bool = False  # this host held the chores lease: the queue figures are its
+    queues: list[dict[str, Any]] | None = None  # QueueStats.as_dict(); None on non-holders
+    alerts: list[tuple[str, str, bool]] = field(default_factory=list)  # (rule, queue, firing)
+
+
+def write_check(directory: str, check: Check) -> None:
+    """Replace the check file atomically (a small local write, once per tick report)."""
+    path = os.path.join(directory, CHECK_FILE)
+    temporary = f"{path}.{os.getpid()}.tmp"
+    with open(temporary, "w", encoding="utf-8") as file:
+        json.dump(asdict(check), file)
+    os.replace(temporary, path)
+
+
+def read_check(directory: str) -> Check | None:
+    """The last check, or None when there is none (yet) or it cannot be read."""
+    with contextlib.suppress(OSError, ValueError, TypeError):
+        with open(os.path.join(directory, CHECK_FILE), encoding="utf-8") as file:
+            data = json.load(file)
+        data["alerts"] = [(str(r), str(q), bool(f)) for r, q, f in data.get("alerts", [])]
+        return Check(**data)
+    return None

@@ -1,0 +1,297 @@
+"""Metrics and health of the real daemon (`[metrics] listen`), on both backends.
+
+/metrics is parsed with prometheus-client's parser; its counters equal what happened
+(jobs done, retried, dead, through recycled children), its gauges match the pool and
+the queue; /healthz is 200 while the master loop turns and 503 once it stopped for more
+than 5 s (SIGSTOP); the metrics server dies with a SIGKILLed master, and a stopped
+daemon leaves no metrics directory behind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import stat
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psutil
+import pytest
+from daemon_util import HANDLERS_MODULE, Daemon, daemons_fixture, render_config, title_of
+from prometheus_client.parser import text_string_to_metric_families
+from util import backend_of, free_tcp_port, mysql_connect, wait_until
+
+from supervisor import Queue, events
+from supervisor.observe.metrics import SERIES
+
+daemons = daemons_fixture
+
+
+@pytest.fixture(autouse=True)
+def _no_inherited_metrics_dir(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A developer's own PROMETHEUS_MULTIPROC_DIR must not reach the daemons."""
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+MODULE = "metricshandlers"
+SOURCE = '''\
+from supervisor import Fail, Retry, handler
+
+
+@handler("m.flaky")
+def flaky(payload, job):
+    """Fails its first attempt (retried at once), succeeds on the second."""
+    if job.attempts <= 1:
+        raise Retry(0, "first attempts fail")
+
+
+@handler("m.dead")
+def dead(payload, job):
+    raise Fail("never works")
+'''
+
+
+def metrics_daemon(
+    daemons: Callable[..., Daemon], pools: dict[str, dict[str, Any]] | None = None, extra: str = ""
+) -> tuple[Daemon, str]:
+    """A daemon with [metrics] on a free loopback port (and `extra` TOML), and the base URL."""
+    port = free_tcp_port()
+    daemon = daemons(
+        pools=pools or {"work": {"workers": 2}},
+        supervisor={"handlers": [HANDLERS_MODULE, MODULE]},
+    )
+    daemon.write_module(MODULE, SOURCE)
+    text = render_config(daemon.db_url, daemon.pools, daemon.supervisor)
+    daemon.write_config(text=text + f'\n[metrics]\nlisten = "127.0.0.1:{port}"\n' + extra)
+    return daemon, f"http://127.0.0.1:{port}"
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            return int(answer.status), answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), exc.read().decode()
+    except OSError as exc:  # not listening (yet)
+        return 0, str(exc)
+
+
+def scrape(base: str) -> Samples:
+    status, text = get(base + "/metrics")
+    assert status == 200, text
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def key(name: str, **labels: str) -> tuple[str, frozenset[tuple[str, str]]]:
+    return name, frozenset(labels.items())
+
+
+def finished(samples: Samples, handler: str, outcome: str) -> float:
+    labels = {"queue": "work", "handler": handler, "outcome": outcome}
+    return samples.get(key("forkq_jobs_finished_total", **labels), 0.0)
+
+
+def total(samples: Samples, name: str, **labels: str) -> float:
+    """The sum over every series of `name` whose labels include `labels`."""
+    wanted = set(labels.items())
+    return sum(v for (n, found), v in samples.items() if n == name and wanted <= found)
+
+
+def serving(daemon: Daemon, base: str) -> str:
+    """Wait for the server; the metrics directory the master made."""
+    [event] = daemon.wait_event("metrics_serving", timeout=20)
+    wait_until(lambda: get(base + "/healthz")[0] == 200, timeout=20, message="/healthz 200")
+    return str(event["directory"])
+
+
+def metrics_server(daemon: Daemon) -> psutil.Process:
+    servers = [k for k in daemon.children() if title_of(k) == "forkq: master metrics"]
+    assert len(servers) == 1, daemon.child_titles()
+    return servers[0]
+
+
+def test_counters_equal_what_happened_and_gauges_match_the_pool(
+    daemons: Callable[..., Daemon], db_url: str
+) -> None:
+    pools = {"work": {"workers": 2, "max_workers": 3, "max_jobs_per_child": 7}}
+    daemon, base = metrics_daemon(daemons, pools, "\n[alerts.rules.work]\nmax_dead = 1\n")
+    daemon.start().wait_ready()
+    directory = serving(daemon, base)
+    assert stat.S_IMODE(os.stat(directory).st_mode) == 0o700
+
+    queue = Queue(db_url)
+    done, flaky, dead = 20, 5, 3
+    for _ in range(done):
+        queue.enqueue("t.noop", {}, queue="work")
+    for _ in range(flaky):
+        queue.enqueue("m.flaky", {}, queue="work")
+    for _ in range(dead):
+        queue.enqueue("m.dead", {}, queue="work")
+    queue.enqueue("no.such.handler", {}, queue="work")  # dead at once, label "(unregistered)"
+    for _ in range(4):
+        queue.enqueue("t.noop", {}, queue="work", delay=3600)  # scheduled, never run here
+
+    attempts = done + 2 * flaky + dead + 1
+
+    def drained() -> Samples | None:
+        found = scrape(base)
+        counted = total(found, "forkq_jobs_finished_total")
+        timed = total(found, "forkq_job_duration_seconds_count")
+        assert counted <= attempts and timed <= attempts, found  # never more than what ran
+        return found if counted == timed == attempts else None  # a scrape between the two
+
+    found = wait_until(drained, timeout=60, message=f"{attempts} attempts counted")
+    assert finished(found, "t.noop", "done") == done
+    assert finished(found, "m.flaky", "retry") == flaky
+    assert finished(found, "m.flaky", "done") == flaky
+    assert finished(found, "m.dead", "dead") == dead
+    assert finished(found, "(unregistered)", "dead") == 1
+    assert total(found, "forkq_job_duration_seconds_count") == attempts
+    assert found[key("forkq_job_duration_seconds_count", queue="work", handler="m.flaky")] == 10
+    assert total(found, "forkq_db_errors_total") == 0
+    # 7 jobs per child at most: the work above went through recycled children, whose
+    # files were folded into the archives (and their counts kept, as checked above).
+    assert total(found, "forkq_child_exits_total", pool="work", reason="max_jobs") >= 3
+    names = os.listdir(directory)
+    assert "counter_archive.db" in names and "histogram_archive.db" in names
+    live = {p.pid for p in psutil.Process(daemon.pid).children(recursive=True)} | {daemon.pid}
+    for name in names:
+        pid = name.removesuffix(".db").rsplit("_", 1)[-1]
+        assert not pid.isdigit() or int(pid) in live, f"{name}: a gone process's file"
+
+    def pool_matches() -> Samples | None:
+        found = scrape(base)
+        kids = len(daemon.pool_children("work"))
+        busy = found.get(key("forkq_pool_workers", pool="work", state="busy"))
+        idle = found.get(key("forkq_pool_workers", pool="work", state="idle"))
+        return found if (busy, idle) == (0, kids) and kids >= 2 else None
+
+    found = wait_until(pool_matches, timeout=20, message="pool gauges = live children, idle")
+    assert found[key("forkq_pool_max_workers", pool="work")] == 3
+
+    def queue_figures() -> Samples | None:  # from the next check tick on the lease holder
+        found = scrape(base)
+        jobs = {
+            status: found.get(key("forkq_queue_jobs", queue="work", status=status))
+            for status in ("ready", "scheduled", "running", "dead")
+        }
+        expected = {"ready": 0, "scheduled": 4, "running": 0, "dead": dead + 1}
+        firing = found.get(key("forkq_alerts_firing", rule="max_dead", queue="work"))
+        return found if jobs == expected and firing == 1 else None
+
+    found = wait_until(queue_figures, timeout=20, message="queue gauges and alert from a tick")
+    assert found[key("forkq_chores_leader")] == 1
+    names = {name for name, _ in found}
+    for series in SERIES:  # every series the README lists is there
+        assert any(n == series or n.startswith(series + "_") for n in names), series
+    assert found[key("forkq_queue_oldest_ready_seconds", queue="work")] == 0
+    assert abs(found[key("forkq_master_loop_timestamp_seconds")] - time.time()) < 5
+
+    assert daemon.stop() == 0
+    assert not os.path.exists(directory)  # removed at shutdown
+
+
+def test_healthz_is_503_while_the_master_loop_is_stopped(
+    daemons: Callable[..., Daemon], db_url: str
+) -> None:
+    daemon, base = metrics_daemon(daemons)
+    daemon.start().wait_ready()
+    serving(daemon, base)
+    status, text = get(base + "/healthz")
+    assert status == 200 and text.startswith("ok:"), text
+
+    daemon.send_signal(signal.SIGSTOP)
+    try:
+        stopped = wait_until(
+            lambda: (answer := get(base + "/healthz"))[0] == 503 and answer,
+            timeout=20,
+            message="/healthz 503 while the master is stopped",
+        )
+        assert "master loop last turned" in stopped[1], stopped
+        assert get(base + "/metrics")[0] == 200  # a scrape never waits on the master
+    finally:
+        daemon.send_signal(signal.SIGCONT)
+    wait_until(lambda: get(base + "/healthz")[0] == 200, timeout=20, message="/healthz 200 again")
+    assert daemon.stop() == 0
+
+
+@contextmanager
+def chores_blocked(db_url: str) -> Iterator[None]:
+    """Hold what the check tick's chores write first, from outside, until the block ends:
+    SQLite's write lock; on MariaDB the rows of forkq_locks (the chores lease)."""
+    if backend_of(db_url) == "sqlite":
+        holder = sqlite3.connect(db_url.removeprefix("sqlite:///"), isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+    else:
+        holder = mysql_connect(db_url)
+        holder.begin()
+        holder.cursor().execute("SELECT * FROM forkq_locks FOR UPDATE")
+    try:
+        yield
+    finally:
+        holder.rollback()
+        holder.close()
+
+
+def test_healthz_is_503_while_the_database_does_not_answer(
+    daemons: Callable[..., Daemon], db_url: str
+) -> None:
+    daemon, base = metrics_daemon(daemons, {"work": {"workers": 1}})
+    daemon.start().wait_ready()
+    serving(daemon, base)
+    daemon.wait_event(events.CHECK_TICK, where=lambda e: e.get("leader") is True)  # the lease row
+    with chores_blocked(db_url):
+        answer = wait_until(
+            lambda: (
+                "did not answer at the last check" in (found := get(base + "/healthz"))[1] and found
+            ),
+            timeout=30,
+            message="/healthz naming the database",
+        )
+        assert answer[0] == 503, answer
+    wait_until(lambda: get(base + "/healthz")[0] == 200, timeout=30, message="/healthz 200 again")
+    assert total(scrape(base), "forkq_db_errors_total") >= 1
+    assert daemon.stop() == 0
+
+
+def test_the_metrics_server_dies_with_a_killed_master(
+    daemons: Callable[..., Daemon], db_url: str
+) -> None:
+    daemon, base = metrics_daemon(daemons)
+    daemon.start().wait_ready()
+    serving(daemon, base)
+    server = metrics_server(daemon)
+    daemon.send_signal(signal.SIGKILL)
+
+    def gone() -> bool:
+        try:
+            return server.status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
+    wait_until(gone, timeout=10, message="the metrics server gone with its master")
+    assert get(base + "/healthz")[0] == 0  # nothing listens any more
+
+
+def test_without_the_metrics_section_there_is_no_server(
+    daemons: Callable[..., Daemon], db_url: str
+) -> None:
+    daemon = daemons(pools={"work": {"workers": 1}})
+    daemon.start().wait_ready()
+    titles = daemon.child_titles().values()
+    assert "forkq: master metrics" not in titles
+    assert not daemon.events("metrics_serving")
+    environment = psutil.Process(daemon.pool_children("work")[0]).environ()
+    assert "PROMETHEUS_MULTIPROC_DIR" not in environment
+    assert daemon.stop() == 0
