@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from supervisor.daemon.decisions import may_retry_db
 from supervisor.errors import ConnectionLost, DatabaseError
+from supervisor.observe import metrics
 
 T = TypeVar("T")
 
@@ -48,6 +49,7 @@ class DbGuard:
         try:
             result = operation()
         except ConnectionLost as exc:
+            metrics.db_error()
             if self.error is None:
                 self.log.error("db_unreachable", error=str(exc))
             self.error = str(exc)
@@ -55,6 +57,7 @@ class DbGuard:
             self.retry_at = time.monotonic() + self.backoff
             return None
         except DatabaseError as exc:  # reachable, but this call failed (e.g. a deadlock)
+            metrics.db_error()
             self.log.warning("db_call_failed", error=str(exc))
             return None
         if self.error is not None:

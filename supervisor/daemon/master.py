@@ -38,6 +38,7 @@ from supervisor.daemon.state import Child, PoolState
 from supervisor.daemon.ticks import TickProcess
 from supervisor.daemon.timers import Periodic
 from supervisor.errors import ConfigError, ExitCode
+from supervisor.observe import metrics
 from supervisor.proc import (
     MASTER_SIGNALS,
     describe_exit,
@@ -170,6 +171,7 @@ class Master:
         self.install_signals()
         self.listener = wake.listen(self.config.database, self.log)
         set_title("forkq: master")
+        metrics.start(self.config, self.fds_for_fork)
         self.log.info(
             events.MASTER_STARTED,
             name=self.name,
@@ -204,6 +206,7 @@ class Master:
         self.boot()
         while True:
             self.wait_for_events()
+            metrics.loop_turned()  # /healthz: the loop turns
             self.handle_signals()
             now = time.monotonic()
             self.reap(now)
@@ -219,6 +222,10 @@ class Master:
             if not self.stopping:
                 self.pooling.maintain(time.monotonic())
         return self.shutdown()
+
+    def fds_for_fork(self) -> list[int]:
+        """What a process the master forks closes first (the metrics server too)."""
+        return [*self.master_fds(), *self.children.fds()]
 
     def master_fds(self) -> list[int]:
         """What a forked child closes first: the master's own descriptors."""
@@ -275,6 +282,10 @@ class Master:
             self.pooling.heartbeat()
         if self.scale_timer.due(now):
             self.pooling.scale(now)
+            metrics.record_pools(
+                {n: p.maximum for n, p in self.pools.items()},
+                [(c.pool, c.now_running is not None) for c in self.children],
+            )
         if self.cancel_timer.due(now):
             self.pooling.cancels(now)
         if self.check_due:
@@ -287,7 +298,10 @@ class Master:
         for pid, status, child in self.children.reap():
             if self.tick is not None and pid == self.tick.pid:
                 self.tick_exited(status)
-            elif child is not None:
+            elif child is None:
+                metrics.reaped(pid, status)  # the metrics server
+            else:
+                self.record_exit(child, status)
                 self.log.info(
                     events.CHILD_EXITED,
                     pool=child.pool,
@@ -299,6 +313,18 @@ class Master:
                 self.settle_child(child, status)
                 self.pooling.child_gone(child, status, now)
                 child.board.close()
+
+    def record_exit(self, child: Child, status: int) -> None:
+        metrics.child_exited(
+            child.pool,
+            exit_ok=os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0,
+            retire_reason=child.exit_reason,
+            timed_out=child.killed_job is not None,
+            killed=child.killed_for_shutdown,
+            cancelled=child.cancelled_job is not None,
+        )
+        if child.killed_job is not None and child.killed_job == child.now_running:
+            metrics.job_settled(child.pool, "timeout")
 
     def settle_child(self, child: Child, status: int) -> None:
         """Settle what a dead child held, at once: its running job fails (attempt counted)
@@ -316,6 +342,7 @@ class Master:
         self.unsettled.append((child.name, running, reason.message, reason.counts_attempt))
         self.settle_pending()
         if child.cancelled_job is not None:
+            metrics.job_settled(child.pool, "cancelled")
             cancelled = child.cancelled_job
             if self.db(lambda: self.store.finish_cancel(cancelled)):
                 self.log.warning(events.JOB_CANCELLED, job_id=cancelled, child_pid=child.pid)
@@ -328,7 +355,9 @@ class Master:
                 return  # database down: try again on the next tick
             self.unsettled.pop(0)
             if job_id is not None:
-                self.log.warning(events.JOB_SETTLED, job_id=job_id, error=error, attempt_counted=counted)
+                self.log.warning(
+                    events.JOB_SETTLED, job_id=job_id, error=error, attempt_counted=counted
+                )
 
     # --- the check tick ------------------------------------------------------------------
 
@@ -362,6 +391,7 @@ class Master:
         report = tick.report
         if report is None:
             return
+        metrics.tick_report(report)
         self.alert_memory = report.alert_memory
         self.clock_offset = report.clock_offset
         if report.paused is not None:
@@ -412,6 +442,7 @@ class Master:
                 self.listener.close()
             self.listener = wake.listen(config.database, self.log)
         self.config = config
+        metrics.reload(config)
         # New intervals take effect now; the next tick takes the new chores lease.
         self.make_timers(time.monotonic())
         self.arm_check_timer()
@@ -460,7 +491,9 @@ class Master:
             for child in self.children:
                 if not child.killed_for_shutdown:
                     self.log.warning(
-                        events.CHILD_KILLED_AT_SHUTDOWN, child_pid=child.pid, job_id=child.now_running
+                        events.CHILD_KILLED_AT_SHUTDOWN,
+                        child_pid=child.pid,
+                        job_id=child.now_running,
                     )
                     self.children.kill(child)
         return False
@@ -500,10 +533,14 @@ def _drain(fd: int) -> None:
 
 def run_daemon(config: Config, config_path: str | None) -> int:
     """`forkq run`: import handlers before any fork (a broken module fails the boot), then arbitrate."""
-    load_handlers(config)
-    master = Master(config, config_path)
+    metrics.boot(config)  # before any fork: children inherit where their metrics go
     try:
-        return master.run()
-    except Exception:  # a defect of ours: say so in the log before the traceback
-        master.log.error(events.MASTER_CRASHED, error=traceback.format_exc(limit=8))
-        raise
+        load_handlers(config)
+        master = Master(config, config_path)
+        try:
+            return master.run()
+        except Exception:  # a defect of ours: say so in the log before the traceback
+            master.log.error(events.MASTER_CRASHED, error=traceback.format_exc(limit=8))
+            raise
+    finally:
+        metrics.shutdown()
