@@ -76,7 +76,9 @@ def cmd_web(args: argparse.Namespace) -> int:
     try:
         from supervisor.web.server import serve
     except ImportError as exc:
-        raise ConfigError(f"forkq web needs the web extra: pip install 'forkq[web]' ({exc})") from exc
+        raise ConfigError(
+            f"forkq web needs the web extra: pip install 'forkq[web]' ({exc})"
+        ) from exc
     return serve(config, args.listen, args.read_only)
 
 

@@ -69,7 +69,9 @@ class ForkqBackend(BaseTaskBackend):
         self.database: str = self.options.get("database", "default")
         self.max_attempts: int | None = self.options.get("max_attempts")
         if not isinstance(self.database, str) or not self.database:
-            raise InvalidTaskBackend(f"TASKS[{alias!r}]: OPTIONS 'database' names a DATABASES alias")
+            raise InvalidTaskBackend(
+                f"TASKS[{alias!r}]: OPTIONS 'database' names a DATABASES alias"
+            )
         attempts = self.max_attempts
         if attempts is not None and (
             isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1

@@ -153,7 +153,9 @@ class Attempt:
         record = {**self.previous, "workers": results.encode_json(self._workers())}
         return results.build_result(job, record, task=self.task)
 
-    def finish(self, status: str, *, error: BaseException | None = None, returned: str = "") -> None:
+    def finish(
+        self, status: str, *, error: BaseException | None = None, returned: str = ""
+    ) -> None:
         """Write this attempt's end and send task_finished. A database that refuses the
         write is logged, never raised: the task's outcome stands (forkq_jobs has it)."""
         close_old_connections()  # a transaction the task left open is not ours to commit
@@ -184,9 +186,7 @@ class Attempt:
         try:
             self.connection.ensure_connection()
             with self.connection.wrap_database_errors:
-                self.store.save_result_on(
-                    self.connection.connection, {**saved, "id": self.job.id}
-                )
+                self.store.save_result_on(self.connection.connection, {**saved, "id": self.job.id})
         except Exception as exc:
             logs.get().warning("django_result_not_saved", job_id=self.job.id, error=str(exc))
         result = results.build_result(None, saved, task=self.task, result_id=str(self.job.id))
