@@ -13,6 +13,7 @@ delays a stop or a kill by more than that.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -50,6 +51,7 @@ from supervisor.proc import (
 )
 from supervisor.store import SCHEMA_VERSION, Store, open_store
 from supervisor.work.command import load_handlers
+from supervisor.work.descendants import become_subreaper
 
 T = TypeVar("T")
 
@@ -169,6 +171,7 @@ class Master:
         self.store.register_process(self.name, self.host, os.getpid(), "master", node=self.node)
         self.settle_dead_local_processes()
         self.install_signals()
+        become_subreaper()  # what a hard-killed child's job leaves comes to us (kill_strays)
         self.listener = wake.listen(self.config.database, self.log)
         set_title("forkq: master")
         metrics.start(self.config, self.fds_for_fork)
@@ -299,7 +302,7 @@ class Master:
             if self.tick is not None and pid == self.tick.pid:
                 self.tick_exited(status)
             elif child is None:
-                metrics.reaped(pid, status)  # the metrics server
+                metrics.reaped(pid, status)  # the metrics server, or a stray (kill_strays)
             else:
                 self.record_exit(child, status)
                 self.log.info(
@@ -313,6 +316,25 @@ class Master:
                 self.settle_child(child, status)
                 self.pooling.child_gone(child, status, now)
                 child.board.close()
+        self.kill_strays()
+
+    def kill_strays(self) -> None:
+        """Processes we never forked: what a job left behind when its child was SIGKILLed
+        (no chance to sweep its descendants); the master is their subreaper. Direct
+        children only, so a pid cannot be reused before we reap it."""
+        known = {c.pid for c in self.children} | {metrics.server_pid(), None}
+        if self.tick is not None:
+            known.add(self.tick.pid)
+        try:
+            with open(f"/proc/self/task/{os.getpid()}/children") as listing:
+                pids = [int(p) for p in listing.read().split()]
+        except OSError:  # not Linux: nothing is adopted either
+            return
+        for pid in pids:
+            if pid not in known:
+                self.log.warning(events.STRAY_KILLED, pid=pid)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
 
     def record_exit(self, child: Child, status: int) -> None:
         metrics.child_exited(

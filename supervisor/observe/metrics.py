@@ -232,6 +232,11 @@ def exit_reason(
     return "exited"
 
 
+def server_pid() -> int | None:
+    """The metrics server's pid while it runs (the master knows it as its own child)."""
+    return None if _master is None else _master.server_pid
+
+
 def reaped(pid: int, status: int) -> bool:
     """True when `pid` was the metrics server (the master then has nothing to do)."""
     return _master is not None and _master.server_exited(pid, status)
