@@ -1,4 +1,4 @@
-"""One producer of the enqueue storm (tests/test_faults_storm.py), run as its own process.
+"""One producer of the enqueue storm (tests/faults/test_faults_storm.py), run as its own process.
 
     python storm_producer.py MODE URL COUNT RECORD_FILE RESULT_FILE
 
