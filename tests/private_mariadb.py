@@ -32,6 +32,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -45,6 +46,10 @@ import pytest
 from util import DATA_TABLES, free_tcp_port, in_ci
 
 from supervisor.store import open_store
+
+# The classes PyMySQL raises, even after Django (install_as_MySQLdb) loaded a second
+# copy of pymysql.err in this process: see supervisor/store/mysql.py.
+DRIVER_ERRORS = sys.modules["pymysql.err"]
 
 INSTALL_DB = "mariadb-install-db"
 SERVER = "mariadbd"
@@ -173,7 +178,7 @@ class PrivateMariaDB:
             try:
                 self.admin("SELECT 1")
                 return self
-            except pymysql.err.MySQLError:
+            except DRIVER_ERRORS.MySQLError:
                 if time.monotonic() > deadline:
                     self.kill9()
                     raise RuntimeError(
@@ -323,7 +328,7 @@ class PrivateMariaDB:
             with conn.cursor() as cursor:
                 cursor.execute("KILL %s", (int(connection_id),))
             return True
-        except pymysql.err.OperationalError as exc:
+        except DRIVER_ERRORS.OperationalError as exc:
             if exc.args and exc.args[0] == 1094:  # Unknown thread id: it already left
                 return False
             raise

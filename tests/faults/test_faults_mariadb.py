@@ -14,6 +14,7 @@ import json
 import os
 import random
 import signal
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -21,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-import pymysql
 import pytest
 from daemon_util import Daemon, count_lines, record_ids, render_config
 from private_mariadb import (  # noqa: F401 - fixtures
@@ -41,6 +41,10 @@ from supervisor.errors import ConnectionLost
 from supervisor.store import open_store
 from supervisor.store.base import TRANSIENT_RETRIES
 from supervisor.work.worker import Worker
+
+# The classes PyMySQL raises, even after Django (install_as_MySQLdb) loaded a second
+# copy of pymysql.err in this process: see supervisor/store/mysql.py.
+DRIVER_ERRORS = sys.modules["pymysql.err"]
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(300)]
 
@@ -325,7 +329,7 @@ def test_restart_under_an_open_transactional_enqueue_fails_the_commit_and_leaves
         assert job_id > 0
         private_mariadb.kill9()
         private_mariadb.start()
-        with pytest.raises(pymysql.err.MySQLError):
+        with pytest.raises(DRIVER_ERRORS.MySQLError):
             conn.commit()
     finally:
         conn.close()
@@ -375,7 +379,7 @@ def test_deadlocks_past_the_store_retries_back_off_instead_of_crashing_the_worke
         if name == "claim_select" and fault["left"] > 0:
             fault["left"] -= 1
             with store._errors():  # the store's own translation of the driver's error
-                raise pymysql.err.OperationalError(
+                raise DRIVER_ERRORS.OperationalError(
                     1213, "Deadlock found when trying to get lock; try restarting transaction"
                 )
         return real_fetchall(name, params)
