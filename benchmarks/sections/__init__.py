@@ -24,6 +24,7 @@ from . import (
     enqueue,
     idle,
     latency,
+    limits,
     memory,
     scale,
     scale_common,
@@ -46,6 +47,7 @@ SECTIONS: dict[str, float] = {  # name -> hard deadline in seconds
     "silent": 200.0,
     "trickle": 200.0,
     "commands": 150.0,
+    "limits": 150.0,
 }
 MODULES: dict[str, ModuleType] = {
     "enqueue": enqueue,
@@ -60,6 +62,7 @@ MODULES: dict[str, ModuleType] = {
     "silent": silent,
     "trickle": trickle,
     "commands": commands,
+    "limits": limits,
 }
 PRIVATE = ("claims", "tick", "wake", "silent", "trickle")  # on databases of their own
 GROUPS = {"scale+": ["scale", *PRIVATE]}  # --sections aliases
@@ -79,6 +82,7 @@ METHOD = [
     *silent.METHOD,
     *trickle.METHOD,
     *commands.METHOD,
+    *limits.METHOD,
 ]
 REPRODUCE = scale_common.REPRODUCE
 

@@ -956,6 +956,7 @@ def _claimed(row: dict[str, Any], queue: str, owner: str) -> JobRow:
         enqueued_at=datetime.fromtimestamp(row["enqueued_at_s"], UTC),
         started_at=None,
         finished_at=None,
+        limit_key=row.get("limit_key"),  # read by claims under [limits] (store/limits.py)
     )
 
 

@@ -20,6 +20,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from supervisor.config import LimitConfig
 
@@ -32,9 +33,9 @@ RECHECK = 0.1
 BUCKET_SEPARATOR = "/"  # NAME/KEY in forkq_jobs.limit_wait; limit names never hold it
 
 
-@dataclass(frozen=True, order=True)
-class Bucket:
-    """One bucket of a limit. Ordered by (name, key): the one order claims lock them in."""
+class Bucket(NamedTuple):
+    """One bucket of a limit. Ordered by (name, key): the one order claims lock them in.
+    (A tuple: claims hash and compare buckets a few times per job.)"""
 
     name: str
     key: str = ""  # the jobs' limit_key with per_key; "" for the shared bucket
@@ -51,6 +52,9 @@ class Bucket:
 
     def pair(self) -> tuple[str, str]:
         return (self.name, self.key)
+
+
+MEMO_SIZE = 10_000  # (handler, queue, limit_key) -> buckets, remembered per worker
 
 
 @dataclass
@@ -242,6 +246,7 @@ class LimitPlan:
         self.limited_queues: set[str] = set(self._by_queue) | {
             handler_queues[h] for h in self._by_handler if h in handler_queues
         }
+        self._memo: dict[tuple[str, str, str | None], tuple[Bucket, ...]] = {}
         self.next_look = 0.0  # monotonic: when this worker next looks at due buckets
         self.freed: Counter[Bucket] = Counter()  # slots this worker freed there since
 
@@ -254,10 +259,15 @@ class LimitPlan:
         return [found[name] for name in sorted(found)]
 
     def buckets_for(self, handler: str, queue: str, limit_key: str | None) -> tuple[Bucket, ...]:
-        return tuple(
-            Bucket(limit.name, (limit_key or "") if limit.per_key else "")
-            for limit in self.limits_for(handler, queue)
-        )
+        found = self._memo.get((handler, queue, limit_key))
+        if found is None:
+            if len(self._memo) >= MEMO_SIZE:
+                self._memo.clear()
+            found = self._memo[handler, queue, limit_key] = tuple(
+                Bucket(limit.name, (limit_key or "") if limit.per_key else "")
+                for limit in self.limits_for(handler, queue)
+            )
+        return found
 
     def covers(self, handler: str, queue: str) -> bool:
         return handler in self._by_handler or queue in self._by_queue

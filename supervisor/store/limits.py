@@ -33,7 +33,7 @@ import json
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from supervisor.config import Config, LimitConfig
@@ -95,6 +95,7 @@ class _Step:
     """What one select of a claim came to."""
 
     jobs: list[JobRow]
+    rows: list[dict[str, Any]]  # the rows of those jobs, to claim
     unparked: int = 0  # jobs this step made claimable (handed a bucket's room on)
     undecided: int = 0  # rows left as they were (another bucket's, or past the batch)
     full: bool = False  # every row was parked: a blocked backlog ahead
@@ -110,7 +111,8 @@ class _Claim:
     owner: str
     lease: float
     states: dict[Bucket, dict[str, Any]] = field(default_factory=dict)
-    running: Counter[Bucket] = field(default_factory=Counter)
+    counted: dict[Bucket, int | None] = field(default_factory=dict)  # running, as counted
+    added: Counter[Bucket] = field(default_factory=Counter)  # claimed since that count
     windows: dict[Bucket, RateWindow] = field(default_factory=dict)
     room: dict[Bucket, int] = field(default_factory=dict)
     wake: dict[Bucket, float | None] = field(default_factory=dict)
@@ -123,16 +125,18 @@ class _Claim:
         if not limited:
             rows = self.select("claim_select", limit)
             if not any(self.plan.covers(r["handler"], self.queue) for r in rows):
-                self.take(rows, "claim_update")
+                self.take(rows, final=True)
                 return [_claimed(r, self.queue, self.owner) for r in rows]
             # A job of a limited handler in a queue no limit names: from now on this
             # queue is claimed under limits (the rows this select locked are ours still).
             self.store.require_limits_schema()
             self.plan.limited_queues.add(self.queue)
         rows = self.select("claim_select_limited", limit)
+        if not due and self.reserved(rows, freed):
+            return [_claimed(r, self.queue, self.owner) for r in rows]
         step = self.decide(rows, set(due) | set(freed), limit, first=True)
         step.full = step.full and len(rows) >= limit
-        claimed = step.jobs
+        claimed = list(step.jobs)
         for _ in range(MORE_PAGES):
             # Another page while this claim has room for jobs and either its unparking
             # made jobs claimable, or a whole page was parked (a blocked bucket's backlog
@@ -140,30 +144,67 @@ class _Claim:
             # Only in the buckets it holds: a second lock round could break their order.
             if len(claimed) >= limit or step.undecided or not (step.unparked or step.full):
                 break
+            self.take(step.rows, final=False)  # out of the next page's way
             size = limit - len(claimed) if step.unparked else PARK_PAGE
             rows = self.select("claim_select_limited", size)
             step = self.decide(rows, set(), limit - len(claimed), first=False)
             step.full = step.full and len(rows) >= size
             claimed += step.jobs
-        self.save()
+        self.take(step.rows, final=True)
         return claimed
+
+    def reserved(self, rows: Sequence[dict[str, Any]], freed: Counter[Bucket]) -> bool:
+        """The short way, on MySQL: every row in one bucket of a limit with a concurrency
+        and no rate, whose bound leaves room for all of them and with nothing parked,
+        claimed in one statement that checks that under the bucket's lock. False, with
+        nothing changed, when it does not apply or its guard fails."""
+        if self.store.backend != "mysql" or not rows:
+            return False
+        found = {self.plan.buckets_for(r["handler"], self.queue, r["limit_key"]) for r in rows}
+        if len(found) != 1:
+            return False
+        [buckets] = found
+        if len(buckets) != 1 or set(freed) - set(buckets):  # a slot freed elsewhere
+            return False
+        [bucket] = buckets
+        limit = self.plan.limits[bucket.name]
+        if limit.concurrency is None or limit.rate is not None:
+            return False
+        params = self.store._params(
+            owner=self.owner,
+            ids=self.store._ids([r["id"] for r in rows]),
+            lease_us=micros(self.lease),
+            name=bucket.name,
+            key=bucket.key,
+            count=len(rows),
+            concurrency=limit.concurrency,
+        )
+        return self.store._execute("claim_update_reserve", params) > 0
 
     def select(self, query: str, limit: int) -> list[dict[str, Any]]:
         params = self.store._params(queue=self.queue, limit=max(1, limit))
         return self.store._fetchall(query, params)
 
-    def take(self, rows: Sequence[dict[str, Any]], query: str) -> None:
-        if not rows:
-            return
-        if query == "claim_update_at" and not self.now:
-            query = "claim_update"  # no bucket was locked: none of these is covered
+    def take(self, rows: Sequence[dict[str, Any]], *, final: bool) -> None:
+        """Claim `rows`; with `final`, write the buckets' new state too: on MySQL in the
+        same statement (a multi-table UPDATE), on SQLite (one table a statement) after it."""
+        states = self.changed() if final else []
         params = self.store._params(
             owner=self.owner,
             ids=self.store._ids([r["id"] for r in rows]),
             lease_us=micros(self.lease),
             started=self.now,
+            states=json.dumps(states),
         )
-        self.store._execute(query, params)
+        if rows and not self.now:
+            self.store._execute("claim_update", params)  # no bucket locked: none is covered
+        elif rows and states and self.store.backend == "mysql":
+            self.store._execute("claim_update_limited", params)
+            return
+        elif rows:
+            self.store._execute("claim_update_at", params)
+        if states:
+            self.store._execute("limit_save", params)
 
     # --- the decision ------------------------------------------------------------------------
 
@@ -180,12 +221,11 @@ class _Claim:
             )
             for r in rows
         ]
-        wanted = {b for c in candidates for b in c.buckets} | extra
         if first:
-            self.lock(wanted)
-        wanted &= set(self.states)
-        # Rows of buckets this claim could not lock (a later select's) wait, untouched.
+            demand = Counter(b for c in candidates for b in c.buckets)
+            self.lock(set(demand) | extra, demand)
         held = set(self.states)
+        # Rows of buckets this claim could not lock (a later select's) wait, untouched.
         undecided = sum(1 for c in candidates if not set(c.buckets) <= held)
         candidates = [c for c in candidates if set(c.buckets) <= held]
         heads = self.heads({b for c in candidates for b in c.buckets if self.has_parked(b)})
@@ -197,18 +237,17 @@ class _Claim:
             self.wake[bucket] = self.now  # it has parked jobs now: hand_on says when to look
         self.started.update(decision.started)
         for bucket, count in decision.started.items():
+            self.added[bucket] += count
             if bucket in self.windows:
                 self.windows[bucket].record(count)
+        unparked = sum(self.hand_on(b) for b in sorted(held))
         ran = set(decision.run)
         taken = [r for r in rows if int(r["id"]) in ran]
-        self.take(taken, "claim_update_at")
-        unparked = sum(self.hand_on(b) for b in sorted(wanted))
-        jobs = [
-            replace(_claimed(r, self.queue, self.owner), limit_key=r["limit_key"]) for r in taken
-        ]
+        jobs = [_claimed(r, self.queue, self.owner) for r in taken]
         parked = sum(len(ids) for ids in decision.park.values())
         return _Step(
             jobs,
+            taken,
             unparked=unparked,
             undecided=undecided + len(decision.skipped),
             full=bool(rows) and parked == len(rows),
@@ -259,15 +298,28 @@ class _Claim:
             if len(ids) < most:
                 self.wake[bucket] = None  # none left (or locked: the chores look again)
                 return len(ids)
-        running = self.running[bucket] + self.started[bucket] + len(ids)
+        running = self.bound(bucket) + len(ids)
         self.wake[bucket] = wake_at(limit, running, self.windows.get(bucket), self.now)
         return len(ids)
 
     # --- the buckets -------------------------------------------------------------------------
 
-    def lock(self, buckets: set[Bucket]) -> None:
-        """Lock `buckets` (making the rows of new ones), count their running jobs, read
-        their windows and room. In one order, the primary key's."""
+    @property
+    def keeps_bound(self) -> bool:
+        """Whether the buckets' rows carry the running bound (MySQL). SQLite counts every
+        time instead: reading the running rows costs it less than writing the bucket's
+        row at every claim (one more page for every commit to sync)."""
+        return self.store.backend == "mysql"
+
+    def bound(self, bucket: Bucket) -> int:
+        """The bucket's running jobs, at most: as last counted, and all claimed since
+        (some may have ended: that only makes the bound safe)."""
+        return (self.counted.get(bucket) or 0) + self.added[bucket]
+
+    def lock(self, buckets: set[Bucket], demand: Counter[Bucket]) -> None:
+        """Lock `buckets` (making the rows of new ones) in one order, the primary key's;
+        read their windows and room. Running jobs are counted in forkq_jobs only when
+        the bound of a bucket with a concurrency could stand in the way of this claim."""
         if not buckets:
             return
         ordered = sorted(buckets)
@@ -278,43 +330,66 @@ class _Claim:
             self.store._execute("limit_insert", self.store._params(buckets=pairs))
             rows.update(self.fetch_locked(missing))
         self.states.update(rows)
-        if not self.now:
-            self.now = float(next(iter(rows.values()))["now"])
-        usage = self.store._fetchall("limit_usage", self.store._params())
-        counts = self.plan.running(usage, self.states)
+        self.now = self.now or float(next(iter(rows.values()))["now"])
+        recount = False
+        # SQLite reads every running job's count with the lock (one claim at a time there):
+        # an upper bound of each bucket's, good enough while it leaves room for the claim.
+        running_all = next(iter(rows.values()))["running_all"]
         for bucket in ordered:
-            state = self.states[bucket]
-            limit = self.plan.limits.get(bucket.name)
-            self.running[bucket] = counts[bucket]
+            state, limit = self.states[bucket], self.plan.limits.get(bucket.name)
+            counted = state["running_counted"]
+            self.counted[bucket] = None if counted is None else int(counted)
+            self.added[bucket] = int(state["running_added"] or 0)
+            if not self.keeps_bound:
+                self.counted[bucket], self.added[bucket] = int(running_all or 0), 0
             window = _window(limit, state, self.now)
             if window is not None:
                 self.windows[bucket] = window
-            self.room[bucket] = room_in(limit, counts[bucket], window)
+            if limit is not None and limit.concurrency is not None:
+                recount = recount or (
+                    (counted is None and self.keeps_bound)
+                    or self.has_parked(bucket)
+                    or self.bound(bucket) + demand[bucket] > limit.concurrency
+                )
+        if recount:  # exact counts, from forkq_jobs itself, for every bucket held
+            usage = self.store._fetchall("limit_usage", self.store._params())
+            exact = self.plan.running(usage, self.states)
+            for bucket in self.states:
+                self.counted[bucket], self.added[bucket] = exact[bucket], 0
+        for bucket in ordered:
+            limit = self.plan.limits.get(bucket.name)
+            self.room[bucket] = room_in(limit, self.bound(bucket), self.windows.get(bucket))
 
     def fetch_locked(self, buckets: Sequence[Bucket]) -> dict[Bucket, dict[str, Any]]:
-        pairs = self.store._ids(cast(Any, [b.pair() for b in buckets]))
-        rows = self.store._fetchall("limit_lock", self.store._params(buckets=pairs))
+        if len(buckets) == 1:
+            [one] = buckets
+            params = self.store._params(name=one.name, key=one.key)
+            rows = self.store._fetchall("limit_lock_one", params)
+        else:
+            pairs = self.store._ids(cast(Any, [b.pair() for b in buckets]))
+            rows = self.store._fetchall("limit_lock", self.store._params(buckets=pairs))
         return {Bucket(r["name"], r["limit_key"]): r for r in rows}
 
-    def save(self) -> None:
-        """Write what changed: rate windows that counted starts, and wake_at."""
+    def changed(self) -> list[list[Any]]:
+        """The held buckets whose state this claim changed, as limit_save rows."""
         states = []
         for bucket, state in sorted(self.states.items()):
             window = self.windows.get(bucket)
             wake = self.wake.get(bucket, state["wake_at"])
-            counted = window is not None and self.started[bucket] > 0
-            if not counted and wake == state["wake_at"]:
+            counted, added = self.counted.get(bucket), self.added[bucket]
+            if not self.keeps_bound:
+                counted, added = state["running_counted"], int(state["running_added"] or 0)
+            if (
+                wake == state["wake_at"]
+                and counted == state["running_counted"]
+                and added == int(state["running_added"] or 0)
+                and not (window is not None and self.started[bucket])
+            ):
                 continue
-            slice_length, base, counts = window.dump() if window else (None, None, None)
-            if window is None:
-                slice_length, base, counts = (
-                    state["rate_slice_us"],
-                    state["rate_base"],
-                    state["rate_counts"],
-                )
-            states.append([bucket.name, bucket.key, slice_length, base, counts, wake])
-        if states:
-            self.store._execute("limit_save", self.store._params(states=json.dumps(states)))
+            stored = (state["rate_slice_us"], state["rate_base"], state["rate_counts"])
+            rate = window.dump() if window is not None else stored
+            states.append([bucket.name, bucket.key, *rate, wake, counted, added])
+        return states
 
 
 def _window(limit: LimitConfig | None, state: Mapping[str, Any], now: float) -> RateWindow | None:

@@ -597,20 +597,45 @@ ORDER BY priority DESC, run_at, id
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
+-- name: claim_update_reserve
+-- The claim of a batch in one bucket of a limit with a concurrency and no rate, far from
+-- full, with nothing parked: the jobs claimed and the bucket's bound raised in one
+-- statement, the bucket's row locked by it and its guard read under that lock. No row
+-- changes when the guard fails (0 rows): the claim then takes the long way (limit_lock).
+UPDATE forkq_jobs j
+JOIN forkq_limits b ON b.name = %(name)s AND b.limit_key = %(key)s
+SET j.status = 'running', j.locked_by = %(owner)s, j.attempts = j.attempts + 1,
+    j.started_at = NOW(6), j.limit_wait = '',
+    j.locked_until = NOW(6) + INTERVAL %(lease_us)s MICROSECOND,
+    b.running_added = b.running_added + %(count)s
+WHERE j.id IN %(ids)s AND b.wake_at IS NULL AND b.running_counted IS NOT NULL
+  AND b.running_counted + b.running_added + %(count)s <= %(concurrency)s;
+
 -- name: limit_lock
 -- The buckets a claim needs, locked in one global order (the primary key's), so two
 -- claims never wait on each other in a cycle; their state, and the database clock.
-SELECT name, limit_key, rate_slice_us, rate_base, rate_counts,
-       UNIX_TIMESTAMP(wake_at) + 0e0 AS wake_at, UNIX_TIMESTAMP(NOW(6)) + 0e0 AS now
+-- (running_all is SQLite's: here a count read with the lock could predate its wait.)
+SELECT name, limit_key, rate_slice_us, rate_base, rate_counts, running_counted, running_added,
+       UNIX_TIMESTAMP(wake_at) + 0e0 AS wake_at, UNIX_TIMESTAMP(NOW(6)) + 0e0 AS now,
+       NULL AS running_all
 FROM forkq_limits
 WHERE (name, limit_key) IN %(buckets)s
 ORDER BY name, limit_key
 FOR UPDATE;
 
+-- name: limit_lock_one
+-- limit_lock for the one bucket most claims need: a primary-key equality.
+SELECT name, limit_key, rate_slice_us, rate_base, rate_counts, running_counted, running_added,
+       UNIX_TIMESTAMP(wake_at) + 0e0 AS wake_at, UNIX_TIMESTAMP(NOW(6)) + 0e0 AS now,
+       NULL AS running_all
+FROM forkq_limits
+WHERE name = %(name)s AND limit_key = %(key)s
+FOR UPDATE;
+
 -- name: limit_lock_skip
 -- The same for the unpark pass, which never waits: a bucket another claim holds is looked
 -- at next time.
-SELECT name, limit_key, rate_slice_us, rate_base, rate_counts,
+SELECT name, limit_key, rate_slice_us, rate_base, rate_counts, running_counted, running_added,
        UNIX_TIMESTAMP(wake_at) + 0e0 AS wake_at, UNIX_TIMESTAMP(NOW(6)) + 0e0 AS now
 FROM forkq_limits
 WHERE (name, limit_key) IN %(buckets)s
@@ -638,19 +663,47 @@ GROUP BY handler, queue, limit_key;
 
 -- name: limit_save
 -- Each bucket's new state, one statement for all (a JSON array of
--- [name, key, slice_us, base, counts, wake_at]); the rows are locked by this transaction.
-INSERT INTO forkq_limits (name, limit_key, rate_slice_us, rate_base, rate_counts, wake_at)
-SELECT s.name, s.limit_key, s.slice_us, s.base, s.counts, FROM_UNIXTIME(s.wake_at)
+-- [name, key, slice_us, base, counts, wake_at, counted, added]); the rows are locked by
+-- this transaction.
+INSERT INTO forkq_limits (name, limit_key, rate_slice_us, rate_base, rate_counts, wake_at,
+                          running_counted, running_added)
+SELECT s.name, s.limit_key, s.slice_us, s.base, s.counts, FROM_UNIXTIME(s.wake_at), s.counted,
+       s.added
 FROM JSON_TABLE(%(states)s, '$[*]' COLUMNS (
        name VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[0]',
        limit_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[1]',
        slice_us BIGINT PATH '$[2]',
        base BIGINT PATH '$[3]',
        counts VARCHAR(255) PATH '$[4]',
-       wake_at DOUBLE PATH '$[5]')) AS s
+       wake_at DOUBLE PATH '$[5]',
+       counted INT PATH '$[6]',
+       added INT PATH '$[7]')) AS s
 ON DUPLICATE KEY UPDATE rate_slice_us = VALUES(rate_slice_us), rate_base = VALUES(rate_base),
                         rate_counts = VALUES(rate_counts), wake_at = VALUES(wake_at),
-                        updated_at = NOW(6);
+                        running_counted = VALUES(running_counted),
+                        running_added = VALUES(running_added), updated_at = NOW(6);
+
+-- name: claim_update_limited
+-- claim_update_at and limit_save in one statement (a multi-table UPDATE): the claimed jobs
+-- and their buckets' new state (the rows are locked by this transaction).
+UPDATE forkq_jobs j
+JOIN JSON_TABLE(%(states)s, '$[*]' COLUMNS (
+       name VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[0]',
+       limit_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[1]',
+       slice_us BIGINT PATH '$[2]',
+       base BIGINT PATH '$[3]',
+       counts VARCHAR(255) PATH '$[4]',
+       wake_at DOUBLE PATH '$[5]',
+       counted INT PATH '$[6]',
+       added INT PATH '$[7]')) AS s
+JOIN forkq_limits b ON b.name = s.name AND b.limit_key = s.limit_key
+SET j.status = 'running', j.locked_by = %(owner)s, j.attempts = j.attempts + 1,
+    j.started_at = FROM_UNIXTIME(%(started)s), j.limit_wait = '',
+    j.locked_until = NOW(6) + INTERVAL %(lease_us)s MICROSECOND,
+    b.rate_slice_us = s.slice_us, b.rate_base = s.base, b.rate_counts = s.counts,
+    b.wake_at = FROM_UNIXTIME(s.wake_at), b.running_counted = s.counted,
+    b.running_added = s.added, b.updated_at = NOW(6)
+WHERE j.id IN %(ids)s;
 
 -- name: limit_park
 -- Jobs over a limit stay ready and wait on their bucket, out of the claims' range.
@@ -704,7 +757,7 @@ DELETE FROM forkq_limits WHERE (name, limit_key) IN %(buckets)s AND wake_at IS N
 
 -- name: limit_rows
 -- forkq status: the buckets, first ones by name and key.
-SELECT name, limit_key, rate_slice_us, rate_base, rate_counts,
+SELECT name, limit_key, rate_slice_us, rate_base, rate_counts, running_counted, running_added,
        UNIX_TIMESTAMP(wake_at) + 0e0 AS wake_at, UNIX_TIMESTAMP(NOW(6)) + 0e0 AS now
 FROM forkq_limits
 ORDER BY name, limit_key
@@ -796,6 +849,8 @@ CREATE TABLE IF NOT EXISTS forkq_limits (
   rate_slice_us BIGINT       NULL DEFAULT NULL COMMENT 'length of one rate slice in microseconds (a tenth of the rate''s period); NULL without a rate',
   rate_base     BIGINT       NULL DEFAULT NULL COMMENT 'number of the oldest slice counted (database clock in microseconds / rate_slice_us)',
   rate_counts   VARCHAR(255) NULL DEFAULT NULL COMMENT 'jobs started in each slice from rate_base on, comma-separated (11 slices: the period and the slice now running)',
+  running_counted INT        NULL DEFAULT NULL COMMENT 'the bucket''s running jobs as last counted in forkq_jobs (under this row''s lock); NULL: never counted',
+  running_added INT          NOT NULL DEFAULT 0 COMMENT 'jobs claimed into the bucket since that count: counted + added bounds its running jobs from above, so a claim far from the limit need not count them',
   wake_at       TIMESTAMP(6) NULL DEFAULT NULL COMMENT 'when claims look again at the jobs parked on this bucket (forkq_jobs.limit_wait); NULL when none are',
   updated_at    TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'the last claim or unpark that wrote this row',
   PRIMARY KEY (name, limit_key),

@@ -516,14 +516,36 @@ WHERE status = 'ready' AND limit_wait = :bucket AND queue = :queue
 ORDER BY priority DESC, run_at, id
 LIMIT :limit;
 
+-- name: claim_update_reserve
+-- mysql.sql's one-statement claim needs a multi-table UPDATE: on SQLite (one claim at a
+-- time, statements in process) claims always take the long way. Never run: it claims
+-- nothing (0 rows), which sends the claim there.
+UPDATE forkq_jobs SET status = status
+WHERE 0 AND id IN (SELECT value FROM json_each(:ids)) AND :owner IS NOT NULL
+  AND :lease_us + :count + :concurrency IS NOT NULL AND :name || :key IS NOT NULL;
+
 -- name: limit_lock
-SELECT name, limit_key, rate_slice_us, rate_base, rate_counts, wake_at, :now AS now
+-- running_all: every running job, an upper bound of any bucket's (an index range of the
+-- few running rows); when it leaves room the claim need not count bucket by bucket.
+SELECT name, limit_key, rate_slice_us, rate_base, rate_counts, running_counted, running_added,
+       wake_at, :now AS now,
+       (SELECT COUNT(*) FROM forkq_jobs INDEXED BY forkq_jobs_status
+        WHERE status IN ('running', 'cancelling')) AS running_all
 FROM forkq_limits
 WHERE (name, limit_key) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(:buckets))
 ORDER BY name, limit_key;
 
+-- name: limit_lock_one
+SELECT name, limit_key, rate_slice_us, rate_base, rate_counts, running_counted, running_added,
+       wake_at, :now AS now,
+       (SELECT COUNT(*) FROM forkq_jobs INDEXED BY forkq_jobs_status
+        WHERE status IN ('running', 'cancelling')) AS running_all
+FROM forkq_limits
+WHERE name = :name AND limit_key = :key;
+
 -- name: limit_lock_skip
-SELECT name, limit_key, rate_slice_us, rate_base, rate_counts, wake_at, :now AS now
+SELECT name, limit_key, rate_slice_us, rate_base, rate_counts, running_counted, running_added,
+       wake_at, :now AS now
 FROM forkq_limits
 WHERE (name, limit_key) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(:buckets))
 ORDER BY name, limit_key;
@@ -539,12 +561,25 @@ WHERE status IN ('running', 'cancelling')
 GROUP BY handler, queue, limit_key;
 
 -- name: limit_save
-INSERT INTO forkq_limits (name, limit_key, rate_slice_us, rate_base, rate_counts, wake_at, updated_at)
-SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'), json_extract(value, '$[5]'), :now
+INSERT INTO forkq_limits (name, limit_key, rate_slice_us, rate_base, rate_counts, wake_at,
+                          running_counted, running_added, updated_at)
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
+       json_extract(value, '$[3]'), json_extract(value, '$[4]'), json_extract(value, '$[5]'),
+       json_extract(value, '$[6]'), json_extract(value, '$[7]'), :now
 FROM json_each(:states) WHERE true
 ON CONFLICT (name, limit_key) DO UPDATE SET
   rate_slice_us = excluded.rate_slice_us, rate_base = excluded.rate_base,
-  rate_counts = excluded.rate_counts, wake_at = excluded.wake_at, updated_at = excluded.updated_at;
+  rate_counts = excluded.rate_counts, wake_at = excluded.wake_at,
+  running_counted = excluded.running_counted, running_added = excluded.running_added,
+  updated_at = excluded.updated_at;
+
+-- name: claim_update_limited
+-- SQLite updates one table per statement: this is claim_update_at, and the store writes
+-- the buckets with limit_save (mysql.sql does both in one statement).
+UPDATE forkq_jobs
+SET status = 'running', locked_by = :owner, attempts = attempts + 1, started_at = :started,
+    limit_wait = '', locked_until = :now + :lease_us / 1000000.0
+WHERE id IN (SELECT value FROM json_each(:ids));
 
 -- name: limit_park
 -- `+status`: the ids decide the plan, not the status index (which holds every ready job).
@@ -587,7 +622,8 @@ WHERE (name, limit_key) IN (SELECT json_extract(value, '$[0]'), json_extract(val
   AND wake_at IS NULL;
 
 -- name: limit_rows
-SELECT name, limit_key, rate_slice_us, rate_base, rate_counts, wake_at, :now AS now
+SELECT name, limit_key, rate_slice_us, rate_base, rate_counts, running_counted, running_added,
+       wake_at, :now AS now
 FROM forkq_limits
 ORDER BY name, limit_key
 LIMIT :limit;
@@ -674,6 +710,8 @@ CREATE TABLE IF NOT EXISTS forkq_limits (
   rate_slice_us INTEGER NULL,
   rate_base     INTEGER NULL,
   rate_counts   TEXT    NULL,
+  running_counted INTEGER NULL, -- running jobs as last counted; NULL: never
+  running_added INTEGER NOT NULL DEFAULT 0, -- claimed since that count (an upper bound with it)
   wake_at       REAL    NULL,
   updated_at    REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
   PRIMARY KEY (name, limit_key)

@@ -123,6 +123,8 @@ CREATE TABLE IF NOT EXISTS forkq_limits (
   rate_slice_us INTEGER NULL,
   rate_base     INTEGER NULL,
   rate_counts   TEXT    NULL,
+  running_counted INTEGER NULL, -- running jobs as last counted; NULL: never
+  running_added INTEGER NOT NULL DEFAULT 0, -- claimed since that count (an upper bound with it)
   wake_at       REAL    NULL, -- when claims look again at jobs parked here; NULL when none are
   updated_at    REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
   PRIMARY KEY (name, limit_key)
