@@ -188,12 +188,12 @@ def decide(
 
 
 def before(a: tuple[int, float, int], b: tuple[int, float, int]) -> bool:
-    """Whether claim position `a` (-priority, run_at, id) comes before `b`. Times that
-    went through JSON or a double may differ in their last digits: within a microsecond
-    they are the same time, and the ids decide."""
+    """Whether claim position `a` (-priority, run_at, id) comes before `b`. Times read
+    as doubles and as microseconds may differ in their last digit: within two
+    microseconds they are the same time, and the ids decide."""
     if a[0] != b[0]:
         return a[0] < b[0]
-    if abs(a[1] - b[1]) > 1e-6:
+    if abs(a[1] - b[1]) > 2e-6:
         return a[1] < b[1]
     return a[2] < b[2]
 

@@ -271,7 +271,11 @@ class _Claim:
         for row in self.store._fetchall("limit_heads", params):
             if row["head"] is not None:
                 head = json.loads(row["head"]) if isinstance(row["head"], str) else row["head"]
-                found[Bucket.parse(row["bucket"])] = (int(head[0]), float(head[1]), int(head[2]))
+                found[Bucket.parse(row["bucket"])] = (
+                    int(head[0]),
+                    int(head[1]) / 1e6,
+                    int(head[2]),
+                )
         return found
 
     def hand_on(self, bucket: Bucket) -> int:

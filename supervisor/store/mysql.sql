@@ -578,10 +578,10 @@ SET status = 'running', locked_by = %(owner)s, attempts = attempts + 1,
 WHERE id IN %(ids)s;
 
 -- name: limit_heads
--- The first job parked on each bucket in this queue, as [-priority, run_at, id] (run_at as
--- text: all its digits): a claimed job behind it waits too, so a bucket's jobs keep order.
+-- The first job parked on each bucket in this queue, as [-priority, run_at, id] (run_at in
+-- microseconds: every digit): a claimed job behind it waits too, so a bucket keeps order.
 SELECT b.bucket,
-       (SELECT JSON_ARRAY(-j.priority, CAST(UNIX_TIMESTAMP(j.run_at) AS CHAR), j.id)
+       (SELECT JSON_ARRAY(-j.priority, CAST(UNIX_TIMESTAMP(j.run_at) * 1000000 AS SIGNED), j.id)
         FROM forkq_jobs j FORCE INDEX (forkq_jobs_limit)
         WHERE j.status = 'ready' AND j.limit_wait = b.bucket AND j.queue = %(queue)s
         ORDER BY j.priority DESC, j.run_at, j.id

@@ -503,7 +503,7 @@ WHERE id IN (SELECT value FROM json_each(:ids));
 
 -- name: limit_heads
 SELECT b.value AS bucket,
-       (SELECT json_array(-j.priority, printf('%.6f', j.run_at), j.id)
+       (SELECT json_array(-j.priority, CAST(j.run_at * 1000000 AS INTEGER), j.id)
         FROM forkq_jobs j INDEXED BY forkq_jobs_limit
         WHERE j.status = 'ready' AND j.limit_wait = b.value AND j.queue = :queue
         ORDER BY j.priority DESC, j.run_at, j.id
