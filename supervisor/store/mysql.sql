@@ -607,7 +607,7 @@ JOIN forkq_limits b ON b.name = %(name)s AND b.limit_key = %(key)s
 SET j.status = 'running', j.locked_by = %(owner)s, j.attempts = j.attempts + 1,
     j.started_at = NOW(6), j.limit_wait = '',
     j.locked_until = NOW(6) + INTERVAL %(lease_us)s MICROSECOND,
-    b.running_added = b.running_added + %(count)s
+    b.running_added = b.running_added + %(count)s, b.updated_at = NOW(6)
 WHERE j.id IN %(ids)s AND b.wake_at IS NULL AND b.running_counted IS NOT NULL
   AND b.running_counted + b.running_added + %(count)s <= %(concurrency)s;
 
