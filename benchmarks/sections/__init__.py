@@ -47,7 +47,7 @@ SECTIONS: dict[str, float] = {  # name -> hard deadline in seconds
     "silent": 200.0,
     "trickle": 200.0,
     "commands": 150.0,
-    "limits": 150.0,
+    "limits": 300.0,
 }
 MODULES: dict[str, ModuleType] = {
     "enqueue": enqueue,

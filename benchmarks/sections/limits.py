@@ -12,9 +12,11 @@ and the third the same limit with `rate = "100000000/1m"` too, so every claim of
 queue is a claim under limits: from forkq_jobs_limit, with the bucket's row locked (on
 MariaDB a concurrency alone, far from full, is checked and counted by the claim's own
 UPDATE; a rate makes it read the row FOR UPDATE first and write the window back).
-They take turns, RUNS rounds of one drain each, each drain timed from the enqueue of N
-no-op jobs (t.noop) on an idle daemon to the last row gone; a ratio is the median of
-the rounds' ratios.
+They take turns, RUNS rounds; in a round each is started, warmed by a drain of 100
+jobs, then times BEST_OF drains of N no-op jobs (t.noop), each from the enqueue to the
+last row gone, and keeps the fastest (a stall of the shared machine hits one drain, not
+the figure). A ratio is the median of the rounds' ratios. A fourth daemon, without
+limits too, gives an A/A ratio: how far two identical drains differ on this machine.
 On MariaDB the notes add statements and rows read per job (the bench user's counters).
 
     .venv/bin/python benchmarks/run.py --backends sqlite,mariadb --sections limits --no-write
@@ -32,7 +34,8 @@ from scale_env import daemon, running
 from supervisor import Queue
 
 QUEUE = "lim"
-RUNS = 5  # drains per kind (median kept)
+RUNS = 5  # rounds (the median of their ratios kept)
+BEST_OF = 2  # drains per kind and round (the fastest kept)
 WORKERS = 4
 POLL = 0.01  # seconds between counts while a drain runs
 CONCURRENCY = """
@@ -43,6 +46,7 @@ concurrency = 1000
 RATE = 'rate = "100000000/1m"\n'
 KINDS = {
     "plain": ("no limits", ""),
+    "again": ("no limits, again (the noise: an A/A pair)", ""),
     "concurrency": ("a concurrency limit, not reached", CONCURRENCY),
     "rate": ("a concurrency and a rate limit, not reached", CONCURRENCY + RATE),
 }
@@ -61,20 +65,26 @@ def run(bench: Any, deadline: Any) -> None:
     queue = Queue(bench.b.admin_url)
     try:
         for number in range(RUNS):
-            order = list(kinds)[number % 3 :] + list(kinds)[: number % 3]
+            order = list(kinds)[number % len(kinds) :] + list(kinds)[: number % len(kinds)]
             for kind in order:  # each goes first in one round: drift hits them all
                 with running(kinds[kind]):
                     drain(bench, queue, 100, deadline)  # warm: connections, page cache
-                    before = bench.b.counters()
-                    rates[kind].append(drain(bench, queue, jobs, deadline))
-                    costs[kind].append(_per_job(before, bench.b.counters(), jobs))
+                    best = 0.0
+                    for _ in range(BEST_OF):
+                        before = bench.b.counters()
+                        best = max(best, drain(bench, queue, jobs, deadline))
+                        costs[kind].append(_per_job(before, bench.b.counters(), jobs))
+                    rates[kind].append(best)
     finally:
         queue.close()
     medians = {kind: statistics.median(rates[kind]) for kind in kinds}
     for kind, (title, _) in KINDS.items():
-        note = f"W={WORKERS}, {jobs:,} jobs a drain, median of {RUNS}{_statements(costs[kind])}"
+        note = (
+            f"W={WORKERS}, {jobs:,} jobs a drain, best of {BEST_OF} in each of {RUNS} rounds,"
+            f" median{_statements(costs[kind])}"
+        )
         bench.fig("limits", f"drain with {title}", medians[kind], "jobs/s", note=note)
-    for kind in ("concurrency", "rate"):
+    for kind in ("again", "concurrency", "rate"):
         # The median of the rounds' ratios: a stall of the shared machine in one round
         # does not decide it (each round runs the three drains back to back).
         ratios = [a / b for a, b in zip(rates[kind], rates["plain"], strict=True)]
@@ -83,7 +93,7 @@ def run(bench: Any, deadline: Any) -> None:
             f"drain with {KINDS[kind][0]} / without limits",
             statistics.median(ratios),
             "x",
-            target=(">=", 0.9),
+            target=None if kind == "again" else (">=", 0.9),
             note="per round: " + ", ".join(f"{r:.2f}" for r in ratios),
         )
 
