@@ -1,0 +1,122 @@
+"""The TOML configuration: declared once, typed, frozen, every problem reported at once.
+
+A named file that is missing is fatal; without `-c` the built-in defaults run one
+pool named "default" on `sqlite:///forkq.db`. `FORKQ_DATABASE_URL` overrides the
+URL so passwords stay out of the file; `FORKQ_SMTP_PASSWORD` is the only source of
+the SMTP password.
+
+model.py holds the frozen dataclasses, values.py the field checkers, sections.py the
+per-section parsers; this module reads the file, builds the Config and is the one name
+the rest of forkq imports from.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from supervisor.config.model import (
+    MISFIRE_MODES,
+    ON_SUCCESS_MODES,
+    AlertRule,
+    AlertsConfig,
+    CommandConfig,
+    Config,
+    LimitConfig,
+    MetricsConfig,
+    PoolConfig,
+    Rate,
+    ScheduleConfig,
+    SupervisorConfig,
+    WebConfig,
+)
+from supervisor.config.sections import (
+    _WEB_FIELDS,
+    LIMIT_NAME_CHARS,
+    _alerts,
+    _commands,
+    _database,
+    _limits,
+    _metrics,
+    _pools,
+    _Problems,
+    _schedules,
+    _supervisor,
+)
+from supervisor.config.values import MAX_SESSION_TIMEOUT, MIN_RATE_PERIOD, parse_listen
+from supervisor.errors import ConfigError
+
+__all__ = [
+    "LIMIT_NAME_CHARS",
+    "MAX_SESSION_TIMEOUT",
+    "MIN_RATE_PERIOD",
+    "MISFIRE_MODES",
+    "ON_SUCCESS_MODES",
+    "AlertRule",
+    "AlertsConfig",
+    "CommandConfig",
+    "Config",
+    "LimitConfig",
+    "MetricsConfig",
+    "PoolConfig",
+    "Rate",
+    "ScheduleConfig",
+    "SupervisorConfig",
+    "WebConfig",
+    "build_config",
+    "load_config",
+    "parse_listen",
+]
+
+
+def load_config(path: str | os.PathLike[str] | None, database_url: str | None = None) -> Config:
+    """Read, check and freeze the config; `database_url` (from --database) wins over everything."""
+    source = str(path) if path else "<defaults>"
+    raw: dict[str, Any] = {}
+    if path is not None:
+        try:
+            raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise ConfigError(f"{source}: file not found") from exc
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{source}: cannot read: {exc}") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
+    return build_config(raw, source, database_url)
+
+
+def build_config(raw: Mapping[str, Any], source: str, database_url: str | None = None) -> Config:
+    problems = _Problems(source)
+    known = (
+        "database", "supervisor", "pools", "alerts", "schedules", "web", "commands", "metrics",
+        "limits",
+    )  # fmt: skip
+    for key in raw:
+        if key not in known:
+            problems.add(key, f"unknown section (expected one of: {', '.join(known)})")
+    database = _database(raw.get("database", {}), database_url, problems)
+    supervisor = _supervisor(raw.get("supervisor", {}), problems)
+    pools = _pools(raw.get("pools"), problems)
+    alerts = _alerts(raw.get("alerts", {}), problems)
+    schedules = _schedules(raw.get("schedules", {}), problems)
+    web = WebConfig(**problems.fields("web", raw.get("web", {}), _WEB_FIELDS))
+    commands = _commands(raw.get("commands", {}), problems)
+    metrics = _metrics(raw.get("metrics", {}), problems)
+    limits = _limits(raw.get("limits", {}), problems)
+    problems.raise_if_any()
+    assert database is not None
+    return Config(
+        database,
+        supervisor,
+        pools,
+        alerts,
+        schedules,
+        source,
+        web=web,
+        commands=commands,
+        metrics=metrics,
+        limits=limits,
+    )

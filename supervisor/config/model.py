@@ -1,0 +1,177 @@
+"""The config's shape: one frozen dataclass per section, defaults decided once.
+
+What each field may hold is checked in values.py and sections.py; these classes only
+carry the result, so code that holds a Config never re-checks it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from supervisor.dburl import DatabaseURL
+from supervisor.durations import format_duration
+from supervisor.policy import (
+    DEFAULT_BACKOFF_BASE,
+    DEFAULT_BACKOFF_CAP,
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_MAX_SNOOZES,
+)
+
+ON_SUCCESS_MODES = ("delete", "archive", "keep")
+MISFIRE_MODES = ("once", "skip")
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    name: str  # the queue this pool works
+    workers: int = 2
+    max_workers: int = 0  # 0: the same as workers, a static pool (resolved below)
+    timeout: float = 60.0
+    max_jobs_per_child: int = 1000
+    max_child_lifetime: float = 3600.0
+    memory_limit_mb: int = 512
+    on_success: str = "delete"
+    retention: float = 7 * 86400.0
+    claim_batch: int = 20  # jobs claimed per transaction
+
+    def __post_init__(self) -> None:
+        if self.max_workers == 0:  # the one place this default is decided
+            object.__setattr__(self, "max_workers", self.workers)
+
+
+@dataclass(frozen=True)
+class SupervisorConfig:
+    handlers: tuple[str, ...] = ("handlers",)
+    check_interval: float = 10.0
+    shutdown_timeout: float = 30.0
+    poll_interval: float = 0.05  # per-host poll for ready jobs while children are idle
+    heartbeat_interval: float = 5.0
+    process_stale_after: float = 60.0  # a process row not beaten for this long is dead
+    # Lease on cluster-wide chores (reaping, pruning, alerts); 0: three check intervals
+    # (at least 1 s), so a leader that dies is replaced within seconds (resolved below).
+    chores_lease: float = 0.0
+    # MySQL/MariaDB: the server ends a daemon session idle this long (wait_timeout), so a
+    # vanished host's sessions close in minutes, not the default 8 hours; 0 = server's.
+    db_session_timeout: float = 600.0
+
+    def __post_init__(self) -> None:
+        if self.chores_lease == 0:  # the one place this default is decided
+            object.__setattr__(self, "chores_lease", max(1.0, 3 * self.check_interval))
+
+
+@dataclass(frozen=True)
+class AlertRule:
+    max_ready: int | None = None
+    max_age: float | None = None
+    max_dead: int | None = None
+    saturated_ticks: int | None = None  # pool at max_workers for this many ticks
+
+
+@dataclass(frozen=True)
+class AlertsConfig:
+    webhook_url: str = ""
+    email_to: tuple[str, ...] = ()
+    email_from: str = ""
+    smtp_host: str = "127.0.0.1"
+    smtp_port: int = 25
+    smtp_starttls: bool = False
+    smtp_user: str = ""
+    smtp_password: str = field(default="", repr=False)  # only from FORKQ_SMTP_PASSWORD
+    smtp_timeout: float = 5.0
+    webhook_timeout: float = 3.0
+    cooldown: float = 900.0
+    defaults: AlertRule = AlertRule()
+    rules: Mapping[str, AlertRule] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    name: str
+    cron: str
+    handler: str
+    timezone: str = "UTC"
+    queue: str | None = None  # None: the handler's registered queue, as with enqueue
+    payload: Mapping[str, Any] = field(default_factory=dict)
+    priority: int = 0
+    misfire: str = "once"
+
+
+@dataclass(frozen=True)
+class CommandConfig:
+    """`[commands."NAME"]`: a program run per job instead of a Python function.
+
+    What the program gets and how its exit status is read: supervisor/work/command.py.
+    """
+
+    name: str  # the handler name jobs carry
+    argv: tuple[str, ...]
+    queue: str = "default"
+    timeout: float | None = None  # None: the pool's
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    backoff_base: float = DEFAULT_BACKOFF_BASE
+    backoff_cap: float = DEFAULT_BACKOFF_CAP
+    max_snoozes: int = DEFAULT_MAX_SNOOZES  # exit 75 + forkq-snooze: before the job is dead
+    env: Mapping[str, str] = field(default_factory=dict)  # besides PATH, LANG and FORKQ_*
+    pass_env: tuple[str, ...] = ()  # the daemon's own variables it gets, when they are set
+
+
+@dataclass(frozen=True)
+class Rate:
+    """A limit's `rate = "N/PERIOD"`: at most `count` jobs started per `period` seconds."""
+
+    count: int
+    period: float
+
+    def __str__(self) -> str:
+        return f"{self.count}/{format_duration(self.period)}"
+
+
+@dataclass(frozen=True)
+class LimitConfig:
+    """`[limits.NAME]`: flow control across every host (SPEC "Flow control").
+
+    It covers the jobs of `handlers` and every job of `queues`; `concurrency` caps how
+    many of them run at once, `rate` how many start per period; with `per_key`, each
+    `limit_key` has its own bucket. How claims keep it: supervisor/store/limits.py.
+    """
+
+    name: str
+    handlers: tuple[str, ...] = ()
+    queues: tuple[str, ...] = ()
+    concurrency: int | None = None
+    rate: Rate | None = None
+    per_key: bool = False
+
+
+@dataclass(frozen=True)
+class WebConfig:
+    """`forkq web`: the dashboard. Its token comes only from FORKQ_WEB_TOKEN."""
+
+    listen: str = "127.0.0.1:8740"  # HOST:PORT ([v6]:PORT); not loopback needs the token
+    read_only: bool = False  # refuse every action (403) and hide the buttons
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    """`[metrics]`: each daemon serves /metrics and /healthz (supervisor/observe)."""
+
+    listen: str | None = None  # HOST:PORT ([v6]:PORT); None: no metrics server
+
+
+@dataclass(frozen=True)
+class Config:
+    database: DatabaseURL
+    supervisor: SupervisorConfig = SupervisorConfig()
+    pools: tuple[PoolConfig, ...] = (PoolConfig(name="default"),)
+    alerts: AlertsConfig = AlertsConfig()
+    schedules: tuple[ScheduleConfig, ...] = ()
+    source: str = "<defaults>"
+    web: WebConfig = WebConfig()
+    commands: tuple[CommandConfig, ...] = ()
+    metrics: MetricsConfig = MetricsConfig()
+    limits: tuple[LimitConfig, ...] = ()
+
+    def pool(self, name: str) -> PoolConfig | None:
+        return next((p for p in self.pools if p.name == name), None)

@@ -1,0 +1,185 @@
+"""Field checkers: each takes a raw TOML value and returns it converted, or raises
+ValueError with what is wrong (sections.py adds the key and the file's name)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from supervisor.config.model import Rate
+from supervisor.dburl import DatabaseURL, parse_database_url
+from supervisor.durations import parse_duration
+from supervisor.errors import ConfigError
+
+MAX_SESSION_TIMEOUT = 31_536_000  # a year: the most wait_timeout takes
+MIN_RATE_PERIOD = 1.0  # seconds: a rate is counted in tenths of its period
+
+
+def _int(minimum: int = 0) -> Callable[[Any], int]:
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"expected an integer, got {value!r}")
+        if value < minimum:
+            raise ValueError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return check
+
+
+def _seconds(minimum: float = 0.0) -> Callable[[Any], float]:
+    def check(value: Any) -> float:
+        seconds = parse_duration(value)
+        if seconds < minimum:
+            raise ValueError(f"must be at least {minimum:g} seconds, got {value!r}")
+        return seconds
+
+    return check
+
+
+def _session_timeout(value: Any) -> float:
+    """0 (the server's default) or whole seconds up to a year (MariaDB's wait_timeout range)."""
+    seconds = _seconds(0)(value)
+    if seconds and not 1 <= seconds <= MAX_SESSION_TIMEOUT:
+        raise ValueError(
+            f"must be 0 (the server's default) or 1 to {MAX_SESSION_TIMEOUT} seconds, got {value!r}"
+        )
+    if seconds != int(seconds):
+        raise ValueError(f"must be whole seconds (the server counts in seconds), got {value!r}")
+    return seconds
+
+
+def _str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"expected a string, got {value!r}")
+    return value
+
+
+def _name(value: Any) -> str:
+    text = _str(value)
+    if not text or len(text) > 64:
+        raise ValueError("expected a name of 1 to 64 characters")
+    return text
+
+
+def _bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"expected true or false, got {value!r}")
+    return value
+
+
+def _str_list(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"expected a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def _one_of(choices: tuple[str, ...]) -> Callable[[Any], str]:
+    def check(value: Any) -> str:
+        if value not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}; got {value!r}")
+        return str(value)
+
+    return check
+
+
+def _table(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a table, got {value!r}")
+    return value
+
+
+def _json_table(value: Any) -> dict[str, Any]:
+    table = _table(value)
+    try:
+        json.dumps(table, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"must be JSON-encodable (no TOML dates or times, nan or inf): {exc}"
+        ) from exc
+    return table
+
+
+def _url(value: Any) -> DatabaseURL:
+    try:
+        return parse_database_url(_str(value))
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from exc
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """`HOST:PORT` or `[V6]:PORT` as (host, port); ValueError says what is wrong."""
+    host, sep, port = text.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not sep or not host or not port.isascii() or not port.isdigit():
+        raise ValueError(f"expected HOST:PORT such as 127.0.0.1:8740, got {text!r}")
+    if not 0 < int(port) < 65536:
+        raise ValueError(f"the port must be 1 to 65535, got {port}")
+    return host, int(port)
+
+
+def _listen(value: Any) -> str:
+    parse_listen(_str(value))
+    return str(value)
+
+
+def _argv(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"expected a non-empty list of strings, got {value!r}")
+    if not value[0] or any("\0" in v for v in value):
+        raise ValueError("the program must be named and no argument may hold a NUL")
+    return tuple(value)
+
+
+def _environment(value: Any) -> dict[str, str]:
+    """Variables for a command: string to string, names exec accepts, none of forkq's own."""
+    table = _table(value)
+    for key, text in table.items():
+        if not key or "=" in key or "\0" in key:
+            raise ValueError(f"{key!r} is not a variable name")
+        if key.upper().startswith("FORKQ_"):
+            raise ValueError(f"{key}: FORKQ_* names are forkq's own (FORKQ_JOB_ID, ...)")
+        if not isinstance(text, str) or "\0" in text:
+            raise ValueError(f"{key}: expected a string without NUL, got {text!r}")
+    return table
+
+
+def _env_names(value: Any) -> tuple[str, ...]:
+    names = _str_list(value)
+    for name in names:
+        if not name or "=" in name or "\0" in name:
+            raise ValueError(f"{name!r} is not a variable name")
+        if name.upper().startswith("FORKQ_"):
+            raise ValueError(f"{name}: FORKQ_* variables (the daemon's secrets) are never passed")
+    return names
+
+
+def _rate(value: Any) -> Rate:
+    """ "N/PERIOD": "100/1m", "5/2s", "1000/h" (a bare unit is one of it)."""
+    text = _str(value)
+    count, sep, period = text.partition("/")
+    if not sep or not count.strip().isdigit():
+        raise ValueError(f'expected "N/PERIOD" such as "100/1m", got {value!r}')
+    period = period.strip()
+    if period[:1].isalpha():
+        period = "1" + period
+    seconds = parse_duration(period)
+    if int(count) < 1:
+        raise ValueError(f"N must be at least 1, got {value!r}")
+    if seconds < MIN_RATE_PERIOD:
+        raise ValueError(f"the period must be at least {MIN_RATE_PERIOD:g}s, got {value!r}")
+    return Rate(int(count), seconds)
+
+
+def _names(most: int) -> Callable[[Any], tuple[str, ...]]:
+    def check(value: Any) -> tuple[str, ...]:
+        names = _str_list(value)
+        bad = [n for n in names if not n or len(n) > most]
+        if bad:
+            raise ValueError(f"names have 1 to {most} characters, got {bad[0]!r}")
+        return tuple(dict.fromkeys(names))
+
+    return check
