@@ -1,0 +1,91 @@
+"""A command's exit status read as the worker reads a Python handler's end.
+
+0 returns; 65 (EX_DATAERR) raises Fail; 75 (EX_TEMPFAIL) raises Snooze with a last
+stderr line `forkq-snooze: DURATION`, else Retry (after `forkq-retry-after: DURATION`
+when given); anything else, a signal included, raises CommandFailed. The message is
+the status and the tail of stderr (work/command.py, the module's doc, has the contract).
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from typing import Any
+
+from supervisor.durations import parse_duration
+from supervisor.errors import Fail, Retry, Snooze
+from supervisor.work.snooze import snooze_request
+
+EX_DATAERR = 65  # sysexits.h: the input was bad; no retry can help
+EX_TEMPFAIL = 75  # sysexits.h: try again later
+ERROR_CHARS = 3800  # of the stderr tail, what fits last_error (4,000 characters) with its prefix
+MAX_RETRY_AFTER = 365 * 86400.0  # seconds a program may ask to wait, at most
+RETRY_AFTER = re.compile(r"^forkq-retry-after:\s*(.*?)\s*$")
+
+
+class CommandFailed(Exception):
+    """the command failed."""
+
+
+def judge(status: int, stderr: bytes, cut: bool, log: Any) -> None:
+    """The exit status as the worker understands a handler: return, Fail, Retry, raise."""
+    if status == 0:
+        return
+    text = error_text(stderr, cut)
+    if status == EX_DATAERR:
+        raise Fail(_with_text("exit 65 (EX_DATAERR)", text))
+    if status == EX_TEMPFAIL:
+        snooze = snooze_request(text)
+        if snooze is not None:  # work/snooze.py reads its line
+            raise Snooze(snooze[0], _with_text("exit 75 (EX_TEMPFAIL)", snooze[1]))
+        delay, text = retry_after(text, log)
+        raise Retry(delay, _with_text("exit 75 (EX_TEMPFAIL)", text))
+    raise CommandFailed(_with_text(describe_status(status), text))
+
+
+def describe_status(status: int) -> str:
+    if status >= 0:
+        return f"exit {status}"
+    try:
+        return f"killed by {signal.Signals(-status).name}"
+    except ValueError:
+        return f"killed by signal {-status}"
+
+
+def error_text(tail: bytes, cut: bool) -> str:
+    """The stderr tail as text: a UTF-8 sequence split by the cut is dropped, not garbled."""
+    if cut:
+        start = 0
+        while start < min(4, len(tail)) and 0x80 <= tail[start] < 0xC0:
+            start += 1
+        tail = tail[start:]
+    text = tail.decode("utf-8", "replace").rstrip()
+    if cut or len(text) > ERROR_CHARS:
+        text = "..." + text[-ERROR_CHARS:]
+    return text
+
+
+def retry_after(text: str, log: Any) -> tuple[float | None, str]:
+    """(delay, text without it) from a last stderr line `forkq-retry-after: DURATION`;
+    (None, text) when there is none. One that names no duration is said in the log, as
+    is a `forkq-snooze:` line snooze_request refused."""
+    head, _, last = text.rpartition("\n")
+    if last.startswith("forkq-snooze:"):
+        reason = "not a duration of at most a year"
+        log.warning("command_snooze_ignored", line=last[:200], reason=reason)
+        return None, text
+    match = RETRY_AFTER.match(last)
+    if not match:
+        return None, text
+    try:
+        delay = parse_duration(match.group(1))
+        if delay > MAX_RETRY_AFTER:
+            raise ValueError(f"more than {MAX_RETRY_AFTER:g} seconds")
+    except ValueError as exc:
+        log.warning("command_retry_after_ignored", line=last[:200], reason=str(exc))
+        return None, text
+    return delay, head.rstrip()
+
+
+def _with_text(what: str, text: str) -> str:
+    return f"{what}: {text}" if text else f"{what} (nothing on stderr)"
