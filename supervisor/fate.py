@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from supervisor import registry
 from supervisor.models import JobRow
+from supervisor.outcomes import Attempt, Outcome
 from supervisor.policy import (
     DEFAULT_BACKOFF_BASE,
     DEFAULT_BACKOFF_CAP,
@@ -32,3 +33,17 @@ def failure_outcome(row: JobRow, error: str, requested_delay: float | None = Non
         base=registered.backoff_base if registered else DEFAULT_BACKOFF_BASE,
         cap=registered.backoff_cap if registered else DEFAULT_BACKOFF_CAP,
     )
+
+
+def decide(row: JobRow, attempt: Attempt) -> tuple[Outcome, Fate | None]:
+    """What became of the job after `attempt`, and for a failure the fate to write.
+
+    A failure that asked for a retry (RETRY) on the job's last attempt ends DEAD: the
+    outcome logged and counted says what happens to the job, not what the attempt asked.
+    """
+    if attempt.outcome in (Outcome.DONE, Outcome.SNOOZED):
+        return attempt.outcome, None
+    if attempt.permanent:
+        return Outcome.DEAD, Fate(dead=True, delay=0.0, error=attempt.error)
+    fate = failure_outcome(row, attempt.error, attempt.delay)
+    return (Outcome.DEAD if fate.dead else Outcome.RETRY), fate

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import NamedTuple
 
 
 class Outcome(StrEnum):
@@ -18,6 +19,21 @@ class Outcome(StrEnum):
     TIMEOUT = "timeout"  # killed past its timeout (the attempt counts; retried or dead)
     CANCELLED = "cancelled"
     SNOOZED = "snoozed"  # back later, no attempt used
+
+
+class Attempt(NamedTuple):
+    """What one run of a handler came to, before its fate is decided.
+
+    DONE, SNOOZED, RETRY (failed: another attempt may mend it) or DEAD (failed for
+    good). A RETRY is what the attempt asked for, not yet what happens: with its
+    attempts used up the job ends DEAD (fate.py's `decide`). A NamedTuple: it unpacks,
+    and equals the plain tuple the worker passed around before it had a type.
+    """
+
+    outcome: Outcome
+    error: str  # the failure, or the snooze's reason; "" when done
+    delay: float | None  # the snooze's, or the retry's the handler asked for
+    permanent: bool  # dead whatever attempts are left (Fail, unknown handler, bad payload)
 
 
 class SettleKind(StrEnum):

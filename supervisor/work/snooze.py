@@ -9,7 +9,7 @@ last line of stderr
 is a snooze, where `forkq-retry-after: DURATION` (or no such line) is a retry that
 uses an attempt. The runner turns it into `Snooze(delay, reason)` with
 `snooze_request(stderr_text)`, or returns `snooze_outcome(delay, reason)` where the
-worker's `_execute` returns an attempt's outcome.
+worker's `run_attempt` (work/attempt.py) returns an attempt's outcome.
 
 The job goes back to `ready` (`scheduled` past the promotion horizon) after the delay,
 its `attempts` as before the claim, `snoozes` one more; past the handler's max_snoozes
@@ -22,19 +22,18 @@ from __future__ import annotations
 import re
 
 from supervisor.durations import parse_duration
+from supervisor.outcomes import Attempt, Outcome
 
-SNOOZED = "snoozed"  # the outcome of a snoozed attempt (job_finished, metrics)
+SNOOZED = Outcome.SNOOZED  # the outcome of a snoozed attempt (job_finished, metrics)
 SNOOZE_EXIT = 75  # EX_TEMPFAIL, with a `forkq-snooze:` last line on stderr
 MAX_SNOOZE = 365 * 86400.0  # seconds one snooze may ask for, at most
 DIRECTIVE = re.compile(r"^forkq-snooze:\s*(.*?)\s*$")
 
-Outcome = tuple[str, str, float | None, bool]  # (outcome, error, delay, permanent)
 
-
-def snooze_outcome(delay: float, reason: str = SNOOZED) -> Outcome:
-    """An attempt that snoozed for `delay` seconds, as Worker._execute returns outcomes:
+def snooze_outcome(delay: float, reason: str = SNOOZED.value) -> Attempt:
+    """An attempt that snoozed for `delay` seconds, as run_attempt returns outcomes:
     no error, not permanent; `reason` is logged with it."""
-    return SNOOZED, reason, max(0.0, min(float(delay), MAX_SNOOZE)), False
+    return Attempt(SNOOZED, reason, max(0.0, min(float(delay), MAX_SNOOZE)), False)
 
 
 def snooze_request(text: str) -> tuple[float, str] | None:
@@ -50,4 +49,4 @@ def snooze_request(text: str) -> tuple[float, str] | None:
         return None
     if delay > MAX_SNOOZE:
         return None
-    return delay, head.rstrip() or SNOOZED
+    return delay, head.rstrip() or SNOOZED.value  # the reason, when no text is left

@@ -6,43 +6,45 @@ batches (at the end of a claimed batch, or sooner when the buffer is old): if th
 process dies before the ack, those jobs run again — at least once, never lost.
 Failures are recorded at once. Anything waiting to be written survives a lost
 connection and is written after the reconnect.
+
+One attempt (running the handler, what it came to) is attempt.py's; what becomes of
+the job after it is fate.py's `decide`; the writing of outcomes is outbox.py's; the
+soft timeout and a forked handler's copy are guards.py's.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import random
-import signal
-import sys
 import time
-import traceback
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import datetime
-from types import FrameType
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
-from supervisor import events, logs, registry
+from supervisor import logs, registry
 from supervisor.config import Config, PoolConfig
-from supervisor.errors import (
-    ConnectionLost,
-    DatabaseError,
-    Fail,
-    JobTimeout,
-    Retry,
-    Snooze,
-    TransientDatabaseError,
-)
-from supervisor.fate import failure_outcome, max_attempts_for
+from supervisor.errors import ConnectionLost, DatabaseError, TransientDatabaseError
+from supervisor.fate import decide
 from supervisor.models import JobRow
 from supervisor.observe import metrics
-from supervisor.policy import DEFAULT_MAX_SNOOZES, truncate_error
+from supervisor.outcomes import Outcome
 from supervisor.store import Store
 from supervisor.store import limits as flow
-from supervisor.work.command import CommandFailed
-from supervisor.work.snooze import SNOOZED, snooze_outcome
+from supervisor.work.attempt import JobContext, log_finished, run_attempt
+from supervisor.work.guards import exit_if_forked, soft_timeout
+from supervisor.work.outbox import Outbox, Pending
+
+# Importable from here as before one attempt, the outcomes' writing and the guards moved
+# out of this module.
+__all__ = [
+    "JobContext",
+    "NoEvents",
+    "Pending",
+    "Worker",
+    "WorkerEvents",
+    "exit_if_forked",
+    "soft_timeout",
+]
 
 LEASE_MARGIN = 30.0  # seconds a lease outlives the job's timeout: the master kills first
 ACK_MAX_AGE = 0.2  # seconds a success may wait in the buffer before it is written
@@ -56,7 +58,7 @@ class WorkerEvents(Protocol):
 
     def job_started(self, job: JobRow, timeout: float) -> None: ...
     def job_ran(self, job: JobRow) -> None: ...
-    def job_finished(self, job: JobRow, outcome: str) -> None: ...
+    def job_finished(self, job: JobRow, outcome: Outcome) -> None: ...
     def idle(self) -> None: ...
 
 
@@ -67,52 +69,11 @@ class NoEvents:
     def job_ran(self, job: JobRow) -> None:
         pass
 
-    def job_finished(self, job: JobRow, outcome: str) -> None:
+    def job_finished(self, job: JobRow, outcome: Outcome) -> None:
         pass
 
     def idle(self) -> None:
         pass
-
-
-class JobContext:
-    """The `job` argument of a handler: what it may know and do about its own job."""
-
-    def __init__(self, row: JobRow, worker: Worker) -> None:
-        self.id = row.id
-        self.queue = row.queue
-        self.handler = row.handler
-        self.attempts = row.attempts
-        self.max_attempts = row.max_attempts
-        self.priority = row.priority
-        self.unique_key = row.unique_key
-        self.enqueued_at: datetime = row.enqueued_at
-        self.run_at: datetime = row.run_at
-        self._worker = worker
-
-    def heartbeat(self) -> bool:
-        """Extend this job's lease (for work longer than the lease). False if it was lost.
-
-        False, touching nothing, in a process the handler forked: the connection is the
-        worker's.
-        """
-        if os.getpid() != self._worker.pid:
-            return False
-        return self._worker.extend_lease([self.id])
-
-    def __repr__(self) -> str:
-        return f"<job {self.id} {self.handler} attempt {self.attempts}>"
-
-
-@dataclass
-class Pending:
-    """Outcomes waiting to be written: successes by on_success mode, and failures."""
-
-    successes: dict[str, list[int]] = field(default_factory=dict)
-    failures: list[dict[str, Any]] = field(default_factory=list)
-    oldest: float = 0.0
-
-    def __bool__(self) -> bool:
-        return bool(self.failures) or any(self.successes.values())
 
 
 @dataclass
@@ -141,7 +102,7 @@ class Worker:
         self.retire_check: Callable[[], str | None] = lambda: None
         self.stats = WorkerStats()
         self.held: list[JobRow] = []  # claimed and not yet run
-        self.pending = Pending()
+        self.outbox = Outbox(store, owner, self.log)  # outcomes waiting to be written
         self._lease_until = 0.0  # monotonic time the current leases run out
         self._paused: set[str] = set()
         self._paused_at = -PAUSE_CACHE
@@ -174,7 +135,7 @@ class Worker:
 
         Successes of the previous batch are recorded in the claim's own transaction.
         """
-        self.flush_failures()
+        self.outbox.flush_failures()
         if self.held:  # a batch interrupted by a lost connection: finish it first
             count = len(self.held)
             self._run_held()
@@ -193,7 +154,7 @@ class Worker:
                 )
             else:
                 batch, written = self.store.complete_and_claim(done, queue, self.owner, size, lease)
-            self._acknowledged(done, written)
+            self.outbox.acknowledged(done, written)
             if batch:
                 self._lease_until = time.monotonic() + pool.timeout + LEASE_MARGIN
                 self.held = list(batch)
@@ -266,161 +227,45 @@ class Worker:
 
     # --- one job -------------------------------------------------------------------------
 
-    def run_job(self, row: JobRow) -> str:
+    @property
+    def pending(self) -> Pending:
+        """Outcomes not yet written (`forkq work --burst` stops only when there are none)."""
+        return self.outbox.pending
+
+    def run_job(self, row: JobRow) -> Outcome:
         """Run one claimed job and queue its outcome for writing; returns the outcome."""
         started = time.monotonic()
         timeout = self.job_timeout(row)
         self.events.job_started(row, timeout)
-        outcome, error, delay, dead = self._execute(row, timeout)
+        attempt = run_attempt(row, timeout, self)
         duration = time.monotonic() - started
         # The handler is done: writing its outcome is no longer the job's time, so a slow
         # or unreachable database never gets the child killed as overtime.
         self.events.job_ran(row)
         self.stats.jobs += 1
-        if outcome not in ("done", SNOOZED):
-            outcome = "dead" if dead else "retry"
+        # What happens to the job, not what the attempt asked: a retry with no attempt
+        # left is dead, and the metric, the event and the log line say so.
+        outcome, fate = decide(row, attempt)
         metrics.job_finished(row.queue, row.handler, outcome, duration)  # a no-op while off
         try:
-            if outcome == "done":
-                self._queue_success(row)
-            elif outcome == SNOOZED:
-                self._queue_snooze(row, error, delay or 0.0)  # written at once
+            if fate is not None:
+                self.outbox.failure(row, fate)  # written at once
+            elif outcome is Outcome.SNOOZED:
+                self.outbox.snooze(row, attempt.error, attempt.delay or 0.0)  # written at once
             else:
-                self._queue_failure(row, error, delay, dead)  # written at once
+                self.outbox.success(row.id, self.pool(row.queue).on_success)
         finally:  # written or still pending (the next flush retries it): the job has ended
             self.events.job_finished(row, outcome)
             if self.limits:  # its slot can go to a job parked on its limits
                 self.limits.ended(row.handler, row.queue, row.limit_key)
-        log = self.log.info if outcome in ("done", SNOOZED) else self.log.warning
-        log(
-            events.JOB_FINISHED,
-            job_id=row.id,
-            handler=row.handler,
-            queue=row.queue,
-            attempt=row.attempts,
-            outcome=outcome,
-            duration=round(duration, 4),
-            **({"error": error.splitlines()[0][:300]} if error else {}),
-            **({"delay": delay} if outcome == SNOOZED else {}),
-        )
+        log_finished(self.log, row, attempt, outcome, duration)
         return outcome
 
-    def _execute(self, row: JobRow, timeout: float) -> tuple[str, str, float | None, bool]:
-        """(outcome, error, requested delay, permanent) for one attempt."""
-        registered = registry.get(row.handler)
-        if registered is None:
-            return (
-                "failed",
-                f"unknown handler {row.handler!r}: no loaded module registered it",
-                None,
-                True,
-            )
-        try:
-            payload = json.loads(row.payload)
-        except (ValueError, TypeError, RecursionError) as exc:
-            return "failed", f"payload is not valid JSON: {exc}", None, True
-        try:
-            with soft_timeout(timeout):
-                try:
-                    registered.func(payload, JobContext(row, self))
-                finally:
-                    exit_if_forked(self.pid)
-        except JobTimeout:
-            return "failed", f"timed out after {timeout:g}s", None, False
-        except Retry as exc:
-            return "failed", f"retry requested: {exc.reason}", exc.delay, False
-        except Snooze as exc:
-            return snooze_outcome(exc.delay, exc.reason)
-        except Fail as exc:
-            return "failed", f"failed permanently: {exc}", None, True
-        except Exception as exc:
-            return "failed", _describe(exc), None, False
-        return "done", "", None, False
-
-    def _queue_success(self, row: JobRow) -> None:
-        mode = self.pool(row.queue).on_success
-        self.pending.successes.setdefault(mode, []).append(row.id)
-        self.pending.oldest = self.pending.oldest or time.monotonic()
-
-    def _queue_snooze(self, row: JobRow, reason: str, delay: float) -> None:
-        """Back after `delay` without using an attempt (schema 7 counts it; before it, a
-        snooze is a retry, so attempts still bound it)."""
-        if not self.store.snoozes_counted():
-            self._queue_failure(row, f"snoozed ({reason}); schema 7 counts snoozes", delay, False)
-            return
-        registered = registry.get(row.handler)
-        most = registered.max_snoozes if registered else DEFAULT_MAX_SNOOZES
-        self.pending.failures.append(
-            {"job_id": row.id, "snooze": delay, "max_snoozes": most, "reason": reason}
-        )
-        self.flush()  # written at once, as failures are
-
-    def _queue_failure(self, row: JobRow, error: str, delay: float | None, permanent: bool) -> None:
-        if permanent:
-            dead, wait, message = True, 0.0, error
-        else:
-            decision = failure_outcome(row, error, delay)
-            dead, wait, message = decision.dead, decision.delay, decision.error
-        self.pending.failures.append(
-            {
-                "job_id": row.id,
-                "error": truncate_error(message),
-                "dead": dead,
-                "delay": wait,
-                "max_attempts": max_attempts_for(row),
-            }
-        )
-        self.flush()  # failures are written at once
-
-    # --- writing outcomes ----------------------------------------------------------------
+    # --- writing outcomes, handing back, leases ------------------------------------------
 
     def flush(self) -> None:
         """Write pending outcomes; on a lost connection they stay pending for the next try."""
-        for mode, ids in list(self.pending.successes.items()):
-            if ids:
-                self._acknowledged({mode: ids}, self.store.complete(self.owner, ids, mode))
-        self.flush_failures()
-
-    def _acknowledged(self, done: dict[str, list[int]], written: int) -> None:
-        """Forget successes once written; fewer rows than ids means leases were taken over."""
-        expected = sum(len(ids) for ids in done.values())
-        if written < expected:
-            self.log.warning(
-                "lease_lost", jobs=expected - written, note="another worker holds them now"
-            )
-        for mode in list(done):
-            self.pending.successes.pop(mode, None)
-        if not any(self.pending.successes.values()):
-            self.pending.oldest = 0.0
-
-    def flush_failures(self) -> None:
-        while self.pending.failures:
-            failure = self.pending.failures[0]
-            if "snooze" in failure:
-                self._write_snooze(failure)
-                self.pending.failures.pop(0)
-                continue
-            if not self.store.fail(
-                self.owner,
-                failure["job_id"],
-                failure["error"],
-                dead=failure["dead"],
-                delay=failure["delay"],
-                max_attempts=failure["max_attempts"],
-            ):
-                self.log.warning("lease_lost", job_id=failure["job_id"])
-            self.pending.failures.pop(0)
-
-    def _write_snooze(self, snooze: dict[str, Any]) -> None:
-        result = self.store.snooze(
-            self.owner, snooze["job_id"], snooze["snooze"], snooze["max_snoozes"], snooze["reason"]
-        )
-        if result == "lost":
-            self.log.warning("lease_lost", job_id=snooze["job_id"])
-        elif result == "dead":
-            self.log.warning(
-                "job_snoozed_too_often", job_id=snooze["job_id"], max_snoozes=snooze["max_snoozes"]
-            )
+        self.outbox.flush()
 
     def release_held(self) -> None:
         ids = [row.id for row in self.held]
@@ -455,54 +300,6 @@ class Worker:
             self.release_held()
 
 
-@contextmanager
-def soft_timeout(seconds: float) -> Iterator[None]:
-    """Raise JobTimeout inside the handler after `seconds` (SIGALRM; main thread only).
-
-    The handler is installed once per process; each job only arms and disarms the timer.
-    """
-    if signal.getsignal(signal.SIGALRM) is not _expire:
-        signal.signal(signal.SIGALRM, _expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-
-
-def exit_if_forked(worker_pid: int) -> None:
-    """End, at once, a copy of the worker that a handler forked and that came back here.
-
-    A handler that forks and returns (or raises) in both processes brings its copy back
-    into the worker: it would go on as a second, unsupervised worker under the same lease
-    name, writing the job's outcome twice and talking on the parent's database socket.
-    The copy writes nothing and flushes nothing (its buffers hold the parent's output
-    too): `os._exit` with 0 after a return, the code of a SystemExit, else 1.
-    """
-    if os.getpid() == worker_pid:
-        return
-    exc = sys.exc_info()[1]
-    code = 0
-    if isinstance(exc, SystemExit):
-        code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
-    elif exc is not None:
-        code = 1
-    os._exit(code)
-
-
 def _handler_queues() -> dict[str, str]:
     """Each registered handler's queue: where [limits] that name handlers apply first."""
     return {name: h.queue for name in registry.names() if (h := registry.get(name)) is not None}
-
-
-def _expire(signum: int, frame: FrameType | None) -> None:
-    raise JobTimeout()
-
-
-def _describe(exc: BaseException) -> str:
-    """`Type: message` and the innermost frames, for last_error; a command's failure is its
-    exit status and stderr, where frames of the runner would only push its tail out."""
-    if isinstance(exc, CommandFailed):
-        return str(exc)
-    frames = traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3)
-    return f"{type(exc).__name__}: {exc}\n" + "".join(frames[-4:])

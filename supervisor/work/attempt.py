@@ -1,0 +1,129 @@
+"""One attempt of a claimed job: run its handler and say what it came to.
+
+Every way a handler can end maps onto the closed set of Outcome, as an attempt in
+oban's executor ends in one of a few results: it returned (DONE); it raised Snooze
+(SNOOZED: back later, no attempt used); it raised Retry or any other exception, or ran
+into the soft timeout (RETRY: failed, another attempt may mend it); it raised Fail, or
+its handler is unknown or its payload no JSON (DEAD: failed for good). What then
+becomes of the job is fate.py's `decide`: a RETRY with no attempt left ends DEAD.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import traceback
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from supervisor import events, registry
+from supervisor.errors import Fail, JobTimeout, Retry, Snooze
+from supervisor.models import JobRow
+from supervisor.outcomes import Attempt, Outcome
+from supervisor.work.exits import CommandFailed
+from supervisor.work.guards import exit_if_forked, soft_timeout
+from supervisor.work.snooze import snooze_outcome
+
+
+class LeaseHolder(Protocol):
+    """What a handler's JobContext needs of the worker running it."""
+
+    @property
+    def pid(self) -> int: ...
+
+    def extend_lease(self, ids: Sequence[int]) -> bool: ...
+
+
+class JobContext:
+    """The `job` argument of a handler: what it may know and do about its own job."""
+
+    def __init__(self, row: JobRow, worker: LeaseHolder) -> None:
+        self.id = row.id
+        self.queue = row.queue
+        self.handler = row.handler
+        self.attempts = row.attempts
+        self.max_attempts = row.max_attempts
+        self.priority = row.priority
+        self.unique_key = row.unique_key
+        self.enqueued_at: datetime = row.enqueued_at
+        self.run_at: datetime = row.run_at
+        self._worker = worker
+
+    def heartbeat(self) -> bool:
+        """Extend this job's lease (for work longer than the lease). False if it was lost.
+
+        False, touching nothing, in a process the handler forked: the connection is the
+        worker's.
+        """
+        if os.getpid() != self._worker.pid:
+            return False
+        return self._worker.extend_lease([self.id])
+
+    def __repr__(self) -> str:
+        return f"<job {self.id} {self.handler} attempt {self.attempts}>"
+
+
+def run_attempt(row: JobRow, timeout: float, worker: LeaseHolder) -> Attempt:
+    """Run the job's handler under the soft timeout; what the attempt came to."""
+    registered = registry.get(row.handler)
+    if registered is None:
+        return _dead(f"unknown handler {row.handler!r}: no loaded module registered it")
+    try:
+        payload = json.loads(row.payload)
+    except (ValueError, TypeError, RecursionError) as exc:
+        return _dead(f"payload is not valid JSON: {exc}")
+    try:
+        with soft_timeout(timeout):
+            try:
+                registered.func(payload, JobContext(row, worker))
+            finally:
+                exit_if_forked(worker.pid)
+    except JobTimeout:
+        return _failed(f"timed out after {timeout:g}s")
+    except Retry as exc:
+        return _failed(f"retry requested: {exc.reason}", exc.delay)
+    except Snooze as exc:
+        return snooze_outcome(exc.delay, exc.reason)
+    except Fail as exc:
+        return _dead(f"failed permanently: {exc}")
+    except Exception as exc:
+        return _failed(_describe(exc))
+    return Attempt(Outcome.DONE, "", None, False)
+
+
+def log_finished(
+    log: Any, row: JobRow, attempt: Attempt, outcome: Outcome, duration: float
+) -> None:
+    """The one canonical line per finished attempt, with the outcome `decide` gave it."""
+    calm = outcome in (Outcome.DONE, Outcome.SNOOZED)
+    (log.info if calm else log.warning)(
+        events.JOB_FINISHED,
+        job_id=row.id,
+        handler=row.handler,
+        queue=row.queue,
+        attempt=row.attempts,
+        outcome=outcome,
+        duration=round(duration, 4),
+        **({"error": attempt.error.splitlines()[0][:300]} if attempt.error else {}),
+        **({"delay": attempt.delay} if outcome is Outcome.SNOOZED else {}),
+    )
+
+
+def _failed(error: str, delay: float | None = None) -> Attempt:
+    """A failure another attempt may mend, after `delay` if the handler asked for one."""
+    return Attempt(Outcome.RETRY, error, delay, False)
+
+
+def _dead(error: str) -> Attempt:
+    """A failure no attempt can mend: dead whatever attempts are left."""
+    return Attempt(Outcome.DEAD, error, None, True)
+
+
+def _describe(exc: BaseException) -> str:
+    """`Type: message` and the innermost frames, for last_error; a command's failure is its
+    exit status and stderr, where frames of the runner would only push its tail out."""
+    if isinstance(exc, CommandFailed):
+        return str(exc)
+    frames = traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3)
+    return f"{type(exc).__name__}: {exc}\n" + "".join(frames[-4:])

@@ -1,0 +1,57 @@
+"""What keeps a handler from taking its worker with it: the soft timeout and a forked copy.
+
+Both wrap every handler call (work/attempt.py). The soft timeout is the first of the two
+stages of an overtime kill: SIGALRM raises JobTimeout inside the handler, before the
+master's SIGTERM/SIGKILL. A handler that forks and returns in both processes must not
+bring its copy back into the worker's loop.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+from supervisor.errors import JobTimeout
+
+
+@contextmanager
+def soft_timeout(seconds: float) -> Iterator[None]:
+    """Raise JobTimeout inside the handler after `seconds` (SIGALRM; main thread only).
+
+    The handler is installed once per process; each job only arms and disarms the timer.
+    """
+    if signal.getsignal(signal.SIGALRM) is not _expire:
+        signal.signal(signal.SIGALRM, _expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def exit_if_forked(worker_pid: int) -> None:
+    """End, at once, a copy of the worker that a handler forked and that came back here.
+
+    A handler that forks and returns (or raises) in both processes brings its copy back
+    into the worker: it would go on as a second, unsupervised worker under the same lease
+    name, writing the job's outcome twice and talking on the parent's database socket.
+    The copy writes nothing and flushes nothing (its buffers hold the parent's output
+    too): `os._exit` with 0 after a return, the code of a SystemExit, else 1.
+    """
+    if os.getpid() == worker_pid:
+        return
+    exc = sys.exc_info()[1]
+    code = 0
+    if isinstance(exc, SystemExit):
+        code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+    elif exc is not None:
+        code = 1
+    os._exit(code)
+
+
+def _expire(signum: int, frame: FrameType | None) -> None:
+    raise JobTimeout()

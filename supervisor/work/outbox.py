@@ -1,0 +1,144 @@
+"""Outcomes waiting to be written, and their writing: the worker's half of at least once.
+
+Successes are acknowledged in batches (in the next claim's transaction, or sooner when
+the buffer is old): if the process dies before the ack, those jobs run again — at least
+once, never lost. Failures and snoozes are written at once. Anything waiting to be
+written survives a lost connection (the store raises, the record stays pending) and is
+written after the reconnect. Every write names the lease owner: a job whose lease was
+taken over is not overwritten, only logged as `lease_lost`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from supervisor import registry
+from supervisor.fate import failure_outcome, max_attempts_for
+from supervisor.models import JobRow
+from supervisor.outcomes import Outcome
+from supervisor.policy import DEFAULT_MAX_SNOOZES, Fate, truncate_error
+from supervisor.store import Store
+
+LEASE_LOST = "lost"  # what store.snooze answers when this owner no longer holds the job
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A failed attempt's fate, as store.fail writes it."""
+
+    job_id: int
+    error: str  # cut to what last_error holds
+    dead: bool
+    delay: float
+    max_attempts: int
+
+
+@dataclass(frozen=True)
+class Snoozed:
+    """A snoozed attempt, as store.snooze writes it (schema 7)."""
+
+    job_id: int
+    delay: float
+    max_snoozes: int
+    reason: str
+
+
+@dataclass
+class Pending:
+    """Outcomes waiting to be written: successes by on_success mode, and failures."""
+
+    successes: dict[str, list[int]] = field(default_factory=dict)
+    failures: list[Failure | Snoozed] = field(default_factory=list)
+    oldest: float = 0.0
+
+    def __bool__(self) -> bool:
+        return bool(self.failures) or any(self.successes.values())
+
+
+class Outbox:
+    """One worker's pending outcomes and the store calls that write them."""
+
+    def __init__(self, store: Store, owner: str, log: Any) -> None:
+        self.store = store
+        self.owner = owner
+        self.log = log
+        self.pending = Pending()
+
+    # --- queueing ------------------------------------------------------------------------
+
+    def success(self, job_id: int, mode: str) -> None:
+        """A success, written with the next claim (or by `flush` once it is old)."""
+        self.pending.successes.setdefault(mode, []).append(job_id)
+        self.pending.oldest = self.pending.oldest or time.monotonic()
+
+    def failure(self, row: JobRow, fate: Fate) -> None:
+        """A failed attempt's fate, as fate.py's `decide` gave it."""
+        error = truncate_error(fate.error)
+        self.pending.failures.append(
+            Failure(row.id, error, fate.dead, fate.delay, max_attempts_for(row))
+        )
+        self.flush()  # failures are written at once
+
+    def snooze(self, row: JobRow, reason: str, delay: float) -> None:
+        """Back after `delay` without using an attempt (schema 7 counts it; before it, a
+        snooze is a retry, so attempts still bound it)."""
+        if not self.store.snoozes_counted():
+            error = f"snoozed ({reason}); schema 7 counts snoozes"
+            self.failure(row, failure_outcome(row, error, delay))
+            return
+        registered = registry.get(row.handler)
+        most = registered.max_snoozes if registered else DEFAULT_MAX_SNOOZES
+        self.pending.failures.append(Snoozed(row.id, delay, most, reason))
+        self.flush()  # written at once, as failures are
+
+    # --- writing -------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Write pending outcomes; on a lost connection they stay pending for the next try."""
+        for mode, ids in list(self.pending.successes.items()):
+            if ids:
+                self.acknowledged({mode: ids}, self.store.complete(self.owner, ids, mode))
+        self.flush_failures()
+
+    def acknowledged(self, done: dict[str, list[int]], written: int) -> None:
+        """Forget successes once written; fewer rows than ids means leases were taken over."""
+        expected = sum(len(ids) for ids in done.values())
+        if written < expected:
+            self.log.warning(
+                "lease_lost", jobs=expected - written, note="another worker holds them now"
+            )
+        for mode in list(done):
+            self.pending.successes.pop(mode, None)
+        if not any(self.pending.successes.values()):
+            self.pending.oldest = 0.0
+
+    def flush_failures(self) -> None:
+        while self.pending.failures:
+            failure = self.pending.failures[0]
+            if isinstance(failure, Snoozed):
+                self._write_snooze(failure)
+                self.pending.failures.pop(0)
+                continue
+            if not self.store.fail(
+                self.owner,
+                failure.job_id,
+                failure.error,
+                dead=failure.dead,
+                delay=failure.delay,
+                max_attempts=failure.max_attempts,
+            ):
+                self.log.warning("lease_lost", job_id=failure.job_id)
+            self.pending.failures.pop(0)
+
+    def _write_snooze(self, snooze: Snoozed) -> None:
+        result = self.store.snooze(
+            self.owner, snooze.job_id, snooze.delay, snooze.max_snoozes, snooze.reason
+        )
+        if result == LEASE_LOST:
+            self.log.warning("lease_lost", job_id=snooze.job_id)
+        elif result == Outcome.DEAD:  # snoozed past its max_snoozes: the store ended it dead
+            self.log.warning(
+                "job_snoozed_too_often", job_id=snooze.job_id, max_snoozes=snooze.max_snoozes
+            )
