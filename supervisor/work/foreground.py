@@ -19,8 +19,9 @@ from supervisor.cluster.promote import PROMOTE_INTERVAL, keep_schedule_of
 from supervisor.config import Config
 from supervisor.errors import ConnectionLost, ExitCode
 from supervisor.models import JobRow
+from supervisor.outcomes import Outcome
 from supervisor.proc import hostname, node_id, process_name, set_title
-from supervisor.store import open_store
+from supervisor.store import Store, open_store
 from supervisor.work.command import load_handlers
 from supervisor.work.worker import Worker
 
@@ -37,7 +38,7 @@ class TitleEvents:
     def job_ran(self, job: JobRow) -> None:
         pass
 
-    def job_finished(self, job: JobRow, outcome: str) -> None:
+    def job_finished(self, job: JobRow, outcome: Outcome) -> None:
         pass
 
     def idle(self) -> None:
@@ -56,48 +57,75 @@ def run_foreground(
     worker = Worker(store, config, names, owner, TitleEvents(label))
     worker.max_jobs = max_jobs
     log = logs.get(role="worker", queues=names)
+    _stop_on_signals(worker)
+    duties = Duties(worker, config, names)
+    pool = ",".join(names)[:64]
+    store.register_process(owner, hostname(), os.getpid(), "worker", pool=pool, node=node_id())
+    log.info("worker_started", owner=owner, burst=burst, max_jobs=max_jobs)
+    try:
+        _work(worker, duties, burst)
+    finally:
+        _leave(worker, duties.chores, store)
+    log.info("worker_stopped", jobs=worker.stats.jobs)
+    return int(ExitCode.OK)
 
+
+def _stop_on_signals(worker: Worker) -> None:
     def stop(signum: int, frame: FrameType | None) -> None:
         worker.stopping = True  # finish the current job, hand back the rest
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    chores = Chores(store, config)
-    pool = ",".join(names)[:64]
-    store.register_process(owner, hostname(), os.getpid(), "worker", pool=pool, node=node_id())
-    log.info("worker_started", owner=owner, burst=burst, max_jobs=max_jobs)
-    next_beat = next_chores = next_promote = 0.0
-    idle_sleep = config.supervisor.poll_interval
+
+
+class Duties:
+    """What a lone worker does between jobs, each on its own period of the monotonic clock:
+    beat, run the cluster chores, promote its queues' jobs about to fall due."""
+
+    def __init__(self, worker: Worker, config: Config, names: list[str]) -> None:
+        self.worker = worker
+        self.config = config
+        self.names = names
+        self.chores = Chores(worker.store, config)
+        self.next_beat = self.next_chores = self.next_promote = 0.0
+
+    def run_due(self, now: float) -> None:
+        worker, store, settings = self.worker, self.worker.store, self.config.supervisor
+        if now >= self.next_beat:
+            self.next_beat = now + settings.heartbeat_interval
+            worker.safely(lambda: store.beat([worker.owner]))
+        if now >= self.next_chores:
+            self.next_chores = now + settings.check_interval
+            worker.safely(lambda: self.chores.run().reaped)
+        if now >= self.next_promote:  # no master here to promote the jobs about to fall due
+            self.next_promote = now + PROMOTE_INTERVAL
+            worker.safely(lambda: keep_schedule_of(store, self.names))
+
+
+def _work(worker: Worker, duties: Duties, burst: bool) -> None:
+    """Run jobs until stopped, past `max_jobs`, or (burst) with nothing left to do."""
+    idle_sleep = duties.config.supervisor.poll_interval
+    while not worker.stopping:
+        duties.run_due(time.monotonic())
+        done = worker.safely(worker.work_once)
+        if worker.max_jobs is not None and worker.stats.jobs >= worker.max_jobs:
+            break
+        if done:
+            idle_sleep = duties.config.supervisor.poll_interval
+            continue
+        if burst and not worker.held and not worker.pending and not worker._backoff:
+            break
+        worker.events.idle()
+        worker.sleep(idle_sleep)
+        idle_sleep = min(IDLE_SLEEP_MAX, idle_sleep * 2)
+
+
+def _leave(worker: Worker, chores: Chores, store: Store) -> None:
+    """Write what is pending, hand back the rest, give up the chores and deregister."""
+    worker.shutdown()
     try:
-        while not worker.stopping:
-            now = time.monotonic()
-            if now >= next_beat:
-                next_beat = now + config.supervisor.heartbeat_interval
-                worker.safely(lambda: store.beat([owner]))
-            if now >= next_chores:
-                next_chores = now + config.supervisor.check_interval
-                worker.safely(lambda: chores.run().reaped)
-            if now >= next_promote:  # no master here to promote the jobs about to fall due
-                next_promote = now + PROMOTE_INTERVAL
-                worker.safely(lambda: keep_schedule_of(store, names))
-            done = worker.safely(worker.work_once)
-            if max_jobs is not None and worker.stats.jobs >= max_jobs:
-                break
-            if done:
-                idle_sleep = config.supervisor.poll_interval
-                continue
-            if burst and not worker.held and not worker.pending and not worker._backoff:
-                break
-            worker.events.idle()
-            worker.sleep(idle_sleep)
-            idle_sleep = min(IDLE_SLEEP_MAX, idle_sleep * 2)
-    finally:
-        worker.shutdown()
-        try:
-            chores.release()
-            store.remove_processes([owner])
-        except ConnectionLost:
-            pass
-        store.close()
-    log.info("worker_stopped", jobs=worker.stats.jobs)
-    return int(ExitCode.OK)
+        chores.release()
+        store.remove_processes([worker.owner])
+    except ConnectionLost:
+        pass
+    store.close()
