@@ -3,7 +3,8 @@
 Every sub-command takes `-c/--config FILE`, `--database URL` and `--debug`, before or
 after its name. Exit codes are a contract (see `ExitCode`): 0 ok, 1 runtime failure,
 2 bad usage, 78 bad config, 130 interrupted. An error is one line on stderr; the
-traceback is shown only with `--debug`. What each command does is in commands.py.
+traceback is shown only with `--debug`. What each command does is in commands.py,
+jobs.py, overview.py and checks.py.
 """
 
 from __future__ import annotations
@@ -19,26 +20,19 @@ from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 from supervisor import logs
-from supervisor.cli.commands import (
-    STATUS_CAP,
-    cmd_alerts,
+from supervisor.cli.checks import cmd_alerts, cmd_check, cmd_schema
+from supervisor.cli.commands import STATUS_CAP, cmd_run, cmd_web, cmd_work
+from supervisor.cli.jobs import (
     cmd_cancel,
-    cmd_check,
     cmd_enqueue,
     cmd_jobs,
-    cmd_locks,
     cmd_pause,
     cmd_purge,
     cmd_resume,
     cmd_retry,
-    cmd_run,
-    cmd_schedules,
-    cmd_schema,
     cmd_show,
-    cmd_status,
-    cmd_web,
-    cmd_work,
 )
+from supervisor.cli.overview import cmd_locks, cmd_schedules, cmd_status
 from supervisor.cli.tables import ERROR_PREFIX, PROG
 from supervisor.config import parse_listen
 from supervisor.durations import parse_duration

@@ -1,0 +1,136 @@
+"""`forkq check, schema, alerts test`: whether this host's setup works, one line per check."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from supervisor import registry
+from supervisor.cli.commands import _config, _store
+from supervisor.cli.tables import ERROR_PREFIX, plural
+from supervisor.config import Config
+from supervisor.errors import ConfigError, ExitCode, ForkqError, SchemaError, UsageError
+from supervisor.escaping import for_terminal
+from supervisor.proc import hostname
+from supervisor.store import SCHEMA_VERSION, Store, open_store
+from supervisor.store.base import load_queries, upgrade_statements
+from supervisor.work.command import load_handlers
+
+CHECK_TIMEOUT = 5.0  # seconds `forkq check` waits for the database
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    config = _config(args)
+    upgrade_from: int | None = args.upgrade_from
+    if upgrade_from is not None and args.action != "print":
+        raise UsageError("--upgrade-from goes with `schema print`")
+    if args.action == "print":
+        here = Path(__file__).parents[1] / "store"
+        backend = config.database.backend
+        if upgrade_from is None:
+            sys.stdout.write((here / f"{backend}_schema.sql").read_text(encoding="utf-8"))
+        else:
+            # Only the statements, each ending in `;`: a reviewed migration file as it is.
+            queries = load_queries(here / f"{backend}.sql")
+            for statement in upgrade_statements(queries, upgrade_from):
+                print(f"{statement};")
+        return int(ExitCode.OK)
+    with _store(config, schema=False) as store:
+        version = store.apply_schema()
+    print(f"schema version {version} applied to {config.database.redacted()}")
+    return int(ExitCode.OK)
+
+
+class _Checks:
+    """One printed line per check; remembers what failed and whether it was the config."""
+
+    def __init__(self) -> None:
+        self.failed: list[str] = []
+        self.config_failed = False
+
+    def ok(self, name: str, detail: str) -> None:
+        print(f"ok    {name.ljust(9)} {detail}")
+
+    def fail(self, name: str, detail: str, *, config: bool = False) -> None:
+        for line in detail.splitlines() or [""]:
+            print(f"FAIL  {name.ljust(9)} {for_terminal(line)}")
+        self.failed.append(name)
+        self.config_failed = self.config_failed or config
+
+    def skip(self, name: str, reason: str) -> None:
+        print(f"skip  {name.ljust(9)} {reason}")
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    checks = _Checks()
+    try:
+        config = _config(args)
+    except ConfigError as exc:
+        checks.fail("config", str(exc), config=True)
+        for name in ("handlers", "database", "schema"):
+            checks.skip(name, "the config is invalid")
+        return _check_result(checks)
+    checks.ok("config", f"{config.source}: {plural(len(config.pools), 'pool')}")
+    try:
+        modules = load_handlers(config)
+        checks.ok("handlers", f"{', '.join(modules) or 'none'}: {len(registry.names())} registered")
+    except ConfigError as exc:
+        checks.fail("handlers", str(exc), config=True)
+    _check_database(config, checks)
+    return _check_result(checks)
+
+
+def _check_database(config: Config, checks: _Checks) -> None:
+    url = config.database.redacted()
+    store = open_store(config.database, timeout=CHECK_TIMEOUT)
+    try:
+        version = store.server_version()
+        checks.ok("database", f"{url} ({version})")
+        _check_schema(store, checks)
+    except ForkqError as exc:
+        checks.fail("database", f"{url}: {' '.join(str(exc).split())}")
+        checks.skip("schema", "the database is unreachable")
+    finally:
+        store.close()
+
+
+def _check_schema(store: Store, checks: _Checks) -> None:
+    try:
+        store.require_schema()
+        current = store.schema_version()
+    except SchemaError as exc:
+        checks.fail("schema", str(exc))
+        return
+    if current is not None and current > SCHEMA_VERSION:
+        checks.fail("schema", f"version {current} is newer than this forkq ({SCHEMA_VERSION})")
+    elif current is not None and current < SCHEMA_VERSION:
+        checks.ok(
+            "schema", f"version {current}; {SCHEMA_VERSION} is available: run `forkq schema apply`"
+        )
+    else:
+        checks.ok("schema", f"version {current}")
+
+
+def _check_result(checks: _Checks) -> int:
+    if not checks.failed:
+        return int(ExitCode.OK)
+    print(f"{ERROR_PREFIX}check failed: {', '.join(checks.failed)}", file=sys.stderr)
+    return int(ExitCode.CONFIG if checks.config_failed else ExitCode.FAILURE)
+
+
+def cmd_alerts(args: argparse.Namespace) -> int:
+    config = _config(args)
+    from supervisor.cluster.alerts.channels import send_test
+
+    results = send_test(config.alerts, hostname())
+    if not results:
+        raise ForkqError("no alert channel is configured: set [alerts] webhook_url or email_to")
+    for result in results:
+        status = "ok  " if result.ok else "FAIL"
+        error = for_terminal(" ".join(result.error.split()))
+        print(f"{status}  {result.channel}  {error}".rstrip())
+    failed = [r.channel for r in results if not r.ok]
+    if failed:
+        raise ForkqError(f"test alert failed on: {', '.join(failed)}")
+    return int(ExitCode.OK)

@@ -1,0 +1,191 @@
+"""`forkq enqueue, jobs, show, retry, cancel, purge, pause, resume`: one job, or one
+queue's jobs, at a time."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+from collections.abc import Callable, Sequence
+
+from supervisor.cli.commands import _config, _store
+from supervisor.cli.tables import cell, first_line, plural, print_json, table
+from supervisor.durations import format_duration
+from supervisor.errors import ExitCode, ForkqError, JobNotFound, UsageError
+from supervisor.escaping import lines_for_terminal
+from supervisor.models import CancelResult, JobRow, JobState
+from supervisor.proc import hostname
+from supervisor.queue import Queue
+from supervisor.store import Store
+from supervisor.work.command import load_handlers
+
+
+def cmd_enqueue(args: argparse.Namespace) -> int:
+    config = _config(args)
+    # So the handler's default queue applies.
+    load_handlers(config)
+    with _store(config) as store:
+        job_id = Queue(store=store).enqueue(
+            args.handler,
+            args.payload,
+            queue=args.queue,
+            delay=args.delay,
+            run_at=args.at,
+            priority=args.priority,
+            unique_key=args.unique_key,
+            limit_key=args.limit_key,
+            max_attempts=args.max_attempts,
+        )
+    print(job_id)
+    return int(ExitCode.OK)
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    config = _config(args)
+    with _store(config) as store:
+        rows = store.list_jobs(status=args.status, queue=args.queue, limit=args.limit)
+    if args.json:
+        print_json([row.as_dict() for row in rows])
+    elif not rows:
+        print("no jobs")
+    else:
+        print(_jobs_table(rows))
+    return int(ExitCode.OK)
+
+
+def _jobs_table(rows: Sequence[JobRow]) -> str:
+    headers = ("ID", "STATUS", "QUEUE", "HANDLER", "PRI", "ATTEMPTS", "RUN AT", "LAST ERROR")
+    return table(
+        headers,
+        [
+            (
+                row.id,
+                str(row.status),
+                row.queue,
+                row.handler,
+                row.priority,
+                f"{row.attempts}/{row.max_attempts or '-'}",
+                row.run_at,
+                first_line(row.last_error),
+            )
+            for row in rows
+        ],
+    )
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    config = _config(args)
+    with _store(config) as store:
+        row = store.get_job(args.id)
+    if row is None:
+        raise JobNotFound(f"no job with id {args.id}")
+    fields = row.as_dict()
+    if args.json:
+        print_json(fields)
+        return int(ExitCode.OK)
+    error = fields.pop("last_error")
+    width = max(len(key) for key in fields) + 2
+    for key, value in fields.items():
+        print(f"{key.ljust(width)}{cell(value)}")
+    if error:
+        print("last_error:")
+        for line in lines_for_terminal(str(error)):
+            print(f"  {line}")
+    else:
+        print(f"{'last_error'.ljust(width)}-")
+    return int(ExitCode.OK)
+
+
+def cmd_retry(args: argparse.Namespace) -> int:
+    if args.dead == bool(args.ids):
+        raise UsageError("retry takes job ids or --dead, not both and not neither")
+    if args.queue and not args.dead:
+        raise UsageError("--queue goes with --dead")
+    config = _config(args)
+    with _store(config) as store:
+        if args.dead:
+            count = store.retry_dead(args.queue)
+            print(f"retried {plural(count, 'dead job')}")
+            return int(ExitCode.OK)
+        return _each_job(store, args.ids, "retried", lambda ids: store.retry_jobs(ids))
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    """Waiting jobs end cancelled now, running ones within 2 s on whatever host runs them;
+    a done, dead or unknown job is named, with exit 1 (SPEC: Job lifecycle)."""
+    config = _config(args)
+    with _store(config) as store:
+        results = store.cancel_jobs(args.ids, by=f"{_operator()} (forkq cancel)")
+    cancelled = sum(1 for r in results.values() if r == CancelResult.CANCELLED)
+    stopping = sum(1 for r in results.values() if r == CancelResult.CANCELLING)
+    print(f"cancelled {plural(cancelled, 'job')}")
+    if stopping:
+        print(f"cancelling {plural(stopping, 'running job')}: stopped within 2 s where they run")
+    refused = [f"job {i} ({r})" for i, r in results.items() if not r.ok]
+    if refused:
+        raise ForkqError(f"not cancelled: {', '.join(refused)}")
+    return int(ExitCode.OK)
+
+
+def _operator() -> str:
+    """user@host of whoever runs this command, for the last_error of what it cancels."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a bare container)
+        user = f"uid {os.getuid()}"
+    return f"{user}@{hostname()}"
+
+
+def _each_job(
+    store: Store, ids: Sequence[int], verb: str, operation: Callable[[list[int]], int]
+) -> int:
+    """Apply `operation` job by job, so every id that was not changed is named with why."""
+    done, refused = 0, []
+    for job_id in dict.fromkeys(ids):
+        if operation([job_id]):
+            done += 1
+            continue
+        row = store.get_job(job_id)
+        reason = (
+            "no such job"
+            if row is None
+            else "running (wait for it to finish)"
+            if row.status in (JobState.RUNNING, JobState.CANCELLING)
+            else "archived"
+        )
+        refused.append(f"job {job_id} ({reason})")
+    print(f"{verb} {plural(done, 'job')}")
+    if refused:
+        raise JobNotFound(f"not {verb}: {', '.join(refused)}")
+    return int(ExitCode.OK)
+
+
+def cmd_purge(args: argparse.Namespace) -> int:
+    config = _config(args)
+    statuses = [s for s, wanted in (("done", args.done), ("dead", args.dead)) if wanted]
+    counts: dict[str, int] = {}
+    with _store(config) as store:
+        for status in statuses or ["done", "dead"]:
+            counts[status] = store.purge(status, args.older_than, queue=args.queue)
+            if status == "done":
+                counts[status] += store.purge_archive(args.older_than, queue=args.queue)
+    summary = " and ".join(f"{count} {status}" for status, count in counts.items())
+    age = format_duration(args.older_than) if args.older_than else "0s"
+    print(f"purged {summary} jobs finished more than {age} ago")
+    return int(ExitCode.OK)
+
+
+def cmd_pause(args: argparse.Namespace) -> int:
+    return _set_paused(args, paused=True)
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    return _set_paused(args, paused=False)
+
+
+def _set_paused(args: argparse.Namespace, *, paused: bool) -> int:
+    config = _config(args)
+    with _store(config) as store:
+        store.set_paused(args.queue, paused)
+    print(f"queue {args.queue} {'paused' if paused else 'resumed'}")
+    return int(ExitCode.OK)
