@@ -2,9 +2,11 @@
 
 A silent server makes every call block for the store's timeout, and a loop turn makes
 several calls, which must not delay kills and signals for long. So after a lost
-connection calls are skipped until a back-off retry time, and never tried while a stop
-waits or an overtime kill falls due within one timeout (`may_retry_db`). Once the
-database answers again every call goes through.
+connection, or a call that blocked for its whole timeout (a MariaDB that does not
+answer, a SQLite file another process keeps write-locked: "database is locked"), calls
+are skipped until a back-off retry time, and never tried while a stop waits or an
+overtime kill falls due within one timeout (`may_retry_db`). A call that failed at once
+(a deadlock) opens nothing. Once the database answers again every call goes through.
 """
 
 from __future__ import annotations
@@ -46,21 +48,29 @@ class DbGuard:
             now, self.retry_at, self.stop_requested(), self.next_kill(), self.timeout
         ):
             return None
+        started = time.monotonic()
         try:
             result = operation()
         except ConnectionLost as exc:
-            metrics.db_error()
-            if self.error is None:
-                self.log.error("db_unreachable", error=str(exc))
-            self.error = str(exc)
-            self.backoff = min(self.timeout, max(0.5, self.backoff * 2))
-            self.retry_at = time.monotonic() + self.backoff
+            self.unreachable(str(exc))
             return None
-        except DatabaseError as exc:  # reachable, but this call failed (e.g. a deadlock)
-            metrics.db_error()
+        except DatabaseError as exc:
+            if time.monotonic() - started >= self.timeout:  # it waited in vain: as good as silent
+                self.unreachable(str(exc))
+                return None
+            metrics.db_error()  # reachable, but this call failed (e.g. a deadlock)
             self.log.warning("db_call_failed", error=str(exc))
             return None
         if self.error is not None:
             self.log.info("db_reachable_again")
             self.error, self.backoff = None, 0.0
         return result
+
+    def unreachable(self, error: str) -> None:
+        """Open the breaker: no call until the back-off has passed."""
+        metrics.db_error()
+        if self.error is None:
+            self.log.error("db_unreachable", error=error)
+        self.error = error
+        self.backoff = min(self.timeout, max(0.5, self.backoff * 2))
+        self.retry_at = time.monotonic() + self.backoff
