@@ -33,6 +33,7 @@ from supervisor.config import Config, PoolConfig
 from supervisor.daemon.decisions import recycle_after
 from supervisor.daemon.scoreboard import Scoreboard
 from supervisor.models import JobRow
+from supervisor.outcomes import Outcome
 from supervisor.proc import MASTER_SIGNALS, die_with_parent, hostname, node_id, set_title
 from supervisor.store import Store, open_store
 from supervisor.work.descendants import become_subreaper, kill_leftovers
@@ -80,9 +81,9 @@ class PipeEvents:
         # its outcome is being written, and a silent database is no overtime.
         self.spec.scoreboard.write(job.id, math.inf, self.jobs, self.failed)
 
-    def job_finished(self, job: JobRow, outcome: str) -> None:
+    def job_finished(self, job: JobRow, outcome: Outcome) -> None:
         self.jobs += 1
-        self.failed += outcome != "done"
+        self.failed += outcome is not Outcome.DONE
         self.spec.scoreboard.write(None, 0.0, self.jobs, self.failed)
         kill_leftovers(job.id)  # a job owns its descendants: they end with it
 

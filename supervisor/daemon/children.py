@@ -19,7 +19,7 @@ from supervisor.config import Config
 from supervisor.daemon.child import ChildSpec, run_child
 from supervisor.daemon.decisions import overtime_due, retire_deadline
 from supervisor.daemon.scoreboard import Scoreboard
-from supervisor.daemon.state import Child, PoolState
+from supervisor.daemon.state import Child, KillCause, PoolState, Termination
 from supervisor.proc import MASTER_SIGNALS, kill_group, process_name, reap
 
 KILL_GRACE = 3.0  # seconds past a job's timeout (the child's own soft timeout) before SIGTERM
@@ -120,7 +120,7 @@ class Children:
     def wake(self, child: Child) -> None:
         try:
             os.write(child.wake_w, b"w")
-            child.idle = False  # it reports idle again if it finds nothing
+            child.woken()
         except (BlockingIOError, BrokenPipeError):
             pass
 
@@ -138,40 +138,59 @@ class Children:
                 child.status_r = child.wake_w = -1
             yield pid, status, child
 
+    def kill_strays(self, known: set[int | None]) -> None:
+        """Processes we never forked: what a job left behind when its child was SIGKILLed
+        (no chance to sweep its descendants); the master is their subreaper. Direct
+        children only, so a pid cannot be reused before we reap it. `known` are the
+        master's other children (the check tick, the metrics server)."""
+        ours = known | set(self.by_pid)
+        try:
+            with open(f"/proc/self/task/{os.getpid()}/children") as listing:
+                pids = [int(p) for p in listing.read().split()]
+        except OSError:  # not Linux: nothing is adopted either
+            return
+        for pid in pids:
+            if pid not in ours:
+                self.log.warning(events.STRAY_KILLED, pid=pid)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
     # --- kills -------------------------------------------------------------------------
 
     def kill_overtime(self, now: float) -> None:
         """Two stages, from local state only (the scoreboard): SIGTERM the group, then SIGKILL."""
         for child in self.by_pid.values():
-            if child.term_sent_at is not None:
-                if child.kill_at and now >= child.kill_at:
+            ending = child.ending
+            if ending is not None:
+                if ending.kill_at is not None and now >= ending.kill_at:
                     kill_group(child.pid, signal.SIGKILL)
-                    child.kill_at = 0.0
+                    ending.kill_at = None
                 continue
             entry = child.board.read()
-            if not overtime_due(entry.job_id, entry.deadline, now, KILL_GRACE):
+            job_id = entry.job_id
+            if job_id is None or not overtime_due(job_id, entry.deadline, now, KILL_GRACE):
                 continue
-            child.killed_job, child.killed_timeout = entry.job_id, entry.timeout
             self.log.warning(
                 events.JOB_TIMED_OUT,
                 pool=child.pool,
                 child_pid=child.pid,
-                job_id=entry.job_id,
+                job_id=job_id,
                 timeout=entry.timeout,
             )
             kill_group(child.pid, signal.SIGTERM)
-            child.term_sent_at = now
-            child.kill_at = now + TERM_TO_KILL
+            child.ending = Termination(
+                KillCause.OVERTIME, job_id, now + TERM_TO_KILL, entry.timeout
+            )
 
     def next_kill(self) -> float | None:
         """When the next signal to an overtime or unretired child is due (monotonic)."""
         dues = []
         for child in self.by_pid.values():
-            if child.retiring and not child.killed_for_shutdown:
+            if child.retire_by is not None and not child.sigkilled:
                 dues.append(child.retire_by)
-            if child.term_sent_at:
-                if child.kill_at:
-                    dues.append(child.kill_at)
+            if child.ending is not None:
+                if child.ending.kill_at is not None:
+                    dues.append(child.ending.kill_at)
                 continue
             entry = child.board.read()
             if entry.job_id:
@@ -182,7 +201,6 @@ class Children:
         """Ask a child to finish its current job and exit (shrink, HUP, TTOU, stop)."""
         if child.retiring:
             return
-        child.retiring = True
         entry = child.board.read()
         job_ends_by = entry.deadline + KILL_GRACE + TERM_TO_KILL if entry.job_id else None
         child.retire_by = retire_deadline(now, grace, job_ends_by)
@@ -194,7 +212,7 @@ class Children:
         """Retiring children still alive past their deadline ignored SIGTERM: kill them
         (what they held goes back to ready uncounted, as at shutdown)."""
         for child in self.by_pid.values():
-            if child.retiring and not child.killed_for_shutdown and now >= child.retire_by:
+            if child.retire_by is not None and not child.sigkilled and now >= child.retire_by:
                 self.log.warning(
                     events.CHILD_IGNORED_RETIRE,
                     pool=child.pool,
@@ -206,15 +224,13 @@ class Children:
     def cancel(self, child: Child, job_id: int, now: float) -> None:
         """Kill a child whose job was cancelled: SIGTERM its group, SIGKILL after
         CANCEL_TERM_TO_KILL (the overtime path's second stage does it)."""
-        if child.term_sent_at is not None:
+        if child.ending is not None:
             return
-        child.cancelled_job = job_id
         self.log.warning("job_cancel_kill", pool=child.pool, child_pid=child.pid, job_id=job_id)
         kill_group(child.pid, signal.SIGTERM)
-        child.term_sent_at = now
-        child.kill_at = now + CANCEL_TERM_TO_KILL
+        child.ending = Termination(KillCause.CANCEL, job_id, now + CANCEL_TERM_TO_KILL)
 
     def kill(self, child: Child) -> None:
         """SIGKILL a child's group at once; what it held goes back to ready uncounted."""
-        child.killed_for_shutdown = True
+        child.sigkilled = True
         kill_group(child.pid, signal.SIGKILL)

@@ -13,55 +13,40 @@ delays a stop or a kill by more than that.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import select
 import signal
 import time
 import traceback
-from collections import deque
 from collections.abc import Callable
-from functools import partial
-from types import FrameType
 from typing import TypeVar
 
 from supervisor import events, logs, wake
-from supervisor.cluster.chores import CHORES_LOCK, settle_gone_worker, settle_owner
-from supervisor.cluster.promote import PROMOTE_INTERVAL
-from supervisor.cluster.tick import TickInput, tick_timeout
+from supervisor.cluster.chores import CHORES_LOCK
 from supervisor.config import Config, load_config
 from supervisor.daemon import systemd
 from supervisor.daemon.children import Children
 from supervisor.daemon.dbguard import DbGuard
-from supervisor.daemon.decisions import settle_reason
 from supervisor.daemon.pooling import Pooling
-from supervisor.daemon.state import Child, PoolState
-from supervisor.daemon.ticks import TickProcess
-from supervisor.daemon.timers import Periodic
+from supervisor.daemon.settling import Settling
+from supervisor.daemon.signals import SignalQueue, arm_check_timer, disarm_check_timer
+from supervisor.daemon.state import Phase, PoolState
+from supervisor.daemon.ticks import CheckTicks
+from supervisor.daemon.timers import LoopTimers
 from supervisor.errors import ConfigError, ExitCode
 from supervisor.observe import metrics
-from supervisor.proc import (
-    MASTER_SIGNALS,
-    describe_exit,
-    hostname,
-    kill_group,
-    node_id,
-    process_name,
-    set_title,
-)
+from supervisor.proc import hostname, node_id, process_name, set_title
 from supervisor.store import SCHEMA_VERSION, Store, open_store
 from supervisor.work.command import load_handlers
 from supervisor.work.descendants import become_subreaper
 
 T = TypeVar("T")
 
-SCALE_INTERVAL = 1.0  # seconds between pool-size decisions
-CANCEL_INTERVAL = 1.0  # seconds between looks for cancel requests (SPEC: acted on within 2 s)
 MAX_SLEEP = 1.0  # the loop wakes at least this often (watchdog, deadlines)
 # The master's own queries give up after this: a stop or an overtime kill waits at most
 # this long on a silent database (SPEC: within 1 s). They are index dives and keyed writes.
 DB_TIMEOUT = 0.75
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)
+STOP_MARGIN = 5.0  # seconds past shutdown_timeout the stop may take (settling, kills, close)
 
 
 class Master:
@@ -79,39 +64,29 @@ class Master:
         self.started_at = time.time()  # schedules start here; on the DB clock after boot
         self.pools: dict[str, PoolState] = {p.name: PoolState(p) for p in config.pools}
         self.children = Children(self.log, self.host, self.name)
-        self.signals: deque[int] = deque()
+        self.signals = SignalQueue()
         self.stopping = False
         self.stop_deadline = 0.0
-        self.unsettled: list[tuple[str, int | None, str, bool]] = []  # settle when the DB answers
         self.paused: set[str] = set()
         self.guard = DbGuard(
             self.log, DB_TIMEOUT, self.children.kill_overtime, self.stop_requested,
             self.children.next_kill,
         )  # fmt: skip
-        self._wake_r, self._wake_w = os.pipe()
         self.listener: wake.WakeListener | None = None  # same-host nudges (wake.py)
-        # The check tick runs on SIGALRM (every check_interval, set in install_signals):
+        # The check tick runs on SIGALRM (every check_interval, armed in boot and on reload):
         # the first one interval after boot, not at once, so the chores do not compete
         # with the first jobs of a restart (a lease left by a crash is no staler for 10 s).
         self.check_due = False
-        self.tick: TickProcess | None = None
-        self.alert_memory: dict[str, object] = {}  # host alert states, carried across ticks
+        self.ticks = CheckTicks(self)
         self.pooling = Pooling(self)
-        self.make_timers(time.monotonic())
+        self.settling = Settling(self)
+        self.timers = LoopTimers.make(
+            config.supervisor, time.monotonic(), systemd.watchdog_interval()
+        )
 
     def open_store(self, config: Config) -> Store:
         session = config.supervisor.db_session_timeout
         return open_store(config.database, timeout=DB_TIMEOUT, session_timeout=session)
-
-    def make_timers(self, now: float) -> None:
-        sup = self.config.supervisor
-        self.beat_timer = Periodic(sup.heartbeat_interval, now, first=0.0)
-        self.scale_timer = Periodic(SCALE_INTERVAL, now)
-        self.poll_timer = Periodic(sup.poll_interval, now, first=0.0)
-        self.promote_timer = Periodic(PROMOTE_INTERVAL, now, first=0.0)
-        self.cancel_timer = Periodic(CANCEL_INTERVAL, now)
-        watchdog = systemd.watchdog_interval()
-        self.watchdog_timer = Periodic(watchdog, now, first=0.0) if watchdog else None
 
     @property
     def db_error(self) -> str | None:
@@ -123,27 +98,12 @@ class Master:
 
     # --- signals -------------------------------------------------------------------------
 
-    def install_signals(self) -> None:
-        for fd in (self._wake_r, self._wake_w):
-            os.set_blocking(fd, False)
-        signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
-        for sig in MASTER_SIGNALS:
-            signal.signal(sig, self._queue_signal)
-        self.arm_check_timer()
-
-    def arm_check_timer(self) -> None:
-        interval = self.config.supervisor.check_interval
-        signal.setitimer(signal.ITIMER_REAL, interval, interval)
-
-    def _queue_signal(self, signum: int, frame: FrameType | None) -> None:
-        self.signals.append(signum)  # nothing else here: the loop acts
-
     def stop_requested(self) -> bool:
-        return self.stopping or any(sig in STOP_SIGNALS for sig in self.signals)
+        return self.stopping or self.signals.stop_pending()
 
     def handle_signals(self) -> None:
-        while self.signals:
-            sig = self.signals.popleft()
+        while self.signals.pending:
+            sig = self.signals.pending.popleft()
             if sig in (signal.SIGTERM, signal.SIGINT):
                 self.begin_stop(graceful=True, signame=signal.Signals(sig).name)
             elif sig == signal.SIGQUIT:
@@ -169,8 +129,8 @@ class Master:
         self.clock_offset = self.store.db_now() - time.time()
         self.started_at = time.time() + self.clock_offset
         self.store.register_process(self.name, self.host, os.getpid(), "master", node=self.node)
-        self.settle_dead_local_processes()
-        self.install_signals()
+        self.settling.settle_dead_local_processes()
+        self.signals.install(self.config.supervisor.check_interval)
         become_subreaper()  # what a hard-killed child's job leaves comes to us (kill_strays)
         self.listener = wake.listen(self.config.database, self.log)
         set_title("forkq: master")
@@ -184,24 +144,7 @@ class Master:
         )
         self.pooling.maintain(time.monotonic())
         systemd.ready()
-        self.update_status()
-
-    def settle_dead_local_processes(self) -> None:
-        """Rows of this node whose pid is gone (a previous master killed -9): settle them now.
-
-        Only rows of our node (proc.node_id): a pid says nothing about another machine
-        or container, even one with our hostname. Those rows, and rows without a node,
-        are left to the stale-heartbeat path.
-        """
-        gone = [
-            p for p in self.store.list_processes() if p.node == self.node and not _pid_alive(p.pid)
-        ]
-        for process in gone:
-            if process.role == "worker":
-                settle_gone_worker(self.store, process.name, "worker gone (found at master start)")
-        self.store.remove_processes([p.name for p in gone])
-        if gone:
-            self.log.info(events.STALE_PROCESSES_SETTLED, count=len(gone))
+        self.pooling.report_status()
 
     # --- the loop ------------------------------------------------------------------------
 
@@ -232,17 +175,14 @@ class Master:
 
     def master_fds(self) -> list[int]:
         """What a forked child closes first: the master's own descriptors."""
-        fds = [self._wake_r, self._wake_w]
+        fds = self.signals.fds()
         if self.listener is not None:
             fds.append(self.listener.fileno())
-        if self.tick is not None and self.tick.report_r >= 0:
-            fds.append(self.tick.report_r)
-        return fds
+        return fds + self.ticks.fds()
 
     def wait_for_events(self) -> None:
-        fds = [self._wake_r] + [c.status_r for c in self.children if c.status_r >= 0]
-        if self.tick is not None and self.tick.report_r >= 0:
-            fds.append(self.tick.report_r)
+        fds = [self.signals.wake_r] + [c.status_r for c in self.children if c.status_r >= 0]
+        fds += self.ticks.fds()
         if self.listener is not None:
             fds.append(self.listener.fileno())  # last: idle reports are read before nudges
         try:
@@ -251,11 +191,10 @@ class Master:
             return
         now = time.monotonic()
         for fd in readable:
-            if fd == self._wake_r:
-                _drain(fd)
-            elif self.tick is not None and fd == self.tick.report_r:
-                if self.tick.read():
-                    self.take_report(self.tick)
+            if fd == self.signals.wake_r:
+                self.signals.drain_wakeups()
+            elif fd in self.ticks.fds():
+                self.ticks.readable()
             elif self.listener is not None and fd == self.listener.fileno():
                 self.pooling.wake_named(self.listener.drain())
             else:
@@ -265,31 +204,25 @@ class Master:
         now = time.monotonic()
         if self.stopping:  # no timers run while stopping: only the deadline and the kills
             return max(0.0, self.stop_deadline - now)
-        timers = [self.beat_timer, self.scale_timer, self.promote_timer, self.cancel_timer]
-        if any(c.idle for c in self.children):
-            timers.append(self.poll_timer)
-        soonest = min(t.remaining(now) for t in timers)
+        soonest = self.timers.remaining(now, any(c.phase is Phase.IDLE for c in self.children))
         kill = self.children.next_kill()
         return soonest if kill is None else min(soonest, max(0.0, kill - now))
 
     def periodic(self, now: float) -> None:
-        if self.watchdog_timer and self.watchdog_timer.due(now):
+        timers = self.timers
+        if timers.watchdog and timers.watchdog.due(now):
             systemd.watchdog()
-        # Every poll_interval while a child is idle, and every PROMOTE_INTERVAL in any case:
-        # scheduled jobs must become ready while every child is busy, too.
-        idle = any(c.is_idle() for c in self.children)
-        if (self.poll_timer.due(now) and idle) or self.promote_timer.due(now):
-            self.promote_timer = Periodic(PROMOTE_INTERVAL, now)
+        if timers.poll_due(now, any(c.is_idle() for c in self.children)):
             self.pooling.poll()
-        if self.beat_timer.due(now):
+        if timers.beat.due(now):
             self.pooling.heartbeat()
-        if self.scale_timer.due(now):
+        if timers.scale.due(now):
             self.pooling.scale(now)
             metrics.record_pools(
                 {n: p.maximum for n, p in self.pools.items()},
                 [(c.pool, c.now_running is not None) for c in self.children],
             )
-        if self.cancel_timer.due(now):
+        if timers.cancel.due(now):
             self.pooling.cancels(now)
         if self.check_due:
             self.check_due = False
@@ -299,151 +232,24 @@ class Master:
 
     def reap(self, now: float) -> None:
         for pid, status, child in self.children.reap():
-            if self.tick is not None and pid == self.tick.pid:
-                self.tick_exited(status)
+            if pid == self.ticks.pid:
+                self.ticks.exited(status)
             elif child is None:
                 metrics.reaped(pid, status)  # the metrics server, or a stray (kill_strays)
             else:
-                self.record_exit(child, status)
-                self.log.info(
-                    events.CHILD_EXITED,
-                    pool=child.pool,
-                    child_pid=pid,
-                    status=describe_exit(status),
-                    jobs=child.jobs,
-                    reason=child.exit_reason or None,
-                )
-                self.settle_child(child, status)
+                self.settling.child_exited(child, status)
                 self.pooling.child_gone(child, status, now)
                 child.board.close()
-        self.kill_strays()
-
-    def kill_strays(self) -> None:
-        """Processes we never forked: what a job left behind when its child was SIGKILLed
-        (no chance to sweep its descendants); the master is their subreaper. Direct
-        children only, so a pid cannot be reused before we reap it."""
-        known = {c.pid for c in self.children} | {metrics.server_pid(), None}
-        if self.tick is not None:
-            known.add(self.tick.pid)
-        try:
-            with open(f"/proc/self/task/{os.getpid()}/children") as listing:
-                pids = [int(p) for p in listing.read().split()]
-        except OSError:  # not Linux: nothing is adopted either
-            return
-        for pid in pids:
-            if pid not in known:
-                self.log.warning(events.STRAY_KILLED, pid=pid)
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-
-    def record_exit(self, child: Child, status: int) -> None:
-        metrics.child_exited(
-            child.pool,
-            exit_ok=os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0,
-            retire_reason=child.exit_reason,
-            timed_out=child.killed_job is not None,
-            killed=child.killed_for_shutdown,
-            cancelled=child.cancelled_job is not None,
-        )
-        if child.killed_job is not None and child.killed_job == child.now_running:
-            metrics.job_settled(child.pool, "timeout")
-
-    def settle_child(self, child: Child, status: int) -> None:
-        """Settle what a dead child held, at once: its running job fails (attempt counted)
-        unless we killed it for the operator's sake; what it had not started goes back."""
-        running = child.now_running
-        reason = settle_reason(
-            running=running,
-            killed_job=child.killed_job,
-            killed_timeout=child.killed_timeout,
-            killed_by_master=child.killed_for_shutdown,
-            stopping=self.stopping,
-            retire_reason=child.exit_reason,
-            exit_description=describe_exit(status),
-        )
-        self.unsettled.append((child.name, running, reason.message, reason.counts_attempt))
-        self.settle_pending()
-        if child.cancelled_job is not None:
-            metrics.job_settled(child.pool, "cancelled")
-            cancelled = child.cancelled_job
-            if self.db(lambda: self.store.finish_cancel(cancelled)):
-                self.log.warning(events.JOB_CANCELLED, job_id=cancelled, child_pid=child.pid)
-        self.db(lambda: self.store.remove_processes([child.name]))
-
-    def settle_pending(self) -> None:
-        while self.unsettled:
-            name, job_id, error, counted = self.unsettled[0]
-            if self.db(partial(settle_owner, self.store, name, job_id, error, counted)) is None:
-                return  # database down: try again on the next tick
-            self.unsettled.pop(0)
-            if job_id is not None:
-                self.log.warning(
-                    events.JOB_SETTLED, job_id=job_id, error=error, attempt_counted=counted
-                )
+        self.children.kill_strays({metrics.server_pid(), self.ticks.pid})
 
     # --- the check tick ------------------------------------------------------------------
 
     def check_tick(self, now: float) -> None:
         for pool in self.pools.values():  # counted in check ticks, as the alert rule says
             pool.saturated_ticks = pool.saturated_ticks + 1 if pool.saturated else 0
-        self.settle_pending()
-        self.update_status()
-        if self.tick is not None:  # one at a time; a hung one is killed
-            if now - self.tick.started > tick_timeout(self.config.supervisor.check_interval):
-                self.log.warning("check_tick_killed", tick_pid=self.tick.pid)
-                kill_group(self.tick.pid, signal.SIGKILL)
-            return
-        if self.stop_requested():  # no chores nor alerts while stopping
-            return
-        given = TickInput(
-            host=self.host,
-            owner=self.name,
-            started_at=self.started_at,
-            clock_offset=self.clock_offset,
-            saturated_ticks={name: p.saturated_ticks for name, p in self.pools.items()},
-            crash_looping={name for name, p in self.pools.items() if p.crash_looping},
-            alert_memory=dict(self.alert_memory),
-        )
-        close = [*self.master_fds(), *self.children.fds()]
-        self.tick = TickProcess.fork(self.config, given, now, close)
-
-    def take_report(self, tick: TickProcess) -> None:
-        if tick.unreadable:
-            self.log.error("check_tick_report_unreadable", error=tick.unreadable)
-        report = tick.report
-        if report is None:
-            return
-        metrics.tick_report(report)
-        self.alert_memory = report.alert_memory
-        self.clock_offset = report.clock_offset
-        if report.paused is not None:
-            self.paused = set(report.paused)
-
-    def tick_exited(self, status: int) -> None:
-        tick, self.tick = self.tick, None
-        if tick is None:
-            return
-        if tick.report_r >= 0:
-            tick.drain()
-            self.take_report(tick)
-        if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
-            self.log.warning("check_tick_failed", status=describe_exit(status))
-            return
-        leader = bool(tick.report and tick.report.leader)
-        took = round(time.monotonic() - tick.started, 3)
-        self.log.info(events.CHECK_TICK, seconds=took, leader=leader)  # the tick's pulse
-
-    def update_status(self) -> None:
-        busy = sum(1 for c in self.children if c.now_running is not None)
-        jobs = sum(p.jobs_done for p in self.pools.values()) + sum(c.jobs for c in self.children)
-        pools = ", ".join(
-            f"{name} {len(self.children.of(name, retiring=True))}/{p.target}"
-            for name, p in self.pools.items()
-        )
-        text = f"{len(self.children)} children ({busy} busy), {jobs} jobs done; pools: {pools}"
-        if self.db_error:
-            text += "; database unreachable"
-        systemd.status(text)
+        self.settling.settle_pending()
+        self.pooling.report_status()
+        self.ticks.start(now)
 
     # --- reload and stop -----------------------------------------------------------------
 
@@ -466,8 +272,10 @@ class Master:
         self.config = config
         metrics.reload(config)
         # New intervals take effect now; the next tick takes the new chores lease.
-        self.make_timers(time.monotonic())
-        self.arm_check_timer()
+        self.timers = LoopTimers.make(
+            config.supervisor, time.monotonic(), systemd.watchdog_interval()
+        )
+        arm_check_timer(config.supervisor.check_interval)
         old = self.pools
         self.pools = {}
         for pool_config in config.pools:
@@ -490,6 +298,8 @@ class Master:
         now = time.monotonic()
         grace = self.config.supervisor.shutdown_timeout
         self.stop_deadline = now + (grace if graceful else 0.0)
+        # A shutdown_timeout raised by HUP past the unit's TimeoutStopSec still drains.
+        systemd.extend_timeout(grace + STOP_MARGIN)
         self.log.info(
             "master_stopping",
             signal=signame,
@@ -497,8 +307,7 @@ class Master:
             shutdown_timeout=grace,
             children=len(self.children),
         )
-        if self.tick is not None:  # a tick mid-chore is rolled back; the lease is released below
-            kill_group(self.tick.pid, signal.SIGKILL)
+        self.ticks.kill()  # a tick mid-chore is rolled back; the lease is released below
         for child in self.children:
             if graceful:
                 self.children.retire(child, now, "shutdown", grace)
@@ -507,11 +316,11 @@ class Master:
 
     def finish_stop(self, now: float) -> bool:
         """True once every child is gone; past the deadline the rest are killed."""
-        if not len(self.children) and self.tick is None:
+        if not len(self.children) and self.ticks.running is None:
             return True
         if now >= self.stop_deadline:
             for child in self.children:
-                if not child.killed_for_shutdown:
+                if not child.sigkilled:
                     self.log.warning(
                         events.CHILD_KILLED_AT_SHUTDOWN,
                         child_pid=child.pid,
@@ -521,36 +330,16 @@ class Master:
         return False
 
     def shutdown(self) -> int:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        disarm_check_timer()
         if self.listener is not None:
             self.listener.close()
             self.listener = None
-        self.settle_pending()
+        self.settling.settle_pending()
         self.db(lambda: self.store.remove_processes([self.name]))
         self.db(lambda: self.store.release_lock(CHORES_LOCK, self.name))
         self.store.close()
-        self.log.info("master_stopped", unsettled=len(self.unsettled))
+        self.log.info("master_stopped", unsettled=len(self.settling.unsettled))
         return int(ExitCode.OK)
-
-
-def _pid_alive(pid: int) -> bool:
-    """Alive and not a zombie (an orphan init has not reaped yet is gone for us)."""
-    import psutil  # imported on first use, not at boot (the first fork waits for imports)
-
-    try:
-        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
-    except psutil.NoSuchProcess:
-        return False
-    except psutil.AccessDenied:
-        return True
-
-
-def _drain(fd: int) -> None:
-    try:
-        while os.read(fd, 4096):
-            pass
-    except BlockingIOError:
-        pass
 
 
 def run_daemon(config: Config, config_path: str | None) -> int:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from supervisor import events
 from supervisor.cluster.promote import keep_schedule, needs_demotion, needs_promotion
+from supervisor.daemon import systemd
 from supervisor.daemon.decisions import (
     PoolView,
     failed_at_startup,
@@ -23,7 +24,7 @@ from supervisor.daemon.decisions import (
     respawn_delay,
     to_retire,
 )
-from supervisor.daemon.state import Child, PoolState
+from supervisor.daemon.state import Child, Phase, PoolState
 
 if TYPE_CHECKING:
     from supervisor.daemon.master import Master
@@ -43,7 +44,8 @@ class Pooling:
         grace = m.config.supervisor.shutdown_timeout
         for pool in m.pools.values():
             live = m.children.of(pool.config.name)
-            shed = set(to_retire([(c.pid, c.idle, c.started) for c in live], pool.target))
+            facts = [(c.pid, c.phase is Phase.IDLE, c.started) for c in live]
+            shed = set(to_retire(facts, pool.target))
             for child in live:
                 if child.pid in shed:
                     m.children.retire(child, now, "pool shrinks", grace)
@@ -132,6 +134,20 @@ class Pooling:
             retry_in=round(respawn_delay(pool.failures), 2),
         )
 
+    def report_status(self) -> None:
+        """The one-line status systemd shows (`systemctl status`)."""
+        m = self.master
+        busy = sum(1 for c in m.children if c.now_running is not None)
+        jobs = sum(p.jobs_done for p in m.pools.values()) + sum(c.jobs for c in m.children)
+        pools = ", ".join(
+            f"{name} {len(m.children.of(name, retiring=True))}/{p.target}"
+            for name, p in m.pools.items()
+        )
+        text = f"{len(m.children)} children ({busy} busy), {jobs} jobs done; pools: {pools}"
+        if m.db_error:
+            text += "; database unreachable"
+        systemd.status(text)
+
     # --- the poll and heartbeats ---------------------------------------------------------
 
     def poll(self) -> None:
@@ -153,7 +169,7 @@ class Pooling:
 
     def cancels(self, now: float) -> None:
         """Cancel requests for jobs our children run: kill those children (the job ends
-        cancelled once the child is reaped, see Master.settle_child)."""
+        cancelled once the child is reaped, see Settling.settle_child)."""
         m = self.master
         if not len(m.children):
             return

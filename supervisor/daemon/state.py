@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from supervisor.config import PoolConfig
 from supervisor.daemon.decisions import CRASH_LOOP_AFTER
@@ -38,8 +39,38 @@ class PoolState:
         return self.failures >= CRASH_LOOP_AFTER
 
 
+class Phase(StrEnum):
+    """What a child last told the master about itself (its status pipe)."""
+
+    STARTING = "starting"  # forked, has not reported in yet
+    WORKING = "working"  # reported in; running a job or about to claim one
+    IDLE = "idle"  # found nothing to claim; the master's wake makes it WORKING again
+    LEAVING = "leaving"  # exiting on its own (recycled: max jobs, memory)
+
+
+class KillCause(StrEnum):
+    """Why the master is ending a child's job in two stages (SIGTERM, then SIGKILL)."""
+
+    OVERTIME = "overtime"  # the job ran past its timeout plus the child's own grace
+    CANCEL = "cancel"  # the job was cancelled
+
+
+@dataclass
+class Termination:
+    """A two-stage kill under way: SIGTERM went to the group, SIGKILL is due at `kill_at`
+    (monotonic; None once it has gone out)."""
+
+    cause: KillCause
+    job_id: int
+    kill_at: float | None
+    timeout: float = 0.0  # the job's timeout (OVERTIME), for its settle message
+
+
 @dataclass
 class Child:
+    """One forked worker: what it told us (`phase`) and what we did to it (retiring,
+    a two-stage kill, an immediate SIGKILL), each a field of its own."""
+
     pid: int
     name: str  # host:pid:token, its lease owner name
     pool: str
@@ -48,19 +79,34 @@ class Child:
     wake_w: int
     started: float
     board: Scoreboard  # the job it runs now, written by the child
-    reported: bool = False  # sent its first message: it came up
-    idle: bool = False  # said it found nothing; cleared when the master wakes it
+    phase: Phase = Phase.STARTING
     idle_since: float = 0.0
-    kill_at: float = 0.0  # monotonic deadline for SIGKILL once SIGTERM went out; 0 = none
-    term_sent_at: float | None = None
-    killed_job: int | None = None  # the job it was killed for running past its timeout
-    killed_timeout: float = 0.0
-    killed_for_shutdown: bool = False
-    cancelled_job: int | None = None  # killed because this job was cancelled
-    retiring: bool = False
-    retire_by: float = 0.0  # monotonic: a retiring child still alive then is killed
+    retire_by: float | None = None  # asked to finish and exit; killed if alive then (monotonic)
+    ending: Termination | None = None
+    sigkilled: bool = False  # SIGKILLed at once for the operator's sake (shutdown, retire deadline)
     exit_reason: str = ""
     buffer: bytes = b""
+
+    @property
+    def reported(self) -> bool:
+        """It sent its first message: it came up."""
+        return self.phase is not Phase.STARTING
+
+    @property
+    def retiring(self) -> bool:
+        return self.retire_by is not None
+
+    @property
+    def killed_job(self) -> int | None:
+        """The job it was killed for running past its timeout."""
+        ending = self.ending
+        return ending.job_id if ending and ending.cause is KillCause.OVERTIME else None
+
+    @property
+    def cancelled_job(self) -> int | None:
+        """The job it was killed for because that job was cancelled."""
+        ending = self.ending
+        return ending.job_id if ending and ending.cause is KillCause.CANCEL else None
 
     @property
     def now_running(self) -> int | None:
@@ -73,16 +119,22 @@ class Child:
         return entry.jobs + (entry.job_id is not None)
 
     def is_idle(self) -> bool:
-        return self.idle and not self.retiring and self.now_running is None
+        return self.phase is Phase.IDLE and not self.retiring and self.now_running is None
 
     def on_message(self, line: str, now: float) -> None:
         """Apply one status line from the child: I (idle) | R reason (retiring)."""
         kind, _, rest = line.partition(" ")
-        self.reported = True
         if kind == "I":
-            if not self.idle:
+            if self.phase is not Phase.IDLE:
                 self.idle_since = now
-            self.idle = True
+            self.phase = Phase.IDLE
         elif kind == "R":
             self.exit_reason = self.exit_reason or rest
-            self.idle = False
+            self.phase = Phase.LEAVING
+        elif self.phase is Phase.STARTING:
+            self.phase = Phase.WORKING
+
+    def woken(self) -> None:
+        """The master wrote to its wake pipe: it claims again, and says idle if it finds nothing."""
+        if self.phase is Phase.IDLE:
+            self.phase = Phase.WORKING

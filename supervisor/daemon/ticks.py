@@ -1,6 +1,8 @@
 """The check-tick process seen from the master: fork it, read its report, see it exit.
 
-The tick itself (what it does) is supervisor/cluster/tick.py.
+The tick itself (what it does) is supervisor/cluster/tick.py. One runs at a time; one
+that outlives tick_timeout is killed. Its report carries what the master keeps between
+ticks: the alert states, the database clock's offset and the paused queues.
 """
 
 from __future__ import annotations
@@ -8,10 +10,17 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
+from typing import TYPE_CHECKING
 
-from supervisor.cluster.tick import TickInput, TickReport, tick_main
+from supervisor import events
+from supervisor.cluster.tick import TickInput, TickReport, tick_main, tick_timeout
 from supervisor.config import Config
-from supervisor.proc import MASTER_SIGNALS
+from supervisor.observe import metrics
+from supervisor.proc import MASTER_SIGNALS, describe_exit, kill_group
+
+if TYPE_CHECKING:
+    from supervisor.daemon.master import Master
 
 
 class TickProcess:
@@ -67,3 +76,80 @@ class TickProcess:
         """After the process exited: read to EOF."""
         while not self.read():
             pass
+
+
+class CheckTicks:
+    """The master's side of its check ticks (started on SIGALRM)."""
+
+    def __init__(self, master: Master) -> None:
+        self.master = master
+        self.running: TickProcess | None = None
+        self.alert_memory: dict[str, object] = {}  # host alert states, carried across ticks
+
+    @property
+    def pid(self) -> int | None:
+        return self.running.pid if self.running is not None else None
+
+    def fds(self) -> list[int]:
+        """The running tick's report pipe, if it is still open."""
+        tick = self.running
+        return [tick.report_r] if tick is not None and tick.report_r >= 0 else []
+
+    def start(self, now: float) -> None:
+        """Fork a tick, unless one runs (a hung one is killed) or a stop was asked for."""
+        m = self.master
+        if self.running is not None:
+            if now - self.running.started > tick_timeout(m.config.supervisor.check_interval):
+                m.log.warning("check_tick_killed", tick_pid=self.running.pid)
+                kill_group(self.running.pid, signal.SIGKILL)
+            return
+        if m.stop_requested():  # no chores nor alerts while stopping
+            return
+        given = TickInput(
+            host=m.host,
+            owner=m.name,
+            started_at=m.started_at,
+            clock_offset=m.clock_offset,
+            saturated_ticks={name: p.saturated_ticks for name, p in m.pools.items()},
+            crash_looping={name for name, p in m.pools.items() if p.crash_looping},
+            alert_memory=dict(self.alert_memory),
+        )
+        close = [*m.master_fds(), *m.children.fds()]
+        self.running = TickProcess.fork(m.config, given, now, close)
+
+    def readable(self) -> None:
+        """Its report pipe is readable: read it, and take the report once it is whole."""
+        if self.running is not None and self.running.read():
+            self.take_report(self.running)
+
+    def take_report(self, tick: TickProcess) -> None:
+        m = self.master
+        if tick.unreadable:
+            m.log.error("check_tick_report_unreadable", error=tick.unreadable)
+        report = tick.report
+        if report is None:
+            return
+        metrics.tick_report(report)
+        self.alert_memory = report.alert_memory
+        m.clock_offset = report.clock_offset
+        if report.paused is not None:
+            m.paused = set(report.paused)
+
+    def exited(self, status: int) -> None:
+        tick, self.running = self.running, None
+        if tick is None:
+            return
+        if tick.report_r >= 0:
+            tick.drain()
+            self.take_report(tick)
+        if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
+            self.master.log.warning("check_tick_failed", status=describe_exit(status))
+            return
+        leader = bool(tick.report and tick.report.leader)
+        took = round(time.monotonic() - tick.started, 3)
+        self.master.log.info(events.CHECK_TICK, seconds=took, leader=leader)  # the tick's pulse
+
+    def kill(self) -> None:
+        """At stop: a tick mid-chore is rolled back; the master releases the lease."""
+        if self.running is not None:
+            kill_group(self.running.pid, signal.SIGKILL)

@@ -20,30 +20,25 @@ chores lease computes queue figures, so only its daemon exports `forkq_queue_*`
 
 from __future__ import annotations
 
-import contextlib
 import os
-import re
 import shutil
-import signal
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from supervisor import logs, registry
+from supervisor import registry
 from supervisor.config import Config
-from supervisor.observe.shared import Check, Pulse, write_check
+from supervisor.observe.master_side import DIR_PREFIX, MasterSide, stale_after, sweep_stale
+from supervisor.observe.shared import Check
+from supervisor.outcomes import Outcome
 
 if TYPE_CHECKING:
-    from supervisor.observe.series import JobSeries, MasterSeries
+    from supervisor.observe.series import JobSeries
 
 DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
-DIR_PREFIX = "forkq-metrics-"
-# forkq_jobs_finished_total{outcome}: how an attempt ended (SPEC). done, retry (failed,
-# back after a backoff), dead (failed for good), timeout (ran past its timeout: killed
-# by the master, or the worker's soft timeout when the worker reports it so), cancelled
-# (cancelled while running), snoozed (back later without using an attempt).
-OUTCOMES = ("done", "retry", "dead", "timeout", "cancelled", "snoozed")
+# forkq_jobs_finished_total{outcome}: how an attempt ended (SPEC), one of the closed set
+# outcomes.Outcome; a timeout is killed by the master, or the worker's soft timeout.
 # forkq_child_exits_total{reason}: recycled (max_jobs, max_lifetime, memory), retired by
 # the master (pool shrinks, reload, shutdown), timeout (killed for a job past its
 # timeout), cancelled (killed for its job's cancel), killed (SIGKILLed at shutdown or
@@ -71,14 +66,12 @@ SERIES = (
     "forkq_master_loop_timestamp_seconds",
 )
 UNREGISTERED = "(unregistered)"  # handler label of rows naming no registered handler
-RESPAWN_MAX = 30.0  # seconds between tries to bring a failed metrics server back, at most
-_STALE_DIR = re.compile(re.escape(DIR_PREFIX) + r"(\d+)-")
 
 # Per process. `_directory` is inherited by every fork; the series are made by each
 # process on first use (after a fork they are forgotten: see _forget).
 _directory: str | None = None
 _jobs: JobSeries | None = None
-_master: _MasterSide | None = None
+_master: MasterSide | None = None
 
 
 def _no_fds() -> list[int]:
@@ -100,8 +93,8 @@ class TickFigures(Protocol):
 # --- workers ---------------------------------------------------------------------------
 
 
-def job_finished(queue: str, handler: str, outcome: str, seconds: float) -> None:
-    """A worker finished an attempt: count it and its duration (one of OUTCOMES)."""
+def job_finished(queue: str, handler: str, outcome: Outcome, seconds: float) -> None:
+    """A worker finished an attempt: count it and its duration."""
     if _directory is None:
         return
     series = _jobs or _job_series()
@@ -145,7 +138,7 @@ def boot(config: Config) -> None:
     global _directory
     if config.metrics.listen is None or _directory is not None:
         return
-    _sweep_stale(tempfile.gettempdir())
+    sweep_stale(tempfile.gettempdir())
     _directory = tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-")  # mode 0700
     os.environ[DIR_ENV] = _directory
     os.register_at_fork(after_in_child=_forget)
@@ -162,7 +155,7 @@ def start(config: Config, close_fds: Callable[[], list[int]]) -> None:
     boot(config)
     if _directory is None or _master is not None or config.metrics.listen is None:
         return
-    _master = _MasterSide(_directory, config)
+    _master = MasterSide(_directory, config, close_fds)
     _master.pulse.beat()
     _master.write_check(Check(*_master.now_times(), _master.stale_after))  # boot's queries answered
     _master.start_server(time.monotonic())
@@ -200,9 +193,9 @@ def child_exited(
         _master.series.child_exits.labels(pool, reason).inc()
 
 
-def job_settled(queue: str, outcome: str, handler: str = "") -> None:
-    """An attempt the master ended (a child killed past its job's timeout: "timeout";
-    cancelled while running: "cancelled"). The handler is "" when the master does not
+def job_settled(queue: str, outcome: Outcome, handler: str = "") -> None:
+    """An attempt the master ended (a child killed past its job's timeout: TIMEOUT;
+    cancelled while running: CANCELLED). The handler is "" when the master does not
     know it without a query."""
     if _master is not None:
         _master.series.finished.labels(queue, handler, outcome).inc()
@@ -267,7 +260,7 @@ def reload(config: Config) -> None:
         if config.metrics.listen is not None:
             start(config, _close_fds)
         return
-    _master.stale_after = _stale_after(config)
+    _master.stale_after = stale_after(config)
     if config.metrics.listen != _master.listen:
         _master.stop_server()
         _master.listen = config.metrics.listen
@@ -291,134 +284,3 @@ def shutdown() -> None:
 def directory() -> str | None:
     """This daemon's metrics directory (None while off)."""
     return _directory
-
-
-def _stale_after(config: Config) -> float:
-    from supervisor.cluster.tick import tick_timeout
-
-    interval = config.supervisor.check_interval
-    return tick_timeout(interval) + interval  # a tick may run this long, then one more
-
-
-def _sweep_stale(parent: str) -> None:
-    """Directories a master killed -9 left behind: ours (uid), their master gone."""
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(parent):
-            match = _STALE_DIR.match(entry.name)
-            if not match or not entry.is_dir(follow_symlinks=False):
-                continue
-            with contextlib.suppress(OSError):
-                if entry.stat(follow_symlinks=False).st_uid == os.getuid() and not _alive(
-                    int(match[1])
-                ):
-                    shutil.rmtree(entry.path, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-class _MasterSide:
-    """The master's series, its pulse, and the server process it keeps running."""
-
-    def __init__(self, directory: str, config: Config) -> None:
-        from supervisor.observe.series import MasterSeries
-
-        self.directory = directory
-        self.series: MasterSeries = MasterSeries()
-        self.pulse = Pulse()
-        self.listen = config.metrics.listen
-        self.stale_after = _stale_after(config)
-        self.server_pid: int | None = None
-        self.stopped: set[int] = set()  # servers killed on purpose, not yet reaped
-        self.server_started = 0.0
-        self.failures = 0
-        self.next_start = 0.0
-        self.log = logs.get(role="master", component="metrics")
-
-    @staticmethod
-    def now_times() -> tuple[float, float]:
-        return time.monotonic(), time.time()
-
-    def write_check(self, check: Check) -> None:
-        try:
-            write_check(self.directory, check)
-        except OSError as exc:  # a full disk: /healthz goes stale, jobs go on
-            self.log.warning("metrics_check_not_written", error=str(exc))
-
-    def start_server(self, now: float) -> None:
-        from supervisor.observe.server import bind, spawn
-
-        assert self.listen is not None
-        try:
-            sock = bind(self.listen)
-        except OSError as exc:
-            self.failed(now)
-            self.log.error(
-                "metrics_listen_failed",
-                listen=self.listen,
-                error=str(exc),
-                retry_in=round(self.next_start - now, 1),
-            )
-            return
-        port = int(sock.getsockname()[1])
-        try:
-            self.server_pid = spawn(sock, self.directory, self.pulse, _close_fds())
-        except OSError as exc:  # fork failed (EAGAIN, ENOMEM)
-            self.failed(now)
-            self.log.error("metrics_server_not_started", error=str(exc))
-            return
-        finally:
-            sock.close()  # the server has it; no child of ours may hold the port
-        self.server_started = now
-        self.log.info(
-            "metrics_serving",
-            listen=self.listen,
-            port=port,
-            server_pid=self.server_pid,
-            directory=self.directory,
-        )
-
-    def failed(self, now: float) -> None:
-        self.failures += 1
-        self.next_start = now + min(RESPAWN_MAX, 0.5 * 2**self.failures)
-
-    def server_exited(self, pid: int, status: int) -> bool:
-        if pid in self.stopped:
-            self.stopped.discard(pid)
-            return True
-        if pid != self.server_pid:
-            return False
-        from supervisor.proc import describe_exit
-
-        self.server_pid = None
-        now = time.monotonic()
-        if now - self.server_started > 60.0:
-            self.failures = 0
-        self.failed(now)
-        self.log.error(
-            "metrics_server_exited",
-            status=describe_exit(status),
-            retry_in=round(self.next_start - now, 1),
-        )
-        return True
-
-    def stop_server(self, wait: bool = False) -> None:
-        pid, self.server_pid = self.server_pid, None
-        if pid is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-        if not wait:
-            self.stopped.add(pid)
-            return
-        deadline = time.monotonic() + 2.0  # SIGKILL: gone at once unless in the kernel
-        with contextlib.suppress(ChildProcessError):
-            while os.waitpid(pid, os.WNOHANG) == (0, 0) and time.monotonic() < deadline:
-                time.sleep(0.01)

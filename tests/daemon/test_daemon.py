@@ -339,6 +339,7 @@ def test_sd_notify_ready_status_watchdog_and_stopping(
     sock, path = notify_socket
     daemon = daemons(
         pools={"work": {"workers": 2}},
+        supervisor={"shutdown_timeout": 7},
         env={"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "1000000"},
     )
     daemon.start()
@@ -358,6 +359,10 @@ def test_sd_notify_ready_status_watchdog_and_stopping(
 
     daemon.send_signal(signal.SIGTERM)
     receive_until(sock, after_ready, lambda m: "STOPPING=1" in m, timeout=10)
+    # The drain may take shutdown_timeout (7 s) plus the master's margin (5 s), whatever
+    # the unit's TimeoutStopSec says.
+    receive_until(sock, after_ready, lambda m: "EXTEND_TIMEOUT_USEC=12000000" in m, timeout=10)
+    assert after_ready.index("STOPPING=1") < after_ready.index("EXTEND_TIMEOUT_USEC=12000000")
     assert daemon.wait_exit(15) == 0
 
 

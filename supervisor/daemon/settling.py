@@ -1,0 +1,119 @@
+"""Settling what gone children held: the reaped child's running job and its process row,
+and at boot the rows a previous master left on this node.
+
+A settle the database cannot take now waits in `unsettled` and is tried again on the
+next loop turn and check tick, in order. Why a job is settled, and whether its attempt
+counts, is decided by decisions.settle_reason.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import partial
+from typing import TYPE_CHECKING
+
+from supervisor import events
+from supervisor.cluster.chores import settle_gone_worker, settle_owner
+from supervisor.daemon.decisions import settle_reason
+from supervisor.daemon.state import Child
+from supervisor.observe import metrics
+from supervisor.outcomes import Outcome
+from supervisor.proc import describe_exit
+
+if TYPE_CHECKING:
+    from supervisor.daemon.master import Master
+
+
+class Settling:
+    def __init__(self, master: Master) -> None:
+        self.master = master  # its store and log are replaced on reload: read them through it
+        # (owner name, running job, error, attempt counted), settled when the DB answers
+        self.unsettled: list[tuple[str, int | None, str, bool]] = []
+
+    def child_exited(self, child: Child, status: int) -> None:
+        """A reaped child: count and log its exit, then settle what it held."""
+        self.record_exit(child, status)
+        self.master.log.info(
+            events.CHILD_EXITED,
+            pool=child.pool,
+            child_pid=child.pid,
+            status=describe_exit(status),
+            jobs=child.jobs,
+            reason=child.exit_reason or None,
+        )
+        self.settle_child(child, status)
+
+    def record_exit(self, child: Child, status: int) -> None:
+        metrics.child_exited(
+            child.pool,
+            exit_ok=os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0,
+            retire_reason=child.exit_reason,
+            timed_out=child.killed_job is not None,
+            killed=child.sigkilled,
+            cancelled=child.cancelled_job is not None,
+        )
+        if child.killed_job is not None and child.killed_job == child.now_running:
+            metrics.job_settled(child.pool, Outcome.TIMEOUT)
+
+    def settle_child(self, child: Child, status: int) -> None:
+        """Settle what a dead child held, at once: its running job fails (attempt counted)
+        unless we killed it for the operator's sake; what it had not started goes back."""
+        m = self.master
+        running = child.now_running
+        reason = settle_reason(
+            running=running,
+            killed_job=child.killed_job,
+            killed_timeout=child.ending.timeout if child.ending else 0.0,
+            killed_by_master=child.sigkilled,
+            stopping=m.stopping,
+            retire_reason=child.exit_reason,
+            exit_description=describe_exit(status),
+        )
+        self.unsettled.append((child.name, running, reason.message, reason.counts_attempt))
+        self.settle_pending()
+        cancelled = child.cancelled_job
+        if cancelled is not None:
+            metrics.job_settled(child.pool, Outcome.CANCELLED)
+            if m.db(lambda: m.store.finish_cancel(cancelled)):
+                m.log.warning(events.JOB_CANCELLED, job_id=cancelled, child_pid=child.pid)
+        m.db(lambda: m.store.remove_processes([child.name]))
+
+    def settle_pending(self) -> None:
+        m = self.master
+        while self.unsettled:
+            name, job_id, error, counted = self.unsettled[0]
+            if m.db(partial(settle_owner, m.store, name, job_id, error, counted)) is None:
+                return  # database down: try again on the next tick
+            self.unsettled.pop(0)
+            if job_id is not None:
+                m.log.warning(
+                    events.JOB_SETTLED, job_id=job_id, error=error, attempt_counted=counted
+                )
+
+    def settle_dead_local_processes(self) -> None:
+        """Rows of this node whose pid is gone (a previous master killed -9): settle them now.
+
+        Only rows of our node (proc.node_id): a pid says nothing about another machine
+        or container, even one with our hostname. Those rows, and rows without a node,
+        are left to the stale-heartbeat path.
+        """
+        m = self.master
+        gone = [p for p in m.store.list_processes() if p.node == m.node and not _pid_alive(p.pid)]
+        for process in gone:
+            if process.role == "worker":
+                settle_gone_worker(m.store, process.name, "worker gone (found at master start)")
+        m.store.remove_processes([p.name for p in gone])
+        if gone:
+            m.log.info(events.STALE_PROCESSES_SETTLED, count=len(gone))
+
+
+def _pid_alive(pid: int) -> bool:
+    """Alive and not a zombie (an orphan init has not reaped yet is gone for us)."""
+    import psutil  # imported on first use, not at boot (the first fork waits for imports)
+
+    try:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:
+        return True

@@ -1,0 +1,152 @@
+"""The metrics side of the master: its series, the pulse /healthz reads, and the
+metrics server process it forks and brings back when it dies (metrics.py calls it)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import time
+from collections.abc import Callable
+
+from supervisor import logs
+from supervisor.config import Config
+from supervisor.observe.shared import Check, Pulse, write_check
+
+DIR_PREFIX = "forkq-metrics-"
+RESPAWN_MAX = 30.0  # seconds between tries to bring a failed metrics server back, at most
+_STALE_DIR = re.compile(re.escape(DIR_PREFIX) + r"(\d+)-")
+
+
+def stale_after(config: Config) -> float:
+    from supervisor.cluster.tick import tick_timeout
+
+    interval = config.supervisor.check_interval
+    return tick_timeout(interval) + interval  # a tick may run this long, then one more
+
+
+def sweep_stale(parent: str) -> None:
+    """Directories a master killed -9 left behind: ours (uid), their master gone."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(parent):
+            match = _STALE_DIR.match(entry.name)
+            if not match or not entry.is_dir(follow_symlinks=False):
+                continue
+            with contextlib.suppress(OSError):
+                if entry.stat(follow_symlinks=False).st_uid == os.getuid() and not _alive(
+                    int(match[1])
+                ):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class MasterSide:
+    """The master's series, its pulse, and the server process it keeps running."""
+
+    def __init__(self, directory: str, config: Config, close_fds: Callable[[], list[int]]) -> None:
+        from supervisor.observe.series import MasterSeries
+
+        self.directory = directory
+        self.close_fds = close_fds  # what the server closes after its fork
+        self.series: MasterSeries = MasterSeries()
+        self.pulse = Pulse()
+        self.listen = config.metrics.listen
+        self.stale_after = stale_after(config)
+        self.server_pid: int | None = None
+        self.stopped: set[int] = set()  # servers killed on purpose, not yet reaped
+        self.server_started = 0.0
+        self.failures = 0
+        self.next_start = 0.0
+        self.log = logs.get(role="master", component="metrics")
+
+    @staticmethod
+    def now_times() -> tuple[float, float]:
+        return time.monotonic(), time.time()
+
+    def write_check(self, check: Check) -> None:
+        try:
+            write_check(self.directory, check)
+        except OSError as exc:  # a full disk: /healthz goes stale, jobs go on
+            self.log.warning("metrics_check_not_written", error=str(exc))
+
+    def start_server(self, now: float) -> None:
+        from supervisor.observe.server import bind, spawn
+
+        assert self.listen is not None
+        try:
+            sock = bind(self.listen)
+        except OSError as exc:
+            self.failed(now)
+            self.log.error(
+                "metrics_listen_failed",
+                listen=self.listen,
+                error=str(exc),
+                retry_in=round(self.next_start - now, 1),
+            )
+            return
+        port = int(sock.getsockname()[1])
+        try:
+            self.server_pid = spawn(sock, self.directory, self.pulse, self.close_fds())
+        except OSError as exc:  # fork failed (EAGAIN, ENOMEM)
+            self.failed(now)
+            self.log.error("metrics_server_not_started", error=str(exc))
+            return
+        finally:
+            sock.close()  # the server has it; no child of ours may hold the port
+        self.server_started = now
+        self.log.info(
+            "metrics_serving",
+            listen=self.listen,
+            port=port,
+            server_pid=self.server_pid,
+            directory=self.directory,
+        )
+
+    def failed(self, now: float) -> None:
+        self.failures += 1
+        self.next_start = now + min(RESPAWN_MAX, 0.5 * 2**self.failures)
+
+    def server_exited(self, pid: int, status: int) -> bool:
+        if pid in self.stopped:
+            self.stopped.discard(pid)
+            return True
+        if pid != self.server_pid:
+            return False
+        from supervisor.proc import describe_exit
+
+        self.server_pid = None
+        now = time.monotonic()
+        if now - self.server_started > 60.0:
+            self.failures = 0
+        self.failed(now)
+        self.log.error(
+            "metrics_server_exited",
+            status=describe_exit(status),
+            retry_in=round(self.next_start - now, 1),
+        )
+        return True
+
+    def stop_server(self, wait: bool = False) -> None:
+        pid, self.server_pid = self.server_pid, None
+        if pid is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        if not wait:
+            self.stopped.add(pid)
+            return
+        deadline = time.monotonic() + 2.0  # SIGKILL: gone at once unless in the kernel
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(pid, os.WNOHANG) == (0, 0) and time.monotonic() < deadline:
+                time.sleep(0.01)
