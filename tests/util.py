@@ -31,7 +31,8 @@ T = TypeVar("T")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SCHEMA_SQL = REPO_ROOT / "schema.sql"
 STORE_DIR = REPO_ROOT / "supervisor" / "store"
-SQLITE_SCHEMA_SQL = STORE_DIR / "sqlite_schema.sql"
+SQL_DIR = STORE_DIR / "sql"  # the named queries and the DDL of both backends
+SQLITE_SCHEMA_SQL = SQL_DIR / "sqlite_schema.sql"
 
 MYSQL_URL_ENV = "FORKQ_TEST_MYSQL_URL"
 DEFAULT_MYSQL_URL = "mysql://root@127.0.0.1:3306/forkq_test"

@@ -4,8 +4,18 @@ from __future__ import annotations
 
 from supervisor.dburl import DatabaseURL, parse_database_url
 from supervisor.store.base import PROMOTE_BATCH, SCHEDULE_AHEAD, SCHEMA_VERSION, Store
+from supervisor.store.queries import SQL_DIR, backend_queries, schema_text
 
-__all__ = ["PROMOTE_BATCH", "SCHEDULE_AHEAD", "SCHEMA_VERSION", "Store", "open_store"]
+__all__ = [
+    "PROMOTE_BATCH",
+    "SCHEDULE_AHEAD",
+    "SCHEMA_VERSION",
+    "SQL_DIR",
+    "Store",
+    "backend_queries",
+    "open_store",
+    "schema_text",
+]
 
 
 def open_store(

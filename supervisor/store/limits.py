@@ -38,7 +38,7 @@ from typing import Any, cast
 
 from supervisor.config import Config, LimitConfig
 from supervisor.models import JobRow
-from supervisor.store.base import PURGE_CHUNK, Store, _claimed, micros
+from supervisor.store.base import Store
 from supervisor.store.buckets import (
     Bucket,
     Candidate,
@@ -49,6 +49,8 @@ from supervisor.store.buckets import (
     slice_us,
     wake_at,
 )
+from supervisor.store.core import PURGE_CHUNK, micros
+from supervisor.store.jobs import _claimed
 
 LOOK_EVERY = 0.1  # seconds between one worker's looks at buckets whose wake_at has come
 LOOK_BUCKETS = 8  # due buckets one look takes on

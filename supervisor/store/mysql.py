@@ -11,7 +11,6 @@ import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from pathlib import Path
 from typing import Any, TypeAlias, TypeVar
 
 import pymysql
@@ -27,7 +26,8 @@ from supervisor.errors import (
     TransientDatabaseError,
 )
 from supervisor.models import NewJob
-from supervisor.store.base import Store, load_queries, split_script
+from supervisor.store.base import Store
+from supervisor.store.queries import backend_queries, schema_text, split_script
 
 # The error classes as PyMySQL raises them, found in sys.modules, not through `pymysql.err`:
 # Django's MySQL backend on PyMySQL (install_as_MySQLdb) imports `MySQLdb.err`, which
@@ -38,8 +38,7 @@ driver_errors = sys.modules["pymysql.err"]
 T = TypeVar("T")
 Connection: TypeAlias = "pymysql.connections.Connection[Any]"
 
-HERE = Path(__file__).parent
-QUERIES = load_queries(HERE / "mysql.sql")
+QUERIES = backend_queries("mysql")
 # The names each query binds: PyMySQL escapes every value of the dict it is given, and
 # the shared parameter dicts carry more than any one query uses.
 PARAM_NAMES = {
@@ -261,7 +260,7 @@ class MySQLStore(Store):
         return tuple(ids)  # PyMySQL escapes a tuple as (a, b, c)
 
     def _schema_statements(self) -> list[str]:
-        return split_script((HERE / "mysql_schema.sql").read_text(encoding="utf-8"))
+        return split_script(schema_text("mysql"))
 
     def _run_ddl(self, statements: list[str]) -> None:
         conn = self._connection()

@@ -27,10 +27,10 @@ from supervisor.errors import (
     TransientDatabaseError,
 )
 from supervisor.models import NewJob
-from supervisor.store.base import Store, load_queries, split_script
+from supervisor.store.base import Store
+from supervisor.store.queries import backend_queries, schema_text, split_script
 
-HERE = Path(__file__).parent
-QUERIES = load_queries(HERE / "sqlite.sql")
+QUERIES = backend_queries("sqlite")
 T = TypeVar("T")
 
 
@@ -151,7 +151,7 @@ class SQLiteStore(Store):
         return json.dumps(list(ids))
 
     def _schema_statements(self) -> list[str]:
-        return split_script((HERE / "sqlite_schema.sql").read_text(encoding="utf-8"))
+        return split_script(schema_text("sqlite"))
 
     def _run_ddl(self, statements: list[str]) -> None:
         with self._transaction(), self._errors():

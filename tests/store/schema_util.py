@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from util import (
     SCHEMA_SQL,
+    SQL_DIR,
     SQLITE_SCHEMA_SQL,
-    STORE_DIR,
     backend_of,
     ddl_columns,
     sql,
@@ -20,8 +20,8 @@ from supervisor.store.base import load_queries
 
 MYSQL_DDL = ddl_columns(SCHEMA_SQL.read_text(encoding="utf-8"))
 SQLITE_DDL = ddl_columns(SQLITE_SCHEMA_SQL.read_text(encoding="utf-8"))
-MYSQL_QUERIES = load_queries(STORE_DIR / "mysql.sql")
-SQLITE_QUERIES = load_queries(STORE_DIR / "sqlite.sql")
+MYSQL_QUERIES = load_queries(SQL_DIR / "mysql.sql")
+SQLITE_QUERIES = load_queries(SQL_DIR / "sqlite.sql")
 
 
 def live_columns(url: str) -> dict[str, set[str]]:

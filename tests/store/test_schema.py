@@ -20,6 +20,7 @@ from schema_util import (
 )
 from util import (
     SCHEMA_SQL,
+    SQL_DIR,
     SQLITE_SCHEMA_SQL,
     STORE_DIR,
     backend_of,
@@ -78,7 +79,7 @@ def test_every_column_and_table_in_schema_sql_has_a_comment() -> None:
 
 def test_the_store_applies_exactly_schema_sql_on_mysql() -> None:
     # `forkq schema apply` runs the packaged copy; the contract is the file at the root.
-    packaged = split_script((STORE_DIR / "mysql_schema.sql").read_text(encoding="utf-8"))
+    packaged = split_script((SQL_DIR / "mysql_schema.sql").read_text(encoding="utf-8"))
     assert packaged == split_script(SCHEMA_SQL.read_text(encoding="utf-8"))
 
 

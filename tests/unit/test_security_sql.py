@@ -161,8 +161,8 @@ def f(cursor, table, n, queries):
 def test_the_named_query_files_bind_every_value() -> None:
     """mysql.sql uses only %(name)s placeholders, sqlite.sql only :name; no {} templates,
     no positional %s a caller could fill by formatting."""
-    mysql = (SUPERVISOR / "store" / "mysql.sql").read_text(encoding="utf-8")
-    sqlite = (SUPERVISOR / "store" / "sqlite.sql").read_text(encoding="utf-8")
+    mysql = (SUPERVISOR / "store" / "sql" / "mysql.sql").read_text(encoding="utf-8")
+    sqlite = (SUPERVISOR / "store" / "sql" / "sqlite.sql").read_text(encoding="utf-8")
     bodies = {}
     for name, text in (("mysql.sql", mysql), ("sqlite.sql", sqlite)):
         lines = text.splitlines()

@@ -1,0 +1,229 @@
+"""The store's core: its constants, what a backend (mysql.py, sqlite.py) provides, and
+the plumbing every operation stands on (named statements, retried transactions, the
+schema, producers' inserts). The operations are mixins over this core, one module a
+concern, put together as `Store` in base.py.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any, TypeVar
+
+from supervisor.errors import SchemaError, TransientDatabaseError
+from supervisor.models import NewJob
+from supervisor.store.queries import upgrade_statements
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 7  # what `forkq schema apply` creates
+# The oldest schema this code runs on: version 2 only dropped an index, version 3 only
+# documents the `scheduled` status in a column comment, and without version 4's
+# forkq_processes.node the rows this code writes have no node (see register_process).
+OLDEST_SCHEMA_VERSION = 1
+NODE_SCHEMA_VERSION = 4  # forkq_processes.node exists from this version on
+RESULTS_SCHEMA_VERSION = 6  # forkq_results (task results of supervisor.contrib.django)
+# forkq_limits, forkq_jobs.limit_wait and .snoozes: [limits] and counted snoozes need it.
+LIMITS_SCHEMA_VERSION = 7
+# A job due later than this is stored `scheduled`, outside the claim's index range, and
+# made `ready` this long before it is due (by the master's poll or `forkq work`), so a
+# claim never walks the jobs waiting for later and is still on time to the microsecond.
+SCHEDULE_AHEAD = 2.0
+PROMOTE_BATCH = 500  # rows per promote / demote transaction
+TRANSIENT_RETRIES = 6  # deadlocks and lock-wait timeouts are retried this many times
+PURGE_CHUNK = 5000
+STATS_CAP = 10_000  # stats() counts stop here unless the caller says otherwise
+AHEAD_US = round(SCHEDULE_AHEAD * 1_000_000)
+
+
+def micros(seconds: float) -> int:
+    return max(0, round(seconds * 1_000_000))
+
+
+def epoch(value: datetime | None) -> float | None:
+    return None if value is None else value.timestamp()
+
+
+class StoreCore(ABC):
+    """What every operation stands on: what a backend provides, the plumbing that
+    retries a transaction, the schema, and producers' inserts. One database connection
+    (opened lazily, reopened after a fork or a loss)."""
+
+    backend: str
+    queries: dict[str, str]
+    _node_column: bool | None = None  # does forkq_processes.node exist? (asked once)
+    _results_table: bool | None = None  # does forkq_results exist? (asked once)
+    _limits_schema: bool | None = None  # is the schema version 7 or later? (asked once)
+
+    # --- what a backend provides -------------------------------------------------------
+
+    @abstractmethod
+    def close(self) -> None:
+        """Close the connection politely (it is reopened on the next call)."""
+
+    @abstractmethod
+    def _execute(self, name: str, params: dict[str, Any]) -> int:
+        """Run a named statement; return the rows it matched."""
+
+    @abstractmethod
+    def _fetchall(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        """Run a named query; return rows as dicts."""
+
+    @abstractmethod
+    def _transaction(self) -> Any:
+        """A context manager: one transaction on this store's connection (a write lock on SQLite)."""
+
+    @abstractmethod
+    def _ids(self, ids: Sequence[int | str]) -> Any:
+        """Bind a list of ids or names for `IN`."""
+
+    @abstractmethod
+    def _schema_statements(self) -> list[str]:
+        """The DDL of this backend."""
+
+    @abstractmethod
+    def _run_ddl(self, statements: list[str]) -> None:
+        """Run DDL statements outside a transaction."""
+
+    @abstractmethod
+    def insert_many(self, jobs: Sequence[NewJob]) -> list[int]:
+        """Insert jobs in as few round trips as the server allows; ids in input order."""
+
+    @abstractmethod
+    def _insert_job(self, params: dict[str, Any]) -> int:
+        """Insert one job on this store's connection (inside an open transaction or not)."""
+
+    @abstractmethod
+    def insert_on(self, connection: Any, job: NewJob) -> int:
+        """Insert one job on the caller's own connection, inside the caller's transaction."""
+
+    @abstractmethod
+    def _fetchall_on(
+        self, connection: Any, name: str, params: dict[str, Any]
+    ) -> list[dict[str, Any]]:
+        """Run a named query on the caller's own connection; rows as dicts. As with
+        insert_on, the caller's transaction and the driver's own errors."""
+
+    @abstractmethod
+    def _execute_on(self, connection: Any, name: str, params: dict[str, Any]) -> int:
+        """Run a named statement on the caller's own connection; the rows it matched."""
+
+    # --- plumbing ------------------------------------------------------------------------
+
+    def _params(self, **values: Any) -> dict[str, Any]:
+        values.setdefault("now", time.time())
+        return values
+
+    def _retrying(self, operation: Callable[[], T]) -> T:
+        """Retry a whole transaction on deadlock / lock-wait timeout (it was rolled back).
+
+        The first retry is immediate: the victim's locks are gone and the winner has
+        moved on; a nap there idles a worker for the time of a dozen claims.
+        """
+        for attempt in range(TRANSIENT_RETRIES):
+            try:
+                return operation()
+            except TransientDatabaseError:
+                if attempt == TRANSIENT_RETRIES - 1:
+                    raise
+                if attempt:
+                    time.sleep(random.uniform(0.001, 0.005) * attempt)
+        raise AssertionError("unreachable")
+
+    def _run(self, query: str, /, **values: Any) -> int:
+        return self._retrying(lambda: self._execute(query, self._params(**values)))
+
+    def _rows(self, query: str, /, **values: Any) -> list[dict[str, Any]]:
+        return self._retrying(lambda: self._fetchall(query, self._params(**values)))
+
+    @contextmanager
+    def _tx(self) -> Iterator[None]:
+        with self._transaction():
+            yield
+
+    # --- schema --------------------------------------------------------------------------
+
+    def server_version(self) -> str:
+        return str(self._rows("server_version")[0]["version"])
+
+    def schema_version(self) -> int | None:
+        """The applied version, or None when forkq's tables do not exist yet."""
+        try:
+            rows = self._rows("schema_version")
+        except Exception as exc:  # a missing table is a driver-specific error
+            if (
+                "forkq_schema" in str(exc)
+                or "no such table" in str(exc)
+                or "doesn't exist" in str(exc)
+            ):
+                return None
+            raise
+        return int(rows[0]["version"]) if rows else None
+
+    def apply_schema(self) -> int:
+        """Run upgrades from an older version, create what is missing, record the version.
+
+        Upgrades first: each creates what its version adds, and the DDL may index a column
+        an older table does not have yet (SQLite's forkq_jobs_limit, outside its table).
+        """
+        current = self.schema_version()
+        if current is not None:
+            self._run_ddl(upgrade_statements(self.queries, current))
+        self._run_ddl(self._schema_statements())
+        self._run("set_schema_version", version=SCHEMA_VERSION)
+        self._node_column = self._results_table = self._limits_schema = None
+        return SCHEMA_VERSION
+
+    def require_schema(self) -> int:
+        """The applied version, if this code can run on it; SchemaError if not."""
+        version = self.schema_version()
+        if version is None:
+            raise SchemaError("forkq tables are missing: run `forkq schema apply`")
+        if version < OLDEST_SCHEMA_VERSION:
+            raise SchemaError(
+                f"schema version {version} is older than {OLDEST_SCHEMA_VERSION}:"
+                " run `forkq schema apply`"
+            )
+        return version
+
+    def db_now(self) -> float:
+        return float(self._rows("db_now")[0]["now"])
+
+    # --- producers -----------------------------------------------------------------------
+
+    @staticmethod
+    def job_params(job: NewJob) -> dict[str, Any]:
+        return {
+            "queue": job.queue,
+            "handler": job.handler,
+            "payload": job.payload_json,
+            "priority": job.priority,
+            "run_at": epoch(job.run_at),
+            "delay_us": micros(job.delay),
+            "unique_key": job.unique_key,
+            "max_attempts": job.max_attempts,
+            "limit_key": job.limit_key,
+            "ahead_us": AHEAD_US,
+        }
+
+    @staticmethod
+    def insert_query(params: Mapping[str, Any]) -> str:
+        """The named INSERT for one job: deduplicating only when it has a unique key, and
+        computing run_at only when it is not "now" (each costs the server per insert).
+        Only a job with a limit_key names that column (schema 5), so a producer on an
+        older schema still enqueues every other job."""
+        if params.get("limit_key") is not None:
+            return "insert_job_keyed"
+        if params["unique_key"] is not None:
+            return "insert_job_unique"
+        if params["run_at"] is None and not params["delay_us"]:
+            return "insert_job"
+        return "insert_job_at"
+
+    def enqueue(self, job: NewJob) -> int:
+        """One job, one statement: its own transaction (autocommit), no BEGIN / COMMIT."""
+        return self._retrying(lambda: self._insert_job(self._params(**self.job_params(job))))

@@ -1,0 +1,249 @@
+"""The job lifecycle: what workers and the master do to jobs (claim, complete, fail,
+snooze, release, extend leases, settle cancels and expired leases, promote and demote,
+poll the queues).
+
+Every state change of a claimed job repeats its precondition (`status = 'running'
+AND locked_by = owner`) and returns how many rows it changed, so a worker whose
+lease was taken over never overwrites the new holder.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from supervisor.errors import SchemaError
+from supervisor.models import JobRow, JobState, QueueTimes
+from supervisor.store.core import (
+    AHEAD_US,
+    LIMITS_SCHEMA_VERSION,
+    PROMOTE_BATCH,
+    SCHEDULE_AHEAD,
+    StoreCore,
+    micros,
+)
+
+
+class JobOps(StoreCore):
+    """Claiming and settling jobs (workers, the master, `forkq work`)."""
+
+    # --- workers -------------------------------------------------------------------------
+
+    def claim(self, queue: str, owner: str, limit: int, lease: float) -> list[JobRow]:
+        """Take up to `limit` due jobs of `queue` under a lease, in priority / run_at / id order."""
+        return self.complete_and_claim({}, queue, owner, limit, lease)[0]
+
+    def complete_and_claim(
+        self,
+        done: Mapping[str, Sequence[int]],
+        queue: str,
+        owner: str,
+        limit: int,
+        lease: float,
+    ) -> tuple[list[JobRow], int]:
+        """Record the previous batch's successes and claim the next batch in one transaction.
+
+        `done` is {on_success mode: ids}. One commit (one fsync, one SQLite write lock)
+        per batch instead of two. Returns the claimed jobs and how many successes were
+        recorded (fewer than given: leases were taken over).
+        """
+
+        def attempt() -> tuple[list[JobRow], int]:
+            with self._tx():
+                completed = sum(
+                    self._complete(owner, ids, mode) for mode, ids in done.items() if ids
+                )
+                rows = self._fetchall("claim_select", self._params(queue=queue, limit=limit))
+                if rows:
+                    ids = [row["id"] for row in rows]
+                    params = self._params(owner=owner, ids=self._ids(ids), lease_us=micros(lease))
+                    self._execute("claim_update", params)
+            return [_claimed(row, queue, owner) for row in rows], completed
+
+        return self._retrying(attempt)
+
+    def extend_leases(self, owner: str, ids: Sequence[int], lease: float) -> int:
+        if not ids:
+            return 0
+        return self._run("extend_leases", owner=owner, ids=self._ids(ids), lease_us=micros(lease))
+
+    def complete(self, owner: str, ids: Sequence[int], mode: str) -> int:
+        """Record success of jobs this owner holds: delete, archive or keep them."""
+        if not ids:
+            return 0
+
+        def attempt() -> int:
+            with self._tx():
+                return self._complete(owner, ids, mode)
+
+        return self._retrying(attempt)
+
+    def _complete(self, owner: str, ids: Sequence[int], mode: str) -> int:
+        """Inside an open transaction (retried whole by the caller)."""
+        params = self._params(owner=owner, ids=self._ids(ids))
+        if mode == "keep":
+            return self._execute("complete_keep", params)
+        if mode == "archive":
+            self._execute("complete_archive_copy", params)
+        return self._execute("complete_delete", params)
+
+    def fail(
+        self,
+        owner: str,
+        job_id: int,
+        error: str,
+        *,
+        dead: bool,
+        delay: float = 0.0,
+        max_attempts: int | None = None,
+        only_expired: bool = False,
+    ) -> bool:
+        """Record a failed attempt: back to ready after `delay`, or dead. False if no longer held."""
+        name = "fail_dead" if dead else "fail_retry"
+        changed = self._run(
+            name,
+            status=JobState.SCHEDULED if delay > SCHEDULE_AHEAD else JobState.READY,
+            owner=owner,
+            id=job_id,
+            error=error,
+            delay_us=micros(delay),
+            max_attempts=max_attempts,
+            only_expired=1 if only_expired else 0,
+        )
+        return changed == 1
+
+    def snooze(
+        self, owner: str, job_id: int, delay: float, max_snoozes: int, reason: str = "snoozed"
+    ) -> str:
+        """The handler raised Snooze(delay): back to ready (or scheduled) after `delay`, the
+        claim's attempt given back and the snooze counted. "snoozed"; "dead" when the job
+        had already snoozed `max_snoozes` times (so a bug cannot snooze forever unseen);
+        "lost" when this owner no longer holds it. Needs schema 7 (snoozes_counted)."""
+        changed = self._run(
+            "snooze",
+            status=JobState.SCHEDULED if delay > SCHEDULE_AHEAD else JobState.READY,
+            owner=owner,
+            id=job_id,
+            delay_us=micros(delay),
+            max_snoozes=max_snoozes,
+        )
+        if changed == 1:
+            return "snoozed"
+        error = (
+            f"snoozed {max_snoozes} times, its handler's max_snoozes: ended dead so it cannot"
+            f" wait forever (last: {reason})"
+        )
+        return "dead" if self.fail(owner, job_id, error, dead=True) else "lost"
+
+    def snoozes_counted(self) -> bool:
+        """Whether the schema counts snoozes (version 7): before it a Snooze is a retry."""
+        return self.has_limits_schema()
+
+    def has_limits_schema(self) -> bool:
+        """Schema 7 or later (asked once per store, as _has_node_column)."""
+        if self._limits_schema is None:
+            version = self.schema_version()
+            self._limits_schema = version is not None and version >= LIMITS_SCHEMA_VERSION
+        return self._limits_schema
+
+    def require_limits_schema(self) -> None:
+        """[limits] are kept only on schema 7: never claim a limited job without them."""
+        if not self.has_limits_schema():
+            raise SchemaError(
+                f"[limits] need schema version {LIMITS_SCHEMA_VERSION}: run `forkq schema apply`"
+            )
+
+    def release(self, owner: str, ids: Sequence[int], count_attempt: bool = False) -> int:
+        """Return held jobs to ready now; unless `count_attempt`, the claim's attempt is undone."""
+        if not ids:
+            return 0
+        return self._run(
+            "release", owner=owner, ids=self._ids(ids), uncount=0 if count_attempt else 1
+        )
+
+    def held_by(self, owner: str) -> list[JobRow]:
+        return [JobRow.from_mapping(r) for r in self._rows("held_by", owner=owner)]
+
+    def cancelling_jobs(self, limit: int = 1000) -> list[tuple[int, str]]:
+        """(job id, holder) of every job asked to cancel while it ran."""
+        return [
+            (int(r["id"]), str(r["locked_by"])) for r in self._rows("cancelling_jobs", limit=limit)
+        ]
+
+    def finish_cancel(self, job_id: int) -> bool:
+        """A cancelling job whose holder is gone ends cancelled; False if it was not cancelling."""
+        return self._run("finish_cancel", id=job_id) == 1
+
+    def expired_leases(self, limit: int = 500) -> list[JobRow]:
+        return [JobRow.from_mapping(r) for r in self._rows("expired_leases", limit=limit)]
+
+    def due_queues(self, queues: Sequence[str]) -> dict[str, float]:
+        """Per queue with ready jobs: seconds until the earliest is due (<= 0: due now)."""
+        return {q: t.ready_in for q, t in self.poll(queues).items() if t.ready_in is not None}
+
+    def poll(self, queues: Sequence[str]) -> dict[str, QueueTimes]:
+        """One query, three index dives per queue: when its ready and scheduled jobs fall due."""
+        if not queues:
+            return {}
+        rows = self._rows("due_queues", queues=json.dumps(list(queues)))
+        return {
+            r["queue"]: QueueTimes(
+                _seconds(r["wait_us"]), _seconds(r["scheduled_us"]), _seconds(r["last_us"])
+            )
+            for r in rows
+        }
+
+    def promote(self, queue: str, limit: int = PROMOTE_BATCH) -> int:
+        """Make up to `limit` scheduled jobs due within SCHEDULE_AHEAD ready; how many."""
+        return self._move("promote", queue, limit)
+
+    def demote(self, queue: str, limit: int = PROMOTE_BATCH) -> int:
+        """Move up to `limit` ready jobs due after SCHEDULE_AHEAD to scheduled; how many."""
+        return self._move("demote", queue, limit)
+
+    def _move(self, kind: str, queue: str, limit: int) -> int:
+        def attempt() -> int:
+            with self._tx():
+                params = self._params(queue=queue, limit=limit, ahead_us=AHEAD_US)
+                ids = [row["id"] for row in self._fetchall(f"{kind}_select", params)]
+                if not ids:
+                    return 0
+                return self._execute(f"{kind}_update", self._params(ids=self._ids(ids)))
+
+        return self._retrying(attempt)
+
+    def count_ready(self, queue: str, cap: int = 10_000) -> int:
+        return int(self._rows("count_ready", queue=queue, cap=cap)[0]["n"])
+
+
+def _claimed(row: dict[str, Any], queue: str, owner: str) -> JobRow:
+    """The row as it is after claim_update, without reading it back.
+
+    claim_select reads only the columns a worker uses; the lease and time columns it
+    does not read are None here.
+    """
+    return JobRow(
+        id=int(row["id"]),
+        queue=queue,
+        handler=row["handler"],
+        payload=row["payload"],
+        status=JobState.RUNNING,
+        priority=int(row["priority"]),
+        run_at=datetime.fromtimestamp(row["run_at_s"], UTC),
+        attempts=int(row["attempts"]) + 1,
+        max_attempts=None if row["max_attempts"] is None else int(row["max_attempts"]),
+        unique_key=row["unique_key"],
+        locked_by=owner,
+        locked_until=None,
+        last_error=None,
+        enqueued_at=datetime.fromtimestamp(row["enqueued_at_s"], UTC),
+        started_at=None,
+        finished_at=None,
+        limit_key=row.get("limit_key"),  # read by claims under [limits] (store/limits.py)
+    )
+
+
+def _seconds(us: Any) -> float | None:
+    return None if us is None else int(us) / 1e6
