@@ -24,7 +24,8 @@ A claim of a queue some limit covers, in one transaction:
 A queue no limit covers is claimed as without limits: the same two statements, no more.
 A worker also looks, every LOOK_EVERY seconds, at buckets whose wake_at has come (a rate
 window that frees a slot, a slot freed by a job the master settled or a lease reaped)
-and unparks what fits. The pure decisions are in buckets.py.
+and unparks what fits. The pure decisions are in buckets.py; the bucket rows a claim
+locks, in limit_locks.py; the chores' pass and `forkq status`, in limit_upkeep.py.
 """
 
 from __future__ import annotations
@@ -34,9 +35,9 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
-from supervisor.config import Config, LimitConfig
+from supervisor.config import Config
 from supervisor.models import JobRow
 from supervisor.store.base import Store
 from supervisor.store.buckets import (
@@ -45,17 +46,26 @@ from supervisor.store.buckets import (
     LimitPlan,
     RateWindow,
     decide,
-    room_in,
-    slice_us,
     wake_at,
 )
-from supervisor.store.core import PURGE_CHUNK, micros
+from supervisor.store.core import micros
 from supervisor.store.jobs import _claimed
+from supervisor.store.limit_locks import BucketLocks
+
+# The chores' side and `forkq status` (limit_upkeep.py), importable from here as before.
+from supervisor.store.limit_upkeep import BucketStatus, bucket_status, look_after_parked
+
+__all__ = [
+    "BucketStatus",
+    "bucket_status",
+    "complete_and_claim",
+    "look_after_parked",
+    "plan_for",
+]
 
 LOOK_EVERY = 0.1  # seconds between one worker's looks at buckets whose wake_at has come
 LOOK_BUCKETS = 8  # due buckets one look takes on
 UNPARK_MOST = 500  # jobs unparked per bucket per claim when a bucket's limit is gone
-LOOK_PARKED = 200  # buckets with parked jobs the chores look at per tick
 PARK_PAGE = 200  # rows a claim reads per page while it parks a blocked backlog
 MORE_PAGES = 4  # pages after the first one claim may read: its cost stays bounded
 
@@ -104,7 +114,7 @@ class _Step:
 
 
 @dataclass
-class _Claim:
+class _Claim(BucketLocks):
     """One claim transaction under limits."""
 
     store: Store
@@ -258,10 +268,6 @@ class _Claim:
     def room_left(self) -> dict[Bucket, int]:
         return {b: self.room[b] - self.started[b] for b in self.states}
 
-    def has_parked(self, bucket: Bucket) -> bool:
-        wake = self.wake.get(bucket, self.states[bucket]["wake_at"])
-        return wake is not None
-
     def heads(self, buckets: set[Bucket]) -> dict[Bucket, tuple[int, float, int]]:
         """The first job parked on each of `buckets` in this queue, as a claim position."""
         if not buckets:
@@ -308,203 +314,7 @@ class _Claim:
         self.wake[bucket] = wake_at(limit, running, self.windows.get(bucket), self.now)
         return len(ids)
 
-    # --- the buckets -------------------------------------------------------------------------
-
-    @property
-    def keeps_bound(self) -> bool:
-        """Whether the buckets' rows carry the running bound (MySQL). SQLite counts every
-        time instead: reading the running rows costs it less than writing the bucket's
-        row at every claim (one more page for every commit to sync)."""
-        return self.store.backend == "mysql"
-
-    def bound(self, bucket: Bucket) -> int:
-        """The bucket's running jobs, at most: as last counted, and all claimed since
-        (some may have ended: that only makes the bound safe)."""
-        return (self.counted.get(bucket) or 0) + self.added[bucket]
-
-    def lock(self, buckets: set[Bucket], demand: Counter[Bucket]) -> None:
-        """Lock `buckets` (making the rows of new ones) in one order, the primary key's;
-        read their windows and room. Running jobs are counted in forkq_jobs only when
-        the bound of a bucket with a concurrency could stand in the way of this claim."""
-        if not buckets:
-            return
-        ordered = sorted(buckets)
-        rows = self.fetch_locked(ordered)
-        missing = [b for b in ordered if b not in rows]
-        if missing:
-            pairs = json.dumps([b.pair() for b in missing])
-            self.store._execute("limit_insert", self.store._params(buckets=pairs))
-            rows.update(self.fetch_locked(missing))
-        self.states.update(rows)
-        self.now = self.now or float(next(iter(rows.values()))["now"])
-        recount = False
-        # SQLite reads every running job's count with the lock (one claim at a time there):
-        # an upper bound of each bucket's, good enough while it leaves room for the claim.
-        running_all = next(iter(rows.values()))["running_all"]
-        for bucket in ordered:
-            state, limit = self.states[bucket], self.plan.limits.get(bucket.name)
-            counted = state["running_counted"]
-            self.counted[bucket] = None if counted is None else int(counted)
-            self.added[bucket] = int(state["running_added"] or 0)
-            if not self.keeps_bound:
-                self.counted[bucket], self.added[bucket] = int(running_all or 0), 0
-            window = _window(limit, state, self.now)
-            if window is not None:
-                self.windows[bucket] = window
-            if limit is not None and limit.concurrency is not None:
-                recount = recount or (
-                    (counted is None and self.keeps_bound)
-                    or self.has_parked(bucket)
-                    or self.bound(bucket) + demand[bucket] > limit.concurrency
-                )
-        if recount:  # exact counts, from forkq_jobs itself, for every bucket held
-            usage = self.store._fetchall("limit_usage", self.store._params())
-            exact = self.plan.running(usage, self.states)
-            for bucket in self.states:
-                self.counted[bucket], self.added[bucket] = exact[bucket], 0
-        for bucket in ordered:
-            limit = self.plan.limits.get(bucket.name)
-            self.room[bucket] = room_in(limit, self.bound(bucket), self.windows.get(bucket))
-
-    def fetch_locked(self, buckets: Sequence[Bucket]) -> dict[Bucket, dict[str, Any]]:
-        if len(buckets) == 1:
-            [one] = buckets
-            params = self.store._params(name=one.name, key=one.key)
-            rows = self.store._fetchall("limit_lock_one", params)
-        else:
-            pairs = self.store._ids(cast(Any, [b.pair() for b in buckets]))
-            rows = self.store._fetchall("limit_lock", self.store._params(buckets=pairs))
-        return {Bucket(r["name"], r["limit_key"]): r for r in rows}
-
-    def changed(self) -> list[list[Any]]:
-        """The held buckets whose state this claim changed, as limit_save rows."""
-        states = []
-        for bucket, state in sorted(self.states.items()):
-            window = self.windows.get(bucket)
-            wake = self.wake.get(bucket, state["wake_at"])
-            counted, added = self.counted.get(bucket), self.added[bucket]
-            if not self.keeps_bound:
-                counted, added = state["running_counted"], int(state["running_added"] or 0)
-            if (
-                wake == state["wake_at"]
-                and counted == state["running_counted"]
-                and added == int(state["running_added"] or 0)
-                and not (window is not None and self.started[bucket])
-            ):
-                continue
-            stored = (state["rate_slice_us"], state["rate_base"], state["rate_counts"])
-            rate = window.dump() if window is not None else stored
-            states.append([bucket.name, bucket.key, *rate, wake, counted, added])
-        return states
-
-
-def _window(limit: LimitConfig | None, state: Mapping[str, Any], now: float) -> RateWindow | None:
-    length = None if limit is None else slice_us(limit)
-    if length is None:
-        return None
-    stored = (state["rate_slice_us"], state["rate_base"], state["rate_counts"])
-    return RateWindow.load(length, stored, now)
-
-
-# --- the chores and forkq status ---------------------------------------------------------------
-
 
 def plan_for(config: Config, handler_queues: Mapping[str, str]) -> LimitPlan | None:
     """The worker's plan, or None when the config has no limits (claims as ever)."""
     return LimitPlan(config.limits, handler_queues) if config.limits else None
-
-
-def look_after_parked(store: Store, config: Config) -> int:
-    """The chores' pass (one host, every check tick): every bucket with parked jobs gets a
-    row and a wake_at, so its jobs are looked at even when nothing else would (an operator
-    retried a parked job, a row was pruned, the limit is gone from the config: then the
-    next claim lets them all go); and bucket rows idle past their rate window are deleted.
-    How many rows it wrote or deleted."""
-    if not store.has_limits_schema():
-        return 0
-    parked: list[Bucket] = []
-    after = ""
-    while len(parked) < LOOK_PARKED:
-        after = store._rows("parked_bucket_after", after=after)[0]["limit_wait"]
-        if after is None:
-            break
-        parked.append(Bucket.parse(after))
-    written = 0
-    if parked:
-        pairs = json.dumps([b.pair() for b in sorted(set(parked))])
-        written += store._run("limit_wake", buckets=pairs)
-    periods = [limit.rate.period for limit in config.limits if limit.rate is not None]
-    age = 1.2 * max(periods, default=0.0) + 60.0
-
-    def prune() -> int:
-        with store._tx():
-            idle = [
-                (r["name"], r["limit_key"])
-                for r in store._fetchall(
-                    "limit_idle", store._params(age_us=micros(age), limit=PURGE_CHUNK)
-                )
-            ]
-            if not idle:
-                return 0
-            return store._execute(
-                "limit_delete", store._params(buckets=store._ids(cast(Any, idle)))
-            )
-
-    return written + store._retrying(prune)
-
-
-@dataclass(frozen=True)
-class BucketStatus:
-    """One bucket as `forkq status` shows it."""
-
-    limit: str
-    key: str
-    running: int
-    concurrency: int | None
-    started: int | None  # starts counted in the rate window now
-    rate: str | None
-    waiting: int  # jobs parked on it (counted up to the status cap)
-    waiting_capped: bool = False
-
-    def as_dict(self) -> dict[str, Any]:
-        return dict(vars(self))
-
-
-def bucket_status(store: Store, config: Config, cap: int = 100_000) -> list[BucketStatus]:
-    """Per limit and key: running / concurrency, started in the rate window / rate, and
-    jobs waiting; every bucket with a row or parked jobs, and every configured limit."""
-    if not config.limits or not store.has_limits_schema():
-        return []
-    plan = LimitPlan(config.limits, {})
-    rows = {Bucket(r["name"], r["limit_key"]): r for r in store._rows("limit_rows", limit=1000)}
-    waiting_rows = store._rows("limit_waiting", limit=cap + 1)
-    waiting = {Bucket.parse(r["limit_wait"]): int(r["n"]) for r in waiting_rows}
-    capped = sum(waiting.values()) > cap
-    buckets = set(rows) | set(waiting) | {Bucket(x.name) for x in config.limits if not x.per_key}
-    running = plan.running(store._rows("limit_usage"), buckets)
-    now = store.db_now()
-    out = []
-    for bucket in sorted(buckets):
-        limit = plan.limits.get(bucket.name)
-        window = None if limit is None else _window(limit, rows.get(bucket, _EMPTY), now)
-        idle = not running[bucket] and not waiting.get(bucket) and not (window and window.used)
-        if limit is None and idle:
-            continue
-        if idle and bucket.key:
-            continue  # a tenant with nothing running, started or waiting: not news
-        out.append(
-            BucketStatus(
-                limit=bucket.name,
-                key=bucket.key,
-                running=running[bucket],
-                concurrency=None if limit is None else limit.concurrency,
-                started=None if window is None else window.used,
-                rate=None if limit is None or limit.rate is None else str(limit.rate),
-                waiting=waiting.get(bucket, 0),
-                waiting_capped=capped,
-            )
-        )
-    return out
-
-
-_EMPTY: dict[str, Any] = {"rate_slice_us": None, "rate_base": None, "rate_counts": None}

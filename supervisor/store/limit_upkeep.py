@@ -1,0 +1,113 @@
+"""Limits outside the claims: the chores' pass over buckets with parked jobs (and idle
+bucket rows), and `forkq status`'s view of every bucket. The claims: limits.py.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, cast
+
+from supervisor.config import Config
+from supervisor.store.base import Store
+from supervisor.store.buckets import Bucket, LimitPlan
+from supervisor.store.core import PURGE_CHUNK, micros
+from supervisor.store.limit_locks import _window
+
+LOOK_PARKED = 200  # buckets with parked jobs the chores look at per tick
+
+
+def look_after_parked(store: Store, config: Config) -> int:
+    """The chores' pass (one host, every check tick): every bucket with parked jobs gets a
+    row and a wake_at, so its jobs are looked at even when nothing else would (an operator
+    retried a parked job, a row was pruned, the limit is gone from the config: then the
+    next claim lets them all go); and bucket rows idle past their rate window are deleted.
+    How many rows it wrote or deleted."""
+    if not store.has_limits_schema():
+        return 0
+    parked: list[Bucket] = []
+    after = ""
+    while len(parked) < LOOK_PARKED:
+        after = store._rows("parked_bucket_after", after=after)[0]["limit_wait"]
+        if after is None:
+            break
+        parked.append(Bucket.parse(after))
+    written = 0
+    if parked:
+        pairs = json.dumps([b.pair() for b in sorted(set(parked))])
+        written += store._run("limit_wake", buckets=pairs)
+    periods = [limit.rate.period for limit in config.limits if limit.rate is not None]
+    age = 1.2 * max(periods, default=0.0) + 60.0
+
+    def prune() -> int:
+        with store._tx():
+            idle = [
+                (r["name"], r["limit_key"])
+                for r in store._fetchall(
+                    "limit_idle", store._params(age_us=micros(age), limit=PURGE_CHUNK)
+                )
+            ]
+            if not idle:
+                return 0
+            return store._execute(
+                "limit_delete", store._params(buckets=store._ids(cast(Any, idle)))
+            )
+
+    return written + store._retrying(prune)
+
+
+@dataclass(frozen=True)
+class BucketStatus:
+    """One bucket as `forkq status` shows it."""
+
+    limit: str
+    key: str
+    running: int
+    concurrency: int | None
+    started: int | None  # starts counted in the rate window now
+    rate: str | None
+    waiting: int  # jobs parked on it (counted up to the status cap)
+    waiting_capped: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
+def bucket_status(store: Store, config: Config, cap: int = 100_000) -> list[BucketStatus]:
+    """Per limit and key: running / concurrency, started in the rate window / rate, and
+    jobs waiting; every bucket with a row or parked jobs, and every configured limit."""
+    if not config.limits or not store.has_limits_schema():
+        return []
+    plan = LimitPlan(config.limits, {})
+    rows = {Bucket(r["name"], r["limit_key"]): r for r in store._rows("limit_rows", limit=1000)}
+    waiting_rows = store._rows("limit_waiting", limit=cap + 1)
+    waiting = {Bucket.parse(r["limit_wait"]): int(r["n"]) for r in waiting_rows}
+    capped = sum(waiting.values()) > cap
+    buckets = set(rows) | set(waiting) | {Bucket(x.name) for x in config.limits if not x.per_key}
+    running = plan.running(store._rows("limit_usage"), buckets)
+    now = store.db_now()
+    out = []
+    for bucket in sorted(buckets):
+        limit = plan.limits.get(bucket.name)
+        window = None if limit is None else _window(limit, rows.get(bucket, _EMPTY), now)
+        idle = not running[bucket] and not waiting.get(bucket) and not (window and window.used)
+        if limit is None and idle:
+            continue
+        if idle and bucket.key:
+            continue  # a tenant with nothing running, started or waiting: not news
+        out.append(
+            BucketStatus(
+                limit=bucket.name,
+                key=bucket.key,
+                running=running[bucket],
+                concurrency=None if limit is None else limit.concurrency,
+                started=None if window is None else window.used,
+                rate=None if limit is None or limit.rate is None else str(limit.rate),
+                waiting=waiting.get(bucket, 0),
+                waiting_capped=capped,
+            )
+        )
+    return out
+
+
+_EMPTY: dict[str, Any] = {"rate_slice_us": None, "rate_base": None, "rate_counts": None}
