@@ -1,0 +1,206 @@
+"""The MySQL / MariaDB session under MySQLStore (mysql.py): one PyMySQL connection,
+opened lazily, replaced after a fork, after the server hung up or when idle for most of
+the session timeout, and driver errors translated into forkq's own.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from typing import Any, TypeAlias, TypeVar
+
+import pymysql
+import pymysql.cursors
+from pymysql.constants import CLIENT
+
+from supervisor.dburl import DatabaseURL
+from supervisor.errors import ConnectionLost, DatabaseError, DuplicateKey, TransientDatabaseError
+from supervisor.store.base import Store
+
+# The error classes as PyMySQL raises them, found in sys.modules, not through `pymysql.err`:
+# Django's MySQL backend on PyMySQL (install_as_MySQLdb) imports `MySQLdb.err`, which
+# loads a second copy of the module and puts it at `pymysql.err`, so classes reached
+# through that attribute would no longer match what the driver raises.
+driver_errors = sys.modules["pymysql.err"]
+
+T = TypeVar("T")
+Connection: TypeAlias = "pymysql.connections.Connection[Any]"
+
+DEADLOCK, LOCK_WAIT_TIMEOUT, DUPLICATE_ENTRY = 1213, 1205, 1062
+# PyMySQL's "server has gone away": raised only when a request could not be written.
+REQUEST_NOT_WRITTEN = 2006
+# With a session timeout, a connection idle for this share of it is replaced before its
+# next statement: the server may have ended it, and that statement must not be the one
+# to find out.
+IDLE_REPLACE = 0.8
+# Server gone, lost, killed or shutting down, or unreachable: reconnect and try later.
+CONNECTION_ERRORS = frozenset(
+    {1053, 1077, 1152, 1153, 1927, 2002, 2003, 2006, 2013, 2014, 2055, 4031}
+)
+
+
+class MySQLSession(Store):
+    """The connection half of MySQLStore, which sets these in its __init__."""
+
+    url: DatabaseURL
+    connect_timeout: float
+    read_timeout: float
+    session_timeout: int | None
+    _used_at: float  # monotonic start of the last statement on this connection
+    _conn: pymysql.connections.Connection[Any] | None
+    _pid: int
+    _in_tx: bool
+    _mariadb: bool | None
+
+    def _connection(self) -> pymysql.connections.Connection[Any]:
+        if self._conn is not None and self._pid != os.getpid():
+            # Inherited across fork: the parent still talks on this socket. Drop our
+            # reference without COM_QUIT, which would end the parent's session.
+            self._conn, self._in_tx = None, False
+        if self._conn is not None and not self._in_tx and _hung_up(self._conn):
+            # The server ended this idle session (a restart, KILL, wait_timeout): nothing
+            # of the next statement is sent yet, so a new connection is safe.
+            self._drop()
+        if self._conn is not None and self._idle_too_long():
+            self.close()  # politely: the server may still hold it
+        if self._conn is None:
+            with self._errors():
+                self._conn = pymysql.connect(
+                    host=self.url.host,
+                    port=self.url.port,
+                    user=self.url.user,
+                    password=self.url.password,
+                    database=self.url.database,
+                    unix_socket=self.url.unix_socket or None,
+                    charset="utf8mb4",
+                    autocommit=True,
+                    connect_timeout=self.connect_timeout,
+                    read_timeout=self.read_timeout,
+                    write_timeout=self.read_timeout,
+                    client_flag=CLIENT.FOUND_ROWS,  # rowcount = rows matched, not rows changed
+                    init_command="SET time_zone = '+00:00'",
+                    # PyMySQL builds a TLS context on every connect (tens of ms of CPU);
+                    # on loopback or a unix socket TLS protects nothing.
+                    ssl_disabled=self.url.is_local(),
+                )
+                # forkq's own sessions take no gap locks: a claim, a promotion or an ack
+                # never makes an application's INSERT wait, nor deadlocks with one
+                # (REPEATABLE READ locks the gaps an index scan passes). Each statement
+                # forkq runs is a keyed or single-row change needing nothing stronger.
+                with self._conn.cursor() as cursor:
+                    cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+                if self.session_timeout:
+                    params = {"seconds": self.session_timeout}
+                    with self._conn.cursor() as cursor:
+                        cursor.execute(self.queries["session_timeout"], params)
+            self._pid = os.getpid()
+        self._used_at = time.monotonic()
+        return self._conn
+
+    def _idle_too_long(self) -> bool:
+        """Idle for most of the session timeout (never inside a transaction).
+
+        Counted from the start of the last statement, so never less than the server's
+        own count, which starts when that statement ended.
+        """
+        if not self.session_timeout or self._in_tx:
+            return False
+        return time.monotonic() - self._used_at >= IDLE_REPLACE * self.session_timeout
+
+    def close(self) -> None:
+        conn, self._conn, self._in_tx = self._conn, None, False
+        if conn is not None and self._pid == os.getpid():
+            with suppress(driver_errors.Error):
+                conn.close()
+
+    def _drop(self) -> None:
+        conn, self._conn, self._in_tx = self._conn, None, False
+        if conn is not None:
+            with suppress(Exception):  # it is broken already; no COM_QUIT on a dead socket
+                conn._force_close()  # type: ignore[attr-defined]
+
+    def is_mariadb(self) -> bool:
+        if self._mariadb is None:
+            self._mariadb = "mariadb" in self.server_version().lower()
+        return self._mariadb
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Translate PyMySQL errors into forkq's; a broken connection is dropped for a reconnect."""
+        try:
+            yield
+        except driver_errors.IntegrityError as exc:
+            if exc.args and exc.args[0] == DUPLICATE_ENTRY:
+                raise DuplicateKey(str(exc.args[1])) from exc
+            raise DatabaseError(f"database error: {_describe(exc)}") from exc
+        except driver_errors.OperationalError as exc:
+            code = exc.args[0] if exc.args else 0
+            if code in (DEADLOCK, LOCK_WAIT_TIMEOUT):
+                raise TransientDatabaseError(_describe(exc)) from exc
+            if code in CONNECTION_ERRORS:
+                self._drop()
+                raise ConnectionLost(f"database unreachable: {_describe(exc)}") from exc
+            raise DatabaseError(f"database error: {_describe(exc)}") from exc
+        except (driver_errors.InterfaceError, OSError) as exc:
+            self._drop()
+            raise ConnectionLost(f"database unreachable: {_describe(exc)}") from exc
+        except driver_errors.MySQLError as exc:
+            raise DatabaseError(f"database error: {_describe(exc)}") from exc
+
+    def _call(self, operation: Callable[[Connection], T]) -> T:
+        """`operation` on this store's connection, driver errors translated.
+
+        Outside a transaction, a request that could not be written (2006: the server was
+        gone before it had the statement) is sent once more, on a new connection. One
+        that was written may have run (the connection died while it ran or while its
+        answer came back): it is never sent again, since a retried INSERT could enqueue
+        a job twice. Inside a transaction nothing is retried: the caller sees the loss.
+        """
+        in_tx = self._in_tx
+        try:
+            conn = self._connection()
+            with self._errors():
+                return operation(conn)
+        except ConnectionLost as exc:
+            cause = exc.__cause__
+            if in_tx or not isinstance(cause, driver_errors.OperationalError):
+                raise
+            if not cause.args or cause.args[0] != REQUEST_NOT_WRITTEN:
+                raise
+        conn = self._connection()
+        with self._errors():
+            return operation(conn)
+
+
+def _hung_up(conn: Connection) -> bool:
+    """Whether the server ended this idle connection, found without a round trip.
+
+    Between statements a server never speaks first: a readable socket holds its last
+    words (an error such as 4031, a shutdown notice) or the end of the stream. On TLS
+    it may also be a session ticket, so a ping, which reads what waits, decides.
+    """
+    if not conn.open:
+        return True
+    sock = getattr(conn, "_sock", None)
+    if sock is None:  # a PyMySQL that keeps it elsewhere: no way to look without a ping
+        return False
+    poller = select.poll()
+    try:
+        poller.register(sock, select.POLLIN)
+        if not poller.poll(0):
+            return False
+        conn.ping(reconnect=False)
+    except Exception:  # any failure here means the connection is unusable
+        return True
+    return False
+
+
+def _describe(exc: BaseException) -> str:
+    """One line from a driver error: its message, never the connection arguments."""
+    if isinstance(exc, driver_errors.MySQLError) and len(exc.args) >= 2:
+        return f"({exc.args[0]}) {exc.args[1]}"
+    return str(exc) or type(exc).__name__
