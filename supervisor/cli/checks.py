@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from supervisor import registry
 from supervisor.cli.commands import _config, _store
@@ -14,7 +13,7 @@ from supervisor.errors import ConfigError, ExitCode, ForkqError, SchemaError, Us
 from supervisor.escaping import for_terminal
 from supervisor.proc import hostname
 from supervisor.store import SCHEMA_VERSION, Store, open_store
-from supervisor.store.base import load_queries, upgrade_statements
+from supervisor.store.queries import backend_queries, schema_text, upgrade_statements
 from supervisor.work.command import load_handlers
 
 CHECK_TIMEOUT = 5.0  # seconds `forkq check` waits for the database
@@ -26,14 +25,12 @@ def cmd_schema(args: argparse.Namespace) -> int:
     if upgrade_from is not None and args.action != "print":
         raise UsageError("--upgrade-from goes with `schema print`")
     if args.action == "print":
-        here = Path(__file__).parents[1] / "store"
         backend = config.database.backend
         if upgrade_from is None:
-            sys.stdout.write((here / f"{backend}_schema.sql").read_text(encoding="utf-8"))
+            sys.stdout.write(schema_text(backend))
         else:
             # Only the statements, each ending in `;`: a reviewed migration file as it is.
-            queries = load_queries(here / f"{backend}.sql")
-            for statement in upgrade_statements(queries, upgrade_from):
+            for statement in upgrade_statements(backend_queries(backend), upgrade_from):
                 print(f"{statement};")
         return int(ExitCode.OK)
     with _store(config, schema=False) as store:
