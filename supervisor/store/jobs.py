@@ -179,10 +179,6 @@ class JobOps(StoreCore):
     def expired_leases(self, limit: int = 500) -> list[JobRow]:
         return [JobRow.from_mapping(r) for r in self._rows("expired_leases", limit=limit)]
 
-    def due_queues(self, queues: Sequence[str]) -> dict[str, float]:
-        """Per queue with ready jobs: seconds until the earliest is due (<= 0: due now)."""
-        return {q: t.ready_in for q, t in self.poll(queues).items() if t.ready_in is not None}
-
     def poll(self, queues: Sequence[str]) -> dict[str, QueueTimes]:
         """One query, three index dives per queue: when its ready and scheduled jobs fall due."""
         if not queues:

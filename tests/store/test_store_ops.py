@@ -118,18 +118,19 @@ def test_stats_count_each_state_per_queue(store: Store) -> None:
     assert status(store, running) == "running"
 
 
-def test_due_queues_tells_how_long_until_the_first_ready_job(store: Store) -> None:
+def test_poll_tells_how_long_until_the_first_ready_job(store: Store) -> None:
     put(store, "now")
     put(store, "later", delay=60)
     put(store, "later", delay=120)
     put(store, "busy")
     store.claim("busy", A, 1, LEASE)
     put(store, "soon", delay=1)  # within the promotion horizon: ready, not yet due
-    due = store.due_queues(["now", "later", "busy", "empty", "soon"])
+    times = store.poll(["now", "later", "busy", "empty", "soon"])
+    due = {q: t.ready_in for q, t in times.items() if t.ready_in is not None}
     assert set(due) == {"now", "soon"}  # "later" waits as scheduled
     assert due["now"] <= 0
     assert 0 < due["soon"] <= 1
-    assert store.due_queues([]) == {}
+    assert store.poll([]) == {}
 
 
 def test_poll_tells_when_scheduled_jobs_fall_due_and_promotion_makes_them_claimable(
