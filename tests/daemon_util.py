@@ -362,6 +362,10 @@ class Daemon:
                 titles[kid.pid] = title_of(kid)
         return titles
 
+    def running(self, job_id: int) -> list[int]:
+        """The pids of children whose title says they run `job_id`."""
+        return [pid for pid, title in self.child_titles().items() if f" job {job_id} " in title]
+
     def master_title(self) -> str:
         return title_of(psutil.Process(self.pid))
 

@@ -48,7 +48,7 @@ from util import DATA_TABLES, free_tcp_port, in_ci
 from supervisor.store import open_store
 
 # The classes PyMySQL raises, even after Django (install_as_MySQLdb) loaded a second
-# copy of pymysql.err in this process: see supervisor/store/mysql.py.
+# copy of pymysql.err in this process: see supervisor/store/mysql_session.py.
 DRIVER_ERRORS = sys.modules["pymysql.err"]
 
 INSTALL_DB = "mariadb-install-db"

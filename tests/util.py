@@ -68,6 +68,11 @@ def wait_until(
         time.sleep(interval)
 
 
+def report_figures(name: str, **figures: Any) -> None:
+    """Print a test's measured figures where `pytest -s` and the CI log show them."""
+    print(f"\n[fault figures] {name}: " + ", ".join(f"{k}={v}" for k, v in figures.items()))
+
+
 def in_ci() -> bool:
     """True on CI, where a missing service must fail the run, never skip it."""
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")

@@ -29,11 +29,7 @@ def test_a_running_job_is_cancelled_and_its_child_killed(daemon: Daemon, db_url:
     queue = Queue(db_url)
     try:
         job_id = queue.enqueue("t.sleep", {"seconds": 60}, queue="work", max_attempts=5)
-        [child] = wait_until(
-            lambda: [p for p, t in daemon.child_titles().items() if f" job {job_id} " in t],
-            timeout=10,
-            message="the job running",
-        )
+        [child] = wait_until(lambda: daemon.running(job_id), timeout=10, message="the job running")
         asked = time.monotonic()
         assert queue.cancel(job_id) is True
         row = wait_until(
@@ -49,7 +45,7 @@ def test_a_running_job_is_cancelled_and_its_child_killed(daemon: Daemon, db_url:
         time.sleep(2)  # never retried: it stays cancelled, and nothing runs it again
         again = queue.get(job_id)
         assert again is not None and again.status == JobState.CANCELLED
-        assert not [t for t in daemon.child_titles().values() if f" job {job_id} " in t]
+        assert not daemon.running(job_id)
         assert queue.cancel(job_id) is False  # a cancelled job cannot be cancelled again
         print(f"\n[figures] running job cancelled after {took:.2f} s")
     finally:

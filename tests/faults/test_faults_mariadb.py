@@ -17,7 +17,6 @@ import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ from private_mariadb import (  # noqa: F401 - fixtures
     private_db_url,
     private_mariadb,
 )
-from util import mysql_connect, wait_until
+from util import mysql_connect, report_figures, wait_until
 
 from supervisor import Queue, events, registry
 from supervisor.config import Config, PoolConfig
@@ -43,7 +42,7 @@ from supervisor.store.base import TRANSIENT_RETRIES
 from supervisor.work.worker import Worker
 
 # The classes PyMySQL raises, even after Django (install_as_MySQLdb) loaded a second
-# copy of pymysql.err in this process: see supervisor/store/mysql.py.
+# copy of pymysql.err in this process: see supervisor/store/mysql_session.py.
 DRIVER_ERRORS = sys.modules["pymysql.err"]
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(300)]
@@ -53,20 +52,6 @@ POOL = {"workers": 4, "timeout": 5}  # lease = timeout + 30 s: a lost claim come
 
 
 # --- helpers ---------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def daemon_factory(tmp_path: Path) -> Iterator[Any]:
-    made: list[Daemon] = []
-
-    def make(db_url: str, **kwargs: Any) -> Daemon:
-        daemon = Daemon(tmp_path / f"d{len(made)}", db_url, **kwargs)
-        made.append(daemon)
-        return daemon
-
-    yield make
-    for daemon in made:
-        daemon.kill_all()
 
 
 def job_counts(server: PrivateMariaDB) -> dict[str, int]:
@@ -92,11 +77,6 @@ def enqueue_records(url: str, count: int, record: Path, seconds: float = 0.0) ->
 def drained(server: PrivateMariaDB) -> bool:
     """forkq_jobs is empty: every job done (deleted), none ready, running or dead."""
     return not job_counts(server)
-
-
-def report(name: str, **figures: Any) -> None:
-    line = ", ".join(f"{key}={value}" for key, value in figures.items())
-    print(f"\n[fault figures] {name}: {line}")
 
 
 def server_ports(process: psutil.Process, server_port: int) -> set[int]:
@@ -135,13 +115,13 @@ def statement_kind(connection: dict[str, Any]) -> str:
 def test_daemon_survives_two_database_crashes_and_loses_no_job(
     private_mariadb: PrivateMariaDB,  # noqa: F811
     private_db_url: str,  # noqa: F811
-    daemon_factory: Any,
+    daemons: Any,
     webhook: Webhook,
     tmp_path: Path,
 ) -> None:
     total = 5000
     record = tmp_path / "record.csv"
-    daemon: Daemon = daemon_factory(private_db_url, pools={QUEUE: POOL})
+    daemon: Daemon = daemons(private_db_url, pools={QUEUE: POOL})
     alerts = (
         "\n[alerts]\n"
         f"webhook_url = {json.dumps(webhook.url)}\n"
@@ -197,7 +177,7 @@ def test_daemon_survives_two_database_crashes_and_loses_no_job(
     lost = set(ids) - set(counted)
     duplicates = len(runs) - len(counted)
     unknown = set(counted) - set(ids)
-    report(
+    report_figures(
         "mariadb kill -9 x2",
         jobs=total,
         faults=len(outages),
@@ -245,12 +225,12 @@ def test_daemon_survives_two_database_crashes_and_loses_no_job(
 def test_server_side_kills_of_worker_connections_lose_and_hold_no_job(
     private_mariadb: PrivateMariaDB,  # noqa: F811
     private_db_url: str,  # noqa: F811
-    daemon_factory: Any,
+    daemons: Any,
     tmp_path: Path,
 ) -> None:
     total = 2000
     record = tmp_path / "record.csv"
-    daemon: Daemon = daemon_factory(private_db_url, pools={QUEUE: POOL})
+    daemon: Daemon = daemons(private_db_url, pools={QUEUE: POOL})
     daemon.start().wait_ready()
     started = time.monotonic()
     ids = enqueue_records(private_db_url, total, record, seconds=0.01)  # ~5 s of work
@@ -291,7 +271,7 @@ def test_server_side_kills_of_worker_connections_lose_and_hold_no_job(
     runs = record_ids(record)
     counted = Counter(runs)
     lost = set(ids) - set(counted)
-    report(
+    report_figures(
         "KILL worker connections",
         jobs=total,
         faults=kills,
@@ -411,11 +391,11 @@ def test_a_silent_database_delays_neither_overtime_kills_nor_shutdown(
     private_mariadb: PrivateMariaDB,  # noqa: F811
     private_db_url: str,  # noqa: F811
     partition: Partition,
-    daemon_factory: Any,
+    daemons: Any,
 ) -> None:
     timeout, grace, term_to_kill, one_db_timeout = 2.0, 3.0, 2.0, MASTER_DB_TIMEOUT
     url = private_db_url.replace(f":{private_mariadb.port}/", f":{partition.port}/")
-    daemon: Daemon = daemon_factory(
+    daemon: Daemon = daemons(
         url,
         pools={QUEUE: {"workers": 1, "timeout": timeout}},
         supervisor={"shutdown_timeout": 3},
@@ -425,7 +405,7 @@ def test_a_silent_database_delays_neither_overtime_kills_nor_shutdown(
     job_id = queue.enqueue("t.hang", {}, queue=QUEUE, max_attempts=1)  # ignores the soft timeout
     queue.close()
     busy = wait_until(
-        lambda: [pid for pid, t in daemon.child_titles().items() if f" job {job_id} " in t],
+        lambda: daemon.running(job_id),
         timeout=10,
         message="the job running",
     )
@@ -440,7 +420,7 @@ def test_a_silent_database_delays_neither_overtime_kills_nor_shutdown(
         interval=0.05,
         message=f"the overtime child killed within {deadline:g}s ({daemon.describe()})",
     )
-    report("silent database", overtime_kill_after=round(time.monotonic() - started, 1))
+    report_figures("silent database", overtime_kill_after=round(time.monotonic() - started, 1))
 
     partition.heal()  # the master records the kill once it can
     wait_until(
@@ -452,13 +432,13 @@ def test_a_silent_database_delays_neither_overtime_kills_nor_shutdown(
     stopping = time.monotonic()
     daemon.send_signal(signal.SIGTERM)
     assert daemon.wait_exit(3 + one_db_timeout + 4.0) == 0
-    report("silent database", sigterm_exit_after=round(time.monotonic() - stopping, 1))
+    report_figures("silent database", sigterm_exit_after=round(time.monotonic() - stopping, 1))
 
 
 def test_a_stopped_database_server_holds_back_neither_a_kill_nor_a_stop(
     private_mariadb: PrivateMariaDB,  # noqa: F811
     private_db_url: str,  # noqa: F811
-    daemon_factory: Any,
+    daemons: Any,
 ) -> None:
     """SIGSTOP the server itself (connections open, nothing answers): the master's own
     queries give up after MASTER_DB_TIMEOUT and the slow work runs in the tick process,
@@ -473,7 +453,7 @@ def test_a_stopped_database_server_holds_back_neither_a_kill_nor_a_stop(
         job_id = queue.enqueue("t.hang", {}, queue=QUEUE, max_attempts=1)
         queue.close()
         [busy] = wait_until(
-            lambda: [pid for pid, t in daemon.child_titles().items() if f" job {job_id} " in t],
+            lambda: daemon.running(job_id),
             timeout=10,
             message="the job running",
         )
@@ -483,7 +463,7 @@ def test_a_stopped_database_server_holds_back_neither_a_kill_nor_a_stop(
         "pools": {QUEUE: {"workers": 1, "timeout": timeout}},
         "supervisor": {"shutdown_timeout": 30, "check_interval": 1},
     }
-    first: Daemon = daemon_factory(private_db_url, **config)
+    first: Daemon = daemons(private_db_url, **config)
     busy = hang_one(first)
     stopped = time.monotonic()
     os.kill(server_pid, signal.SIGSTOP)
@@ -508,7 +488,7 @@ def test_a_stopped_database_server_holds_back_neither_a_kill_nor_a_stop(
         os.kill(server_pid, signal.SIGCONT)
     first.kill_all()
 
-    second: Daemon = daemon_factory(private_db_url, **config)
+    second: Daemon = daemons(private_db_url, **config)
     busy = hang_one(second)
     os.kill(server_pid, signal.SIGSTOP)
     try:
@@ -520,7 +500,7 @@ def test_a_stopped_database_server_holds_back_neither_a_kill_nor_a_stop(
         assert child_gone(busy)
     finally:
         os.kill(server_pid, signal.SIGCONT)
-    report(
+    report_figures(
         "stopped server",
         overtime_kill_after=round(killed_after, 2),
         sigterm_acted_after=round(acted_after, 2),

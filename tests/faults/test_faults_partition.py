@@ -9,7 +9,6 @@ prints the figures).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from private_mariadb import (  # noqa: F401 - fixtures
     private_db_url,
     private_mariadb,
 )
-from util import unavailable, wait_until
+from util import report_figures, unavailable, wait_until
 
 from supervisor import Queue, events
 from supervisor.models import JobState
@@ -51,30 +50,8 @@ def fail_after(payload, job):
 """
 
 
-@pytest.fixture
-def daemons(tmp_path: Path) -> Iterator[Any]:
-    made: list[Daemon] = []
-
-    def make(name: str, db_url: str, **kwargs: Any) -> Daemon:
-        daemon = Daemon(tmp_path / name, db_url, name=name, **kwargs)
-        made.append(daemon)
-        return daemon
-
-    yield make
-    for daemon in made:
-        daemon.kill_all()
-
-
 def via(partition: Partition, server: PrivateMariaDB, url: str) -> str:
     return url.replace(f":{server.port}/", f":{partition.port}/")
-
-
-def running_on(daemon: Daemon, job_id: int) -> list[int]:
-    return [pid for pid, title in daemon.child_titles().items() if f" job {job_id} " in title]
-
-
-def report(name: str, **figures: Any) -> None:
-    print(f"\n[fault figures] {name}: " + ", ".join(f"{k}={v}" for k, v in figures.items()))
 
 
 def test_a_cut_off_host_keeps_its_job_and_nobody_else_runs_it(
@@ -87,15 +64,15 @@ def test_a_cut_off_host_keeps_its_job_and_nobody_else_runs_it(
     """Cut off for longer than process_stale_after, shorter than the lease: the host
     looks dead, but its job still runs; the chores holder must wait for the lease."""
     pools = {QUEUE: {"workers": 1, "timeout": 20}}  # lease 50 s
-    cut_off = daemons("a", via(partition, private_mariadb, private_db_url), pools=pools,
-                      supervisor=CLUSTER)  # fmt: skip
+    cut_off_url = via(partition, private_mariadb, private_db_url)
+    cut_off = daemons(cut_off_url, name="a", pools=pools, supervisor=CLUSTER)
     cut_off.start().wait_ready()
     record = tmp_path / "record"
     queue = Queue(private_db_url)
     job_id = queue.enqueue("t.record", {"file": str(record), "seconds": 12}, queue=QUEUE)
     queue.close()
-    wait_until(lambda: running_on(cut_off, job_id), timeout=10, message="the job running on a")
-    healthy = daemons("b", private_db_url, pools=pools, supervisor=CLUSTER)
+    wait_until(lambda: cut_off.running(job_id), timeout=10, message="the job running on a")
+    healthy = daemons(private_db_url, name="b", pools=pools, supervisor=CLUSTER)
     healthy.start().wait_ready()
 
     partition.cut()
@@ -105,7 +82,7 @@ def test_a_cut_off_host_keeps_its_job_and_nobody_else_runs_it(
         time.sleep(8)
         row = store.get_job(job_id)
         assert row is not None and row.status == JobState.RUNNING, row
-        assert not running_on(healthy, job_id)
+        assert not healthy.running(job_id)
         # Its row stays while it holds a live lease: `forkq status` shows it stale.
         assert row.locked_by in {p.name for p in store.list_processes()}
         wait_until(lambda: record.exists(), timeout=20, message="a finished the job")
@@ -115,7 +92,7 @@ def test_a_cut_off_host_keeps_its_job_and_nobody_else_runs_it(
         store.close()
     runs = record_ids(record)
     assert runs == [job_id], f"job {job_id} ran {len(runs)} times: {runs}"
-    report("cut-off host", runs=len(runs))
+    report_figures("cut-off host", runs=len(runs))
 
 
 def test_a_failure_that_cannot_be_written_is_not_killed_as_overtime(
@@ -127,8 +104,8 @@ def test_a_failure_that_cannot_be_written_is_not_killed_as_overtime(
     """The handler failed after 2 s of a 5 s timeout while the database was silent: its
     outcome waits to be written, and the child is no overtime to kill."""
     daemon = daemons(
-        "a",
         via(partition, private_mariadb, private_db_url),
+        name="a",
         pools={QUEUE: {"workers": 1, "timeout": 5}},
         supervisor={"handlers": ["testhandlers", "failafter"]},
     )
@@ -137,7 +114,7 @@ def test_a_failure_that_cannot_be_written_is_not_killed_as_overtime(
     queue = Queue(private_db_url)
     job_id = queue.enqueue("t.fail_after", {"seconds": 2}, queue=QUEUE, max_attempts=3)
     queue.close()
-    [child] = wait_until(lambda: running_on(daemon, job_id), timeout=10, message="running")
+    [child] = wait_until(lambda: daemon.running(job_id), timeout=10, message="running")
     partition.cut()
     time.sleep(5 + 3 + 2 + 2)  # past timeout + kill grace + SIGTERM-to-SIGKILL, and then some
     assert daemon.events(events.JOB_TIMED_OUT) == []
@@ -157,6 +134,7 @@ def test_a_failure_that_cannot_be_written_is_not_killed_as_overtime(
 
 
 # --- a host whose clock is an hour off (libfaketime) ------------------------------------------
+
 
 def skewed(offset: str) -> dict[str, str]:
     """The environment of a daemon whose wall clock is `offset` off (monotonic untouched)."""
@@ -181,8 +159,8 @@ def test_a_host_an_hour_behind_still_alerts_on_a_second_outage(
     """Cooldowns are written on the database clock; while the database cannot be read
     the host judges them on its own clock plus the offset it last saw, not its own alone."""
     daemon = daemons(
-        "late",
         via(partition, private_mariadb, private_db_url),
+        name="late",
         pools={QUEUE: {"workers": 1}},
         supervisor={"check_interval": 1},
         env=skewed("-1h"),
@@ -212,7 +190,7 @@ def test_a_host_an_hour_behind_still_alerts_on_a_second_outage(
             message=f"outage {outage} resolved (got {webhook.texts})",
         )
         time.sleep(3)  # past the cooldown
-    report("an hour behind", webhook_messages=len(webhook.texts))
+    report_figures("an hour behind", webhook_messages=len(webhook.texts))
 
 
 def test_a_new_schedule_starts_at_boot_on_the_database_clock(
@@ -221,9 +199,12 @@ def test_a_new_schedule_starts_at_boot_on_the_database_clock(
 ) -> None:
     """A host an hour behind enqueued a slot from before its boot at its first tick."""
     daemon = daemons(
-        "late", private_db_url, pools={QUEUE: {"workers": 1}}, supervisor={"check_interval": 0.5},
+        private_db_url,
+        name="late",
+        pools={QUEUE: {"workers": 1}},
+        supervisor={"check_interval": 0.5},
         env=skewed("-1h"),
-    )  # fmt: skip
+    )
     schedule = (
         f'\n[schedules.every_minute]\ncron = "* * * * *"\nhandler = "t.noop"\nqueue = "{QUEUE}"\n'
     )
