@@ -11,10 +11,10 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from supervisor.errors import SchemaError, TransientDatabaseError
+from supervisor.errors import SchemaError, TransientDatabaseError, UsageError
 from supervisor.models import NewJob
 from supervisor.store.queries import upgrade_statements
 
@@ -55,6 +55,8 @@ class StoreCore(ABC):
 
     backend: str
     queries: dict[str, str]
+    # The first second the backend's time columns cannot hold (None: no such limit).
+    TIME_LIMIT: float | None = None
     _node_column: bool | None = None  # does forkq_processes.node exist? (asked once)
     _results_table: bool | None = None  # does forkq_results exist? (asked once)
     _limits_schema: bool | None = None  # is the schema version 7 or later? (asked once)
@@ -195,14 +197,20 @@ class StoreCore(ABC):
 
     # --- producers -----------------------------------------------------------------------
 
-    @staticmethod
-    def job_params(job: NewJob) -> dict[str, Any]:
+    @classmethod
+    def job_params(cls, job: NewJob) -> dict[str, Any]:
+        run_at = epoch(job.run_at)
+        if cls.TIME_LIMIT is not None:
+            due = run_at if run_at is not None else time.time() + job.delay
+            if due >= cls.TIME_LIMIT:  # the server would store NULL or refuse: say so first
+                limit = datetime.fromtimestamp(cls.TIME_LIMIT, UTC).strftime("%Y-%m-%d %H:%M:%S")
+                raise UsageError(f"run_at and delay must fall before {limit} UTC on {cls.backend}")
         return {
             "queue": job.queue,
             "handler": job.handler,
             "payload": job.payload_json,
             "priority": job.priority,
-            "run_at": epoch(job.run_at),
+            "run_at": run_at,
             "delay_us": micros(job.delay),
             "unique_key": job.unique_key,
             "max_attempts": job.max_attempts,

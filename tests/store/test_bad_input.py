@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -290,3 +291,30 @@ def test_names_too_long_for_their_columns_are_usage_errors(queue: Queue, db_url:
     with pytest.raises(UsageError):
         queue.enqueue("bad.echo", {}, queue=QUEUE, unique_key="k" * 192)
     assert count_rows(db_url, "forkq_jobs") == 0
+
+
+def test_a_time_past_what_the_backend_holds_is_refused_before_any_write(
+    queue: Queue, db_url: str
+) -> None:
+    """MySQL/MariaDB's TIMESTAMP ends in January 2038. A later run_at was refused by the
+    server as "(1292) Truncated incorrect unixtime value", which names no field (and
+    outside strict mode FROM_UNIXTIME is NULL: the job would be stored as due now)."""
+    later = datetime(2040, 1, 1, tzinfo=UTC)
+    last = datetime(2038, 1, 19, 3, 14, 7, tzinfo=UTC)
+    ten_years = 10 * 365 * 86_400 + (last - datetime.now(UTC)).total_seconds()
+    if util.backend_of(db_url) == "mysql":
+        message = "run_at and delay must fall before 2038-01-19 03:14:08 UTC on mysql"
+        for job in ({"run_at": later}, {"delay": ten_years}):
+            with pytest.raises(UsageError, match=message):
+                queue.enqueue("bad.echo", {}, queue=QUEUE, **job)
+        with pytest.raises(UsageError, match=message):
+            queue.enqueue_many([{"handler": "bad.echo", "queue": QUEUE, "run_at": later}])
+        assert count_rows(db_url, "forkq_jobs") == 0
+    else:  # SQLite keeps any time
+        job_id = queue.enqueue("bad.echo", {}, queue=QUEUE, run_at=later)
+        row = queue.get(job_id)
+        assert row is not None and row.run_at == later
+    # The last second that fits is kept as it is, on either backend.
+    job_id = queue.enqueue("bad.echo", {}, queue=QUEUE, run_at=last)
+    row = queue.get(job_id)
+    assert row is not None and row.run_at == last and row.status == JobState.SCHEDULED
