@@ -149,41 +149,16 @@ def build_job(
     queue = queue or (registered.queue if registered else "default")
     if len(queue) > 64:
         raise UsageError("queue names have at most 64 characters")
-    if not isinstance(delay, int | float) or not math.isfinite(delay) or delay < 0:
-        raise UsageError("delay must be a finite number of seconds >= 0")
-    if run_at is not None and not isinstance(run_at, datetime):
-        raise UsageError("run_at must be a datetime")
-    if run_at is not None and run_at.tzinfo is None:
-        run_at = run_at.replace(tzinfo=UTC)  # naive times are taken as UTC
-    if (
-        isinstance(priority, bool)
-        or not isinstance(priority, int)
-        or not -(2**31) <= priority < 2**31
-    ):
-        raise UsageError("priority must be a 32-bit integer")
-    if unique_key is not None and (
-        not isinstance(unique_key, str) or not unique_key or len(unique_key) > 191
-    ):
-        raise UsageError("unique_key must be a string of 1 to 191 characters")
-    if limit_key is not None and (
-        not isinstance(limit_key, str) or not limit_key or len(limit_key) > 191
-    ):
-        raise UsageError("limit_key must be a string of 1 to 191 characters")
+    run_at = _checked_time(delay, run_at)
+    _check_priority(priority)
+    _check_key("unique_key", unique_key)
+    _check_key("limit_key", limit_key)
     if max_attempts is None and registered is not None:
         max_attempts = registered.max_attempts
-    if max_attempts is not None and (
-        isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1
-    ):
-        raise UsageError("max_attempts must be an integer >= 1")
-    try:
-        payload_json = _PAYLOAD_ENCODER.encode({} if payload is None else payload)
-        if not payload_json.isascii():
-            payload_json.encode("utf-8")  # a lone surrogate passes the encoder but no driver
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise UsageError(f"payload must be JSON-serialisable: {exc}") from exc
+    _check_max_attempts(max_attempts)
     return NewJob(
         handler,
-        payload_json,
+        _encode_payload(payload),
         queue,
         priority,
         float(delay),
@@ -192,3 +167,47 @@ def build_job(
         max_attempts,
         limit_key,
     )
+
+
+def _checked_time(delay: float, run_at: datetime | None) -> datetime | None:
+    """Check when the job runs; `run_at` as an aware time (naive times are taken as UTC)."""
+    if not isinstance(delay, int | float) or not math.isfinite(delay) or delay < 0:
+        raise UsageError("delay must be a finite number of seconds >= 0")
+    if run_at is not None and not isinstance(run_at, datetime):
+        raise UsageError("run_at must be a datetime")
+    if run_at is not None and run_at.tzinfo is None:
+        run_at = run_at.replace(tzinfo=UTC)  # naive times are taken as UTC
+    return run_at
+
+
+def _check_priority(priority: int) -> None:
+    if (
+        isinstance(priority, bool)
+        or not isinstance(priority, int)
+        or not -(2**31) <= priority < 2**31
+    ):
+        raise UsageError("priority must be a 32-bit integer")
+
+
+def _check_key(name: str, key: str | None) -> None:
+    """unique_key and limit_key: None, or a string that fits their 191-character columns."""
+    if key is not None and (not isinstance(key, str) or not key or len(key) > 191):
+        raise UsageError(f"{name} must be a string of 1 to 191 characters")
+
+
+def _check_max_attempts(max_attempts: int | None) -> None:
+    if max_attempts is not None and (
+        isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1
+    ):
+        raise UsageError("max_attempts must be an integer >= 1")
+
+
+def _encode_payload(payload: Any) -> str:
+    """The payload as JSON text; None is an empty object."""
+    try:
+        payload_json = _PAYLOAD_ENCODER.encode({} if payload is None else payload)
+        if not payload_json.isascii():
+            payload_json.encode("utf-8")  # a lone surrogate passes the encoder but no driver
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise UsageError(f"payload must be JSON-serialisable: {exc}") from exc
+    return payload_json

@@ -222,25 +222,11 @@ def build_result(
     row = job or record
     if row is None or (job is not None and job["handler"] != HANDLER):
         raise TaskResultDoesNotExist(result_id)
-    try:
-        payload = decode_payload(row["payload"])
-    except ValueError as exc:
-        raise TaskResultDoesNotExist(f"{result_id}: {exc}") from exc
-    task = task or task_of(payload)
-    if task is None:
-        raise TaskResultDoesNotExist(
-            f"{result_id}: task {payload['task']!r} is not defined in this process"
-        )
-    if job is not None:
-        status = JOB_STATUS.get(job["status"], READY)
-    else:
-        status = RESULT_STATUS.get(record["status"] if record else "", FAILED)
+    payload, task = _payload_and_task(row, task, result_id)
+    status = _status(job, record)
     recorded = record or {}
     workers = json_list(recorded.get("workers"))
-    errors = [
-        TaskError(exception_class_path=e["exception_class_path"], traceback=e["traceback"])
-        for e in json_list(recorded.get("errors"))
-    ]
+    errors = _recorded_errors(recorded)
     if job is not None:
         _add_unrecorded(job, status, workers, errors)
     started = [t for t in (recorded.get("attempted_at"), (job or {}).get("started_at")) if t]
@@ -261,6 +247,38 @@ def build_result(
     if status == SUCCESSFUL and recorded.get("return_value") is not None:
         object.__setattr__(result, "_return_value", json.loads(recorded["return_value"]))
     return result
+
+
+def _payload_and_task(
+    row: dict[str, Any], task: Task[Any, Any] | None, result_id: str
+) -> tuple[dict[str, Any], Task[Any, Any]]:
+    """The row's payload and the task it names (`task` when the caller holds it); a
+    payload that is not forkq's, or a task this process does not define, is no result."""
+    try:
+        payload = decode_payload(row["payload"])
+    except ValueError as exc:
+        raise TaskResultDoesNotExist(f"{result_id}: {exc}") from exc
+    task = task or task_of(payload)
+    if task is None:
+        raise TaskResultDoesNotExist(
+            f"{result_id}: task {payload['task']!r} is not defined in this process"
+        )
+    return payload, task
+
+
+def _status(job: dict[str, Any] | None, record: dict[str, Any] | None) -> TaskResultStatus:
+    """The job row's status while it exists, else the result row's."""
+    if job is not None:
+        return JOB_STATUS.get(job["status"], READY)
+    return RESULT_STATUS.get(record["status"] if record else "", FAILED)
+
+
+def _recorded_errors(recorded: dict[str, Any]) -> list[TaskError]:
+    """The errors the result row holds (its JSON list of exception paths and tracebacks)."""
+    return [
+        TaskError(exception_class_path=e["exception_class_path"], traceback=e["traceback"])
+        for e in json_list(recorded.get("errors"))
+    ]
 
 
 def _add_unrecorded(

@@ -16,6 +16,7 @@ from supervisor.models import Throughput
 WIDTH = 960
 HEIGHT = 220
 LEFT, RIGHT, TOP, BOTTOM = 52, 8, 10, 24  # margins around the plot
+PLOT_W, PLOT_H = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM  # the plot inside them
 MAX_BARS = 360  # longer ranges add minutes into buckets
 HOURS = (1, 3, 6, 12, 24)
 
@@ -68,6 +69,32 @@ def throughput_chart(rows: Iterable[Throughput], now: float, hours: int) -> Char
     count = math.ceil(minutes / bucket)
     end = (math.floor(now / 60) + 1) * 60  # the end of the current minute
     start = end - count * bucket * 60
+    done, failed = _bucket_counts(rows, start, bucket, count)
+    rates = [(d / bucket, f / bucket) for d, f in zip(done, failed, strict=True)]
+    top = nice_ceiling(max((d + f for d, f in rates), default=0.0))
+    base = TOP + PLOT_H
+    y_ticks = [Tick(round(base - PLOT_H * k / 4, 2), _number(top * k / 4)) for k in range(5)]
+    return Chart(
+        WIDTH,
+        HEIGHT,
+        LEFT,
+        WIDTH - RIGHT,
+        TOP,
+        base,
+        bucket,
+        _bars(start, bucket, done, failed, top),
+        y_ticks,
+        _x_ticks(start, end, hours, PLOT_W),
+        sum(done),
+        sum(failed),
+    )
+
+
+def _bucket_counts(
+    rows: Iterable[Throughput], start: float, bucket: int, count: int
+) -> tuple[list[int], list[int]]:
+    """Jobs done and failed per bucket of `bucket` minutes from `start`; rows outside
+    the range are left out."""
     done = [0] * count
     failed = [0] * count
     for row in rows:
@@ -75,15 +102,16 @@ def throughput_chart(rows: Iterable[Throughput], now: float, hours: int) -> Char
         if 0 <= index < count:
             done[index] += row.done
             failed[index] += row.failed
-    rates = [(d / bucket, f / bucket) for d, f in zip(done, failed, strict=True)]
-    top = nice_ceiling(max((d + f for d, f in rates), default=0.0))
-    plot_w = WIDTH - LEFT - RIGHT
-    plot_h = HEIGHT - TOP - BOTTOM
-    slot = plot_w / count
-    scale = plot_h / top
-    base = TOP + plot_h
+    return done, failed
+
+
+def _bars(start: float, bucket: int, done: list[int], failed: list[int], top: float) -> list[Bar]:
+    """One bar per bucket that has jobs, its height the per-minute rate on a y axis to `top`."""
+    slot = PLOT_W / len(done)
+    scale = PLOT_H / top
+    base = TOP + PLOT_H
     bars = []
-    for i, (d, f) in enumerate(rates):
+    for i, (d, f) in enumerate((d / bucket, f / bucket) for d, f in zip(done, failed, strict=True)):
         if not d and not f:
             continue
         x = LEFT + i * slot
@@ -99,21 +127,7 @@ def throughput_chart(rows: Iterable[Throughput], now: float, hours: int) -> Char
                 title=_title(start + i * bucket * 60, bucket, done[i], failed[i]),
             )
         )
-    y_ticks = [Tick(round(base - plot_h * k / 4, 2), _number(top * k / 4)) for k in range(5)]
-    return Chart(
-        WIDTH,
-        HEIGHT,
-        LEFT,
-        WIDTH - RIGHT,
-        TOP,
-        base,
-        bucket,
-        bars,
-        y_ticks,
-        _x_ticks(start, end, hours, plot_w),
-        sum(done),
-        sum(failed),
-    )
+    return bars
 
 
 def _x_ticks(start: float, end: float, hours: int, plot_w: int) -> list[Tick]:
