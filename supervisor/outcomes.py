@@ -36,6 +36,14 @@ class Attempt(NamedTuple):
     permanent: bool  # dead whatever attempts are left (Fail, unknown handler, bad payload)
 
 
+class SnoozeWritten(StrEnum):
+    """What became of a Snooze the store was asked to write."""
+
+    SNOOZED = "snoozed"  # back to ready or scheduled, no attempt used
+    DEAD = "dead"  # it had snoozed max_snoozes times: ended dead
+    LOST = "lost"  # this owner no longer holds the job: nothing written
+
+
 class SettleKind(StrEnum):
     """Why the master settles what a gone child held."""
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from supervisor.errors import SchemaError
 from supervisor.models import JobRow, JobState, QueueTimes
+from supervisor.outcomes import SnoozeWritten
 from supervisor.store.core import (
     AHEAD_US,
     LIMITS_SCHEMA_VERSION,
@@ -116,11 +117,11 @@ class JobOps(StoreCore):
 
     def snooze(
         self, owner: str, job_id: int, delay: float, max_snoozes: int, reason: str = "snoozed"
-    ) -> str:
+    ) -> SnoozeWritten:
         """The handler raised Snooze(delay): back to ready (or scheduled) after `delay`, the
-        claim's attempt given back and the snooze counted. "snoozed"; "dead" when the job
-        had already snoozed `max_snoozes` times (so a bug cannot snooze forever unseen);
-        "lost" when this owner no longer holds it. Needs schema 7 (snoozes_counted)."""
+        claim's attempt given back and the snooze counted. SNOOZED; DEAD when the job had
+        already snoozed `max_snoozes` times (so a bug cannot snooze forever unseen); LOST
+        when this owner no longer holds it. Needs schema 7 (snoozes_counted)."""
         changed = self._run(
             "snooze",
             status=JobState.SCHEDULED if delay > SCHEDULE_AHEAD else JobState.READY,
@@ -130,12 +131,13 @@ class JobOps(StoreCore):
             max_snoozes=max_snoozes,
         )
         if changed == 1:
-            return "snoozed"
+            return SnoozeWritten.SNOOZED
         error = (
             f"snoozed {max_snoozes} times, its handler's max_snoozes: ended dead so it cannot"
             f" wait forever (last: {reason})"
         )
-        return "dead" if self.fail(owner, job_id, error, dead=True) else "lost"
+        ended = self.fail(owner, job_id, error, dead=True)
+        return SnoozeWritten.DEAD if ended else SnoozeWritten.LOST
 
     def snoozes_counted(self) -> bool:
         """Whether the schema counts snoozes (version 7): before it a Snooze is a retry."""

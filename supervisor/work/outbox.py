@@ -17,11 +17,9 @@ from typing import Any
 from supervisor import registry
 from supervisor.fate import failure_outcome, max_attempts_for
 from supervisor.models import JobRow
-from supervisor.outcomes import Outcome
+from supervisor.outcomes import SnoozeWritten
 from supervisor.policy import DEFAULT_MAX_SNOOZES, Fate, truncate_error
 from supervisor.store import Store
-
-LEASE_LOST = "lost"  # what store.snooze answers when this owner no longer holds the job
 
 
 @dataclass(frozen=True)
@@ -136,9 +134,9 @@ class Outbox:
         result = self.store.snooze(
             self.owner, snooze.job_id, snooze.delay, snooze.max_snoozes, snooze.reason
         )
-        if result == LEASE_LOST:
+        if result is SnoozeWritten.LOST:
             self.log.warning("lease_lost", job_id=snooze.job_id)
-        elif result == Outcome.DEAD:  # snoozed past its max_snoozes: the store ended it dead
+        elif result is SnoozeWritten.DEAD:  # snoozed past its max_snoozes: the store ended it dead
             self.log.warning(
                 "job_snoozed_too_often", job_id=snooze.job_id, max_snoozes=snooze.max_snoozes
             )
