@@ -8,9 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from supervisor.config.model import Rate
-from supervisor.dburl import DatabaseURL, parse_database_url
 from supervisor.durations import parse_duration
-from supervisor.errors import ConfigError
 
 MAX_SESSION_TIMEOUT = 31_536_000  # a year: the most wait_timeout takes
 MIN_RATE_PERIOD = 1.0  # seconds: a rate is counted in tenths of its period
@@ -100,13 +98,6 @@ def _json_table(value: Any) -> dict[str, Any]:
             f"must be JSON-encodable (no TOML dates or times, nan or inf): {exc}"
         ) from exc
     return table
-
-
-def _url(value: Any) -> DatabaseURL:
-    try:
-        return parse_database_url(_str(value))
-    except ConfigError as exc:
-        raise ValueError(str(exc)) from exc
 
 
 def parse_listen(text: str) -> tuple[str, int]:
