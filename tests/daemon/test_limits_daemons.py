@@ -166,17 +166,21 @@ def test_starts_per_window_never_pass_the_rate(
     start(daemons, 2, 2, limits, on_success="keep")
     ids = enqueue(queue, 16, record, 0.0)
     wait_until(lambda: len(runs(record)) == 16, timeout=90, message="16 jobs run")
-    started = [
-        j.started_at.timestamp() for j in (store.get_job(i) for i in ids) if j and j.started_at
-    ]
-    by_database = most_in_window(started, 1.0)
-    by_handlers = most_in_window([s for _, _, s, _ in runs(record)], 1.0)
+    claimed = {i: j.started_at.timestamp() for i in ids if (j := store.get_job(i)) and j.started_at}
+    by_database = most_in_window(list(claimed.values()), 1.0)
+    handler_starts = {job: s for job, _, s, _ in runs(record)}
+    by_handlers = most_in_window(list(handler_starts.values()), 1.0)
+    # A handler starts a little after its claim (the same host's clock): by at most `lag`.
+    lags = [handler_starts[i] - claimed[i] for i in ids]
+    lag = max(lags)
     print(
-        f"limits-figure {backend} rate=4/1s 2x2 workers: started_at {by_database}, handlers {by_handlers}"
+        f"limits-figure {backend} rate=4/1s 2x2 workers: started_at {by_database},"
+        f" handlers {by_handlers}, claim-to-handler lag {min(lags):.3f}-{lag:.3f} s"
     )
-    assert len(started) == 16 and by_database == 4
-    # The handlers' clocks lag the claim by the time to start the job: a few milliseconds.
-    assert most_in_window([s for _, _, s, _ in runs(record)], 0.95) <= 4
+    assert len(claimed) == 16 and by_database == 4
+    assert min(lags) > -0.01 and lag < 0.5  # the claim came first; nothing stalled for long
+    # So any 1 - lag seconds of the handlers' clocks lie within 1 s of claims: at most 4.
+    assert most_in_window(list(handler_starts.values()), 1.0 - lag) <= 4
 
 
 def test_a_sigkilled_workers_slot_comes_back(
