@@ -142,6 +142,17 @@ class StoreCore(ABC):
     def _rows(self, query: str, /, **values: Any) -> list[dict[str, Any]]:
         return self._retrying(lambda: self._fetchall(query, self._params(**values)))
 
+    def _in_chunks(self, query: str, /, **values: Any) -> int:
+        """Run a DELETE or UPDATE with `LIMIT :limit` until a chunk changes fewer rows than
+        PURGE_CHUNK; how many rows it changed in all. Each chunk is a short transaction
+        of its own, so a big purge never holds many locks at once."""
+        total = 0
+        while True:
+            changed = self._run(query, limit=PURGE_CHUNK, **values)
+            total += changed
+            if changed < PURGE_CHUNK:
+                return total
+
     @contextmanager
     def _tx(self) -> Iterator[None]:
         with self._transaction():

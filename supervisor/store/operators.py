@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from supervisor.models import CancelResult, JobRow, JobState, QueueStats
-from supervisor.store.core import PURGE_CHUNK, RESULTS_SCHEMA_VERSION, STATS_CAP, StoreCore, micros
+from supervisor.store.core import RESULTS_SCHEMA_VERSION, STATS_CAP, StoreCore, micros
 
 
 class OperatorOps(StoreCore):
@@ -102,42 +102,19 @@ class OperatorOps(StoreCore):
 
     def purge(self, status: str, older_than: float, queue: str | None = None) -> int:
         """Delete done or dead jobs finished more than `older_than` seconds ago, in chunks."""
-        total = 0
-        while True:
-            deleted = self._run(
-                "purge_finished",
-                status=status,
-                age_us=micros(older_than),
-                queue=queue,
-                limit=PURGE_CHUNK,
-            )
-            total += deleted
-            if deleted < PURGE_CHUNK:
-                return total
+        return self._in_chunks(
+            "purge_finished", status=status, age_us=micros(older_than), queue=queue
+        )
 
     def purge_archive(self, older_than: float, queue: str | None = None) -> int:
-        total = 0
-        while True:
-            deleted = self._run(
-                "purge_archive", age_us=micros(older_than), queue=queue, limit=PURGE_CHUNK
-            )
-            total += deleted
-            if deleted < PURGE_CHUNK:
-                return total
+        return self._in_chunks("purge_archive", age_us=micros(older_than), queue=queue)
 
     def purge_results(self, older_than: float, queue: str) -> int:
         """Delete task results of `queue` finished more than `older_than` seconds ago, in
         chunks; a result whose job waits or runs again stays. Nothing before schema 6."""
         if not self._has_results_table():
             return 0
-        total = 0
-        while True:
-            deleted = self._run(
-                "purge_results", age_us=micros(older_than), queue=queue, limit=PURGE_CHUNK
-            )
-            total += deleted
-            if deleted < PURGE_CHUNK:
-                return total
+        return self._in_chunks("purge_results", age_us=micros(older_than), queue=queue)
 
     def _has_results_table(self) -> bool:
         """Asked once per store, as _has_node_column."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from supervisor.models import JobListing, Throughput
-from supervisor.store.core import PURGE_CHUNK, StoreCore, micros
+from supervisor.store.core import StoreCore, micros
 
 
 class ViewOps(StoreCore):
@@ -91,19 +91,11 @@ class ViewOps(StoreCore):
 
     def discard_queue_dead(self, queue: str) -> int:
         """Delete every dead job of `queue`, a chunk per transaction."""
-        return self._chunks("web_discard_dead", queue)
+        return self._in_chunks("web_discard_dead", queue=queue)
 
     def retry_queue_dead(self, queue: str) -> int:
         """Make every dead job of `queue` ready now, a chunk per transaction."""
-        return self._chunks("web_retry_dead", queue)
-
-    def _chunks(self, query: str, queue: str) -> int:
-        total = 0
-        while True:
-            changed = self._run(query, queue=queue, limit=PURGE_CHUNK)
-            total += changed
-            if changed < PURGE_CHUNK:
-                return total
+        return self._in_chunks("web_retry_dead", queue=queue)
 
     def schedule_slots(self, schedule: str, limit: int = 10) -> list[tuple[float, int | None]]:
         """(slot, job id) of a schedule's latest enqueued slots, newest first."""

@@ -87,9 +87,9 @@ def test_throughput_is_summed_over_hosts_per_minute_and_queue(store: Store, db_u
 def test_discard_and_retry_every_dead_job_of_a_queue_in_chunks(
     queue: Queue, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import supervisor.store.views as views
+    import supervisor.store.core as core
 
-    monkeypatch.setattr(views, "PURGE_CHUNK", 2)
+    monkeypatch.setattr(core, "PURGE_CHUNK", 2)
     for name in ("a", "b"):
         fill(queue, 5, queue=name)
         for row in store.claim(name, OWNER, 5, 60):
