@@ -114,8 +114,7 @@ class CheckTicks:
             crash_looping={name for name, p in m.pools.items() if p.crash_looping},
             alert_memory=dict(self.alert_memory),
         )
-        close = [*m.master_fds(), *m.children.fds()]
-        self.running = TickProcess.fork(m.config, given, now, close)
+        self.running = TickProcess.fork(m.config, given, now, m.fds_for_fork())
 
     def readable(self) -> None:
         """Its report pipe is readable: read it, and take the report once it is whole."""
