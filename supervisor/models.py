@@ -42,6 +42,15 @@ def utc(value: Any) -> datetime | None:
     return datetime.fromtimestamp(float(value), tz=UTC)
 
 
+CLAIMED = "claimed"  # shown for a running row whose handler has not started (no started_at)
+
+
+def shown_status(status: str, started_at: Any) -> str:
+    """The status a person sees: a job a worker claimed behind another and has not started
+    is `claimed`, never `running` (SPEC: running means a handler has started)."""
+    return CLAIMED if status == JobState.RUNNING and started_at is None else status
+
+
 @dataclass(frozen=True)
 class JobRow:
     """One row of forkq_jobs as stored; the payload is still text."""
@@ -91,6 +100,10 @@ class JobRow:
             limit_wait=str(row.get("limit_wait") or ""),
         )
 
+    @property
+    def shown_status(self) -> str:
+        return shown_status(self.status, self.started_at)
+
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for key, value in vars(self).items():
@@ -101,6 +114,7 @@ class JobRow:
                 if isinstance(value, JobState)
                 else value
             )
+        out["status"] = self.shown_status
         return out
 
 
@@ -137,7 +151,7 @@ class JobListing:
             id=int(row["id"]),
             queue=str(row["queue"]),
             handler=str(row["handler"]),
-            status=str(row["status"]),
+            status=shown_status(str(row["status"]), row["started_at"]),
             priority=int(row["priority"]),
             attempts=int(row["attempts"]),
             max_attempts=None if row["max_attempts"] is None else int(row["max_attempts"]),
@@ -206,6 +220,17 @@ class QueueStats:
         out = dict(vars(self))
         out["capped"] = sorted(self.capped)
         return out
+
+
+@dataclass(frozen=True)
+class HandBack:
+    """What the master takes from a child busy with a long job, to write in its stead."""
+
+    successes: list[int]  # jobs it finished and had not acknowledged yet
+    on_success: str  # their pool's on_success mode
+    unstarted: list[int]  # jobs it claimed and will now never start
+    running: int | None  # the job it runs, claimed behind another: its start to record
+    running_for: float  # seconds that job has run
 
 
 @dataclass(frozen=True)

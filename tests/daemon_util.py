@@ -97,6 +97,16 @@ def grow(payload, job):
 @handler("t.fail")
 def fail(payload, job):
     raise RuntimeError("fail-always handler")
+
+
+@handler("t.stop_master")
+def stop_master(payload, job):
+    """Freeze the master (SIGSTOP; the test sends SIGCONT), then sleep: while it is frozen
+    nothing is handed back, so the test can look at what this child holds."""
+    import signal
+
+    os.kill(os.getppid(), signal.SIGSTOP)
+    time.sleep(float(payload.get("seconds", 30)))
 '''
 
 # Every child dies right after the fork; the master (which forked nothing before

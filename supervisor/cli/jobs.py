@@ -60,7 +60,7 @@ def _jobs_table(rows: Sequence[JobRow]) -> str:
         [
             (
                 row.id,
-                str(row.status),
+                row.shown_status,
                 row.queue,
                 row.handler,
                 row.priority,

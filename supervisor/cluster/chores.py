@@ -48,7 +48,7 @@ def settle_owner(
     else returns to ready uncounted (a shutdown kill). Jobs it had claimed but not
     started go back to ready without counting an attempt.
     """
-    rows = store.held_by(owner)
+    rows = _finish_cancels(store, store.held_by(owner))
     unstarted = [r.id for r in rows if r.id != running_job]
     settled = store.release(owner, unstarted, count_attempt=False)
     for row in rows:
@@ -82,10 +82,23 @@ def settle_gone_worker(store: Store, owner: str, error: str, *, only_expired: bo
     job that kills its worker (OOM, a segfault) would never end dead. `only_expired`
     leaves jobs whose lease is still live to their holder.
     """
+    rows = store.held_by(owner)
+    if not only_expired:  # a live lease's cancel is its holder's (or, once expired, the reaper's)
+        rows = _finish_cancels(store, rows)
     return sum(
         int(fail_held_job(store, row, owner, error, only_expired=only_expired))
-        for row in store.held_by(owner)
+        for row in rows
+        if row.status is JobState.RUNNING
     )
+
+
+def _finish_cancels(store: Store, rows: list[JobRow]) -> list[JobRow]:
+    """A gone holder's `cancelling` jobs end cancelled now (they never run again); the
+    others are returned, to settle as their holder's death says."""
+    for row in rows:
+        if row.status is JobState.CANCELLING:
+            store.finish_cancel(row.id)
+    return [row for row in rows if row.status is not JobState.CANCELLING]
 
 
 def settle_stale_processes(store: Store, stale_after: float) -> int:

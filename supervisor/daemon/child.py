@@ -31,6 +31,7 @@ from types import FrameType
 from supervisor import events, logs
 from supervisor.config import Config, PoolConfig
 from supervisor.daemon.decisions import recycle_after
+from supervisor.daemon.ledger import Ledger
 from supervisor.daemon.scoreboard import Scoreboard
 from supervisor.models import JobRow
 from supervisor.outcomes import Outcome
@@ -53,14 +54,18 @@ class ChildSpec:
     wake_fd: int  # read end
     scoreboard: Scoreboard
     master_name: str
+    ledger: Ledger  # what it holds unstarted and its unwritten successes, shared with the master
 
 
 class PipeEvents:
     """Reports to the master and keeps the process title current.
 
-    Job starts and ends go to the shared scoreboard (no system call, no master
-    wake-up per job); only idle and retiring go down the status pipe.
+    Job starts and ends go to the shared scoreboard and the ledger (no master wake-up
+    per job); only idle and retiring go down the status pipe. The master may take back
+    the jobs the ledger lists (daemon/handback.py): a job starts only if it is still ours.
     """
+
+    can_hand_back = True
 
     def __init__(self, spec: ChildSpec) -> None:
         self.spec = spec
@@ -72,9 +77,23 @@ class PipeEvents:
         with contextlib.suppress(OSError):  # the master is gone; the parent-death check ends us
             os.write(self.spec.status_fd, (line + "\n").encode())
 
-    def job_started(self, job: JobRow, timeout: float) -> None:
-        self.spec.scoreboard.write(job.id, timeout, self.jobs, self.failed)
+    def claimed(self, ids: list[int]) -> None:
+        self.spec.ledger.hold(ids)
+
+    def start(self, job: JobRow, timeout: float) -> bool:
+        board = self.spec.scoreboard
+        if not self.spec.ledger.start(
+            job.id, lambda: board.write(job.id, timeout, self.jobs, self.failed)
+        ):
+            return False  # the master handed it back to the queue while we were busy
         set_title(f"{self.label} job {job.id} ({job.handler})")
+        return True
+
+    def succeeded(self, job_id: int) -> None:
+        self.spec.ledger.succeeded(job_id)
+
+    def written_elsewhere(self) -> list[int]:
+        return self.spec.ledger.written_elsewhere()
 
     def job_ran(self, job: JobRow) -> None:
         # Still this job's (a death now settles it, attempt counted), but no deadline:

@@ -18,6 +18,7 @@ from supervisor import events
 from supervisor.config import Config
 from supervisor.daemon.child import ChildSpec, run_child
 from supervisor.daemon.decisions import overtime_due, retire_deadline
+from supervisor.daemon.ledger import Ledger, LockFile
 from supervisor.daemon.scoreboard import Scoreboard
 from supervisor.daemon.state import Child, KillCause, PoolState, Termination
 from supervisor.proc import MASTER_SIGNALS, kill_group, process_name, reap
@@ -37,6 +38,7 @@ class Children:
         self.host = host
         self.master_name = master_name
         self.by_pid: dict[int, Child] = {}
+        self.lock_file = LockFile()  # the ledgers' locks (one byte each), shared with children
 
     def __iter__(self) -> Iterator[Child]:
         return iter(list(self.by_pid.values()))
@@ -60,11 +62,13 @@ class Children:
         wake_r, wake_w = os.pipe()
         token = process_name().rsplit(":", 1)[1]
         board = Scoreboard()
+        ledger = Ledger(self.lock_file)
         sys.stdout.flush()
         sys.stderr.flush()
         old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, MASTER_SIGNALS)
         pid = os.fork()
         if pid == 0:
+            ledger.slot = os.getpid()
             spec = ChildSpec(
                 pool.config,
                 slot,
@@ -74,6 +78,7 @@ class Children:
                 wake_r,
                 board,
                 self.master_name,
+                ledger,
             )
             run_child(config, spec, [status_r, wake_w, *close_fds, *self.fds()])
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
@@ -83,6 +88,7 @@ class Children:
         os.close(wake_r)
         os.set_blocking(status_r, False)
         os.set_blocking(wake_w, False)
+        ledger.slot = pid
         child = Child(
             pid=pid,
             name=f"{self.host}:{pid}:{token}",
@@ -92,6 +98,7 @@ class Children:
             wake_w=wake_w,
             started=now,
             board=board,
+            ledger=ledger,
         )
         self.by_pid[pid] = child
         pool.slots.add(slot)
@@ -123,6 +130,12 @@ class Children:
             child.woken()
         except (BlockingIOError, BrokenPipeError):
             pass
+
+    def wake_idle(self, pool: str, most: int) -> None:
+        """Wake up to `most` idle children of `pool` (jobs went back to its queue)."""
+        idle = [c for c in self.of(pool) if c.is_idle()]
+        for child in idle[:most]:
+            self.wake(child)
 
     # --- reaping -----------------------------------------------------------------------
 

@@ -100,6 +100,12 @@ def recycle_after(max_jobs_per_child: int, draw: float) -> int:
     return max(1, round(max_jobs_per_child * (1 - JOBS_JITTER * draw)))
 
 
+def handback_due(started: float, now: float, grace: float) -> bool:
+    """The job a child started at `started` has run past the grace: what the child holds
+    behind it (jobs it has not started, successes it has not written) goes back."""
+    return now - started >= grace
+
+
 def overtime_due(job_id: int | None, deadline: float, now: float, grace: float) -> bool:
     """A job past its timeout plus the child's own soft-timeout grace: kill its child."""
     return job_id is not None and now >= deadline + grace

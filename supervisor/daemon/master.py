@@ -3,12 +3,10 @@
 The master has no threads. Signal handlers only queue the signal; `signal.set_wakeup_fd`
 wakes the main loop's `select`, which also watches every child's status pipe, the check
 tick's report and the same-host wake socket. It decides nothing by itself: decisions.py
-says what to do and when (overtime, retiring, pool sizes, settle reasons), children.py
-forks, reads, reaps and kills, dbguard.py keeps its database calls from blocking a stop
-or a kill, and the check tick (ticks.py, cluster/tick.py) does the slow cluster work in
-a process of its own. Its own queries are small (heartbeats, the poll, settling a reaped
-child) and give up after DB_TIMEOUT, so neither a silent database nor a hung mail server
-delays a stop or a kill by more than that.
+says what to do and when, children.py forks, reaps and kills, handback.py takes back what
+a busy child holds, dbguard.py keeps database calls from blocking a stop or a kill, and
+the check tick (ticks.py, cluster/tick.py) does the slow cluster work in a process of its
+own. Its own queries are small and give up after DB_TIMEOUT.
 """
 
 from __future__ import annotations
@@ -27,13 +25,15 @@ from supervisor.config import Config, load_config
 from supervisor.daemon import systemd
 from supervisor.daemon.children import Children
 from supervisor.daemon.dbguard import DbGuard
+from supervisor.daemon.handback import HandBacks
 from supervisor.daemon.pooling import Pooling
 from supervisor.daemon.settling import Settling
 from supervisor.daemon.signals import SignalQueue, arm_check_timer, disarm_check_timer
-from supervisor.daemon.state import Phase, PoolState
+from supervisor.daemon.state import Phase, PoolState, reloaded_pools
 from supervisor.daemon.ticks import CheckTicks
 from supervisor.daemon.timers import LoopTimers
 from supervisor.errors import ConfigError, ExitCode
+from supervisor.models import HandBack
 from supervisor.observe import metrics
 from supervisor.proc import hostname, node_id, process_name, set_title
 from supervisor.store import SCHEMA_VERSION, Store, open_store
@@ -80,6 +80,7 @@ class Master:
         self.ticks = CheckTicks(self)
         self.pooling = Pooling(self)
         self.settling = Settling(self)
+        self.handbacks = HandBacks(self.children, self.hand_back, lambda: self.config, self.log)
         self.timers = LoopTimers.make(
             config.supervisor, time.monotonic(), systemd.watchdog_interval()
         )
@@ -95,6 +96,9 @@ class Master:
     def db(self, operation: Callable[[], T]) -> T | None:
         """A master DB call through the circuit breaker; None when it failed or was skipped."""
         return self.guard.call(operation)
+
+    def hand_back(self, owner: str, taken: HandBack) -> int | None:
+        return self.db(lambda: self.store.hand_back(owner, taken))
 
     # --- signals -------------------------------------------------------------------------
 
@@ -156,9 +160,12 @@ class Master:
             self.handle_signals()
             now = time.monotonic()
             self.reap(now)
+            self.handbacks.run(now)  # a drain hands back too: those jobs go to other hosts
             if self.stopping:
                 if self.finish_stop(now):
                     break
+                if self.timers.cancel.due(now):
+                    self.pooling.cancels(now)  # a cancel is carried out during a drain too
                 continue
             self.children.kill_overtime(now)
             self.children.kill_unretired(now)
@@ -202,11 +209,13 @@ class Master:
 
     def next_deadline(self) -> float:
         now = time.monotonic()
-        if self.stopping:  # no timers run while stopping: only the deadline and the kills
-            return max(0.0, self.stop_deadline - now)
-        soonest = self.timers.remaining(now, any(c.phase is Phase.IDLE for c in self.children))
-        kill = self.children.next_kill()
-        return soonest if kill is None else min(soonest, max(0.0, kill - now))
+        dues = [self.children.next_kill(), self.handbacks.next_due()]
+        if self.stopping:  # no timers run while stopping but cancels, hand-backs and kills
+            dues += [self.stop_deadline, self.timers.cancel.next]
+        else:
+            idle = any(c.phase is Phase.IDLE for c in self.children)
+            dues.append(now + self.timers.remaining(now, idle))
+        return max(0.0, min(d for d in dues if d is not None) - now)
 
     def periodic(self, now: float) -> None:
         timers = self.timers
@@ -239,7 +248,7 @@ class Master:
             else:
                 self.settling.child_exited(child, status)
                 self.pooling.child_gone(child, status, now)
-                child.board.close()
+                child.close()
         self.children.kill_strays({metrics.server_pid(), self.ticks.pid})
 
     # --- the check tick ------------------------------------------------------------------
@@ -276,13 +285,7 @@ class Master:
             config.supervisor, time.monotonic(), systemd.watchdog_interval()
         )
         arm_check_timer(config.supervisor.check_interval)
-        old = self.pools
-        self.pools = {}
-        for pool_config in config.pools:
-            state = PoolState(pool_config)
-            if pool_config.name in old:
-                state.slots = old[pool_config.name].slots
-            self.pools[pool_config.name] = state
+        self.pools = reloaded_pools(config.pools, self.pools)
         now = time.monotonic()
         for child in self.children:
             self.children.retire(child, now, "reload", config.supervisor.shutdown_timeout)

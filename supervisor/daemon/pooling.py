@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from supervisor import events
 from supervisor.cluster.promote import keep_schedule, needs_demotion, needs_promotion
+from supervisor.config import PoolConfig
 from supervisor.daemon import systemd
 from supervisor.daemon.decisions import (
     PoolView,
@@ -24,6 +25,7 @@ from supervisor.daemon.decisions import (
     respawn_delay,
     to_retire,
 )
+from supervisor.daemon.ledger import Holding
 from supervisor.daemon.state import Child, Phase, PoolState
 
 if TYPE_CHECKING:
@@ -168,8 +170,11 @@ class Pooling:
                 m.children.wake(child)
 
     def cancels(self, now: float) -> None:
-        """Cancel requests for jobs our children run: kill those children (the job ends
-        cancelled once the child is reaped, see Settling.settle_child)."""
+        """Cancel requests for jobs our children hold. Only a child whose handler runs the
+        job is killed (the job ends cancelled once it is reaped, Settling.settle_child); a
+        job it holds unstarted never starts and ends cancelled now; one whose handler
+        already succeeded is acknowledged (done); one whose outcome was written is ended
+        cancelled (a failure's write does not take a cancelling row)."""
         m = self.master
         if not len(m.children):
             return
@@ -179,8 +184,16 @@ class Pooling:
         holders = {c.name: c for c in m.children}
         for job_id, holder in asked:
             child = holders.get(holder)
-            if child is not None:
+            if child is None:
+                continue
+            found = child.ledger.find(job_id, child.board)
+            if found is Holding.RUNNING:
                 m.children.cancel(child, job_id, now)
+            elif found is Holding.SUCCEEDED:
+                mode = (m.config.pool(child.pool) or PoolConfig(name=child.pool)).on_success
+                m.db(partial(m.store.complete, holder, [job_id], mode))
+            elif m.db(partial(m.store.finish_cancel, job_id)):
+                m.log.warning(events.JOB_CANCELLED, job_id=job_id, child_pid=child.pid, held=found)
 
     def wake_named(self, queues: set[str]) -> None:
         """A local producer named these queues: wake one idle child of each, no query."""

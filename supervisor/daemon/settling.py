@@ -69,13 +69,13 @@ class Settling:
             retire_reason=child.exit_reason,
             exit_description=describe_exit(status),
         )
-        self.unsettled.append((child.name, running, reason.message, reason.counts_attempt))
-        self.settle_pending()
         cancelled = child.cancelled_job
-        if cancelled is not None:
+        if cancelled is not None:  # first: settle_owner would end it cancelled unlogged
             metrics.job_settled(child.pool, Outcome.CANCELLED)
             if m.db(lambda: m.store.finish_cancel(cancelled)):
                 m.log.warning(events.JOB_CANCELLED, job_id=cancelled, child_pid=child.pid)
+        self.unsettled.append((child.name, running, reason.message, reason.counts_attempt))
+        self.settle_pending()
         m.db(lambda: m.store.remove_processes([child.name]))
 
     def settle_pending(self) -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from supervisor.config import PoolConfig
 from supervisor.daemon.decisions import CRASH_LOOP_AFTER
+from supervisor.daemon.ledger import Ledger
 from supervisor.daemon.scoreboard import Scoreboard
 
 
@@ -37,6 +39,19 @@ class PoolState:
     @property
     def crash_looping(self) -> bool:
         return self.failures >= CRASH_LOOP_AFTER
+
+
+def reloaded_pools(
+    configs: Iterable[PoolConfig], old: dict[str, PoolState]
+) -> dict[str, PoolState]:
+    """The pools after a reload: sizes from the new config, slots kept (titles stay)."""
+    pools = {}
+    for config in configs:
+        state = PoolState(config)
+        if config.name in old:
+            state.slots = old[config.name].slots
+        pools[config.name] = state
+    return pools
 
 
 class Phase(StrEnum):
@@ -79,6 +94,7 @@ class Child:
     wake_w: int
     started: float
     board: Scoreboard  # the job it runs now, written by the child
+    ledger: Ledger  # the jobs it holds unstarted and its unwritten successes (handback.py)
     phase: Phase = Phase.STARTING
     idle_since: float = 0.0
     retire_by: float | None = None  # asked to finish and exit; killed if alive then (monotonic)
@@ -86,6 +102,7 @@ class Child:
     sigkilled: bool = False  # SIGKILLed at once for the operator's sake (shutdown, retire deadline)
     exit_reason: str = ""
     buffer: bytes = b""
+    handed_back: int | None = None  # the job it ran when the master last took back its jobs
 
     @property
     def reported(self) -> bool:
@@ -117,6 +134,11 @@ class Child:
         """Jobs it took on: those it finished, and the one it runs now (or died in)."""
         entry = self.board.read()
         return entry.jobs + (entry.job_id is not None)
+
+    def close(self) -> None:
+        """Reaped: its shared memory goes."""
+        self.board.close()
+        self.ledger.close()
 
     def is_idle(self) -> bool:
         return self.phase is Phase.IDLE and not self.retiring and self.now_running is None

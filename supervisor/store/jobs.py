@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from supervisor.errors import SchemaError
-from supervisor.models import JobRow, JobState, QueueTimes
+from supervisor.models import HandBack, JobRow, JobState, QueueTimes
 from supervisor.outcomes import SnoozeWritten
 from supervisor.store.core import (
     AHEAD_US,
@@ -59,7 +59,9 @@ class JobOps(StoreCore):
                 rows = self._fetchall("claim_select", self._params(queue=queue, limit=limit))
                 if rows:
                     ids = [row["id"] for row in rows]
-                    params = self._params(owner=owner, ids=self._ids(ids), lease_us=micros(lease))
+                    params = self._params(
+                        owner=owner, ids=self._ids(ids), first=ids[0], lease_us=micros(lease)
+                    )
                     self._execute("claim_update", params)
             return [_claimed(row, queue, owner) for row in rows], completed
 
@@ -164,6 +166,33 @@ class JobOps(StoreCore):
         return self._run(
             "release", owner=owner, ids=self._ids(ids), uncount=0 if count_attempt else 1
         )
+
+    def hand_back(self, owner: str, taken: HandBack) -> int:
+        """The master's hand-back for a child busy with a long job (daemon/handback.py), in one
+        transaction: write the successes it had not written yet, return the jobs it claimed
+        and has not started to ready (no attempt counted, so an idle worker takes them), and
+        mark the start of the job it runs if the claim did not. Returns the jobs returned."""
+
+        def attempt() -> int:
+            with self._tx():
+                if taken.successes:
+                    self._complete(owner, taken.successes, taken.on_success)
+                returned = 0
+                if taken.unstarted:
+                    returned = self._execute(
+                        "release",
+                        self._params(owner=owner, ids=self._ids(taken.unstarted), uncount=1),
+                    )
+                if taken.running is not None:
+                    self._execute(
+                        "mark_started",
+                        self._params(
+                            owner=owner, id=taken.running, ago_us=micros(taken.running_for)
+                        ),
+                    )
+                return returned
+
+        return self._retrying(attempt)
 
     def held_by(self, owner: str) -> list[JobRow]:
         return [JobRow.from_mapping(r) for r in self._rows("held_by", owner=owner)]

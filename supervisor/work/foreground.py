@@ -23,12 +23,12 @@ from supervisor.outcomes import Outcome
 from supervisor.proc import hostname, node_id, process_name, set_title
 from supervisor.store import Store, open_store
 from supervisor.work.command import load_handlers
-from supervisor.work.worker import Worker
+from supervisor.work.worker import NoEvents, Worker
 
 IDLE_SLEEP_MAX = 1.0  # seconds between polls of an empty queue at most
 
 
-class TitleEvents:
+class TitleEvents(NoEvents):
     def __init__(self, label: str) -> None:
         self.label = label
 

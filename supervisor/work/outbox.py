@@ -11,6 +11,7 @@ taken over is not overwritten, only logged as `lease_lost`.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,11 +59,30 @@ class Pending:
 class Outbox:
     """One worker's pending outcomes and the store calls that write them."""
 
-    def __init__(self, store: Store, owner: str, log: Any) -> None:
+    def __init__(
+        self,
+        store: Store,
+        owner: str,
+        log: Any,
+        written_elsewhere: Callable[[], list[int]] = list,
+    ) -> None:
         self.store = store
         self.owner = owner
         self.log = log
         self.pending = Pending()
+        # Successes the master acknowledged for us while we ran a long job (a daemon
+        # child's ledger): asked before each write of ours, and forgotten.
+        self.written_elsewhere = written_elsewhere
+
+    def forget_written_elsewhere(self) -> None:
+        """Drop successes someone else wrote; from now on only we write the rest."""
+        written = set(self.written_elsewhere())
+        if not written:
+            return
+        for mode, ids in list(self.pending.successes.items()):
+            self.pending.successes[mode] = [i for i in ids if i not in written]
+        if not any(self.pending.successes.values()):
+            self.pending.oldest = 0.0
 
     # --- queueing ------------------------------------------------------------------------
 
@@ -95,6 +115,7 @@ class Outbox:
 
     def flush(self) -> None:
         """Write pending outcomes; on a lost connection they stay pending for the next try."""
+        self.forget_written_elsewhere()
         for mode, ids in list(self.pending.successes.items()):
             if ids:
                 self.acknowledged({mode: ids}, self.store.complete(self.owner, ids, mode))

@@ -7,6 +7,13 @@ process dies before the ack, those jobs run again — at least once, never lost.
 Failures are recorded at once. Anything waiting to be written survives a lost
 connection and is written after the reconnect.
 
+A worker claims only what it can start: one job, or — while its jobs are quick — a
+batch that should take about BATCH_BUDGET, and only where someone can take back what
+it has not started when a job turns out slow (a daemon child: its master's hand-back,
+daemon/handback.py). `forkq work` and queues under [limits] claim one job at a time.
+The first job of a batch starts at once; the others are `claimed`, not `running`,
+until they start (SPEC: running means a handler has started).
+
 One attempt (running the handler, what it came to) is attempt.py's; what becomes of
 the job after it is fate.py's `decide`; the writing of outcomes is outbox.py's; the
 soft timeout and a forked handler's copy are guards.py's.
@@ -51,20 +58,44 @@ ACK_MAX_AGE = 0.2  # seconds a success may wait in the buffer before it is writt
 PAUSE_CACHE = 2.0  # seconds the paused-queue list is trusted
 MAX_BACKOFF = 10.0  # seconds between reconnect attempts at most
 QUICK_JOB = 0.01  # seconds: jobs faster than this on average are claimed in growing batches
+BATCH_BUDGET = 0.02  # seconds of work a batch of quick jobs should hold at most
+MOST_HELD = 256  # jobs one claim takes at most (the ledger's capacity)
 
 
 class WorkerEvents(Protocol):
-    """What the worker tells its surroundings (the master's pipe, the process title)."""
+    """What the worker tells its surroundings (the master's pipe and ledger, the title)."""
 
-    def job_started(self, job: JobRow, timeout: float) -> None: ...
+    can_hand_back: bool  # someone takes back unstarted jobs from a busy worker: batch claims
+
+    def claimed(self, ids: list[int]) -> None: ...
+    def start(self, job: JobRow, timeout: float) -> bool: ...  # False: taken back, skip it
     def job_ran(self, job: JobRow) -> None: ...
+    def succeeded(self, job_id: int) -> None: ...
     def job_finished(self, job: JobRow, outcome: Outcome) -> None: ...
+    def written_elsewhere(self) -> list[int]: ...  # successes the master acknowledged
     def idle(self) -> None: ...
 
 
 class NoEvents:
+    """Nobody takes jobs back (`forkq work`): one job per claim. Subclasses tell the title."""
+
+    can_hand_back = False
+
+    def claimed(self, ids: list[int]) -> None:
+        pass
+
+    def start(self, job: JobRow, timeout: float) -> bool:
+        self.job_started(job, timeout)
+        return True
+
     def job_started(self, job: JobRow, timeout: float) -> None:
         pass
+
+    def succeeded(self, job_id: int) -> None:
+        pass
+
+    def written_elsewhere(self) -> list[int]:
+        return []
 
     def job_ran(self, job: JobRow) -> None:
         pass
@@ -102,13 +133,15 @@ class Worker:
         self.retire_check: Callable[[], str | None] = lambda: None
         self.stats = WorkerStats()
         self.held: list[JobRow] = []  # claimed and not yet run
-        self.outbox = Outbox(store, owner, self.log)  # outcomes waiting to be written
+        # Outcomes waiting to be written (less those the master wrote in our stead).
+        self.outbox = Outbox(store, owner, self.log, self.events.written_elsewhere)
         self._lease_until = 0.0  # monotonic time the current leases run out
         self._paused: set[str] = set()
         self._paused_at = -PAUSE_CACHE
         self._backoff = 0.0
         self._pools: dict[str, PoolConfig] = {}
         self._batch = 1  # the claim size grows while jobs are quick: see claim_size
+        self._job_time = 0.0  # seconds a job of the last batch took on average
         self.max_jobs: int | None = None  # `forkq work --max-jobs`: claim no more than this
         # [limits]: None without any, and then claims are exactly as without the feature.
         self.limits = flow.plan_for(config, _handler_queues())
@@ -146,8 +179,9 @@ class Worker:
             if queue in self.paused():
                 continue
             pool = self.pool(queue)
+            self.outbox.forget_written_elsewhere()
             done = self.pending.successes
-            size, lease = self.claim_size(pool), pool.timeout + LEASE_MARGIN
+            size, lease = self.claim_size(pool, queue), pool.timeout + LEASE_MARGIN
             if self.limits:
                 batch, written = flow.complete_and_claim(
                     self.store, self.limits, done, queue, self.owner, size, lease
@@ -158,29 +192,36 @@ class Worker:
             if batch:
                 self._lease_until = time.monotonic() + pool.timeout + LEASE_MARGIN
                 self.held = list(batch)
+                self.events.claimed([row.id for row in batch])
                 self._run_held()
                 return len(batch)
         self.flush()  # nothing claimed (paused, stopping): never go idle with unwritten outcomes
         return 0
 
-    def claim_size(self, pool: PoolConfig) -> int:
-        """How many jobs to claim now.
+    def claim_size(self, pool: PoolConfig, queue: str) -> int:
+        """How many jobs to claim now: only what this worker can start.
 
-        Slow start: one job, doubling per batch up to `claim_batch` while jobs are quick.
-        A batch of slow jobs held by one child would sit out of reach of its idle siblings
-        and of the pool's growth; quick ones are where batching pays. Never more than may
+        One job, unless someone can take back what we hold and have not started when a
+        job turns out slow (the master's hand-back), and the queue is under no limit (a
+        held job would hold a limit's slot). Then slow start: doubling per batch while
+        jobs are quick, up to `claim_batch` and to about BATCH_BUDGET seconds of work,
+        so even the last job of a batch of quick ones starts soon. Never more than may
         still run under `max_jobs` (the rest would be handed back).
         """
-        size = min(pool.claim_batch, self._batch)
+        if not self.events.can_hand_back or (self.limits and queue in self.limits.limited_queues):
+            return 1
+        budget = int(BATCH_BUDGET / self._job_time) if self._job_time > 0 else MOST_HELD
+        size = min(pool.claim_batch, self._batch, max(1, budget), MOST_HELD)
         if self.max_jobs is not None:
             size = min(size, self.max_jobs - self.stats.jobs)
         return max(1, size)
 
     def _run_held(self) -> None:
-        started, count = time.monotonic(), len(self.held)
+        started, ran_before = time.monotonic(), self.stats.jobs
         self._run_batch()
-        quick = (time.monotonic() - started) / max(1, count) < QUICK_JOB
-        self._batch = min(self._batch * 2, 1024) if quick else 1
+        self._job_time = (time.monotonic() - started) / max(1, self.stats.jobs - ran_before)
+        quick = self._job_time < QUICK_JOB
+        self._batch = min(self._batch * 2, MOST_HELD) if quick else 1
 
     def _run_batch(self) -> None:
         while self.held and not self.stopping and not self.retire_reason:
@@ -232,11 +273,13 @@ class Worker:
         """Outcomes not yet written (`forkq work --burst` stops only when there are none)."""
         return self.outbox.pending
 
-    def run_job(self, row: JobRow) -> Outcome:
-        """Run one claimed job and queue its outcome for writing; returns the outcome."""
+    def run_job(self, row: JobRow) -> Outcome | None:
+        """Run one claimed job and queue its outcome for writing; returns the outcome, or
+        None when the master took the job back before it could start (it never runs here)."""
         started = time.monotonic()
         timeout = self.job_timeout(row)
-        self.events.job_started(row, timeout)
+        if not self.events.start(row, timeout):
+            return None
         attempt = run_attempt(row, timeout, self)
         duration = time.monotonic() - started
         # The handler is done: writing its outcome is no longer the job's time, so a slow
@@ -254,6 +297,7 @@ class Worker:
                 self.outbox.snooze(row, attempt.error, attempt.delay or 0.0)  # written at once
             else:
                 self.outbox.success(row.id, self.pool(row.queue).on_success)
+                self.events.succeeded(row.id)  # the master may write it while we are busy
         finally:  # written or still pending (the next flush retries it): the job has ended
             self.events.job_finished(row, outcome)
             if self.limits:  # its slot can go to a job parked on its limits
@@ -270,6 +314,7 @@ class Worker:
     def release_held(self) -> None:
         ids = [row.id for row in self.held]
         self.held = []
+        self.events.claimed([])  # nothing left for the master to take back
         try:
             self.store.release(self.owner, ids, count_attempt=False)
         except DatabaseError as exc:  # their leases expire and they run again

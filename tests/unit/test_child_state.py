@@ -7,16 +7,18 @@ from collections.abc import Iterator
 
 import pytest
 
+from supervisor.daemon.ledger import Ledger, LockFile
 from supervisor.daemon.scoreboard import Scoreboard
 from supervisor.daemon.state import Child, KillCause, Phase, Termination
 
 
 @pytest.fixture
 def child() -> Iterator[Child]:
-    board = Scoreboard()
+    board, ledger = Scoreboard(), Ledger(LockFile())
     yield Child(pid=7, name="h:7:t", pool="q", slot=1, status_r=-1, wake_w=-1, started=0.0,
-                board=board)  # fmt: skip
+                board=board, ledger=ledger)  # fmt: skip
     board.close()
+    ledger.close()
 
 
 def test_a_new_child_has_not_reported_and_is_not_idle(child: Child) -> None:

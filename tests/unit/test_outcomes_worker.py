@@ -24,7 +24,7 @@ from supervisor.models import JobRow, JobState, NewJob
 from supervisor.observe import metrics
 from supervisor.outcomes import Outcome
 from supervisor.store import open_store
-from supervisor.work.worker import Worker
+from supervisor.work.worker import NoEvents, Worker
 
 pytestmark = pytest.mark.timeout(60, method="thread")  # the worker's soft timeout owns SIGALRM
 
@@ -32,7 +32,7 @@ QUEUE = "outcomes"
 OWNER = "test:1:outcomes"
 
 
-class Recorded:
+class Recorded(NoEvents):
     """The worker's events, as the master's pipe and the process title would get them."""
 
     def __init__(self) -> None:

@@ -81,30 +81,44 @@ LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
 -- name: claim_update
+-- The first job of the batch starts now; the others are claimed but not started
+-- (started_at NULL: never shown or counted as running). The master marks a held job's
+-- start (mark_started) once it has run past the hand-back grace; a quick one is done
+-- before anyone looks.
 UPDATE forkq_jobs
-SET status = 'running', locked_by = %(owner)s, attempts = attempts + 1, started_at = NOW(6),
+SET status = 'running', locked_by = %(owner)s, attempts = attempts + 1,
+    started_at = IF(id = %(first)s, NOW(6), NULL),
     locked_until = NOW(6) + INTERVAL %(lease_us)s MICROSECOND
 WHERE id IN %(ids)s;
+
+-- name: mark_started
+-- The master, for a job a child claimed behind another and then ran past the hand-back
+-- grace: its start, `ago_us` before now (the child's own clock said when).
+UPDATE forkq_jobs SET started_at = NOW(6) - INTERVAL %(ago_us)s MICROSECOND
+WHERE id = %(id)s AND status IN ('running', 'cancelling') AND locked_by = %(owner)s
+  AND started_at IS NULL;
 
 -- name: extend_leases
 UPDATE forkq_jobs SET locked_until = NOW(6) + INTERVAL %(lease_us)s MICROSECOND
 WHERE id IN %(ids)s AND status = 'running' AND locked_by = %(owner)s;
 
 -- name: complete_delete
-DELETE FROM forkq_jobs WHERE id IN %(ids)s AND status = 'running' AND locked_by = %(owner)s;
+-- Also a `cancelling` job: its handler succeeded before the cancel reached it.
+DELETE FROM forkq_jobs WHERE id IN %(ids)s AND status IN ('running', 'cancelling') AND locked_by = %(owner)s;
 
 -- name: complete_keep
 UPDATE forkq_jobs
-SET status = 'done', finished_at = NOW(6), locked_by = NULL, locked_until = NULL
-WHERE id IN %(ids)s AND status = 'running' AND locked_by = %(owner)s;
+SET status = 'done', finished_at = NOW(6), started_at = COALESCE(started_at, NOW(6)),
+    locked_by = NULL, locked_until = NULL
+WHERE id IN %(ids)s AND status IN ('running', 'cancelling') AND locked_by = %(owner)s;
 
 -- name: complete_archive_copy
 INSERT INTO forkq_jobs_archive
   (id, queue, handler, payload, status, priority, run_at, attempts, max_attempts, unique_key,
    locked_by, locked_until, last_error, enqueued_at, started_at, finished_at)
 SELECT id, queue, handler, payload, 'done', priority, run_at, attempts, max_attempts, unique_key,
-       locked_by, NULL, last_error, enqueued_at, started_at, NOW(6)
-FROM forkq_jobs WHERE id IN %(ids)s AND status = 'running' AND locked_by = %(owner)s;
+       locked_by, NULL, last_error, enqueued_at, COALESCE(started_at, NOW(6)), NOW(6)
+FROM forkq_jobs WHERE id IN %(ids)s AND status IN ('running', 'cancelling') AND locked_by = %(owner)s;
 
 -- name: fail_retry
 -- `status` is 'scheduled' when the backoff reaches past the promotion horizon.
@@ -127,7 +141,7 @@ SET status = 'ready', attempts = GREATEST(attempts - %(uncount)s, 0), locked_by 
 WHERE id IN %(ids)s AND status = 'running' AND locked_by = %(owner)s;
 
 -- name: held_by
-SELECT * FROM forkq_jobs WHERE status = 'running' AND locked_by = %(owner)s ORDER BY id;
+SELECT * FROM forkq_jobs WHERE status IN ('running', 'cancelling') AND locked_by = %(owner)s ORDER BY id;
 
 -- name: expired_leases
 -- Running rows are few (workers x claim batch per host): the status index finds them
@@ -219,7 +233,8 @@ SELECT
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
      WHERE status = 'scheduled' AND queue = %(queue)s LIMIT %(minor_limit)s) AS c) AS scheduled,
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
-     WHERE status = 'running' AND queue = %(queue)s LIMIT %(minor_limit)s) AS c) AS running,
+     WHERE status = 'running' AND queue = %(queue)s AND started_at IS NOT NULL
+     LIMIT %(minor_limit)s) AS c) AS running,
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
      WHERE status = 'dead' AND queue = %(queue)s LIMIT %(limit)s) AS c) AS dead,
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
@@ -239,7 +254,8 @@ SELECT
   (SELECT COUNT(*) FROM forkq_jobs FORCE INDEX (forkq_jobs_status)
      WHERE status = 'ready' AND queue = %(queue)s AND run_at > NOW(6)) AS ready_later,
   (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'scheduled' AND queue = %(queue)s) AS scheduled,
-  (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'running' AND queue = %(queue)s) AS running,
+  (SELECT COUNT(*) FROM forkq_jobs
+     WHERE status = 'running' AND queue = %(queue)s AND started_at IS NOT NULL) AS running,
   (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'dead' AND queue = %(queue)s) AS dead,
   (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'done' AND queue = %(queue)s) AS done,
   TIMESTAMPDIFF(MICROSECOND,
@@ -256,6 +272,7 @@ SELECT * FROM forkq_jobs_archive WHERE id = %(id)s;
 -- name: list_jobs
 SELECT * FROM forkq_jobs
 WHERE (%(status)s IS NULL OR status = %(status)s) AND (%(queue)s IS NULL OR queue = %(queue)s)
+  AND (%(status)s IS NULL OR %(status)s <> 'running' OR started_at IS NOT NULL)
 ORDER BY id DESC LIMIT %(limit)s;
 
 -- name: retry_jobs
@@ -453,6 +470,7 @@ FROM forkq_jobs FORCE INDEX (PRIMARY)
 WHERE id < %(before)s AND id >= %(floor)s
   AND (%(queue)s IS NULL OR queue = %(queue)s)
   AND (%(status)s IS NULL OR status = %(status)s)
+  AND (%(status)s IS NULL OR %(status)s <> 'running' OR started_at IS NOT NULL)
   AND (%(handler)s IS NULL OR handler = %(handler)s)
 ORDER BY id DESC
 LIMIT %(limit)s;
@@ -460,11 +478,13 @@ LIMIT %(limit)s;
 -- name: web_count_status
 -- Jobs of one status, counted up to %(limit)s: an index range (forkq_jobs_status).
 SELECT COUNT(*) AS n FROM (SELECT 1 FROM forkq_jobs
-  WHERE status = %(status)s LIMIT %(limit)s) AS c;
+  WHERE status = %(status)s
+  AND (%(status)s <> 'running' OR started_at IS NOT NULL) LIMIT %(limit)s) AS c;
 
 -- name: web_count_status_queue
 SELECT COUNT(*) AS n FROM (SELECT 1 FROM forkq_jobs
-  WHERE status = %(status)s AND queue = %(queue)s LIMIT %(limit)s) AS c;
+  WHERE status = %(status)s AND queue = %(queue)s
+  AND (%(status)s <> 'running' OR started_at IS NOT NULL) LIMIT %(limit)s) AS c;
 
 -- name: web_jobs_status
 -- A page of the jobs of one status, newest first, when they are few (web_count_status
@@ -474,6 +494,7 @@ SELECT id, queue, handler, status, priority, attempts, max_attempts, unique_key,
        LEFT(last_error, 300) AS last_error, LEFT(payload, 120) AS payload
 FROM forkq_jobs FORCE INDEX (forkq_jobs_status)
 WHERE status = %(status)s AND id < %(before)s AND (%(handler)s IS NULL OR handler = %(handler)s)
+  AND (%(status)s <> 'running' OR started_at IS NOT NULL)
 ORDER BY id DESC
 LIMIT %(limit)s;
 
@@ -484,6 +505,7 @@ SELECT id, queue, handler, status, priority, attempts, max_attempts, unique_key,
 FROM forkq_jobs FORCE INDEX (forkq_jobs_status)
 WHERE status = %(status)s AND queue = %(queue)s AND id < %(before)s
   AND (%(handler)s IS NULL OR handler = %(handler)s)
+  AND (%(status)s <> 'running' OR started_at IS NOT NULL)
 ORDER BY id DESC
 LIMIT %(limit)s;
 
@@ -503,6 +525,7 @@ SELECT j.id, j.queue, j.handler, j.status, j.priority, j.attempts, j.max_attempt
 FROM forkq_jobs j FORCE INDEX (forkq_jobs_status)
 LEFT JOIN forkq_processes p ON p.name = j.locked_by
 WHERE j.status IN ('running', 'cancelling') AND (%(queue)s IS NULL OR j.queue = %(queue)s)
+  AND (j.status = 'cancelling' OR j.started_at IS NOT NULL)
 ORDER BY j.started_at, j.id
 LIMIT %(limit)s;
 

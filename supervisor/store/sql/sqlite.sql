@@ -64,32 +64,42 @@ ORDER BY priority DESC, run_at, id
 LIMIT :limit;
 
 -- name: claim_update
+-- The first job of the batch starts now; the others are claimed, not started (mysql.sql).
 UPDATE forkq_jobs
-SET status = 'running', locked_by = :owner, attempts = attempts + 1, started_at = :now,
+SET status = 'running', locked_by = :owner, attempts = attempts + 1,
+    started_at = CASE WHEN id = :first THEN :now END,
     locked_until = :now + :lease_us / 1000000.0
 WHERE id IN (SELECT value FROM json_each(:ids));
+
+-- name: mark_started
+-- A held job's start, written by the master once it ran past the hand-back grace.
+UPDATE forkq_jobs SET started_at = :now - :ago_us / 1000000.0
+WHERE id = :id AND status IN ('running', 'cancelling') AND locked_by = :owner
+  AND started_at IS NULL;
 
 -- name: extend_leases
 UPDATE forkq_jobs SET locked_until = :now + :lease_us / 1000000.0
 WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'running' AND locked_by = :owner;
 
 -- name: complete_delete
+-- Also a `cancelling` job: its handler succeeded before the cancel reached it.
 DELETE FROM forkq_jobs
-WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'running' AND locked_by = :owner;
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('running', 'cancelling') AND locked_by = :owner;
 
 -- name: complete_keep
 UPDATE forkq_jobs
-SET status = 'done', finished_at = :now, locked_by = NULL, locked_until = NULL
-WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'running' AND locked_by = :owner;
+SET status = 'done', finished_at = :now, started_at = COALESCE(started_at, :now),
+    locked_by = NULL, locked_until = NULL
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('running', 'cancelling') AND locked_by = :owner;
 
 -- name: complete_archive_copy
 INSERT INTO forkq_jobs_archive
   (id, queue, handler, payload, status, priority, run_at, attempts, max_attempts, unique_key,
    locked_by, locked_until, last_error, enqueued_at, started_at, finished_at, archived_at)
 SELECT id, queue, handler, payload, 'done', priority, run_at, attempts, max_attempts, unique_key,
-       locked_by, NULL, last_error, enqueued_at, started_at, :now, :now
+       locked_by, NULL, last_error, enqueued_at, COALESCE(started_at, :now), :now, :now
 FROM forkq_jobs
-WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'running' AND locked_by = :owner;
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('running', 'cancelling') AND locked_by = :owner;
 
 -- name: fail_retry
 -- `status` is 'scheduled' when the backoff reaches past the promotion horizon.
@@ -112,7 +122,7 @@ SET status = 'ready', attempts = MAX(attempts - :uncount, 0), locked_by = NULL, 
 WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'running' AND locked_by = :owner;
 
 -- name: held_by
-SELECT * FROM forkq_jobs WHERE status = 'running' AND locked_by = :owner ORDER BY id;
+SELECT * FROM forkq_jobs WHERE status IN ('running', 'cancelling') AND locked_by = :owner ORDER BY id;
 
 -- name: expired_leases
 -- Running rows are few (workers x claim batch): the status index finds them all, so
@@ -189,7 +199,8 @@ SELECT
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
      WHERE status = 'scheduled' AND queue = :queue LIMIT :minor_limit)) AS scheduled,
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
-     WHERE status = 'running' AND queue = :queue LIMIT :minor_limit)) AS running,
+     WHERE status = 'running' AND queue = :queue AND started_at IS NOT NULL
+     LIMIT :minor_limit)) AS running,
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
      WHERE status = 'dead' AND queue = :queue LIMIT :limit)) AS dead,
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
@@ -206,7 +217,8 @@ SELECT
   (SELECT COUNT(*) FROM forkq_jobs
      WHERE status = 'ready' AND queue = :queue AND run_at > :now) AS ready_later,
   (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'scheduled' AND queue = :queue) AS scheduled,
-  (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'running' AND queue = :queue) AS running,
+  (SELECT COUNT(*) FROM forkq_jobs
+     WHERE status = 'running' AND queue = :queue AND started_at IS NOT NULL) AS running,
   (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'dead' AND queue = :queue) AS dead,
   (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'done' AND queue = :queue) AS done,
   CAST((:now - (SELECT MIN(run_at) FROM forkq_jobs
@@ -222,6 +234,7 @@ SELECT * FROM forkq_jobs_archive WHERE id = :id;
 -- name: list_jobs
 SELECT * FROM forkq_jobs
 WHERE (:status IS NULL OR status = :status) AND (:queue IS NULL OR queue = :queue)
+  AND (:status IS NULL OR :status <> 'running' OR started_at IS NOT NULL)
 ORDER BY id DESC LIMIT :limit;
 
 -- name: retry_jobs
@@ -406,17 +419,20 @@ FROM forkq_jobs NOT INDEXED
 WHERE id < :before AND id >= :floor
   AND (:queue IS NULL OR queue = :queue)
   AND (:status IS NULL OR status = :status)
+  AND (:status IS NULL OR :status <> 'running' OR started_at IS NOT NULL)
   AND (:handler IS NULL OR handler = :handler)
 ORDER BY id DESC
 LIMIT :limit;
 
 -- name: web_count_status
 SELECT COUNT(*) AS n FROM (SELECT 1 FROM forkq_jobs INDEXED BY forkq_jobs_status
-  WHERE status = :status LIMIT :limit);
+  WHERE status = :status
+  AND (:status <> 'running' OR started_at IS NOT NULL) LIMIT :limit);
 
 -- name: web_count_status_queue
 SELECT COUNT(*) AS n FROM (SELECT 1 FROM forkq_jobs INDEXED BY forkq_jobs_status
-  WHERE status = :status AND queue = :queue LIMIT :limit);
+  WHERE status = :status AND queue = :queue
+  AND (:status <> 'running' OR started_at IS NOT NULL) LIMIT :limit);
 
 -- name: web_jobs_status
 SELECT id, queue, handler, status, priority, attempts, max_attempts, unique_key, locked_by,
@@ -424,6 +440,7 @@ SELECT id, queue, handler, status, priority, attempts, max_attempts, unique_key,
        SUBSTR(last_error, 1, 300) AS last_error, SUBSTR(payload, 1, 120) AS payload
 FROM forkq_jobs INDEXED BY forkq_jobs_status
 WHERE status = :status AND id < :before AND (:handler IS NULL OR handler = :handler)
+  AND (:status <> 'running' OR started_at IS NOT NULL)
 ORDER BY id DESC
 LIMIT :limit;
 
@@ -434,6 +451,7 @@ SELECT id, queue, handler, status, priority, attempts, max_attempts, unique_key,
 FROM forkq_jobs INDEXED BY forkq_jobs_status
 WHERE status = :status AND queue = :queue AND id < :before
   AND (:handler IS NULL OR handler = :handler)
+  AND (:status <> 'running' OR started_at IS NOT NULL)
 ORDER BY id DESC
 LIMIT :limit;
 
@@ -451,6 +469,7 @@ SELECT j.id, j.queue, j.handler, j.status, j.priority, j.attempts, j.max_attempt
 FROM forkq_jobs j INDEXED BY forkq_jobs_status
 LEFT JOIN forkq_processes p ON p.name = j.locked_by
 WHERE j.status IN ('running', 'cancelling') AND (:queue IS NULL OR j.queue = :queue)
+  AND (j.status = 'cancelling' OR j.started_at IS NOT NULL)
 ORDER BY j.started_at, j.id
 LIMIT :limit;
 

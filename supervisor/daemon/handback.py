@@ -1,0 +1,124 @@
+"""The master's hand-back: a child whose job runs past the grace gives back what it holds.
+
+A child claims quick jobs in batches (work/worker.py), and the batch is decided before
+anyone knows the next job is slow. When the job a child runs goes on past
+HANDBACK_GRACE while its ledger (ledger.py) lists jobs it has not started or successes
+it has not written, the master takes them out under the ledger's lock and, in one
+transaction of its own, returns the unstarted jobs to ready (no attempt counted),
+writes the successes, and records the running job's start if its claim did not (a job
+claimed behind another starts unrecorded: started_at stays NULL, "claimed", until then).
+Then it wakes the pool's idle children to claim the returned jobs. So no job waits
+behind another for longer than the grace while a worker of its pool is free.
+
+What the database cannot take now waits in `unwritten` and is tried again on the next
+loop turn: the child no longer lists those jobs, so nobody else writes them meanwhile.
+If the child dies first, settling its jobs returns them (see settling.py).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from supervisor import events
+from supervisor.config import Config, PoolConfig
+from supervisor.daemon.children import Children
+from supervisor.daemon.decisions import handback_due
+from supervisor.models import HandBack
+
+HANDBACK_GRACE = 0.04  # seconds a job runs before the jobs claimed behind it go back
+
+
+@dataclass(frozen=True)
+class _Unwritten:
+    owner: str
+    pool: str
+    job_id: int  # the job the child was running
+    successes: list[int]
+    unstarted: list[int]
+    unmarked: int | None
+    started: float  # monotonic: when that job started
+
+
+class HandBacks:
+    """Carries out hand-backs. `write(owner, hand_back)` is the master's guarded store
+    call (None when the database did not take it); `config()` the config now (reloads)."""
+
+    def __init__(
+        self,
+        children: Children,
+        write: Callable[[str, HandBack], int | None],
+        config: Callable[[], Config],
+        log: Any,
+    ) -> None:
+        self.children = children
+        self.write = write
+        self.config = config
+        self.log = log
+        self.unwritten: list[_Unwritten] = []
+
+    def run(self, now: float) -> None:
+        """Take back from every child whose job has run past the grace, then write."""
+        for child in self.children:
+            if child.ending is not None or child.sigkilled:
+                continue  # being killed: settling returns what it held
+            entry = child.board.read()
+            job_id = entry.job_id
+            if job_id is None or child.handed_back == job_id or not child.ledger.pending():
+                continue
+            if not handback_due(entry.started, now, HANDBACK_GRACE):
+                continue
+            child.handed_back = job_id  # once per job: the ledger is empty after it
+            taken = child.ledger.take(job_id)
+            if taken:
+                self.unwritten.append(
+                    _Unwritten(
+                        child.name,
+                        child.pool,
+                        job_id,
+                        taken.successes,
+                        taken.unstarted,
+                        taken.unmarked,
+                        entry.started,
+                    )
+                )
+        self.write_pending()
+
+    def write_pending(self) -> None:
+        while self.unwritten:
+            item = self.unwritten[0]
+            hand_back = HandBack(
+                successes=item.successes,
+                on_success=(self.config().pool(item.pool) or PoolConfig(name=item.pool)).on_success,
+                unstarted=item.unstarted,
+                running=item.unmarked,
+                running_for=max(0.0, time.monotonic() - item.started),
+            )
+            returned = self.write(item.owner, hand_back)
+            if returned is None:
+                return  # the database did not answer: next loop turn
+            self.unwritten.pop(0)
+            self.log.info(
+                events.JOBS_HANDED_BACK,
+                pool=item.pool,
+                behind=item.job_id,
+                returned=returned,
+                acknowledged=len(item.successes),
+            )
+            if returned:
+                self.children.wake_idle(item.pool, returned)
+
+    def next_due(self) -> float | None:
+        """When the next hand-back may be due (monotonic), for the master's sleep."""
+        dues = []
+        for child in self.children:
+            if child.ending is not None or not child.ledger.pending():
+                continue
+            entry = child.board.read()
+            if entry.job_id is not None and child.handed_back != entry.job_id:
+                dues.append(entry.started + HANDBACK_GRACE)
+        if self.unwritten:
+            dues.append(time.monotonic() + 0.1)
+        return min(dues, default=None)

@@ -1,0 +1,229 @@
+"""A child claims only what it can start: no job waits behind another while a worker of
+its pool is free, and `running` means a handler has started (SPEC "Job lifecycle").
+
+A child claims quick jobs in batches; when the job it runs goes on past the hand-back
+grace, the master takes back what it holds unstarted and what it has not acknowledged
+(daemon/handback.py). Start times come from the handlers' own clocks (t.record).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from daemon_util import Daemon, render_config
+from util import sql, wait_until
+
+from supervisor import Queue
+from supervisor.store import open_store
+
+SLOW = 4.0  # seconds a slow job sleeps: far longer than any wake-up or hand-back
+
+
+@pytest.fixture
+def queue(db_url: str) -> Iterator[Queue]:
+    made = Queue(db_url)
+    yield made
+    made.close()
+
+
+def records(path: Path) -> dict[int, tuple[int, float, float]]:
+    """job id -> (pid, start, end) as the handler wrote them."""
+    if not path.exists():
+        return {}
+    out = {}
+    for line in path.read_text().splitlines():
+        job_id, pid, start, end = line.split(",")
+        out[int(job_id)] = (int(pid), float(start), float(end))
+    return out
+
+
+def all_ran(path: Path, count: int) -> dict[int, tuple[int, float, float]] | None:
+    seen = records(path)
+    return seen if len(seen) == count else None
+
+
+def warm_up(queue: Queue, daemon: Daemon, count: int = 400) -> None:
+    """Quick jobs until the children claim in batches (their slow start has grown)."""
+    ids = queue.enqueue_many([{"handler": "t.noop", "payload": {}, "queue": "work"}] * count)
+    wait_until(
+        lambda: not sql(
+            daemon.db_url, "SELECT 1 FROM forkq_jobs WHERE id = ? AND status <> 'done'", (ids[-1],)
+        ),
+        timeout=60,
+        message=f"the warm-up drained ({daemon.describe()})",
+    )
+
+
+def interleaved(path: Path) -> list[dict[str, Any]]:
+    """Two slow jobs, each followed by six quick ones: fewer slow jobs than workers."""
+    slow = {"handler": "t.record", "payload": {"file": str(path), "seconds": SLOW}, "queue": "work"}
+    quick = {"handler": "t.record", "payload": {"file": str(path)}, "queue": "work"}
+    return [slow, *[quick] * 6, slow, *[quick] * 6]
+
+
+def test_quick_jobs_never_wait_behind_a_slow_one_while_a_worker_is_free(
+    daemons: Callable[..., Daemon], queue: Queue, tmp_path: Path
+) -> None:
+    daemon = daemons(pools={"work": {"workers": 3, "on_success": "delete"}}).start().wait_ready()
+    warm_up(queue, daemon)
+    path = tmp_path / "records.txt"
+    enqueued = time.time()
+    ids = queue.enqueue_many(interleaved(path))
+    slow_ids = {ids[0], ids[7]}
+    seen = wait_until(
+        lambda: all_ran(path, len(ids)),
+        timeout=SLOW * 4,
+        message=f"every job ran ({daemon.describe()})",
+    )
+    waits = {job_id: seen[job_id][1] - enqueued for job_id in ids if job_id not in slow_ids}
+    worst = max(waits, key=lambda job_id: waits[job_id])
+    # Behind a slow job a quick one would wait SLOW seconds; free workers take it at once.
+    assert waits[worst] < SLOW / 4, f"job {worst} started {waits[worst]:.2f}s after enqueue"
+    assert daemon.events("jobs_handed_back"), daemon.describe()
+
+
+def test_running_counts_only_started_jobs_never_more_than_the_pool(
+    daemons: Callable[..., Daemon], queue: Queue, tmp_path: Path, db_url: str
+) -> None:
+    """Claimed-but-unstarted jobs are never shown or counted as running (status, the
+    dashboard's running page), and a slow job's start is its handler's."""
+    daemon = daemons(pools={"work": {"workers": 2}}).start().wait_ready()
+    warm_up(queue, daemon)
+    path = tmp_path / "records.txt"
+    ids = queue.enqueue_many(interleaved(path))
+    store = open_store(db_url)
+    most_running = most_listed = 0
+    try:
+        deadline = time.monotonic() + SLOW * 4
+        while len(records(path)) < len(ids) and time.monotonic() < deadline:
+            stats = {s.queue: s for s in store.stats(queues=["work"])}
+            most_running = max(most_running, stats["work"].running if "work" in stats else 0)
+            listed = [j for j in store.running_jobs("work") if j.status == "running"]
+            most_listed = max(most_listed, len(listed))
+            time.sleep(0.02)
+        assert len(records(path)) == len(ids), daemon.describe()
+    finally:
+        store.close()
+    assert 1 <= most_running <= 2, most_running
+    assert 1 <= most_listed <= 2, most_listed
+
+
+def test_a_child_killed_holding_unstarted_jobs_loses_none_and_counts_no_attempt_for_them(
+    daemons: Callable[..., Daemon], queue: Queue, tmp_path: Path, db_url: str
+) -> None:
+    daemon = daemons(pools={"work": {"workers": 1, "on_success": "keep"}}).start().wait_ready()
+    warm_up(queue, daemon)
+    path = tmp_path / "records.txt"
+    # The first job freezes the master, so nothing is handed back while the child holds
+    # the five quick jobs it claimed with it.
+    first = {"handler": "t.stop_master", "payload": {"seconds": 60}, "queue": "work"}
+    quick = {"handler": "t.record", "payload": {"file": str(path)}, "queue": "work"}
+    ids = queue.enqueue_many([{**first, "max_attempts": 1}, *[quick] * 5])
+    master = psutil_process(daemon.pid)
+    wait_until(lambda: master.status() == "stopped", timeout=20, message="the master frozen")
+    holder = wait_until(lambda: daemon.running(ids[0]), timeout=10, message="the child")[0]
+    held = sql(
+        db_url,
+        "SELECT COUNT(*) FROM forkq_jobs WHERE status = 'running' AND started_at IS NULL",
+    )[0][0]
+    assert int(held) == 5, "the child claimed the quick jobs with the first"
+    os.kill(holder, signal.SIGKILL)
+    os.kill(daemon.pid, signal.SIGCONT)
+    wait_until(lambda: len(records(path)) == 5, timeout=30, message=daemon.describe())
+    rows = dict(sql(db_url, "SELECT id, attempts FROM forkq_jobs WHERE id IN (?,?,?,?,?)", ids[1:]))
+    assert {int(a) for a in rows.values()} == {1}, rows  # one attempt each: the one that ran
+    wait_until(
+        lambda: (
+            sql(db_url, "SELECT status, attempts FROM forkq_jobs WHERE id = ?", (ids[0],))
+            == [("dead", 1)]
+        ),
+        timeout=10,
+        message="the frozen job settled dead (its attempt counted)",
+    )
+
+
+def test_cancelling_a_finished_quick_job_kills_nothing(
+    daemons: Callable[..., Daemon], queue: Queue, tmp_path: Path, db_url: str
+) -> None:
+    """A quick job whose success waits to be written while its child runs a slow job:
+    cancelling it never kills the child; it ends done, and the slow job goes on."""
+    daemon = daemons(pools={"work": {"workers": 1, "on_success": "keep"}}).start().wait_ready()
+    warm_up(queue, daemon)
+    quick = {"handler": "t.noop", "payload": {}, "queue": "work"}
+    freeze = {"handler": "t.stop_master", "payload": {"seconds": 3}, "queue": "work"}
+    ids = queue.enqueue_many([quick, freeze])
+    master = psutil_process(daemon.pid)
+    wait_until(lambda: master.status() == "stopped", timeout=20, message="the master frozen")
+    child = daemon.running(ids[1])[0]
+    status = sql(db_url, "SELECT status FROM forkq_jobs WHERE id = ?", (ids[0],))[0][0]
+    assert status == "running", "its success waits for the child's next write"
+    assert queue.cancel(ids[0])
+    os.kill(daemon.pid, signal.SIGCONT)
+    wait_until(
+        lambda: (
+            dict(sql(db_url, "SELECT id, status FROM forkq_jobs WHERE id IN (?, ?)", ids))
+            == {ids[0]: "done", ids[1]: "done"}
+        ),
+        timeout=20,
+        message=f"both done ({daemon.describe()})",
+    )
+    assert not daemon.events("job_cancel_kill"), daemon.describe()
+    assert child in daemon.pool_children("work"), "the slow job's child was not killed"
+
+
+def test_jobs_under_a_limit_are_claimed_one_at_a_time_on_two_daemons(
+    daemons: Callable[..., Daemon], queue: Queue, tmp_path: Path, db_url: str
+) -> None:
+    """A limited queue: the limit holds across daemons, and no job is ever held claimed
+    and unstarted (it would hold a slot while waiting behind another job)."""
+    limits = '\n[limits.api]\nqueues = ["work"]\nconcurrency = 2\n'
+    made = [daemons(pools={"work": {"workers": 3}}, name=f"d{n}") for n in (1, 2)]
+    for daemon in made:
+        daemon.write_config(
+            text=render_config(daemon.db_url, daemon.pools, daemon.supervisor) + limits
+        )
+        daemon.start().wait_ready()
+    path = tmp_path / "records.txt"
+    slow = {"handler": "t.record", "payload": {"file": str(path), "seconds": 1.0}, "queue": "work"}
+    quick = {"handler": "t.record", "payload": {"file": str(path)}, "queue": "work"}
+    jobs = [slow, *[quick] * 5] * 3
+    queue.enqueue_many(jobs)
+    held_unstarted = 0
+    deadline = time.monotonic() + 40
+    while len(records(path)) < len(jobs) and time.monotonic() < deadline:
+        held_unstarted = max(
+            held_unstarted,
+            int(
+                sql(
+                    db_url,
+                    "SELECT COUNT(*) FROM forkq_jobs WHERE status = 'running'"
+                    " AND started_at IS NULL",
+                )[0][0]
+            ),
+        )
+        time.sleep(0.02)
+    seen = records(path)
+    assert len(seen) == len(jobs), made[0].describe()
+    assert held_unstarted == 0
+    assert most_at_once([(start, end) for _, start, end in seen.values()]) <= 2
+
+
+def most_at_once(spans: list[tuple[float, float]]) -> int:
+    edges = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    running = most = 0
+    for _, step in edges:
+        running += step
+        most = max(most, running)
+    return most
+
+
+def psutil_process(pid: int) -> Any:
+    import psutil
+
+    return psutil.Process(pid)

@@ -1,0 +1,106 @@
+"""The ledger a pool child shares with its master (daemon/ledger.py): a held job is either
+started by the child or taken back by the master, never both, also when both race from
+two processes; and successes the master wrote are never written again by the child."""
+
+from __future__ import annotations
+
+import os
+
+from supervisor.daemon.ledger import Holding, Ledger, LockFile
+from supervisor.daemon.scoreboard import Scoreboard
+
+
+def make() -> tuple[Ledger, Scoreboard]:
+    ledger = Ledger(LockFile())
+    ledger.slot = os.getpid()
+    return ledger, Scoreboard()
+
+
+def test_a_job_taken_back_never_starts_and_a_started_job_is_never_taken() -> None:
+    ledger, board = make()
+    ledger.hold([1, 2, 3])
+    assert ledger.start(1, lambda: board.write(1, 10.0, 0))
+    taken = ledger.take(running=1)
+    assert taken.unstarted == [2, 3] and taken.unmarked is None  # 1 was first: claim-marked
+    assert not ledger.start(2, lambda: board.write(2, 10.0, 0))
+    assert not ledger.pending()
+
+
+def test_a_job_started_behind_another_is_unmarked_until_taken() -> None:
+    ledger, board = make()
+    ledger.hold([1, 2])
+    assert ledger.start(1, lambda: board.write(1, 10.0, 0))
+    ledger.succeeded(1)
+    assert ledger.start(2, lambda: board.write(2, 10.0, 1))
+    taken = ledger.take(running=2)
+    assert (taken.unstarted, taken.successes, taken.unmarked) == ([], [1], 2)
+    assert ledger.written_elsewhere() == [1]  # the child forgets what the master wrote
+    assert ledger.written_elsewhere() == []
+
+
+def test_the_child_writes_what_the_master_did_not_take() -> None:
+    ledger, board = make()
+    ledger.hold([5])
+    assert ledger.start(5, lambda: board.write(5, 10.0, 0))
+    ledger.succeeded(5)
+    assert ledger.written_elsewhere() == []  # nothing taken: the child writes 5 itself
+    assert not ledger.take(running=9)  # and the master finds nothing left to write
+
+
+def test_find_says_where_a_cancelled_job_stands() -> None:
+    ledger, board = make()
+    ledger.hold([1, 2, 3])
+    assert ledger.start(1, lambda: board.write(1, 10.0, 0))
+    assert ledger.find(1, board) is Holding.RUNNING
+    assert ledger.find(3, board) is Holding.UNSTARTED
+    assert not ledger.start(3, lambda: board.write(3, 10.0, 0))  # it never starts here
+    board.write(None, 0.0, 1)
+    ledger.succeeded(1)
+    assert ledger.find(1, board) is Holding.SUCCEEDED
+    assert ledger.written_elsewhere() == [1]
+    assert ledger.find(7, board) is Holding.NOT_HELD
+
+
+def test_start_and_take_racing_from_two_processes_never_overlap() -> None:
+    """A forked child starts jobs as fast as it can while this process takes them back:
+    every job ends in exactly one of the two sets."""
+    lock = LockFile()
+    ledger, board = Ledger(lock), Scoreboard()
+    rounds, per_round = 300, 8
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: hold a batch, then start what it still can
+        code = 1
+        try:
+            os.close(read_fd)
+            ledger.slot = os.getpid()
+            started: list[int] = []
+            for r in range(rounds):
+                ids = [r * per_round + i + 1 for i in range(per_round)]
+                ledger.hold(ids)
+                os.write(write_fd, b"h")
+                for job_id in ids:
+                    if ledger.start(job_id, lambda j=job_id: board.write(j, 10.0, 0)):
+                        started.append(job_id)
+            os.write(write_fd, b"\n" + ",".join(map(str, started)).encode() + b"\n")
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    ledger.slot = pid
+    taken: list[int] = []
+    data = b""
+    while b"\n" not in data:
+        data += os.read(read_fd, 65536)
+        taken += ledger.take(running=-1).unstarted
+    while not data.endswith(b"\n") or data.count(b"\n") < 2:
+        data += os.read(read_fd, 65536)
+    os.close(read_fd)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    started = [int(x) for x in data.split(b"\n")[1].split(b",") if x]
+    everything = set(range(1, rounds * per_round + 1))
+    # Taken jobs the child had not reached yet are taken; the rest it started.
+    assert not set(started) & set(taken)
+    assert set(started) | set(taken) == everything
+    assert taken, "the race was run: some jobs were taken back"
