@@ -33,3 +33,17 @@ def stamp(payload: Any, job: Any) -> None:
         os.write(fd, f"{job.id} {now:.6f}\n".encode())
     finally:
         os.close(fd)
+
+
+@handler("bench.work", queue=QUEUE)
+def work(payload: Any, job: Any) -> None:
+    """Real work of a set length: sleep payload["s"] seconds (a call to another service),
+    then append `job_id start end pid` to the stamp file, start being the first act."""
+    start = time.time()
+    time.sleep(float(payload.get("s", 0)))
+    end = time.time()
+    fd = os.open(os.environ[STAMP_FILE_ENV], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{job.id} {start:.6f} {end:.6f} {os.getpid()}\n".encode())
+    finally:
+        os.close(fd)

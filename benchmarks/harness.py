@@ -314,6 +314,7 @@ class Settings:
     enqueue_many: int = 50_000
     many_batch: int = 1000
     drain_jobs: int = 5000
+    mixed_jobs: int = 5000  # the mixed section's heavy tail
     drain_repeats: int = 3  # forkq drains per W (median kept, like the baselines)
     baseline_repeats: int = 3  # baseline drains per variant and W (median kept)
     latency_jobs: int = 200
@@ -336,6 +337,7 @@ class Settings:
             enqueue_single=300,
             enqueue_many=5000,
             drain_jobs=1000,
+            mixed_jobs=1000,
             drain_repeats=1,
             baseline_repeats=1,
             latency_jobs=50,

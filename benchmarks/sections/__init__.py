@@ -26,6 +26,7 @@ from . import (
     latency,
     limits,
     memory,
+    mixed,
     scale,
     scale_common,
     silent,
@@ -37,6 +38,7 @@ from . import (
 SECTIONS: dict[str, float] = {  # name -> hard deadline in seconds
     "enqueue": 90.0,
     "drain": 220.0,
+    "mixed": 200.0,
     "latency": 45.0,
     "idle": 70.0,
     "memory": 60.0,
@@ -52,6 +54,7 @@ SECTIONS: dict[str, float] = {  # name -> hard deadline in seconds
 MODULES: dict[str, ModuleType] = {
     "enqueue": enqueue,
     "drain": drain,
+    "mixed": mixed,
     "latency": latency,
     "idle": idle,
     "memory": memory,
@@ -71,6 +74,7 @@ BUDGET = scale_common.BUDGET  # what the scale+ sections add to run.py's total b
 METHOD = [
     *enqueue.METHOD,
     *drain.METHOD,
+    *mixed.METHOD,
     *latency.METHOD,
     *idle.METHOD,
     *memory.METHOD,

@@ -8,8 +8,8 @@ leftover processes are killed when it ends), and only then opens its own databas
 connection. Its outermost frame ends in `os._exit`, so it never unwinds into the
 master's stack.
 
-Talk with the master is two pipes: status (child → master, short lines: job started,
-job finished, idle, retiring) and wake (master → child: a byte when its queue has
+Talk with the master is two pipes: status (child → master, short lines: idle, retiring,
+"my claim was full: wake a sibling") and wake (master → child: a byte when its queue has
 due jobs; EOF when the master is gone).
 """
 
@@ -94,6 +94,9 @@ class PipeEvents:
 
     def written_elsewhere(self) -> list[int]:
         return self.spec.ledger.written_elsewhere()
+
+    def more_ready(self) -> None:
+        self.send("M")
 
     def job_ran(self, job: JobRow) -> None:
         # Still this job's (a death now settles it, attempt counted), but no deadline:

@@ -121,7 +121,10 @@ class Children:
         child.buffer += data
         *lines, child.buffer = child.buffer.split(b"\n")
         for line in lines:
-            child.on_message(line.decode(errors="replace"), now)
+            message = line.decode(errors="replace")
+            child.on_message(message, now)
+            if message == "M":  # its claim was full: an idle sibling takes the rest now
+                self.wake_idle(child.pool, 1)
         return True
 
     def wake(self, child: Child) -> None:

@@ -28,7 +28,7 @@ from supervisor.daemon.children import Children
 from supervisor.daemon.decisions import handback_due
 from supervisor.models import HandBack
 
-HANDBACK_GRACE = 0.04  # seconds a job runs before the jobs claimed behind it go back
+HANDBACK_GRACE = 0.025  # seconds a job runs before the jobs claimed behind it go back
 
 
 @dataclass(frozen=True)

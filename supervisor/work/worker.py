@@ -73,6 +73,7 @@ class WorkerEvents(Protocol):
     def succeeded(self, job_id: int) -> None: ...
     def job_finished(self, job: JobRow, outcome: Outcome) -> None: ...
     def written_elsewhere(self) -> list[int]: ...  # successes the master acknowledged
+    def more_ready(self) -> None: ...  # a full claim: more may wait, wake an idle sibling
     def idle(self) -> None: ...
 
 
@@ -96,6 +97,9 @@ class NoEvents:
 
     def written_elsewhere(self) -> list[int]:
         return []
+
+    def more_ready(self) -> None:
+        pass
 
     def job_ran(self, job: JobRow) -> None:
         pass
@@ -193,9 +197,14 @@ class Worker:
                 self._lease_until = time.monotonic() + pool.timeout + LEASE_MARGIN
                 self.held = list(batch)
                 self.events.claimed([row.id for row in batch])
+                if len(batch) == size:  # more may be waiting: idle siblings take them now
+                    self.events.more_ready()
                 self._run_held()
                 return len(batch)
         self.flush()  # nothing claimed (paused, stopping): never go idle with unwritten outcomes
+        # Slow start again after idling: the next jobs come to idle siblings as well, one
+        # each, rather than all to whichever child the first nudge woke.
+        self._batch = 1
         return 0
 
     def claim_size(self, pool: PoolConfig, queue: str) -> int:
