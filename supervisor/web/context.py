@@ -13,7 +13,7 @@ from werkzeug.wrappers import Request, Response
 
 from supervisor.config import Config
 from supervisor.store import Store
-from supervisor.web.security import FLASH_COOKIE, Session
+from supervisor.web.security import FLASH_COOKIE, Session, local_target
 
 if TYPE_CHECKING:
     from supervisor.web.app import Dashboard
@@ -73,11 +73,8 @@ class Context:
 
     def back(self, message: str, fallback: str = "overview") -> Response:
         """303 to the page the form came from (a local path only), with a message for it."""
-        target = self.request.form.get("next", "")
-        if not target.startswith("/") or target.startswith("//") or "\\" in target:
-            target = self.url(fallback)
-        else:
-            target = self.request.script_root + target
+        local = local_target(self.request.form.get("next", ""))
+        target = self.url(fallback) if local is None else self.request.script_root + local
         self.cookies.append((FLASH_COOKIE, self.app.guard.sign_flash(message), 60))
         return redirect(target, code=303)
 
