@@ -89,7 +89,7 @@ class Dashboard:
         except (NotFound, MethodNotAllowed) as exc:
             return _secured(_plain(exc.code or 404, exc.name), cache=False)
         if endpoint == "static":
-            return _secured(send_from_directory(STATIC, args["filename"], request.environ), True)
+            return _static(request, args["filename"])
         if not self.guard.host_allowed(request.host):
             # Without a token only loopback names are served (see security.py: DNS rebinding).
             return _secured(_plain(403, "Forbidden: not a loopback host name"), cache=False)
@@ -178,6 +178,15 @@ def _action_rules() -> list[Rule]:
         Rule("/schedules/run", endpoint="schedule_run", methods=post),
         Rule("/logout", endpoint="logout", methods=post),
     ]
+
+
+def _static(request: Request, filename: str) -> Response:
+    """A file of static/; 404 for anything else: a missing file, and every name that leaves
+    the folder or that the filesystem refuses (`..`, backslashes, NUL), never a traceback."""
+    try:
+        return _secured(send_from_directory(STATIC, filename, request.environ), cache=True)
+    except (HTTPException, ValueError, OSError):
+        return _secured(_plain(404, "Not Found"), cache=False)
 
 
 def _plain(status: int, text: str) -> Response:

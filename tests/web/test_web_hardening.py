@@ -53,3 +53,65 @@ def test_login_redirects_to_a_local_path(web_server: ServerFactory) -> None:
     server = web_server(token=TOKEN)
     code, location, _ = login_redirect(server, "/jobs?queue=email")
     assert code == 303 and location.endswith("/jobs?queue=email"), location
+
+
+# --- static paths (issue 22.10) -----------------------------------------------------------------
+
+STATIC_REFUSED = [
+    "/static/missing.css",
+    "/static/missing/dashboard.css",
+    "/static/..",
+    "/static/../app.py",
+    "/static/..%2fapp.py",
+    "/static/%2e%2e/app.py",
+    "/static/%2e%2e%2fapp.py",
+    "/static/.%2e/app.py",
+    "/static/%252e%252e%252fapp.py",
+    "/static/..%5capp.py",
+    "/static/..\\app.py",
+    "/static/%2e%2e%5c%2e%2e%5cweb%5capp.py",
+    "/static//etc/passwd",
+    "/static/%2fetc%2fpasswd",
+    "/static/....//app.py",
+    "/static/./../app.py",
+    "/static/%00",
+    "/static/dashboard.css%00",
+    "/static/dashboard.css%00.png",
+    "/static/%c0%ae%c0%ae/app.py",
+    "/static/C:%5cwindows%5cwin.ini",
+    "/static/~/.bashrc",
+    "/static/..;/app.py",
+]
+
+
+def raw_get(server: WebServer, path: str, follow: bool = True) -> tuple[int, str]:
+    """GET `path` exactly as written (no client-side normalisation); a redirect within the
+    site (`//` merged) is followed."""
+    import http.client
+
+    host, port = server.url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=10)
+    try:
+        connection.putrequest("GET", path, skip_accept_encoding=True)
+        connection.endheaders()
+        response = connection.getresponse()
+        location = response.getheader("Location") or ""
+        if follow and response.status in (301, 302, 307, 308):
+            assert location.startswith(("/static/", server.url + "/static/")), location
+            return raw_get(server, location.removeprefix(server.url), follow=False)
+        return response.status, response.read().decode("utf-8", "replace")
+    finally:
+        connection.close()
+
+
+def test_a_missing_or_refused_static_path_is_404_without_a_traceback(
+    web_server: ServerFactory,
+) -> None:
+    server = web_server()
+    assert raw_get(server, "/static/dashboard.css")[0] == 200
+    answers = {path: raw_get(server, path) for path in STATIC_REFUSED}
+    wrong = {path: code for path, (code, _) in answers.items() if code != 404}
+    assert not wrong, wrong
+    for path, (_, body) in answers.items():
+        assert "Traceback" not in body and "import" not in body, path
+    assert "Traceback" not in server.log.read_text()
