@@ -27,7 +27,7 @@ from supervisor.config import Config, load_config
 from supervisor.errors import DatabaseError, ForkqError, SchemaError
 from supervisor.store import Store, open_store
 from supervisor.web import filters
-from supervisor.web.context import Context, DashboardRequest
+from supervisor.web.context import MAX_JOB_ID, Context, DashboardRequest
 from supervisor.web.security import (
     HEADERS,
     SESSION_COOKIE,
@@ -40,6 +40,7 @@ from supervisor.work.command import load_handlers
 HERE = Path(__file__).parent
 STATIC = HERE / "static"
 DB_TIMEOUT = 30.0  # seconds a page waits on the database
+JOB = f"/jobs/<int(max={MAX_JOB_ID}):job_id>"  # a larger id is no job: 404, never 500
 
 Handler = Callable[..., Response]
 
@@ -150,7 +151,7 @@ def _page_rules() -> list[Rule]:
     return [
         Rule("/", endpoint="overview", methods=get),
         Rule("/jobs", endpoint="jobs", methods=get),
-        Rule("/jobs/<int:job_id>", endpoint="job", methods=get),
+        Rule(JOB, endpoint="job", methods=get),
         Rule("/dead", endpoint="dead", methods=get),
         Rule("/running", endpoint="running", methods=get),
         Rule("/queues", endpoint="queues", methods=get),
@@ -167,9 +168,9 @@ def _page_rules() -> list[Rule]:
 def _action_rules() -> list[Rule]:
     post = ["POST"]
     return [
-        Rule("/jobs/<int:job_id>/retry", endpoint="job_retry", methods=post),
-        Rule("/jobs/<int:job_id>/discard", endpoint="job_discard", methods=post),
-        Rule("/jobs/<int:job_id>/cancel", endpoint="job_cancel", methods=post),
+        Rule(JOB + "/retry", endpoint="job_retry", methods=post),
+        Rule(JOB + "/discard", endpoint="job_discard", methods=post),
+        Rule(JOB + "/cancel", endpoint="job_cancel", methods=post),
         Rule("/dead/retry", endpoint="dead_retry", methods=post),
         Rule("/dead/discard", endpoint="dead_discard", methods=post),
         Rule("/running/cancel", endpoint="running_cancel", methods=post),

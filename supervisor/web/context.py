@@ -19,6 +19,16 @@ if TYPE_CHECKING:
     from supervisor.web.app import Dashboard
 
 MAX_BODY = 1 << 20  # bytes a POST may carry (a form of ids)
+MAX_JOB_ID = 2**63 - 1  # forkq_jobs.id is a signed 64-bit integer in both databases
+
+
+def job_id_of(text: str) -> int | None:
+    """`text` as a job id (ASCII digits, 1 to 2^63 - 1), None if it cannot be one: SQLite
+    raises OverflowError for a bound integer past 64 bits."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 19:
+        return None
+    value = int(text)
+    return value if 0 < value <= MAX_JOB_ID else None
 
 
 class DashboardRequest(Request):

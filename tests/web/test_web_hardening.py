@@ -115,3 +115,30 @@ def test_a_missing_or_refused_static_path_is_404_without_a_traceback(
     for path, (_, body) in answers.items():
         assert "Traceback" not in body and "import" not in body, path
     assert "Traceback" not in server.log.read_text()
+
+
+# --- job ids past 64 bits (issue 22.9) ----------------------------------------------------------
+
+TOO_LARGE = ["9223372036854775808", "18446744073709551616", "99999999999999999999"]
+
+
+@pytest.mark.parametrize("job_id", TOO_LARGE)
+def test_a_job_id_past_64_bits_is_404_or_400(web_server: ServerFactory, job_id: str) -> None:
+    server = web_server(token=TOKEN)
+    auth = server.bearer()
+    code, body, _ = server.request(f"/jobs/{job_id}", headers=auth)
+    assert code == 404, body
+    code, body, _ = server.request(f"/jobs?find={job_id}", headers=auth)
+    assert code == 404 and "no job with id or unique key" in body, body
+    assert server.request(f"/jobs?before={job_id}", headers=auth)[0] == 400
+    for action in ("retry", "discard", "cancel"):
+        assert server.request(f"/jobs/{job_id}/{action}", data={}, headers=auth)[0] == 404
+    code, body, _ = server.request("/dead/retry", data={"id": job_id}, headers=auth)
+    assert code == 400, body
+    assert "Traceback" not in server.log.read_text()
+
+
+def test_the_largest_job_id_is_an_ordinary_missing_job(web_server: ServerFactory) -> None:
+    server = web_server()
+    code, body, _ = server.request("/jobs/9223372036854775807")
+    assert code == 404 and "no job with id 9223372036854775807" in body
