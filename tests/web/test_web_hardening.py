@@ -3,10 +3,13 @@ items 7 to 10), against a real `forkq web` on both backends."""
 
 from __future__ import annotations
 
+import subprocess
 from http.cookies import SimpleCookie
+from pathlib import Path
 
 import pytest
-from webutil import TOKEN, ServerFactory, WebServer, csrf_of
+from util import python, subprocess_env
+from webutil import TOKEN, ServerFactory, WebServer, csrf_of, write_config
 
 # --- the redirect after login (issue 22.7) ------------------------------------------------------
 
@@ -142,3 +145,44 @@ def test_the_largest_job_id_is_an_ordinary_missing_job(web_server: ServerFactory
     server = web_server()
     code, body, _ = server.request("/jobs/9223372036854775807")
     assert code == 404 and "no job with id 9223372036854775807" in body
+
+
+# --- behind an https proxy (issue 22.8) ---------------------------------------------------------
+
+
+def session_cookie_attributes(server: WebServer, **headers: str) -> str:
+    """The Set-Cookie line of the session a first visit gets."""
+    code, _, answer = server.request("/login", headers=headers)
+    assert code == 200
+    [line] = [v for v in answer.get_all("Set-Cookie") if v.startswith("forkq_session=")]
+    return str(line)
+
+
+def test_the_session_cookie_is_secure_behind_the_trusted_https_proxy(
+    web_server: ServerFactory,
+) -> None:
+    https = {"X-Forwarded-Proto": "https", "X-Forwarded-For": "203.0.113.9"}
+    proxied = web_server(token=TOKEN, extra='[web]\ntrusted_proxy = "127.0.0.1"\n')
+    assert "; Secure" in session_cookie_attributes(proxied, **https)
+    assert "; Secure" not in session_cookie_attributes(proxied)  # plain http to the proxy
+    assert '"trusted_proxy": "127.0.0.1"' in proxied.log.read_text()
+    # From any other address the header is dropped: a client cannot claim https itself.
+    elsewhere = web_server(token=TOKEN, extra='[web]\ntrusted_proxy = "192.0.2.1"\n')
+    assert "; Secure" not in session_cookie_attributes(elsewhere, **https)
+    untrusted = web_server(token=TOKEN)
+    assert "; Secure" not in session_cookie_attributes(untrusted, **https)
+
+
+def test_a_trusted_proxy_that_is_not_an_address_is_a_config_error(
+    tmp_path: Path, db_url: str
+) -> None:
+    config = write_config(tmp_path, '[web]\ntrusted_proxy = "proxy.example"\n')
+    result = subprocess.run(
+        [python(), "-m", "supervisor", "web", "-c", str(config), "--listen", "127.0.0.1:1"],
+        env=subprocess_env(db_url),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 78, result
+    assert "web.trusted_proxy" in result.stderr and "IP address" in result.stderr
