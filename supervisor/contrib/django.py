@@ -11,14 +11,15 @@
 Enqueueing writes one forkq_jobs row on Django's own connection to `database` (the
 alias whose database holds forkq's tables), so inside `transaction.atomic()` the job
 exists if and only if the transaction commits; outside one Django autocommits and the
-job exists at once. A TaskResult's id is the forkq job id. Django's priority (-100 to
+job exists at once. The job's handler is the task's path (`shop.tasks.send_invoice`).
+A TaskResult's id is the forkq job id. Django's priority (-100 to
 100, higher first) is forkq's priority unchanged, `run_after` is the job's run_at and
 `queue_name` its queue.
 
 The daemon side: `handlers = ["supervisor.contrib.django"]` in forkq's config. Imported
 by `forkq run` (a process where Django is not set up yet), this module sets Django up
-once, before the master forks, and registers the forkq handler "django.task" that runs
-the tasks (see django_worker.py). Imported by a Django process (to build this backend),
+once, before the master forks, and registers the path of every task it finds as a forkq
+handler, and "django.task" for older rows (see django_worker.py). Imported by a Django process (to build this backend),
 it does neither.
 """
 
@@ -114,7 +115,7 @@ class ForkqBackend(BaseTaskBackend):
             connection.wrap_database_errors,
         ):
             job_id = queue.enqueue(
-                results.HANDLER,
+                results.handler_for(task),
                 results.encode_payload(task, call.args, call.kwargs),
                 queue=task.queue_name,
                 run_at=run_at,
@@ -141,8 +142,6 @@ class ForkqBackend(BaseTaskBackend):
         with connection.wrap_database_errors:
             job = store.result_job_on(connection.connection, job_id)
             record = store.result_on(connection.connection, job_id)
-        if job is not None and job["handler"] != results.HANDLER:
-            raise TaskResultDoesNotExist(result_id)  # a forkq job, not a Django task
         return results.build_result(job, record, result_id=result_id)
 
     def check(self, **kwargs: Any) -> Iterable[checks.CheckMessage]:

@@ -27,7 +27,12 @@ from supervisor.store import Store, open_store
 
 from .django_compat import Task, TaskError, TaskResult, TaskResultDoesNotExist, TaskResultStatus
 
-HANDLER = "django.task"  # the forkq handler every Django task is enqueued under
+# A task is enqueued under its own path as the forkq handler ("shop.tasks.send_invoice"),
+# so `forkq jobs`, status, the dashboard and metrics name it; the daemon registers the
+# path of every task it found at boot (django_worker.boot). "django.task" is the handler
+# of rows written before that, and of a task whose path is longer than a handler name.
+HANDLER = "django.task"
+MAX_HANDLER = 191  # forkq_jobs.handler
 
 # Django's statuses. TaskResultStatus is a TextChoices: without Django's type stubs mypy
 # reads its members as the tuples they are declared with.
@@ -74,6 +79,22 @@ def remember(task: Task[Any, Any]) -> None:
 
 def known_task(path: str) -> Task[Any, Any] | None:
     return _KNOWN.get(path)
+
+
+def known_tasks() -> dict[str, Task[Any, Any]]:
+    return dict(_KNOWN)
+
+
+def handler_for(task: Task[Any, Any]) -> str:
+    """The forkq handler a task's jobs are enqueued under: its path, when it fits."""
+    path = task.module_path
+    return path if len(path) <= MAX_HANDLER else HANDLER
+
+
+def runs_task(handler: str, payload: dict[str, Any]) -> bool:
+    """Whether a job of `handler` may run the task its payload names: under the task's
+    own path, or under "django.task" (older rows, long paths), never another task's."""
+    return handler in (HANDLER, payload["task"])
 
 
 def remember_imported() -> int:
@@ -220,9 +241,11 @@ def build_result(
     holds it (enqueue).
     """
     row = job or record
-    if row is None or (job is not None and job["handler"] != HANDLER):
+    if row is None:
         raise TaskResultDoesNotExist(result_id)
     payload, task = _payload_and_task(row, task, result_id)
+    if job is not None and not runs_task(job["handler"], payload):
+        raise TaskResultDoesNotExist(result_id)  # a forkq job, not a Django task
     status = _status(job, record)
     recorded = record or {}
     workers = json_list(recorded.get("workers"))

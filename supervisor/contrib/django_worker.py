@@ -1,5 +1,6 @@
 """The daemon side of the Django backend: Django set up once before the fork, and the
-forkq handler "django.task" that runs a task and records each attempt's result.
+forkq handlers (each task's path, and "django.task") that run a task and record each
+attempt's result.
 
 `forkq run` imports its handler modules in the master before it forks any child, so
 `boot()` runs there: `django.setup()`, then every installed app's `tasks` module, then
@@ -32,12 +33,23 @@ def booted() -> bool:
 
 
 def boot() -> None:
-    """Set Django up in this process (once) and register the forkq handler (each call)."""
+    """Set Django up in this process (once) and register the forkq handlers (each call,
+    as a reload forgets them): each task's path, and "django.task" for older rows."""
     global _booted
     if not _booted:
         _setup_django()
         _booted = True
     registry.handler(results.HANDLER)(run_task)
+    for path, task in sorted(results.known_tasks().items()):
+        if len(path) > results.MAX_HANDLER:
+            continue  # enqueued as "django.task"
+        taken = registry.get(path)
+        if taken is not None and taken.func is not run_task:
+            raise ConfigError(
+                f"supervisor.contrib.django: the Django task {path!r} has the name of a forkq"
+                " handler registered by another module; rename one"
+            )
+        registry.handler(path, queue=task.queue_name)(run_task)
 
 
 def _setup_django() -> None:
@@ -75,7 +87,13 @@ def run_task(payload: Any, job: Any) -> None:
     returned, go to forkq_results, read by ForkqBackend.get_result.
     """
     pid = os.getpid()
-    attempt = Attempt(job, _payload(payload))
+    payload = _payload(payload)
+    if not results.runs_task(job.handler, payload):
+        raise Fail(
+            f"the job's handler {job.handler!r} is a Django task's, but its payload names"
+            f" the task {payload['task']!r}: a job runs only the task it is enqueued under"
+        )
+    attempt = Attempt(job, payload)
     task = attempt.task
     context = attempt.running()
     task_started.send(type(attempt.backend), task_result=context)
@@ -140,7 +158,7 @@ class Attempt:
             logs.get().warning("django_result_unreadable", job_id=self.job.id, error=str(exc))
         job = {
             "id": self.job.id,
-            "handler": results.HANDLER,
+            "handler": self.job.handler,
             "payload": results.encode_json(self.payload),
             "status": "running",
             "attempts": self.job.attempts,

@@ -215,6 +215,38 @@ def test_a_row_naming_a_task_the_project_does_not_define_ends_dead_and_imports_n
         shop.add.get_result(str(next(iter(rows))))  # no task of this project: no result
 
 
+def test_a_task_is_its_own_handler_and_older_django_task_rows_still_run(
+    daemons: Callable[..., Daemon], tmp_path: Path, db_url: str, shop: ModuleType
+) -> None:
+    start(daemons, tmp_path, db_url)
+    added = shop.add.enqueue(2, 2)
+    [(handler,)] = sql(db_url, "SELECT handler FROM forkq_jobs WHERE id = ?", [int(added.id)])
+    assert handler == "shop.tasks.add"  # what forkq jobs, status and the dashboard show
+    payload = {"args": [20, 1], "kwargs": {}, "backend": "default", "queue_name": "default"}
+    queue = Queue(db_url)
+    try:
+        older = queue.enqueue("django.task", {**payload, "task": "shop.tasks.add"})
+        # Under the path of a module nothing imports: no handler, and nothing imported.
+        unknown = queue.enqueue("shop.untouched.run", {**payload, "task": "shop.untouched.run"})
+        # A task's handler with another task in its payload runs neither.
+        swapped = queue.enqueue("shop.tasks.add", {**payload, "task": "shop.tasks.broken"})
+    finally:
+        queue.close()
+    assert finished(shop.add, added.id).return_value == 4
+    assert finished(shop.add, str(older)).return_value == 21
+
+    def dead() -> dict[int, str] | None:
+        found = dict(sql(db_url, "SELECT id, last_error FROM forkq_jobs WHERE status = 'dead'"))
+        return found if len(found) == 2 else None
+
+    errors = wait_until(dead, timeout=20, message="the unknown and the swapped rows dead")
+    assert "unknown handler 'shop.untouched.run'" in errors[unknown], errors
+    assert "payload names the task 'shop.tasks.broken'" in errors[swapped], errors
+    assert not (tmp_path / "imported").exists()
+    with pytest.raises(api().TaskResultDoesNotExist):
+        shop.broken.get_result(str(swapped))
+
+
 def test_results_are_pruned_with_the_pools_retention(
     daemons: Callable[..., Daemon], tmp_path: Path, db_url: str, shop: ModuleType
 ) -> None:

@@ -115,7 +115,7 @@ def test_enqueue_writes_one_ready_job_and_returns_its_result(shop: ModuleType, d
     assert result.enqueued_at is not None
     assert before - timedelta(seconds=5) <= result.enqueued_at <= datetime.now(UTC)
     row = job_row(db_url, result.id)
-    assert row["handler"] == "django.task"
+    assert row["handler"] == "shop.tasks.add"  # the task's path, as forkq jobs shows it
     assert (row["queue"], row["priority"], row["status"]) == ("default", 0, "ready")
     assert row["max_attempts"] == 2  # OPTIONS max_attempts
     assert row["payload"]["task"] == "shop.tasks.add"
