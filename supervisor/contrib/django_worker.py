@@ -150,8 +150,10 @@ class Attempt:
             self.connection.ensure_connection()
             raw = self.connection.connection
             with self.connection.wrap_database_errors:
-                self.previous = self.store.result_on(raw, self.job.id) or {}
+                previous = self.store.result_on(raw, self.job.id) or {}
                 held = self.store.result_job_on(raw, self.job.id)
+            if previous and results.same_enqueue(previous, self.payload):
+                self.previous = previous  # not an earlier job's that had the same id
             if held is not None and held["locked_by"]:
                 self.worker = str(held["locked_by"])  # the lease name, as forkq status shows
         except Exception as exc:  # the task still runs: its record is best effort
@@ -168,7 +170,11 @@ class Attempt:
             "started_at": self.started,
             "finished_at": None,
         }
-        record = {**self.previous, "workers": results.encode_json(self._workers())}
+        record = {
+            **self.previous,
+            "payload": job["payload"],
+            "workers": results.encode_json(self._workers()),
+        }
         return results.build_result(job, record, task=self.task)
 
     def finish(

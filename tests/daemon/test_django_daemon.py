@@ -61,6 +61,11 @@ def finished(task: Any, result_id: str, timeout: float = 20.0) -> Any:
     return wait_until(done, timeout=timeout, message=f"task result {result_id} finished")
 
 
+def job_id_of(result_id: str) -> int:
+    """The forkq job id of a TaskResult id (`JOBID-TOKEN`)."""
+    return int(result_id.partition("-")[0])
+
+
 def worker_pids(daemon: Daemon, pool: str) -> set[str]:
     return {f"{socket.gethostname()}:{pid}" for pid in daemon.pool_children(pool)}
 
@@ -134,7 +139,7 @@ def test_a_retried_task_keeps_each_attempts_error(
     with pytest.raises(ValueError, match="Task failed"):
         _ = failed.return_value
     [(job_status, last_error)] = sql(
-        db_url, "SELECT status, last_error FROM forkq_jobs WHERE id = ?", [int(broken.id)]
+        db_url, "SELECT status, last_error FROM forkq_jobs WHERE id = ?", [job_id_of(broken.id)]
     )
     assert job_status == "dead" and "no good" in last_error
 
@@ -220,7 +225,7 @@ def test_a_task_is_its_own_handler_and_older_django_task_rows_still_run(
 ) -> None:
     start(daemons, tmp_path, db_url)
     added = shop.add.enqueue(2, 2)
-    [(handler,)] = sql(db_url, "SELECT handler FROM forkq_jobs WHERE id = ?", [int(added.id)])
+    [(handler,)] = sql(db_url, "SELECT handler FROM forkq_jobs WHERE id = ?", [job_id_of(added.id)])
     assert handler == "shop.tasks.add"  # what forkq jobs, status and the dashboard show
     payload = {"args": [20, 1], "kwargs": {}, "backend": "default", "queue_name": "default"}
     queue = Queue(db_url)
@@ -256,7 +261,7 @@ def test_results_are_pruned_with_the_pools_retention(
     assert finished(shop.add, gone.id).return_value == 3
     assert finished(shop.report, kept.id).status == api().TaskResultStatus.SUCCESSFUL
     wait_until(
-        lambda: count_rows(db_url, "forkq_results", "job_id = ?", [int(gone.id)]) == 0,
+        lambda: count_rows(db_url, "forkq_results", "job_id = ?", [job_id_of(gone.id)]) == 0,
         timeout=20,
         message="the result pruned after the pool's retention",
     )
@@ -297,7 +302,7 @@ def test_results_written_by_the_daemon_are_json_text(
     [(status, value, errors, workers)] = sql(
         db_url,
         "SELECT status, return_value, errors, workers FROM forkq_results WHERE job_id = ?",
-        [int(flaky.id)],
+        [job_id_of(flaky.id)],
     )
     assert status == "succeeded"
     assert json.loads(value)["attempt"] == 2
