@@ -65,6 +65,7 @@ def _setup_django() -> None:
         )
     try:
         django.setup()
+        persistent = _keep_connections()
         autodiscover_modules("tasks")  # each installed app's tasks.py
         count = results.remember_imported()
     except ConfigError:
@@ -76,7 +77,34 @@ def _setup_django() -> None:
         ) from exc
     finally:
         connections.close_all()  # nothing of the master's crosses a fork
-    logs.get().info("django_ready", settings=os.environ.get("DJANGO_SETTINGS_MODULE"), tasks=count)
+    logs.get().info(
+        "django_ready",
+        settings=os.environ.get("DJANGO_SETTINGS_MODULE"),
+        tasks=count,
+        persistent_connections=persistent,
+    )
+
+
+def _keep_connections() -> list[str]:
+    """Make each DATABASES alias with CONN_MAX_AGE = 0 (Django's default) persistent in
+    this daemon, with CONN_HEALTH_CHECKS on; the aliases changed.
+
+    Django closes a connection of age 0 at the end of each request; the worker treats a
+    task as a request (close_old_connections before and after it), so every task paid a
+    new connection (183 ms against 7.6 ms for a trivial task on MariaDB). Kept instead,
+    the connection is checked before each task's first query (a ping) and replaced when
+    broken; one with an error is closed when unusable, one whose transaction the task left
+    open is closed, and a positive CONN_MAX_AGE still expires, as in Django's request cycle.
+    Only this process's copy of the settings changes: the application's is its own.
+    """
+    changed = []
+    for alias in connections:
+        params = connections.settings[alias]
+        if params.get("CONN_MAX_AGE") == 0:
+            params["CONN_MAX_AGE"] = None
+            params["CONN_HEALTH_CHECKS"] = True
+            changed.append(alias)
+    return changed
 
 
 def run_task(payload: Any, job: Any) -> None:

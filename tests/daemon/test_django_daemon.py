@@ -27,7 +27,7 @@ from django_util import (
     django_db_fixture,  # noqa: F401 (fixture)
     shop_fixture,  # noqa: F401 (fixture)
 )
-from util import REPO_ROOT, count_rows, sql, wait_until
+from util import REPO_ROOT, backend_of, count_rows, sql, wait_until
 
 from supervisor import Queue, events
 
@@ -250,6 +250,33 @@ def test_a_task_is_its_own_handler_and_older_django_task_rows_still_run(
     assert not (tmp_path / "imported").exists()
     with pytest.raises(api().TaskResultDoesNotExist):
         shop.broken.get_result(str(swapped))
+
+
+def test_a_worker_keeps_its_database_connection_across_tasks(
+    daemons: Callable[..., Daemon], tmp_path: Path, db_url: str, shop: ModuleType
+) -> None:
+    """Django's default CONN_MAX_AGE = 0 closed the connection after every task, so each
+    task opened a new one; a worker now keeps it, and replaces only a broken one."""
+    start(daemons, tmp_path, db_url)
+
+    def run_one() -> dict[str, Any]:
+        value: dict[str, Any] = finished(
+            shop.connections_opened, shop.connections_opened.enqueue().id
+        ).return_value
+        return value
+
+    seen = [run_one() for _ in range(6)]
+    assert len({s["pid"] for s in seen}) == 1, seen  # one worker ran them all
+    assert len({s["opened"] for s in seen}) == 1, seen  # and opened no connection after the first
+    assert len({s["server_id"] for s in seen}) == 1, seen
+    if backend_of(db_url) != "mysql":
+        return
+    sql(db_url, f"KILL CONNECTION {int(seen[-1]['server_id'])}")  # the server drops it
+    again = run_one()  # the health check finds it gone: a new one, and the task runs
+    assert again["pid"] == seen[-1]["pid"]
+    assert again["opened"] == seen[-1]["opened"] + 1
+    assert again["server_id"] != seen[-1]["server_id"]
+    assert run_one()["server_id"] == again["server_id"]
 
 
 def test_results_are_pruned_with_the_pools_retention(
