@@ -151,6 +151,7 @@ class WebConfig:
 
     listen: str = "127.0.0.1:8740"  # HOST:PORT ([v6]:PORT); not loopback needs the token
     read_only: bool = False  # refuse every action (403) and hide the buttons
+    trusted_proxy: str | None = None  # the https proxy's address: its X-Forwarded-* count
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from supervisor.config.model import (
     SupervisorConfig,
 )
 from supervisor.config.values import (
+    _address,
     _argv,
     _bool,
     _env_names,
@@ -43,7 +44,11 @@ from supervisor.config.values import (
 from supervisor.dburl import DEFAULT_URL, DatabaseURL, parse_database_url
 from supervisor.errors import ConfigError
 
-_WEB_FIELDS: dict[str, Callable[[Any], Any]] = {"listen": _listen, "read_only": _bool}
+_WEB_FIELDS: dict[str, Callable[[Any], Any]] = {
+    "listen": _listen,
+    "read_only": _bool,
+    "trusted_proxy": _address,
+}
 _METRICS_FIELDS: dict[str, Callable[[Any], Any]] = {"listen": _listen}
 _COMMAND_FIELDS: dict[str, Callable[[Any], Any]] = {
     "argv": _argv,

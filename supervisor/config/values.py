@@ -3,6 +3,7 @@ ValueError with what is wrong (sections.py adds the key and the file's name)."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from collections.abc import Callable
 from typing import Any
@@ -115,6 +116,17 @@ def parse_listen(text: str) -> tuple[str, int]:
 def _listen(value: Any) -> str:
     parse_listen(_str(value))
     return str(value)
+
+
+def _address(value: Any) -> str:
+    """An IP address as the server sees a peer's (`::1`, not `[::1]` or `0:0::1`)."""
+    text = _str(value).strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        raise ValueError(f"expected an IP address such as 127.0.0.1, got {value!r}") from None
 
 
 def _argv(value: Any) -> tuple[str, ...]:

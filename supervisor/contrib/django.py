@@ -11,14 +11,16 @@
 Enqueueing writes one forkq_jobs row on Django's own connection to `database` (the
 alias whose database holds forkq's tables), so inside `transaction.atomic()` the job
 exists if and only if the transaction commits; outside one Django autocommits and the
-job exists at once. A TaskResult's id is the forkq job id. Django's priority (-100 to
+job exists at once. The job's handler is the task's path (`shop.tasks.send_invoice`).
+A TaskResult's id is the forkq job id and a random token (`42-9f0c...`): see
+django_results.result_id_of. Django's priority (-100 to
 100, higher first) is forkq's priority unchanged, `run_after` is the job's run_at and
 `queue_name` its queue.
 
 The daemon side: `handlers = ["supervisor.contrib.django"]` in forkq's config. Imported
 by `forkq run` (a process where Django is not set up yet), this module sets Django up
-once, before the master forks, and registers the forkq handler "django.task" that runs
-the tasks (see django_worker.py). Imported by a Django process (to build this backend),
+once, before the master forks, and registers the path of every task it finds as a forkq
+handler, and "django.task" for older rows (see django_worker.py). Imported by a Django process (to build this backend),
 it does neither.
 """
 
@@ -114,7 +116,7 @@ class ForkqBackend(BaseTaskBackend):
             connection.wrap_database_errors,
         ):
             job_id = queue.enqueue(
-                results.HANDLER,
+                results.handler_for(task),
                 results.encode_payload(task, call.args, call.kwargs),
                 queue=task.queue_name,
                 run_at=run_at,
@@ -141,9 +143,10 @@ class ForkqBackend(BaseTaskBackend):
         with connection.wrap_database_errors:
             job = store.result_job_on(connection.connection, job_id)
             record = store.result_on(connection.connection, job_id)
-        if job is not None and job["handler"] != results.HANDLER:
-            raise TaskResultDoesNotExist(result_id)  # a forkq job, not a Django task
-        return results.build_result(job, record, result_id=result_id)
+        result = results.build_result(job, record, result_id=result_id)
+        if result.id != result_id:  # the job id of another enqueue (a reused id)
+            raise TaskResultDoesNotExist(result_id)
+        return result
 
     def check(self, **kwargs: Any) -> Iterable[checks.CheckMessage]:
         yield from super().check(**kwargs)
@@ -170,8 +173,9 @@ class ForkqBackend(BaseTaskBackend):
 
 
 def _job_id(result_id: str) -> int:
-    """A TaskResult id as a job id; TaskResultDoesNotExist for anything that is not one."""
-    text = str(result_id)
+    """The job id of a TaskResult id (`JOBID-TOKEN`, or `JOBID` of older rows);
+    TaskResultDoesNotExist for anything that is not one."""
+    text = str(result_id).partition("-")[0]
     if not (text.isascii() and text.isdigit()) or not 0 < int(text) <= MAX_ID:
         raise TaskResultDoesNotExist(result_id)
     return int(text)

@@ -12,22 +12,27 @@ from __future__ import annotations
 
 import json
 import sys
+import uuid
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, cast
 
 from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
-from supervisor.dburl import DatabaseURL
 from supervisor.models import utc
-from supervisor.queue import Queue
-from supervisor.store import Store, open_store
 
 from .django_compat import Task, TaskError, TaskResult, TaskResultDoesNotExist, TaskResultStatus
+from .django_store import database_url as database_url  # the backend's and worker's
+from .django_store import queue_for as queue_for
+from .django_store import store_for as store_for
 
-HANDLER = "django.task"  # the forkq handler every Django task is enqueued under
+# A task is enqueued under its own path as the forkq handler ("shop.tasks.send_invoice"),
+# so `forkq jobs`, status, the dashboard and metrics name it; the daemon registers the
+# path of every task it found at boot (django_worker.boot). "django.task" is the handler
+# of rows written before that, and of a task whose path is longer than a handler name.
+HANDLER = "django.task"
+MAX_HANDLER = 191  # forkq_jobs.handler
 
 # Django's statuses. TaskResultStatus is a TextChoices: without Django's type stubs mypy
 # reads its members as the tuples they are declared with.
@@ -76,6 +81,22 @@ def known_task(path: str) -> Task[Any, Any] | None:
     return _KNOWN.get(path)
 
 
+def known_tasks() -> dict[str, Task[Any, Any]]:
+    return dict(_KNOWN)
+
+
+def handler_for(task: Task[Any, Any]) -> str:
+    """The forkq handler a task's jobs are enqueued under: its path, when it fits."""
+    path = task.module_path
+    return path if len(path) <= MAX_HANDLER else HANDLER
+
+
+def runs_task(handler: str, payload: dict[str, Any]) -> bool:
+    """Whether a job of `handler` may run the task its payload names: under the task's
+    own path, or under "django.task" (older rows, long paths), never another task's."""
+    return handler in (HANDLER, payload["task"])
+
+
 def remember_imported() -> int:
     """Remember every module-level Task of every module imported so far; how many.
 
@@ -96,9 +117,11 @@ def remember_imported() -> int:
 
 
 def encode_payload(task: Task[Any, Any], args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The job's payload: the task's path and call, and what rebuilds the Task exactly."""
+    """The job's payload: the task's path and call, what rebuilds the Task exactly, and the
+    random token of its result id (see result_id_of)."""
     return {
         "task": task.module_path,
+        "token": uuid.uuid4().hex,
         "args": args,
         "kwargs": kwargs,
         "backend": task.backend,
@@ -106,6 +129,27 @@ def encode_payload(task: Task[Any, Any], args: list[Any], kwargs: dict[str, Any]
         "priority": task.priority,
         "run_after": None if task.run_after is None else task.run_after.isoformat(),
     }
+
+
+def result_id_of(job_id: int, payload: dict[str, Any]) -> str:
+    """A TaskResult's id: `JOBID-TOKEN`, the job id and the random token its payload holds.
+
+    The job id alone could name another task: SQLite hands a rolled-back transaction's id
+    to the next job, and a database may reuse the id of a deleted row. The token never
+    repeats, so an id names one enqueue forever. Rows enqueued before the token was
+    added (no token) keep their plain job id."""
+    token = payload.get("token")
+    return f"{job_id}-{token}" if isinstance(token, str) and token else str(job_id)
+
+
+def same_enqueue(record: dict[str, Any], payload: dict[str, Any]) -> bool:
+    """Whether a forkq_results row is that of the job whose payload is `payload` (the same
+    token), not of an earlier job that had the same id."""
+    try:
+        recorded = json.loads(record.get("payload") or "{}")
+    except ValueError:
+        return False
+    return isinstance(recorded, dict) and recorded.get("token") == payload.get("token")
 
 
 def decode_payload(text: str) -> dict[str, Any]:
@@ -147,63 +191,6 @@ def encode_json(value: Any) -> str:
     return _ENCODER.encode(value)
 
 
-# --- forkq's store on Django's connection ------------------------------------------------------
-
-_QUEUES: dict[DatabaseURL, tuple[Queue, Any]] = {}
-
-
-def store_for(connection: Any) -> Store:
-    """forkq's store for a Django connection: its SQL dialect. It never opens a connection
-    of its own here: every call the backend makes passes Django's."""
-    return queue_for(connection)[0].store
-
-
-def queue_for(connection: Any) -> tuple[Queue, Any]:
-    """forkq's Queue for a Django connection (waking no daemon itself), and the nudger that
-    wakes the local daemons serving that database (None when waking is off)."""
-    url = database_url(connection)
-    found = _QUEUES.get(url)
-    if found is None:
-        store = open_store(url)
-        found = _QUEUES[url] = (Queue(store=store, wake=False), Queue(store=store).nudger)
-    return found
-
-
-def database_url(connection: Any) -> DatabaseURL:
-    """Django's DATABASES entry as forkq's URL (no password: it never connects with it)."""
-    params = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return DatabaseURL(backend="sqlite", path=str(params["NAME"]))
-    if connection.vendor != "mysql":
-        raise ImproperlyConfigured(
-            f"forkq runs on MySQL/MariaDB or SQLite; database {connection.alias!r} is"
-            f" {connection.vendor}"
-        )
-    if not _driver_is_pymysql():
-        raise ImproperlyConfigured(
-            "forkq enqueues on Django's own MySQL connection through PyMySQL: call"
-            " `import pymysql; pymysql.install_as_MySQLdb()` before Django loads its MySQL"
-            " backend (at the top of settings.py), or use forkq's Queue on a connection of"
-            " its own"
-        )
-    host = str(params.get("HOST") or "localhost")
-    socket = host if host.startswith("/") else ""
-    return DatabaseURL(
-        backend="mysql",
-        host="localhost" if socket else host,
-        port=int(params.get("PORT") or 3306),
-        user=str(params.get("USER") or ""),
-        database=str(params["NAME"]),
-        unix_socket=socket,
-    )
-
-
-def _driver_is_pymysql() -> bool:
-    """Whether Django's MySQL backend runs on PyMySQL (MySQLdb is PyMySQL's alias)."""
-    driver = sys.modules.get("MySQLdb")
-    return driver is None or getattr(driver, "__name__", "") == "pymysql"
-
-
 # --- results -------------------------------------------------------------------------------
 
 
@@ -220,9 +207,13 @@ def build_result(
     holds it (enqueue).
     """
     row = job or record
-    if row is None or (job is not None and job["handler"] != HANDLER):
+    if row is None:
         raise TaskResultDoesNotExist(result_id)
     payload, task = _payload_and_task(row, task, result_id)
+    if job is not None and not runs_task(job["handler"], payload):
+        raise TaskResultDoesNotExist(result_id)  # a forkq job, not a Django task
+    if job is not None and record is not None and not same_enqueue(record, payload):
+        record = None  # the result of an earlier job that had the same id
     status = _status(job, record)
     recorded = record or {}
     workers = json_list(recorded.get("workers"))
@@ -232,7 +223,7 @@ def build_result(
     started = [t for t in (recorded.get("attempted_at"), (job or {}).get("started_at")) if t]
     result: TaskResult[Any] = TaskResult(
         task=task,
-        id=str(row["id"] if job is not None else row["job_id"]),
+        id=result_id_of(int(row["id"] if job is not None else row["job_id"]), payload),
         status=status,
         enqueued_at=_time(row["enqueued_at"]),
         started_at=_time(recorded.get("started_at") or (job or {}).get("started_at")),

@@ -1,5 +1,6 @@
 """The daemon side of the Django backend: Django set up once before the fork, and the
-forkq handler "django.task" that runs a task and records each attempt's result.
+forkq handlers (each task's path, and "django.task") that run a task and record each
+attempt's result.
 
 `forkq run` imports its handler modules in the master before it forks any child, so
 `boot()` runs there: `django.setup()`, then every installed app's `tasks` module, then
@@ -32,12 +33,23 @@ def booted() -> bool:
 
 
 def boot() -> None:
-    """Set Django up in this process (once) and register the forkq handler (each call)."""
+    """Set Django up in this process (once) and register the forkq handlers (each call,
+    as a reload forgets them): each task's path, and "django.task" for older rows."""
     global _booted
     if not _booted:
         _setup_django()
         _booted = True
     registry.handler(results.HANDLER)(run_task)
+    for path, task in sorted(results.known_tasks().items()):
+        if len(path) > results.MAX_HANDLER:
+            continue  # enqueued as "django.task"
+        taken = registry.get(path)
+        if taken is not None and taken.func is not run_task:
+            raise ConfigError(
+                f"supervisor.contrib.django: the Django task {path!r} has the name of a forkq"
+                " handler registered by another module; rename one"
+            )
+        registry.handler(path, queue=task.queue_name)(run_task)
 
 
 def _setup_django() -> None:
@@ -53,6 +65,7 @@ def _setup_django() -> None:
         )
     try:
         django.setup()
+        persistent = _keep_connections()
         autodiscover_modules("tasks")  # each installed app's tasks.py
         count = results.remember_imported()
     except ConfigError:
@@ -64,7 +77,34 @@ def _setup_django() -> None:
         ) from exc
     finally:
         connections.close_all()  # nothing of the master's crosses a fork
-    logs.get().info("django_ready", settings=os.environ.get("DJANGO_SETTINGS_MODULE"), tasks=count)
+    logs.get().info(
+        "django_ready",
+        settings=os.environ.get("DJANGO_SETTINGS_MODULE"),
+        tasks=count,
+        persistent_connections=persistent,
+    )
+
+
+def _keep_connections() -> list[str]:
+    """Make each DATABASES alias with CONN_MAX_AGE = 0 (Django's default) persistent in
+    this daemon, with CONN_HEALTH_CHECKS on; the aliases changed.
+
+    Django closes a connection of age 0 at the end of each request; the worker treats a
+    task as a request (close_old_connections before and after it), so every task paid a
+    new connection (183 ms against 7.6 ms for a trivial task on MariaDB). Kept instead,
+    the connection is checked before each task's first query (a ping) and replaced when
+    broken; one with an error is closed when unusable, one whose transaction the task left
+    open is closed, and a positive CONN_MAX_AGE still expires, as in Django's request cycle.
+    Only this process's copy of the settings changes: the application's is its own.
+    """
+    changed = []
+    for alias in connections:
+        params = connections.settings[alias]
+        if params.get("CONN_MAX_AGE") == 0:
+            params["CONN_MAX_AGE"] = None
+            params["CONN_HEALTH_CHECKS"] = True
+            changed.append(alias)
+    return changed
 
 
 def run_task(payload: Any, job: Any) -> None:
@@ -75,7 +115,13 @@ def run_task(payload: Any, job: Any) -> None:
     returned, go to forkq_results, read by ForkqBackend.get_result.
     """
     pid = os.getpid()
-    attempt = Attempt(job, _payload(payload))
+    payload = _payload(payload)
+    if not results.runs_task(job.handler, payload):
+        raise Fail(
+            f"the job's handler {job.handler!r} is a Django task's, but its payload names"
+            f" the task {payload['task']!r}: a job runs only the task it is enqueued under"
+        )
+    attempt = Attempt(job, payload)
     task = attempt.task
     context = attempt.running()
     task_started.send(type(attempt.backend), task_result=context)
@@ -132,15 +178,17 @@ class Attempt:
             self.connection.ensure_connection()
             raw = self.connection.connection
             with self.connection.wrap_database_errors:
-                self.previous = self.store.result_on(raw, self.job.id) or {}
+                previous = self.store.result_on(raw, self.job.id) or {}
                 held = self.store.result_job_on(raw, self.job.id)
+            if previous and results.same_enqueue(previous, self.payload):
+                self.previous = previous  # not an earlier job's that had the same id
             if held is not None and held["locked_by"]:
                 self.worker = str(held["locked_by"])  # the lease name, as forkq status shows
         except Exception as exc:  # the task still runs: its record is best effort
             logs.get().warning("django_result_unreadable", job_id=self.job.id, error=str(exc))
         job = {
             "id": self.job.id,
-            "handler": results.HANDLER,
+            "handler": self.job.handler,
             "payload": results.encode_json(self.payload),
             "status": "running",
             "attempts": self.job.attempts,
@@ -150,7 +198,11 @@ class Attempt:
             "started_at": self.started,
             "finished_at": None,
         }
-        record = {**self.previous, "workers": results.encode_json(self._workers())}
+        record = {
+            **self.previous,
+            "payload": job["payload"],
+            "workers": results.encode_json(self._workers()),
+        }
         return results.build_result(job, record, task=self.task)
 
     def finish(

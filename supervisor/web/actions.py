@@ -13,7 +13,7 @@ from werkzeug.wrappers import Response
 from supervisor import logs
 from supervisor.models import CancelResult
 from supervisor.queue import build_job
-from supervisor.web.context import Context
+from supervisor.web.context import Context, job_id_of
 from supervisor.web.security import SESSION_COOKIE, SESSION_LIFETIME
 
 MOST_IDS = 1000  # ids one form may carry
@@ -134,9 +134,10 @@ def logout(ctx: Context) -> Response:
 
 def _ids(ctx: Context) -> list[int]:
     values = ctx.request.form.getlist("id")
-    if len(values) > MOST_IDS or not all(v.isdigit() and len(v) <= 19 for v in values):
+    ids = [job_id_of(v) for v in values]
+    if len(values) > MOST_IDS or None in ids:
         raise BadRequest(f"expected up to {MOST_IDS} job ids")
-    return list(dict.fromkeys(int(v) for v in values))
+    return list(dict.fromkeys(i for i in ids if i is not None))
 
 
 def _queue(ctx: Context, *, required: bool) -> str | None:

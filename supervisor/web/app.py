@@ -27,7 +27,7 @@ from supervisor.config import Config, load_config
 from supervisor.errors import DatabaseError, ForkqError, SchemaError
 from supervisor.store import Store, open_store
 from supervisor.web import filters
-from supervisor.web.context import Context, DashboardRequest
+from supervisor.web.context import MAX_JOB_ID, Context, DashboardRequest
 from supervisor.web.security import (
     HEADERS,
     SESSION_COOKIE,
@@ -40,6 +40,7 @@ from supervisor.work.command import load_handlers
 HERE = Path(__file__).parent
 STATIC = HERE / "static"
 DB_TIMEOUT = 30.0  # seconds a page waits on the database
+JOB = f"/jobs/<int(max={MAX_JOB_ID}):job_id>"  # a larger id is no job: 404, never 500
 
 Handler = Callable[..., Response]
 
@@ -89,7 +90,7 @@ class Dashboard:
         except (NotFound, MethodNotAllowed) as exc:
             return _secured(_plain(exc.code or 404, exc.name), cache=False)
         if endpoint == "static":
-            return _secured(send_from_directory(STATIC, args["filename"], request.environ), True)
+            return _static(request, args["filename"])
         if not self.guard.host_allowed(request.host):
             # Without a token only loopback names are served (see security.py: DNS rebinding).
             return _secured(_plain(403, "Forbidden: not a loopback host name"), cache=False)
@@ -150,7 +151,7 @@ def _page_rules() -> list[Rule]:
     return [
         Rule("/", endpoint="overview", methods=get),
         Rule("/jobs", endpoint="jobs", methods=get),
-        Rule("/jobs/<int:job_id>", endpoint="job", methods=get),
+        Rule(JOB, endpoint="job", methods=get),
         Rule("/dead", endpoint="dead", methods=get),
         Rule("/running", endpoint="running", methods=get),
         Rule("/queues", endpoint="queues", methods=get),
@@ -167,9 +168,9 @@ def _page_rules() -> list[Rule]:
 def _action_rules() -> list[Rule]:
     post = ["POST"]
     return [
-        Rule("/jobs/<int:job_id>/retry", endpoint="job_retry", methods=post),
-        Rule("/jobs/<int:job_id>/discard", endpoint="job_discard", methods=post),
-        Rule("/jobs/<int:job_id>/cancel", endpoint="job_cancel", methods=post),
+        Rule(JOB + "/retry", endpoint="job_retry", methods=post),
+        Rule(JOB + "/discard", endpoint="job_discard", methods=post),
+        Rule(JOB + "/cancel", endpoint="job_cancel", methods=post),
         Rule("/dead/retry", endpoint="dead_retry", methods=post),
         Rule("/dead/discard", endpoint="dead_discard", methods=post),
         Rule("/running/cancel", endpoint="running_cancel", methods=post),
@@ -178,6 +179,15 @@ def _action_rules() -> list[Rule]:
         Rule("/schedules/run", endpoint="schedule_run", methods=post),
         Rule("/logout", endpoint="logout", methods=post),
     ]
+
+
+def _static(request: Request, filename: str) -> Response:
+    """A file of static/; 404 for anything else: a missing file, and every name that leaves
+    the folder or that the filesystem refuses (`..`, backslashes, NUL), never a traceback."""
+    try:
+        return _secured(send_from_directory(STATIC, filename, request.environ), cache=True)
+    except (HTTPException, ValueError, OSError):
+        return _secured(_plain(404, "Not Found"), cache=False)
 
 
 def _plain(status: int, text: str) -> Response:

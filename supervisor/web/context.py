@@ -13,12 +13,22 @@ from werkzeug.wrappers import Request, Response
 
 from supervisor.config import Config
 from supervisor.store import Store
-from supervisor.web.security import FLASH_COOKIE, Session
+from supervisor.web.security import FLASH_COOKIE, Session, local_target
 
 if TYPE_CHECKING:
     from supervisor.web.app import Dashboard
 
 MAX_BODY = 1 << 20  # bytes a POST may carry (a form of ids)
+MAX_JOB_ID = 2**63 - 1  # forkq_jobs.id is a signed 64-bit integer in both databases
+
+
+def job_id_of(text: str) -> int | None:
+    """`text` as a job id (ASCII digits, 1 to 2^63 - 1), None if it cannot be one: SQLite
+    raises OverflowError for a bound integer past 64 bits."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 19:
+        return None
+    value = int(text)
+    return value if 0 < value <= MAX_JOB_ID else None
 
 
 class DashboardRequest(Request):
@@ -73,11 +83,8 @@ class Context:
 
     def back(self, message: str, fallback: str = "overview") -> Response:
         """303 to the page the form came from (a local path only), with a message for it."""
-        target = self.request.form.get("next", "")
-        if not target.startswith("/") or target.startswith("//") or "\\" in target:
-            target = self.url(fallback)
-        else:
-            target = self.request.script_root + target
+        local = local_target(self.request.form.get("next", ""))
+        target = self.url(fallback) if local is None else self.request.script_root + local
         self.cookies.append((FLASH_COOKIE, self.app.guard.sign_flash(message), 60))
         return redirect(target, code=303)
 

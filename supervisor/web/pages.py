@@ -25,7 +25,7 @@ from supervisor.status import (
 )
 from supervisor.store import Store
 from supervisor.web.chart import HOURS, throughput_chart
-from supervisor.web.context import Context
+from supervisor.web.context import Context, job_id_of
 from supervisor.web.listing import Filters, job_page
 from supervisor.web.security import SESSION_COOKIE, SESSION_LIFETIME
 
@@ -78,6 +78,7 @@ def jobs(ctx: Context) -> Response:
     page = job_page(ctx.store, filters, _int(args.get("before")))
     return ctx.render(
         "jobs.html",
+        status=404 if find else 200,  # the list, under "no job with id or unique key"
         nav="jobs",
         page=page,
         filters=filters,
@@ -93,7 +94,7 @@ def _find(ctx: Context, text: str) -> Response | None:
     if not text:
         return None
     store = ctx.store
-    job_id = int(text) if text.isdigit() and len(text) < 20 else None
+    job_id = job_id_of(text)
     if job_id is None or store.job_listing(job_id) is None:
         job_id = store.job_id_by_key(text[:191])
     if job_id is None:
@@ -245,9 +246,10 @@ def _name(value: str | None, longest: int) -> str | None:
 def _int(value: str | None) -> int | None:
     if not value:
         return None
-    if not value.isdigit() or len(value) > 19:
+    job_id = job_id_of(value)
+    if job_id is None:
         raise BadRequest("expected a job id")
-    return int(value)
+    return job_id
 
 
 def _choice(value: str | None, choices: Sequence[int], default: int) -> int:

@@ -25,6 +25,7 @@ import hmac
 import ipaddress
 import secrets
 import time
+import urllib.parse
 from dataclasses import dataclass
 
 from supervisor.errors import ConfigError
@@ -87,6 +88,27 @@ def request_host_name(host_header: str) -> str:
     if host_header.startswith("["):
         return host_header.split("]", 1)[0] + "]"
     return host_header.rsplit(":", 1)[0] if host_header.count(":") == 1 else host_header
+
+
+def local_target(target: str) -> str | None:
+    """`target` if it is a path on this site (a redirect after login or an action), else None.
+
+    Judged as a browser parses it: the URL standard drops tabs and newlines anywhere and
+    control characters at either end, and reads a backslash as a slash, so
+    `/<TAB>/evil.example/` is `//evil.example/`, another host. Any control character or
+    backslash is refused, then the target must parse to a path alone: no scheme, no host.
+    """
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in target) or "\\" in target:
+        return None
+    if not target.startswith("/") or target.startswith("//"):
+        return None
+    try:
+        parts = urllib.parse.urlsplit(target)
+    except ValueError:
+        return None
+    if parts.scheme or parts.netloc or not parts.path.startswith("/"):
+        return None
+    return target
 
 
 def _b64(data: bytes) -> str:

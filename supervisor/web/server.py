@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+from typing import Any
 
 from supervisor import logs
 from supervisor.config import Config, parse_listen
@@ -43,6 +44,20 @@ def _only_loopback(host: str) -> bool:
     return bool(infos) and all(is_loopback_host(str(info[4][0])) for info in infos)
 
 
+def proxy_options(trusted_proxy: str | None) -> dict[str, Any]:
+    """waitress's options for `[web] trusted_proxy`: from that address (only), its
+    X-Forwarded-Proto sets the scheme (https: the session cookie is Secure) and its
+    X-Forwarded-For the client's address (logged with each action). Every other client's
+    X-Forwarded-* headers are dropped before the app sees them."""
+    if trusted_proxy is None:
+        return {}
+    return {
+        "trusted_proxy": trusted_proxy,
+        "trusted_proxy_count": 1,
+        "trusted_proxy_headers": {"x-forwarded-proto", "x-forwarded-for"},
+    }
+
+
 def serve(config: Config, listen: str | None = None, read_only: bool | None = None) -> int:
     """Run the dashboard until interrupted. `listen` and `read_only` override `[web]`."""
     from waitress.server import create_server
@@ -59,6 +74,7 @@ def serve(config: Config, listen: str | None = None, read_only: bool | None = No
         threads=THREADS,
         ident="forkq",
         clear_untrusted_proxy_headers=True,
+        **proxy_options(config.web.trusted_proxy),
     )
     shown = f"[{host}]" if ":" in host else host
     logs.get(component="web").info(
@@ -66,6 +82,7 @@ def serve(config: Config, listen: str | None = None, read_only: bool | None = No
         url=f"http://{shown}:{port}/",
         read_only=read_only,
         auth="token" if token else "none (loopback only)",
+        trusted_proxy=config.web.trusted_proxy,
         database=config.database.redacted(),
     )
     try:

@@ -27,7 +27,7 @@ from django_util import (
     django_db_fixture,  # noqa: F401 (fixture)
     shop_fixture,  # noqa: F401 (fixture)
 )
-from util import REPO_ROOT, count_rows, sql, wait_until
+from util import REPO_ROOT, backend_of, count_rows, sql, wait_until
 
 from supervisor import Queue, events
 
@@ -59,6 +59,11 @@ def finished(task: Any, result_id: str, timeout: float = 20.0) -> Any:
         return result if result.is_finished else None
 
     return wait_until(done, timeout=timeout, message=f"task result {result_id} finished")
+
+
+def job_id_of(result_id: str) -> int:
+    """The forkq job id of a TaskResult id (`JOBID-TOKEN`)."""
+    return int(result_id.partition("-")[0])
 
 
 def worker_pids(daemon: Daemon, pool: str) -> set[str]:
@@ -134,7 +139,7 @@ def test_a_retried_task_keeps_each_attempts_error(
     with pytest.raises(ValueError, match="Task failed"):
         _ = failed.return_value
     [(job_status, last_error)] = sql(
-        db_url, "SELECT status, last_error FROM forkq_jobs WHERE id = ?", [int(broken.id)]
+        db_url, "SELECT status, last_error FROM forkq_jobs WHERE id = ?", [job_id_of(broken.id)]
     )
     assert job_status == "dead" and "no good" in last_error
 
@@ -215,6 +220,65 @@ def test_a_row_naming_a_task_the_project_does_not_define_ends_dead_and_imports_n
         shop.add.get_result(str(next(iter(rows))))  # no task of this project: no result
 
 
+def test_a_task_is_its_own_handler_and_older_django_task_rows_still_run(
+    daemons: Callable[..., Daemon], tmp_path: Path, db_url: str, shop: ModuleType
+) -> None:
+    start(daemons, tmp_path, db_url)
+    added = shop.add.enqueue(2, 2)
+    [(handler,)] = sql(db_url, "SELECT handler FROM forkq_jobs WHERE id = ?", [job_id_of(added.id)])
+    assert handler == "shop.tasks.add"  # what forkq jobs, status and the dashboard show
+    payload = {"args": [20, 1], "kwargs": {}, "backend": "default", "queue_name": "default"}
+    queue = Queue(db_url)
+    try:
+        older = queue.enqueue("django.task", {**payload, "task": "shop.tasks.add"})
+        # Under the path of a module nothing imports: no handler, and nothing imported.
+        unknown = queue.enqueue("shop.untouched.run", {**payload, "task": "shop.untouched.run"})
+        # A task's handler with another task in its payload runs neither.
+        swapped = queue.enqueue("shop.tasks.add", {**payload, "task": "shop.tasks.broken"})
+    finally:
+        queue.close()
+    assert finished(shop.add, added.id).return_value == 4
+    assert finished(shop.add, str(older)).return_value == 21
+
+    def dead() -> dict[int, str] | None:
+        found = dict(sql(db_url, "SELECT id, last_error FROM forkq_jobs WHERE status = 'dead'"))
+        return found if len(found) == 2 else None
+
+    errors = wait_until(dead, timeout=20, message="the unknown and the swapped rows dead")
+    assert "unknown handler 'shop.untouched.run'" in errors[unknown], errors
+    assert "payload names the task 'shop.tasks.broken'" in errors[swapped], errors
+    assert not (tmp_path / "imported").exists()
+    with pytest.raises(api().TaskResultDoesNotExist):
+        shop.broken.get_result(str(swapped))
+
+
+def test_a_worker_keeps_its_database_connection_across_tasks(
+    daemons: Callable[..., Daemon], tmp_path: Path, db_url: str, shop: ModuleType
+) -> None:
+    """Django's default CONN_MAX_AGE = 0 closed the connection after every task, so each
+    task opened a new one; a worker now keeps it, and replaces only a broken one."""
+    start(daemons, tmp_path, db_url)
+
+    def run_one() -> dict[str, Any]:
+        value: dict[str, Any] = finished(
+            shop.connections_opened, shop.connections_opened.enqueue().id
+        ).return_value
+        return value
+
+    seen = [run_one() for _ in range(6)]
+    assert len({s["pid"] for s in seen}) == 1, seen  # one worker ran them all
+    assert len({s["opened"] for s in seen}) == 1, seen  # and opened no connection after the first
+    assert len({s["server_id"] for s in seen}) == 1, seen
+    if backend_of(db_url) != "mysql":
+        return
+    sql(db_url, f"KILL CONNECTION {int(seen[-1]['server_id'])}")  # the server drops it
+    again = run_one()  # the health check finds it gone: a new one, and the task runs
+    assert again["pid"] == seen[-1]["pid"]
+    assert again["opened"] == seen[-1]["opened"] + 1
+    assert again["server_id"] != seen[-1]["server_id"]
+    assert run_one()["server_id"] == again["server_id"]
+
+
 def test_results_are_pruned_with_the_pools_retention(
     daemons: Callable[..., Daemon], tmp_path: Path, db_url: str, shop: ModuleType
 ) -> None:
@@ -224,7 +288,7 @@ def test_results_are_pruned_with_the_pools_retention(
     assert finished(shop.add, gone.id).return_value == 3
     assert finished(shop.report, kept.id).status == api().TaskResultStatus.SUCCESSFUL
     wait_until(
-        lambda: count_rows(db_url, "forkq_results", "job_id = ?", [int(gone.id)]) == 0,
+        lambda: count_rows(db_url, "forkq_results", "job_id = ?", [job_id_of(gone.id)]) == 0,
         timeout=20,
         message="the result pruned after the pool's retention",
     )
@@ -265,7 +329,7 @@ def test_results_written_by_the_daemon_are_json_text(
     [(status, value, errors, workers)] = sql(
         db_url,
         "SELECT status, return_value, errors, workers FROM forkq_results WHERE job_id = ?",
-        [int(flaky.id)],
+        [job_id_of(flaky.id)],
     )
     assert status == "succeeded"
     assert json.loads(value)["attempt"] == 2

@@ -33,13 +33,18 @@ def api() -> Any:
     return django_compat
 
 
+def job_id(result_id: str) -> int:
+    """The forkq job id of a TaskResult id (`JOBID-TOKEN`)."""
+    return int(result_id.partition("-")[0])
+
+
 def job_row(db_url: str, result_id: str) -> dict[str, Any]:
     """The job's row, read on a connection of its own (so: what is committed)."""
     rows = sql(
         db_url,
         "SELECT handler, queue, priority, status, max_attempts, payload FROM forkq_jobs"
         " WHERE id = ?",
-        [int(result_id)],
+        [job_id(result_id)],
     )
     assert len(rows) == 1, rows
     handler, queue, priority, status, max_attempts, payload = rows[0]
@@ -115,7 +120,7 @@ def test_enqueue_writes_one_ready_job_and_returns_its_result(shop: ModuleType, d
     assert result.enqueued_at is not None
     assert before - timedelta(seconds=5) <= result.enqueued_at <= datetime.now(UTC)
     row = job_row(db_url, result.id)
-    assert row["handler"] == "django.task"
+    assert row["handler"] == "shop.tasks.add"  # the task's path, as forkq jobs shows it
     assert (row["queue"], row["priority"], row["status"]) == ("default", 0, "ready")
     assert row["max_attempts"] == 2  # OPTIONS max_attempts
     assert row["payload"]["task"] == "shop.tasks.add"
@@ -166,7 +171,8 @@ def test_get_result_of_an_id_that_is_no_django_task_raises_does_not_exist(
 ) -> None:
     plain = Queue(store=store).enqueue("t.noop", {}, queue="default")  # forkq's own job
     backend = api().task_backends["default"]
-    for result_id in (str(plain), "999999", "0", "-1", "abc", "", "1.5", "9" * 30, "١٢"):
+    ids = (str(plain), "999999", "0", "-1", "abc", "", "1.5", "9" * 30, "١٢", f"{plain}-x", "-")
+    for result_id in ids:
         with pytest.raises(api().TaskResultDoesNotExist):
             backend.get_result(result_id)
         with pytest.raises(api().TaskResultDoesNotExist):
@@ -247,9 +253,9 @@ def test_priorities_are_forkqs_priorities_and_keep_their_order(
     shop: ModuleType, db_url: str, store: Store
 ) -> None:
     priorities = [-100, 5, 100, 0, -3, 99]
-    ids = {int(shop.noop.using(priority=p).enqueue().id): p for p in priorities}
-    for job_id, priority in ids.items():
-        assert job_row(db_url, str(job_id))["priority"] == priority
+    ids = {job_id(shop.noop.using(priority=p).enqueue().id): p for p in priorities}
+    for number, priority in ids.items():
+        assert job_row(db_url, str(number))["priority"] == priority
     claimed = store.claim("default", "test-owner", len(ids), lease=30)
     assert [ids[job.id] for job in claimed] == sorted(priorities, reverse=True)
 
@@ -261,7 +267,7 @@ def test_run_after_is_the_jobs_run_at_to_the_microsecond(
     soon = datetime.now(UTC) + timedelta(hours=2, microseconds=7)
     for when in (paris, soon):
         result = shop.add.using(run_after=when).enqueue(1, 2)
-        job = store.get_job(int(result.id))
+        job = store.get_job(job_id(result.id))
         assert job is not None
         # The same instant, whatever the zone. MySQL's FROM_UNIXTIME truncates the bound
         # epoch double, which may sit a hair below the microsecond: at most 1 us off there.
@@ -300,6 +306,30 @@ def test_a_rolled_back_transaction_leaves_no_job(shop: ModuleType, db_url: str) 
     assert count_rows(db_url, "forkq_jobs") == 0
     with pytest.raises(api().TaskResultDoesNotExist):
         shop.add.get_result(result.id)
+
+
+def test_a_result_id_names_one_enqueue_even_when_its_job_id_is_reused(
+    shop: ModuleType, db_url: str
+) -> None:
+    """SQLite hands the id of a job whose transaction rolled back to the next job: the
+    first result id must not read the second task's result."""
+    from django.db import transaction
+
+    class Abort(Exception):
+        pass
+
+    with pytest.raises(Abort), transaction.atomic():
+        lost = shop.add.enqueue(1, 2)
+        raise Abort()
+    kept = shop.add.enqueue(40, 2)
+    if backend_of(db_url) == "sqlite":
+        assert job_id(lost.id) == job_id(kept.id)  # the id was reused: the case at hand
+    assert lost.id != kept.id
+    with pytest.raises(api().TaskResultDoesNotExist):
+        shop.add.get_result(lost.id)
+    assert shop.add.get_result(kept.id).args == [40, 2]
+    with pytest.raises(api().TaskResultDoesNotExist):
+        shop.add.get_result(str(job_id(kept.id)))  # the job id alone names no result
 
 
 def test_a_committed_transaction_makes_the_job(shop: ModuleType, db_url: str) -> None:

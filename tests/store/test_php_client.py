@@ -239,6 +239,37 @@ def test_sqlite_accepts_a_run_at_after_2038_and_mysql_refuses_it_clearly(
         assert count_rows(db_url, "forkq_jobs") == 0
 
 
+MYSQL_LAST_EPOCH = 2147483647  # 2038-01-19 03:14:07 UTC, a TIMESTAMP's last second
+
+
+@pytest.mark.parametrize("sql_mode", ["strict", "empty"])
+def test_a_delay_past_2038_is_refused_on_mysql_before_anything_is_written(
+    run_php: Php, db_url: str, sql_mode: str
+) -> None:
+    """With strict sql_mode the INSERT failed (1292); with sql_mode = '' the job was
+    stored to run in 1970, at once; 9e12 s overflowed the server's date arithmetic (1441)."""
+    mode = "''" if sql_mode == "empty" else "'STRICT_TRANS_TABLES'"
+    results = run_php(
+        f"""if ($pdo->getAttribute(PDO::ATTR_DRIVER_NAME) === 'mysql') {{ $pdo->exec("SET SESSION sql_mode = {mode}"); }}
+        $to2040 = 2208988800 - time();
+        out(attempt(fn () => Queue::enqueue($pdo, 'h', [], ['delay' => $to2040])));
+        out(attempt(fn () => Queue::enqueue($pdo, 'h', [], ['delay' => 9e12])));
+        out(attempt(fn () => Queue::enqueue($pdo, 'h', [], ['delay' => {MYSQL_LAST_EPOCH} - time() + 30.5])));
+        out(attempt(fn () => Queue::enqueue($pdo, 'h', [], ['delay' => {MYSQL_LAST_EPOCH} - time() - 3600])));"""
+    )
+    stored = jobs(db_url)
+    if backend_of(db_url) == "sqlite":  # SQLite keeps any time
+        assert all("id" in result for result in results), results
+        assert stored[results[0]["id"]]["run_at_s"] > Decimal(2208988800 - 5)
+        return
+    *refused, fits = results
+    for result in refused:
+        assert result.get("error") == "InvalidArgumentException", result
+        assert "delay must end before 2038-01-19 03:14:08 UTC" in result["message"], result
+    assert list(stored) == [fits["id"]]
+    assert MYSQL_LAST_EPOCH - 3700 < stored[fits["id"]]["run_at_s"] < MYSQL_LAST_EPOCH
+
+
 def test_payloads_are_stored_as_json_the_daemon_decodes(run_php: Php, db_url: str) -> None:
     payloads = run_php(
         r"""final class Invoice implements JsonSerializable

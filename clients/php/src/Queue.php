@@ -204,9 +204,7 @@ final class Queue
     /** @param array<string, mixed> $job */
     private static function insertMysql(PDO $pdo, array $job): int
     {
-        if ($job['run_at'] !== null && (float) $job['run_at'] >= self::MYSQL_LAST_EPOCH + 1) {
-            throw new InvalidArgumentException('run_at must be before 2038-01-19 03:14:08 UTC on MySQL/MariaDB');
-        }
+        self::checkMysqlTime($pdo, $job);
         $values = [
             'queue' => $job['queue'],
             'handler' => $job['handler'],
@@ -228,6 +226,39 @@ final class Queue
         self::checkPacket($pdo, $sql, $values);
         self::execute($pdo, $sql, $values);
         return (int) $pdo->lastInsertId();
+    }
+
+    /**
+     * Refuse a job whose run_at (given, or the database's now + delay) is past the last
+     * second a TIMESTAMP holds: strict servers refuse the INSERT (1292, or 1441 for a delay
+     * that overflows their date arithmetic), and with sql_mode = '' the row would be stored
+     * to run in 1970, at once. A delay is judged on the database's clock (the INSERT counts
+     * from it), read only when this host's clock puts the end within a day of the limit.
+     *
+     * @param array<string, mixed> $job
+     */
+    private static function checkMysqlTime(PDO $pdo, array $job): void
+    {
+        if ($job['run_at'] !== null) {
+            if ((float) $job['run_at'] >= self::MYSQL_LAST_EPOCH + 1) {
+                throw new InvalidArgumentException('run_at must be before 2038-01-19 03:14:08 UTC on MySQL/MariaDB');
+            }
+            return;
+        }
+        $delay = (float) $job['delay'];
+        $now = microtime(true);
+        if ($delay <= 0 || $now + $delay < self::MYSQL_LAST_EPOCH + 1 - 86400) {
+            return;
+        }
+        $now = (float) $pdo->query('SELECT UNIX_TIMESTAMP(NOW(6))')->fetchColumn();
+        if ($now + $delay >= self::MYSQL_LAST_EPOCH + 1) {
+            throw new InvalidArgumentException(sprintf(
+                'delay must end before 2038-01-19 03:14:08 UTC on MySQL/MariaDB (the latest TIMESTAMP);'
+                . ' %.0f seconds from now is %s',
+                $delay,
+                $delay < 1e11 ? gmdate('Y-m-d H:i:s', (int) ($now + $delay)) . ' UTC' : 'far beyond it'
+            ));
+        }
     }
 
     /** @param array<string, mixed> $job */

@@ -4,10 +4,22 @@ import os
 import time
 from pathlib import Path
 
+from django.db import connection
+from django.db.backends.signals import connection_created
+
 try:
     from django.tasks import task
 except ImportError:  # before Django 6: the backport
     from django_tasks import task
+
+OPENED = []  # each database connection this process opened (connection_created)
+
+
+def _opened(sender, connection, **kwargs):
+    OPENED.append(connection.alias)
+
+
+connection_created.connect(_opened)
 
 
 @task
@@ -54,3 +66,16 @@ def nap(seconds, started_file):
     Path(started_file).write_text(str(os.getpid()), encoding="utf-8")
     time.sleep(seconds)
     return seconds
+
+
+@task
+def connections_opened():
+    """How many connections this process has opened, and the server's id of this one."""
+    with connection.cursor() as cursor:
+        server_id = None
+        if connection.vendor == "mysql":
+            cursor.execute("SELECT CONNECTION_ID()")
+            server_id = cursor.fetchone()[0]
+        else:
+            cursor.execute("SELECT 1")
+    return {"pid": os.getpid(), "opened": len(OPENED), "server_id": server_id}
