@@ -33,7 +33,7 @@ from supervisor.daemon.signals import SignalQueue, arm_check_timer, disarm_check
 from supervisor.daemon.state import Phase, PoolState
 from supervisor.daemon.ticks import CheckTicks
 from supervisor.daemon.timers import LoopTimers
-from supervisor.errors import ConfigError, ExitCode
+from supervisor.errors import ConfigError, ExitCode, SchemaError
 from supervisor.observe import metrics
 from supervisor.proc import hostname, node_id, process_name, set_title
 from supervisor.store import SCHEMA_VERSION, Store, open_store
@@ -119,12 +119,10 @@ class Master:
 
     def boot(self) -> None:
         version = self.store.require_schema()
-        if version < SCHEMA_VERSION:
-            self.log.warning(
-                "schema_upgrade_available",
-                version=version,
-                latest=SCHEMA_VERSION,
-                note="run `forkq schema apply`",
+        if version < SCHEMA_VERSION:  # SPEC: the daemon runs on the latest schema only
+            raise SchemaError(
+                f"the database has forkq schema version {version}, this forkq needs"
+                f" {SCHEMA_VERSION}: run `forkq schema apply`"
             )
         self.clock_offset = self.store.db_now() - time.time()
         self.started_at = time.time() + self.clock_offset
@@ -350,6 +348,8 @@ def run_daemon(config: Config, config_path: str | None) -> int:
         master = Master(config, config_path)
         try:
             return master.run()
+        except SchemaError as exc:  # an operator's step, not a defect: one line, exit 78
+            raise ConfigError(f"{exc} ({config.database.redacted()})") from exc
         except Exception:  # a defect of ours: say so in the log before the traceback
             master.log.error(events.MASTER_CRASHED, error=traceback.format_exc(limit=8))
             raise
