@@ -3,12 +3,10 @@
 The master has no threads. Signal handlers only queue the signal; `signal.set_wakeup_fd`
 wakes the main loop's `select`, which also watches every child's status pipe, the check
 tick's report and the same-host wake socket. It decides nothing by itself: decisions.py
-says what to do and when (overtime, retiring, pool sizes, settle reasons), children.py
-forks, reads, reaps and kills, dbguard.py keeps its database calls from blocking a stop
-or a kill, and the check tick (ticks.py, cluster/tick.py) does the slow cluster work in
-a process of its own. Its own queries are small (heartbeats, the poll, settling a reaped
-child) and give up after DB_TIMEOUT, so neither a silent database nor a hung mail server
-delays a stop or a kill by more than that.
+says what to do and when, children.py forks, reads, reaps and kills, booting.py waits for
+the database at boot, dbguard.py keeps later database calls from blocking a stop or a
+kill, and the check tick (ticks.py, cluster/tick.py) does the slow cluster work in a
+process of its own. Its own queries are small and give up after DB_TIMEOUT.
 """
 
 from __future__ import annotations
@@ -25,6 +23,7 @@ from supervisor import events, logs, wake
 from supervisor.cluster.chores import CHORES_LOCK
 from supervisor.config import Config, load_config
 from supervisor.daemon import systemd
+from supervisor.daemon.booting import require_latest_schema, wait_for_database
 from supervisor.daemon.children import Children
 from supervisor.daemon.dbguard import DbGuard
 from supervisor.daemon.pooling import Pooling
@@ -36,7 +35,7 @@ from supervisor.daemon.timers import LoopTimers
 from supervisor.errors import ConfigError, ExitCode, SchemaError
 from supervisor.observe import metrics
 from supervisor.proc import hostname, node_id, process_name, set_title
-from supervisor.store import SCHEMA_VERSION, Store, open_store
+from supervisor.store import Store, open_store
 from supervisor.work.command import load_handlers
 from supervisor.work.descendants import become_subreaper
 
@@ -117,18 +116,11 @@ class Master:
 
     # --- boot ----------------------------------------------------------------------------
 
-    def boot(self) -> None:
-        version = self.store.require_schema()
-        if version < SCHEMA_VERSION:  # SPEC: the daemon runs on the latest schema only
-            raise SchemaError(
-                f"the database has forkq schema version {version}, this forkq needs"
-                f" {SCHEMA_VERSION}: run `forkq schema apply`"
-            )
-        self.clock_offset = self.store.db_now() - time.time()
-        self.started_at = time.time() + self.clock_offset
-        self.store.register_process(self.name, self.host, os.getpid(), "master", node=self.node)
-        self.settling.settle_dead_local_processes()
-        self.signals.install(self.config.supervisor.check_interval)
+    def boot(self) -> bool:
+        """False when a stop signal arrived while the database was waited for."""
+        self.signals.install(self.config.supervisor.check_interval)  # a stop ends the wait
+        if wait_for_database(self.log, self.signals, self.boot_db) is None:
+            return False
         become_subreaper()  # what a hard-killed child's job leaves comes to us (kill_strays)
         self.listener = wake.listen(self.config.database, self.log)
         set_title("forkq: master")
@@ -143,11 +135,22 @@ class Master:
         self.pooling.maintain(time.monotonic())
         systemd.ready()
         self.pooling.report_status()
+        return True
+
+    def boot_db(self) -> int:
+        """The boot's database calls, tried again as a whole while the database is not ready."""
+        version = require_latest_schema(self.store)
+        self.clock_offset = self.store.db_now() - time.time()
+        self.started_at = time.time() + self.clock_offset
+        self.store.register_process(self.name, self.host, os.getpid(), "master", node=self.node)
+        self.settling.settle_dead_local_processes()
+        return version
 
     # --- the loop ------------------------------------------------------------------------
 
     def run(self) -> int:
-        self.boot()
+        if not self.boot():
+            return self.shutdown()
         while True:
             self.wait_for_events()
             metrics.loop_turned()  # /healthz: the loop turns
