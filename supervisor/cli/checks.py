@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from supervisor import registry
-from supervisor.cli.commands import _config, _store
+from supervisor.cli.commands import _config, _store, missing_database
 from supervisor.cli.tables import ERROR_PREFIX, plural
 from supervisor.config import Config
 from supervisor.errors import ConfigError, ExitCode, ForkqError, SchemaError, UsageError
@@ -74,7 +74,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         checks.ok("handlers", f"{', '.join(modules) or 'none'}: {len(registry.names())} registered")
     except ConfigError as exc:
         checks.fail("handlers", str(exc), config=True)
-    _check_database(config, checks)
+    missing = missing_database(args, config)
+    if missing is not None:  # a check never creates the database it checks
+        checks.fail("database", missing)
+        checks.skip("schema", "no database")
+    else:
+        _check_database(config, checks)
     return _check_result(checks)
 
 
