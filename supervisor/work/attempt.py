@@ -81,7 +81,10 @@ def run_attempt(row: JobRow, timeout: float, worker: LeaseHolder) -> Attempt:
                 exit_if_forked(worker.pid)
     except JobTimeout as exc:  # a command's carries its stderr tail
         what = f"timed out after {timeout:g}s"
-        return _failed(with_stderr(what, str(exc)) if str(exc) else what)
+        # A failed attempt (retried or dead by fate.decide), counted as `timeout` (SPEC).
+        return Attempt(
+            Outcome.TIMEOUT, with_stderr(what, str(exc)) if str(exc) else what, None, False
+        )
     except Retry as exc:
         return _failed(f"retry requested: {exc.reason}", exc.delay)
     except Snooze as exc:
