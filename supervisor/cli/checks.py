@@ -72,6 +72,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     try:
         modules = load_handlers(config)
         checks.ok("handlers", f"{', '.join(modules) or 'none'}: {len(registry.names())} registered")
+        _check_schedules(config, checks)
     except ConfigError as exc:
         checks.fail("handlers", str(exc), config=True)
     missing = missing_database(args, config)
@@ -81,6 +82,22 @@ def cmd_check(args: argparse.Namespace) -> int:
     else:
         _check_database(config, checks)
     return _check_result(checks)
+
+
+def _check_schedules(config: Config, checks: _Checks) -> None:
+    """A schedule whose handler nothing registers would enqueue jobs that end dead."""
+    if not config.schedules:
+        return
+    unknown = [s for s in config.schedules if registry.get(s.handler) is None]
+    for schedule in unknown:
+        checks.fail(
+            "schedules",
+            f"{config.source}: schedules.{schedule.name}: handler {schedule.handler!r} is"
+            " registered by no module of supervisor.handlers and no [commands] table",
+            config=True,
+        )
+    if not unknown:
+        checks.ok("schedules", f"{plural(len(config.schedules), 'schedule')}, handlers registered")
 
 
 def _check_database(config: Config, checks: _Checks) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from supervisor import logs, registry
 from supervisor.config import Config, load_config
 from supervisor.errors import ConfigError, ForkqError
 from supervisor.status import STATUS_CAP as STATUS_CAP  # parser.py's --exact help names it
@@ -97,6 +98,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     # Imported here first so a broken module's error names the config file; the
     # daemon's own import of them before it forks is then a no-op.
     load_handlers(config)
+    log = logs.get(role="master")
+    for handler in registry.unserved(config):  # its jobs would wait for ever: say so at boot
+        log.warning("handler_queue_unserved", handler=handler.name, queue=handler.queue)
     from supervisor.daemon.master import run_daemon  # the daemon's modules load only for the daemon
 
     return run_daemon(config, args.config or os.environ.get("FORKQ_CONFIG") or None)
