@@ -40,10 +40,14 @@ def decide(row: JobRow, attempt: Attempt) -> tuple[Outcome, Fate | None]:
 
     A failure that asked for a retry (RETRY) on the job's last attempt ends DEAD: the
     outcome logged and counted says what happens to the job, not what the attempt asked.
+    An attempt that ran past its timeout stays TIMEOUT (SPEC: every such attempt is
+    counted `timeout`), its fate a failure's: retried while attempts are left, else dead.
     """
     if attempt.outcome in (Outcome.DONE, Outcome.SNOOZED):
         return attempt.outcome, None
     if attempt.permanent:
         return Outcome.DEAD, Fate(dead=True, delay=0.0, error=attempt.error)
     fate = failure_outcome(row, attempt.error, attempt.delay)
+    if attempt.outcome is Outcome.TIMEOUT:
+        return Outcome.TIMEOUT, fate
     return (Outcome.DEAD if fate.dead else Outcome.RETRY), fate

@@ -88,6 +88,13 @@ def names() -> list[str]:
     return sorted(_HANDLERS)
 
 
+def unserved(config: Config) -> list[Handler]:
+    """Registered handlers whose queue no pool of `config` works: their jobs would wait
+    for ever (a pool works the queue of its name)."""
+    served = {pool.name for pool in config.pools}
+    return [h for _, h in sorted(_HANDLERS.items()) if h.queue not in served]
+
+
 def clear() -> None:
     """Forget every registration (HUP reload imports the modules afresh)."""
     _HANDLERS.clear()

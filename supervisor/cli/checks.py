@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from supervisor import registry
-from supervisor.cli.commands import _config, _store
+from supervisor.cli.commands import _config, _store, missing_database
 from supervisor.cli.tables import ERROR_PREFIX, plural
 from supervisor.config import Config
 from supervisor.errors import ConfigError, ExitCode, ForkqError, SchemaError, UsageError
@@ -72,10 +72,32 @@ def cmd_check(args: argparse.Namespace) -> int:
     try:
         modules = load_handlers(config)
         checks.ok("handlers", f"{', '.join(modules) or 'none'}: {len(registry.names())} registered")
+        _check_schedules(config, checks)
     except ConfigError as exc:
         checks.fail("handlers", str(exc), config=True)
-    _check_database(config, checks)
+    missing = missing_database(args, config)
+    if missing is not None:  # a check never creates the database it checks
+        checks.fail("database", missing)
+        checks.skip("schema", "no database")
+    else:
+        _check_database(config, checks)
     return _check_result(checks)
+
+
+def _check_schedules(config: Config, checks: _Checks) -> None:
+    """A schedule whose handler nothing registers would enqueue jobs that end dead."""
+    if not config.schedules:
+        return
+    unknown = [s for s in config.schedules if registry.get(s.handler) is None]
+    for schedule in unknown:
+        checks.fail(
+            "schedules",
+            f"{config.source}: schedules.{schedule.name}: handler {schedule.handler!r} is"
+            " registered by no module of supervisor.handlers and no [commands] table",
+            config=True,
+        )
+    if not unknown:
+        checks.ok("schedules", f"{plural(len(config.schedules), 'schedule')}, handlers registered")
 
 
 def _check_database(config: Config, checks: _Checks) -> None:

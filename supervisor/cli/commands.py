@@ -11,20 +11,65 @@ from __future__ import annotations
 
 import argparse
 import os
+import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
+from supervisor import logs, registry
 from supervisor.config import Config, load_config
-from supervisor.errors import ConfigError
+from supervisor.errors import ConfigError, ForkqError
 from supervisor.status import STATUS_CAP as STATUS_CAP  # parser.py's --exact help names it
 from supervisor.store import Store, open_store
 from supervisor.work.command import load_handlers
+
+# Commands that may create an SQLite file (SPEC), or never open one (`alerts test`), or
+# report a missing one as a failed check (`check`). Every other command refuses a missing
+# file: `forkq status` in the wrong directory must not leave a new empty database there.
+_MAY_CREATE = ("run", "work", "schema", "alerts", "check")
 
 
 def _config(args: argparse.Namespace) -> Config:
     """-c FILE, else $FORKQ_CONFIG, else the built-in defaults; a named missing file is fatal."""
     path = args.config or os.environ.get("FORKQ_CONFIG") or None
-    return load_config(path, args.database)
+    config = load_config(path, args.database)
+    if getattr(args, "command", None) not in _MAY_CREATE:
+        missing = missing_database(args, config)
+        if missing is not None:
+            raise ForkqError(missing)
+    return config
+
+
+def missing_database(args: argparse.Namespace, config: Config) -> str | None:
+    """What to say when the config names an SQLite file that does not exist, else None."""
+    url = config.database
+    if url.backend != "sqlite" or url.path == ":memory:" or os.path.exists(url.path):
+        return None
+    return (
+        f"no SQLite database at {os.path.abspath(url.path)} ({url.redacted()}, from"
+        f" {_database_origin(args)}): fix the URL, or create the database with"
+        " `forkq schema apply`"
+    )
+
+
+def _database_origin(args: argparse.Namespace) -> str:
+    """Where the database URL came from, in the order load_config weighs them."""
+    if args.database:
+        return "--database"
+    if os.environ.get("FORKQ_DATABASE_URL"):
+        return "FORKQ_DATABASE_URL"
+    path = args.config or os.environ.get("FORKQ_CONFIG")
+    flag = "-c" if args.config else "FORKQ_CONFIG"
+    if path and "url" in _database_table(path):
+        return f"[database] url of {path} ({flag})"
+    return "the default: no --database, FORKQ_DATABASE_URL or [database] url in a config"
+
+
+def _database_table(path: str) -> dict[str, Any]:
+    """The config file's [database] table (load_config read it a moment ago)."""
+    with open(path, "rb") as file:
+        table = tomllib.load(file).get("database", {})
+    return table if isinstance(table, dict) else {}
 
 
 @contextmanager
@@ -53,6 +98,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     # Imported here first so a broken module's error names the config file; the
     # daemon's own import of them before it forks is then a no-op.
     load_handlers(config)
+    log = logs.get(role="master")
+    for handler in registry.unserved(config):  # its jobs would wait for ever: say so at boot
+        log.warning("handler_queue_unserved", handler=handler.name, queue=handler.queue)
     from supervisor.daemon.master import run_daemon  # the daemon's modules load only for the daemon
 
     return run_daemon(config, args.config or os.environ.get("FORKQ_CONFIG") or None)

@@ -6,13 +6,16 @@ from __future__ import annotations
 import argparse
 import getpass
 import os
+import sys
 from collections.abc import Callable, Sequence
 
+from supervisor import registry
 from supervisor.cli.commands import _config, _store
-from supervisor.cli.tables import cell, first_line, plural, print_json, table
+from supervisor.cli.tables import WARNING_PREFIX, cell, first_line, plural, print_json, table
+from supervisor.config import Config
 from supervisor.durations import format_duration
 from supervisor.errors import ExitCode, ForkqError, JobNotFound, UsageError
-from supervisor.escaping import lines_for_terminal
+from supervisor.escaping import for_terminal, lines_for_terminal
 from supervisor.models import CancelResult, JobRow, JobState
 from supervisor.proc import hostname
 from supervisor.queue import Queue
@@ -37,7 +40,29 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
             max_attempts=args.max_attempts,
         )
     print(job_id)
+    if config.from_file:  # with the daemon's config at hand: say when the job cannot run
+        for warning in _enqueue_warnings(config, args.handler, args.queue):
+            print(WARNING_PREFIX + for_terminal(warning), file=sys.stderr)
     return int(ExitCode.OK)
+
+
+def _enqueue_warnings(config: Config, name: str, queue: str | None) -> list[str]:
+    """Why a job just enqueued may never run, as the config says (it is enqueued anyway:
+    the daemon's config may differ from this one)."""
+    registered = registry.get(name)
+    queue = queue or (registered.queue if registered else "default")
+    warnings = []
+    if registered is None:
+        warnings.append(
+            f"no handler module or [commands] table of {config.source} registers {name!r}:"
+            " a worker ends the job dead (unknown handler)"
+        )
+    if config.pool(queue) is None:
+        warnings.append(
+            f"no pool of {config.source} serves queue {queue!r}: the job waits until a"
+            f" [pools.{queue}] works it"
+        )
+    return warnings
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:

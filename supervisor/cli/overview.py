@@ -27,6 +27,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         print_json(status_document(config, cap, queues, views, limits))
         return int(ExitCode.OK)
     print(_queues_table(queues))
+    unserved = [q.queue for q in queues if config.from_file and config.pool(q.queue) is None]
+    if unserved:  # "not paused" is not "worked": say which queues nothing claims from
+        print(f"\nno pool of {config.source} serves: {', '.join(unserved)}")
     print()
     if limits:
         print(_limits_table(limits))

@@ -11,6 +11,7 @@ from supervisor.escaping import for_terminal
 
 PROG = "forkq"
 ERROR_PREFIX = f"{PROG}: error: "
+WARNING_PREFIX = f"{PROG}: warning: "
 
 
 def print_json(document: Any) -> None:

@@ -176,3 +176,9 @@ class Config:
 
     def pool(self, name: str) -> PoolConfig | None:
         return next((p for p in self.pools if p.name == name), None)
+
+    @property
+    def from_file(self) -> bool:
+        """Read from a file (-c, FORKQ_CONFIG): its pools and handlers are the daemon's,
+        not the built-in defaults' single pool."""
+        return self.source != "<defaults>"

@@ -4,9 +4,9 @@ The master has no threads. Signal handlers only queue the signal; `signal.set_wa
 wakes the main loop's `select`, which also watches every child's status pipe, the check
 tick's report and the same-host wake socket. It decides nothing by itself: decisions.py
 says what to do and when, children.py forks, reaps and kills, handback.py takes back what
-a busy child holds, dbguard.py keeps database calls from blocking a stop or a kill, and
-the check tick (ticks.py, cluster/tick.py) does the slow cluster work in a process of its
-own. Its own queries are small and give up after DB_TIMEOUT.
+a busy child holds, booting.py waits for the database at boot, dbguard.py keeps later
+database calls from blocking a stop or a kill, and the check tick (ticks.py,
+cluster/tick.py) does the slow cluster work in a process of its own.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from supervisor import events, logs, wake
 from supervisor.cluster.chores import CHORES_LOCK
 from supervisor.config import Config, load_config
 from supervisor.daemon import systemd
+from supervisor.daemon.booting import require_latest_schema, wait_for_database
 from supervisor.daemon.children import Children
 from supervisor.daemon.dbguard import DbGuard
 from supervisor.daemon.handback import HandBacks
@@ -32,11 +33,10 @@ from supervisor.daemon.signals import SignalQueue, arm_check_timer, disarm_check
 from supervisor.daemon.state import Phase, PoolState, reloaded_pools
 from supervisor.daemon.ticks import CheckTicks
 from supervisor.daemon.timers import LoopTimers
-from supervisor.errors import ConfigError, ExitCode
-from supervisor.models import HandBack
+from supervisor.errors import ConfigError, ExitCode, SchemaError
 from supervisor.observe import metrics
 from supervisor.proc import hostname, node_id, process_name, set_title
-from supervisor.store import SCHEMA_VERSION, Store, open_store
+from supervisor.store import Store, open_store
 from supervisor.work.command import load_handlers
 from supervisor.work.descendants import become_subreaper
 
@@ -80,7 +80,8 @@ class Master:
         self.ticks = CheckTicks(self)
         self.pooling = Pooling(self)
         self.settling = Settling(self)
-        self.handbacks = HandBacks(self.children, self.hand_back, lambda: self.config, self.log)
+        write = lambda owner, taken: self.db(lambda: self.store.hand_back(owner, taken))  # noqa: E731
+        self.handbacks = HandBacks(self.children, write, lambda: self.config, self.log)
         self.timers = LoopTimers.make(
             config.supervisor, time.monotonic(), systemd.watchdog_interval()
         )
@@ -89,16 +90,9 @@ class Master:
         session = config.supervisor.db_session_timeout
         return open_store(config.database, timeout=DB_TIMEOUT, session_timeout=session)
 
-    @property
-    def db_error(self) -> str | None:
-        return self.guard.error
-
     def db(self, operation: Callable[[], T]) -> T | None:
         """A master DB call through the circuit breaker; None when it failed or was skipped."""
         return self.guard.call(operation)
-
-    def hand_back(self, owner: str, taken: HandBack) -> int | None:
-        return self.db(lambda: self.store.hand_back(owner, taken))
 
     # --- signals -------------------------------------------------------------------------
 
@@ -121,20 +115,11 @@ class Master:
 
     # --- boot ----------------------------------------------------------------------------
 
-    def boot(self) -> None:
-        version = self.store.require_schema()
-        if version < SCHEMA_VERSION:
-            self.log.warning(
-                "schema_upgrade_available",
-                version=version,
-                latest=SCHEMA_VERSION,
-                note="run `forkq schema apply`",
-            )
-        self.clock_offset = self.store.db_now() - time.time()
-        self.started_at = time.time() + self.clock_offset
-        self.store.register_process(self.name, self.host, os.getpid(), "master", node=self.node)
-        self.settling.settle_dead_local_processes()
-        self.signals.install(self.config.supervisor.check_interval)
+    def boot(self) -> bool:
+        """False when a stop signal arrived while the database was waited for."""
+        self.signals.install(self.config.supervisor.check_interval)  # a stop ends the wait
+        if wait_for_database(self.log, self.signals, self.boot_db) is None:
+            return False
         become_subreaper()  # what a hard-killed child's job leaves comes to us (kill_strays)
         self.listener = wake.listen(self.config.database, self.log)
         set_title("forkq: master")
@@ -149,11 +134,22 @@ class Master:
         self.pooling.maintain(time.monotonic())
         systemd.ready()
         self.pooling.report_status()
+        return True
+
+    def boot_db(self) -> int:
+        """The boot's database calls, tried again as a whole while the database is not ready."""
+        version = require_latest_schema(self.store)
+        self.clock_offset = self.store.db_now() - time.time()
+        self.started_at = time.time() + self.clock_offset
+        self.store.register_process(self.name, self.host, os.getpid(), "master", node=self.node)
+        self.settling.settle_dead_local_processes()
+        return version
 
     # --- the loop ------------------------------------------------------------------------
 
     def run(self) -> int:
-        self.boot()
+        if not self.boot():
+            return self.shutdown()
         while True:
             self.wait_for_events()
             metrics.loop_turned()  # /healthz: the loop turns
@@ -353,6 +349,8 @@ def run_daemon(config: Config, config_path: str | None) -> int:
         master = Master(config, config_path)
         try:
             return master.run()
+        except SchemaError as exc:  # an operator's step, not a defect: one line, exit 78
+            raise ConfigError(f"{exc} ({config.database.redacted()})") from exc
         except Exception:  # a defect of ours: say so in the log before the traceback
             master.log.error(events.MASTER_CRASHED, error=traceback.format_exc(limit=8))
             raise

@@ -146,7 +146,7 @@ class Pooling:
             for name, p in m.pools.items()
         )
         text = f"{len(m.children)} children ({busy} busy), {jobs} jobs done; pools: {pools}"
-        if m.db_error:
+        if m.guard.error:
             text += "; database unreachable"
         systemd.status(text)
 

@@ -53,7 +53,17 @@ class Settling:
             cancelled=child.cancelled_job is not None,
         )
         if child.killed_job is not None and child.killed_job == child.now_running:
-            metrics.job_settled(child.pool, Outcome.TIMEOUT)
+            self.count_killed(child, child.killed_job, Outcome.TIMEOUT)
+
+    def count_killed(self, child: Child, job_id: int, outcome: Outcome) -> None:
+        """Count an attempt the master ended under the job's own queue and handler (SPEC).
+        The child is gone with what it knew: one keyed read, on a rare path (a kill)."""
+        m = self.master
+        row = m.db(lambda: m.store.get_job(job_id))
+        if row is None:  # the database does not answer now: the pool is the queue it works
+            metrics.job_settled(child.pool, outcome)
+        else:
+            metrics.job_settled(row.queue, outcome, row.handler)
 
     def settle_child(self, child: Child, status: int) -> None:
         """Settle what a dead child held, at once: its running job fails (attempt counted)
@@ -71,7 +81,7 @@ class Settling:
         )
         cancelled = child.cancelled_job
         if cancelled is not None:  # first: settle_owner would end it cancelled unlogged
-            metrics.job_settled(child.pool, Outcome.CANCELLED)
+            self.count_killed(child, cancelled, Outcome.CANCELLED)
             if m.db(lambda: m.store.finish_cancel(cancelled)):
                 m.log.warning(events.JOB_CANCELLED, job_id=cancelled, child_pid=child.pid)
         self.unsettled.append((child.name, running, reason.message, reason.counts_attempt))

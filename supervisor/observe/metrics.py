@@ -195,10 +195,11 @@ def child_exited(
 
 def job_settled(queue: str, outcome: Outcome, handler: str = "") -> None:
     """An attempt the master ended (a child killed past its job's timeout: TIMEOUT;
-    cancelled while running: CANCELLED). The handler is "" when the master does not
-    know it without a query."""
+    cancelled while running: CANCELLED). The handler is "" only when the database did
+    not answer the master's read of the job; an unregistered one is UNREGISTERED."""
     if _master is not None:
-        _master.series.finished.labels(queue, handler, outcome).inc()
+        label = handler if not handler or registry.get(handler) else UNREGISTERED
+        _master.series.finished.labels(queue, label, outcome).inc()
 
 
 def exit_reason(

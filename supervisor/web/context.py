@@ -75,6 +75,8 @@ class Context:
             login_required=self.app.guard.required,
             authenticated=self.session.authenticated,
             database=self.config.database.redacted(),
+            # Queues a pool of the config works; None with no config file to say so.
+            served={p.name for p in self.config.pools} if self.config.from_file else None,
             here=self.request.full_path.rstrip("?"),
             flash=flash,
             **values,

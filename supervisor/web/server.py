@@ -12,7 +12,7 @@ from typing import Any
 
 from supervisor import logs
 from supervisor.config import Config, parse_listen
-from supervisor.errors import ConfigError
+from supervisor.errors import ConfigError, ForkqError
 from supervisor.web.app import make_app_from_config
 from supervisor.web.security import TOKEN_ENV, check_token, is_loopback_host
 
@@ -67,15 +67,21 @@ def serve(config: Config, listen: str | None = None, read_only: bool | None = No
     host, port = listen_address(address, token)
     read_only = bool(read_only) or config.web.read_only  # --read-only only ever adds it
     app = make_app_from_config(config, read_only=read_only, token=token)
-    server = create_server(
-        app,
-        host=host,
-        port=port,
-        threads=THREADS,
-        ident="forkq",
-        clear_untrusted_proxy_headers=True,
-        **proxy_options(config.web.trusted_proxy),
-    )
+    try:
+        server = create_server(
+            app,
+            host=host,
+            port=port,
+            threads=THREADS,
+            ident="forkq",
+            clear_untrusted_proxy_headers=True,
+            **proxy_options(config.web.trusted_proxy),
+        )
+    except OSError as exc:  # a runtime state (the port is taken), not a defect of ours
+        raise ForkqError(
+            f"cannot listen on {address}: {exc.strerror or exc} (another forkq web, or"
+            " another server, has it?): stop it, or choose --listen / [web] listen"
+        ) from exc
     shown = f"[{host}]" if ":" in host else host
     logs.get(component="web").info(
         "web_listening",

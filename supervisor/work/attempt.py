@@ -21,7 +21,7 @@ from supervisor import events, registry
 from supervisor.errors import Fail, JobTimeout, Retry, Snooze
 from supervisor.models import JobRow
 from supervisor.outcomes import Attempt, Outcome
-from supervisor.work.exits import CommandFailed
+from supervisor.work.exits import CommandFailed, with_stderr
 from supervisor.work.guards import exit_if_forked, soft_timeout
 from supervisor.work.snooze import snooze_outcome
 
@@ -79,8 +79,12 @@ def run_attempt(row: JobRow, timeout: float, worker: LeaseHolder) -> Attempt:
                 registered.func(payload, JobContext(row, worker))
             finally:
                 exit_if_forked(worker.pid)
-    except JobTimeout:
-        return _failed(f"timed out after {timeout:g}s")
+    except JobTimeout as exc:  # a command's carries its stderr tail
+        what = f"timed out after {timeout:g}s"
+        # A failed attempt (retried or dead by fate.decide), counted as `timeout` (SPEC).
+        return Attempt(
+            Outcome.TIMEOUT, with_stderr(what, str(exc)) if str(exc) else what, None, False
+        )
     except Retry as exc:
         return _failed(f"retry requested: {exc.reason}", exc.delay)
     except Snooze as exc:

@@ -49,7 +49,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from supervisor import logs, registry
-from supervisor.work.exits import ERROR_CHARS, CommandFailed, judge
+from supervisor.errors import JobTimeout
+from supervisor.work.exits import ERROR_CHARS, CommandFailed, error_text, judge
 from supervisor.work.pipes import MAX_LINE_CHARS, MAX_LOGGED_LINES, Pipes
 
 if TYPE_CHECKING:
@@ -111,6 +112,7 @@ class CommandHandler:
         log = logs.get(job_id=job.id, handler=job.handler)
         data = json.dumps(payload, separators=(",", ":")).encode("ascii")
         proc = spawn(self.config.argv, self.environment(job))
+        pipes: Pipes | None = None
         try:
             pipes = Pipes(proc, data, log)
             try:
@@ -119,6 +121,9 @@ class CommandHandler:
                 pipes.close()
         except BaseException as exc:  # the soft timeout, mostly: nothing of it outlives the attempt
             kill_tree(proc, log, type(exc).__name__)
+            if isinstance(exc, JobTimeout) and pipes is not None and pipes.stderr:
+                # SPEC: the stderr tail goes into last_error also when killed for its timeout.
+                raise JobTimeout(error_text(bytes(pipes.stderr), pipes.cut)) from exc
             raise
         judge(proc.wait(), bytes(pipes.stderr), pipes.cut, log)
 

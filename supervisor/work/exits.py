@@ -3,7 +3,8 @@
 0 returns; 65 (EX_DATAERR) raises Fail; 75 (EX_TEMPFAIL) raises Snooze with a last
 stderr line `forkq-snooze: DURATION`, else Retry (after `forkq-retry-after: DURATION`
 when given); anything else, a signal included, raises CommandFailed. The message is
-the status and the tail of stderr (work/command.py, the module's doc, has the contract).
+the status and the last stderr line, then the tail of stderr (work/command.py, the
+module's doc, has the contract).
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from supervisor.work.snooze import snooze_request
 
 EX_DATAERR = 65  # sysexits.h: the input was bad; no retry can help
 EX_TEMPFAIL = 75  # sysexits.h: try again later
-ERROR_CHARS = 3800  # of the stderr tail, what fits last_error (4,000 characters) with its prefix
+# Of the stderr tail, what fits last_error (4,000 characters) with its summary line.
+ERROR_CHARS = 3600
+SUMMARY_CHARS = 200  # of the last stderr line, repeated first as last_error's summary
 MAX_RETRY_AFTER = 365 * 86400.0  # seconds a program may ask to wait, at most
 RETRY_AFTER = re.compile(r"^forkq-retry-after:\s*(.*?)\s*$")
 
@@ -33,14 +36,14 @@ def judge(status: int, stderr: bytes, cut: bool, log: Any) -> None:
         return
     text = error_text(stderr, cut)
     if status == EX_DATAERR:
-        raise Fail(_with_text("exit 65 (EX_DATAERR)", text))
+        raise Fail(with_stderr("exit 65 (EX_DATAERR)", text))
     if status == EX_TEMPFAIL:
         snooze = snooze_request(text)
         if snooze is not None:  # work/snooze.py reads its line
-            raise Snooze(snooze[0], _with_text("exit 75 (EX_TEMPFAIL)", snooze[1]))
+            raise Snooze(snooze[0], with_stderr("exit 75 (EX_TEMPFAIL)", snooze[1]))
         delay, text = retry_after(text, log)
-        raise Retry(delay, _with_text("exit 75 (EX_TEMPFAIL)", text))
-    raise CommandFailed(_with_text(describe_status(status), text))
+        raise Retry(delay, with_stderr("exit 75 (EX_TEMPFAIL)", text))
+    raise CommandFailed(with_stderr(describe_status(status), text))
 
 
 def describe_status(status: int) -> str:
@@ -87,5 +90,14 @@ def retry_after(text: str, log: Any) -> tuple[float | None, str]:
     return delay, head.rstrip()
 
 
-def _with_text(what: str, text: str) -> str:
-    return f"{what}: {text}" if text else f"{what} (nothing on stderr)"
+def with_stderr(what: str, text: str) -> str:
+    """`what: LAST LINE`, then the whole tail when it has more lines: the first line of
+    last_error is its summary (status, the jobs list, the dashboard, the log), and a
+    program's last words are what says why it failed (SPEC: its last non-empty line)."""
+    if not text:
+        return f"{what} (nothing on stderr)"
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if len(lines) <= 1:
+        return f"{what}: {text.strip()}"
+    last = lines[-1] if len(lines[-1]) <= SUMMARY_CHARS else lines[-1][: SUMMARY_CHARS - 3] + "..."
+    return f"{what}: {last}\n{text}"

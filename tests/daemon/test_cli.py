@@ -190,6 +190,7 @@ def test_debug_shows_the_traceback_that_a_plain_run_hides(workdir: Path, db_url:
 
 
 def test_missing_tables_say_how_to_create_them(workdir: Path) -> None:
+    (workdir / "empty.db").touch()  # an empty SQLite database: no tables
     url = f"sqlite:///{workdir / 'empty.db'}"
     line = failed(forkq(workdir, "status", database=url), 1)
     assert "forkq schema apply" in line

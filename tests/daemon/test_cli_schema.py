@@ -73,6 +73,7 @@ def test_check_fails_on_an_unreachable_database_without_showing_the_password(
 
 
 def test_check_fails_on_missing_tables(workdir: Path) -> None:
+    (workdir / "empty.db").touch()  # an empty SQLite database: no tables
     url = f"sqlite:///{workdir / 'empty.db'}"
     result = forkq(workdir, "check", "-c", "forkq.toml", database=url)
     assert result.returncode == 1
@@ -228,7 +229,7 @@ def test_an_unexpected_exception_is_one_line_unless_debug(
 
     monkeypatch.setattr(cli.logs, "setup", lambda **kwargs: None)
     monkeypatch.setattr(commands, "open_store", explode)
-    argv = ["status", "--database", "sqlite:///unused.db"] + (["--debug"] if debug else [])
+    argv = ["status", "--database", "sqlite:///:memory:"] + (["--debug"] if debug else [])
     assert cli.main(argv) == 1
     err = capsys.readouterr().err
     last = err.strip().splitlines()[-1]
@@ -244,4 +245,4 @@ def test_ctrl_c_exits_130(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(cli.logs, "setup", lambda **kwargs: None)
     monkeypatch.setattr(commands, "open_store", interrupted)
-    assert cli.main(["jobs", "--database", "sqlite:///unused.db"]) == 130
+    assert cli.main(["jobs", "--database", "sqlite:///:memory:"]) == 130

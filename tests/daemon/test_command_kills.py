@@ -192,3 +192,38 @@ def test_cancel_kills_the_running_program_and_its_group(
     row = wait_job(store, job_id, status_is("cancelled"), daemon)
     assert row.attempts == 1
     assert daemon.stop() == 0
+
+
+# Says what it waits for on stderr, then waits past its timeout.
+TALKER = """\
+echo $$ >> "$PIDS"
+echo "connecting to smtp.example.com" >&2
+echo "still waiting for the SMTP greeting" >&2
+sleep 300
+"""
+
+
+def test_a_program_killed_for_its_timeout_keeps_its_stderr_in_last_error(
+    daemons: Callable[..., Daemon], store: Store, queue: Queue, tmp_path: Path, pids: Path
+) -> None:
+    """SPEC: the last 4 KB of stderr go into last_error also when the command was killed
+    for its timeout, summarized (its first line) by the last non-empty one."""
+    table = {
+        "argv": [script(tmp_path, "talker.sh", TALKER)],
+        "queue": QUEUE,
+        "timeout": 1,
+        "max_attempts": 1,
+        "env": {"PIDS": str(pids)},
+    }
+    daemon = command_daemon(daemons, {"t.talker": table})
+    daemon.start().wait_ready()
+    job_id = queue.enqueue("t.talker", {}, queue=QUEUE)
+    row = wait_job(store, job_id, status_is("dead"), daemon)
+    assert row.last_error is not None
+    lines = row.last_error.splitlines()
+    assert lines[0] == "timed out after 1s: still waiting for the SMTP greeting"
+    assert lines[1:] == [
+        "connecting to smtp.example.com",
+        "still waiting for the SMTP greeting (attempt 1 of 1)",
+    ]
+    assert daemon.stop() == 0

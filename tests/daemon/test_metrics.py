@@ -308,3 +308,41 @@ def test_without_the_metrics_section_there_is_no_server(
     environment = psutil.Process(daemon.pool_children("work")[0]).environ()
     assert "PROMETHEUS_MULTIPROC_DIR" not in environment
     assert daemon.stop() == 0
+
+
+def test_every_attempt_past_its_timeout_counts_timeout_and_kills_name_the_handler(
+    daemons: Callable[..., Daemon], db_url: str
+) -> None:
+    """SPEC: `timeout` for every attempt that ran past its timeout, whether the handler
+    got the soft timeout (t.sleep) or the master killed it (t.hang, deaf to it); the
+    job's handler also when the master ended the attempt (a kill, a cancel)."""
+    pools = {"work": {"workers": 2, "timeout": 1}, "slow": {"workers": 1, "timeout": 120}}
+    daemon, base = metrics_daemon(daemons, pools)
+    daemon.start().wait_ready()
+    serving(daemon, base)
+    queue = Queue(db_url)
+    queue.enqueue("t.sleep", {"seconds": 30}, queue="work", max_attempts=1)
+    queue.enqueue("t.hang", {}, queue="work", max_attempts=1)
+    running = queue.enqueue("t.sleep", {"seconds": 300}, queue="slow")
+
+    def started() -> bool:
+        job = queue.store.get_job(running)
+        return job is not None and str(job.status) == "running"
+
+    wait_until(started, timeout=20, message="the slow job runs")
+    assert queue.cancel(running)
+
+    def counted(handler: str, outcome: str, name: str = "work") -> float:
+        labels = {"queue": name, "handler": handler, "outcome": outcome}
+        return scrape(base).get(key("forkq_jobs_finished_total", **labels), 0.0)
+
+    wait_until(lambda: counted("t.sleep", "timeout") == 1, timeout=30, message="soft timeout")
+    wait_until(lambda: counted("t.hang", "timeout") == 1, timeout=30, message="master kill")
+    wait_until(
+        lambda: counted("t.sleep", "cancelled", "slow") == 1, timeout=30, message="cancelled"
+    )
+    found = scrape(base)
+    assert total(found, "forkq_jobs_finished_total", outcome="dead") == 0, found
+    assert total(found, "forkq_jobs_finished_total", handler="") == 0, found
+    assert total(found, "forkq_jobs_finished_total") == 3, found
+    assert daemon.stop() == 0

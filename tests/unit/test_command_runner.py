@@ -163,7 +163,7 @@ def test_exit_75_with_forkq_snooze_last_snoozes_without_an_attempt(
 def test_other_statuses_and_signals_are_failed_attempts() -> None:
     with pytest.raises(CommandFailed) as caught:
         sh("echo one >&2; echo two >&2; exit 1")
-    assert str(caught.value) == "exit 1: one\ntwo"
+    assert str(caught.value) == "exit 1: two\none\ntwo"  # the last line first: the summary
     with pytest.raises(CommandFailed) as caught:
         sh("kill -KILL $$")
     assert str(caught.value) == "killed by SIGKILL (nothing on stderr)"
@@ -177,10 +177,36 @@ def test_the_error_keeps_the_end_of_a_long_stderr_without_a_split_character() ->
             " echo >&2; echo 'the real cause' >&2; exit 2"
         )
     text = str(caught.value)
-    assert text.startswith("exit 2: ...€")
+    assert text.startswith("exit 2: the real cause\n...€")
     assert text.endswith("€\nthe real cause")
     assert "\ufffd" not in text
-    assert len(text) <= len("exit 2: ...") + ERROR_CHARS
+    assert len(text) <= len("exit 2: the real cause\n...") + ERROR_CHARS <= 4000
+
+
+def test_the_summary_is_the_last_non_empty_stderr_line() -> None:
+    """SPEC: last_error is summarized by the last non-empty line: its first line, which
+    status, the jobs list, the dashboard and the log show, is the status and that line."""
+    with pytest.raises(CommandFailed) as caught:
+        sh(
+            "echo 'PHP Deprecated: strftime()' >&2; echo 'Fatal error: out of memory' >&2;"
+            " echo '   ' >&2; echo >&2; exit 255"
+        )
+    text = str(caught.value)
+    assert text.splitlines()[0] == "exit 255: Fatal error: out of memory"
+    assert "PHP Deprecated: strftime()\nFatal error: out of memory" in text
+
+
+def test_a_program_killed_for_its_timeout_keeps_its_stderr_tail(pids: Path) -> None:
+    script = (
+        f'echo $$ >> "{pids}"; echo "connecting to smtp.example.com" >&2;'
+        ' echo "still waiting for the SMTP greeting" >&2; sleep 30'
+    )
+    with pytest.raises(JobTimeout) as caught, soft_timeout(0.5):
+        sh(script)
+    assert str(caught.value) == (
+        "connecting to smtp.example.com\nstill waiting for the SMTP greeting"
+    )
+    assert all(gone(int(pid)) for pid in pids.read_text().split())
 
 
 def test_a_program_that_cannot_start_is_a_failed_attempt(tmp_path: Path) -> None:

@@ -186,3 +186,19 @@ def test_processes_alerts_locks_and_schedules_pages(
 
 def _job() -> Any:
     return build_job("reports.nightly", {}, "reports", 0.0, None, 0, None, None)
+
+
+def test_a_queue_no_pool_serves_is_not_shown_active(
+    page: Any, web_server: ServerFactory, queue: Queue
+) -> None:
+    """The config's only pool is `email`: a job on `reports` waits for ever, and the
+    overview and the queues page say that no pool serves it (issue 21.15)."""
+    queue.enqueue("mail.send", {}, queue="email")
+    queue.enqueue("report.build", {}, queue="reports")
+    server = web_server()
+    for path in ("/", "/queues"):
+        page.goto(server.url + path)
+        reports = page.locator('tr[data-queue="reports"]').inner_text()
+        email = page.locator('tr[data-queue="email"]').inner_text()
+        assert "no pool serves it" in reports and "active" not in reports, (path, reports)
+        assert "active" in email and "no pool" not in email, (path, email)

@@ -1,0 +1,69 @@
+"""The master's first database calls, waited for: a database not there yet is no crash.
+
+After a host reboot systemd often starts forkq before MariaDB answers, and an
+application may hold SQLite's write lock for a moment just when the master registers
+itself. Both are waited for with a growing back-off and one log line a try, as the
+children do (worker.py `safely`); a stop signal during the wait ends it at once. What
+waiting cannot fix (no tables, an older schema) is raised for the CLI to report.
+"""
+
+from __future__ import annotations
+
+import random
+import select
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from supervisor.daemon import systemd
+from supervisor.daemon.signals import SignalQueue
+from supervisor.errors import ConnectionLost, SchemaError, TransientDatabaseError
+from supervisor.observe import metrics
+from supervisor.store import SCHEMA_VERSION, Store
+
+T = TypeVar("T")
+
+MAX_BACKOFF = 5.0  # seconds between two tries at most
+
+
+def require_latest_schema(store: Store) -> int:
+    """The schema version, if the daemon can run on it (SPEC: the latest only)."""
+    version = store.require_schema()
+    if version < SCHEMA_VERSION:
+        raise SchemaError(
+            f"the database has forkq schema version {version}, this forkq needs"
+            f" {SCHEMA_VERSION}: run `forkq schema apply`"
+        )
+    return version
+
+
+def wait_for_database(log: Any, signals: SignalQueue, calls: Callable[[], T]) -> T | None:
+    """`calls()` once the database lets it through; None when a stop signal came first."""
+    backoff = 0.0
+    while not signals.stop_pending():
+        try:
+            result = calls()
+        except (ConnectionLost, TransientDatabaseError) as exc:
+            metrics.db_error()
+            backoff = min(MAX_BACKOFF, max(0.5, backoff * 2))
+            delay = backoff * random.uniform(0.8, 1.2)
+            event = "db_unreachable" if isinstance(exc, ConnectionLost) else "db_contention"
+            log.warning(event, error=str(exc), retry_in=round(delay, 2), note="waiting at boot")
+            systemd.status(f"waiting for the database: {exc}")
+            _sleep(signals, delay)
+            continue
+        if backoff:
+            log.info("db_reconnected")
+        return result
+    return None
+
+
+def _sleep(signals: SignalQueue, seconds: float) -> None:
+    """Sleep until `seconds` passed or a stop signal arrived (the wakeup pipe says so)."""
+    deadline = time.monotonic() + seconds
+    while not signals.stop_pending() and (left := deadline - time.monotonic()) > 0:
+        try:
+            select.select([signals.wake_r], [], [], left)
+        except InterruptedError:
+            continue
+        signals.drain_wakeups()

@@ -1,0 +1,59 @@
+"""A port already taken (issue 21.17): `forkq web` says which address in one line (exit 1,
+not "internal error"); a daemon whose `[metrics] listen` is taken says so in its log,
+naming the address, and keeps running jobs while it tries again."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cli_util import failed, forkq_env, workdir_fixture  # noqa: F401  (the `workdir` fixture)
+from daemon_util import Daemon, record_ids, render_config
+from util import python, wait_until
+
+from supervisor import Queue
+
+
+@pytest.fixture
+def taken() -> Iterator[str]:
+    """HOST:PORT of a loopback port another process (this test) listens on."""
+    sock = socket.create_server(("127.0.0.1", 0))
+    yield f"127.0.0.1:{sock.getsockname()[1]}"
+    sock.close()
+
+
+def test_web_on_a_taken_port_names_the_address(
+    workdir: Path, sqlite_db_url: str, taken: str
+) -> None:
+    result = subprocess.run(
+        [python(), "-m", "supervisor", "web", "--listen", taken, "--database", sqlite_db_url],
+        cwd=workdir,
+        env=forkq_env(workdir, sqlite_db_url),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    line = failed(result, 1)
+    assert f"cannot listen on {taken}" in line and "internal error" not in line
+    assert "in use" in line
+
+
+def test_a_taken_metrics_port_is_a_log_line_naming_it_and_jobs_still_run(
+    tmp_path: Path, sqlite_db_url: str, taken: str
+) -> None:
+    daemon = Daemon(tmp_path, sqlite_db_url)
+    try:
+        text = render_config(sqlite_db_url, daemon.pools, daemon.supervisor)
+        daemon.write_config(text=f'{text}\n[metrics]\nlisten = "{taken}"\n')
+        daemon.start().wait_ready()
+        [event, *_] = daemon.wait_event("metrics_listen_failed")
+        assert event["listen"] == taken and "in use" in event["error"]
+        record = tmp_path / "record.txt"
+        job_id = Queue(sqlite_db_url).enqueue("t.record", {"file": str(record)}, queue="work")
+        wait_until(lambda: record_ids(record) == [job_id], timeout=20, message="the job ran")
+        assert daemon.stop() == 0
+    finally:
+        daemon.kill_all()

@@ -1,0 +1,83 @@
+"""Work that can never run is said, not accepted silently (issue 21.15): `forkq enqueue`
+warns about a handler nothing registers or a queue no pool serves (and still enqueues),
+`forkq check` refuses a schedule whose handler nothing registers, `forkq run` logs a
+registered handler whose queue no pool works, and `forkq status` names such queues."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cli_util import forkq, ok, workdir_fixture  # noqa: F401  (the `workdir` fixture)
+from daemon_util import Daemon
+
+from supervisor.store import Store
+
+# clihandlers registers mail.send on queue "mail"; these pools do not serve it.
+POOLS = "\n[pools.default]\nworkers = 1\n"
+MAIL_POOL = "\n[pools.mail]\nworkers = 1\n"
+
+
+def config(workdir: Path, extra: str) -> None:
+    (workdir / "forkq.toml").write_text('[supervisor]\nhandlers = ["clihandlers"]\n' + extra)
+
+
+def test_enqueue_warns_about_work_nothing_would_run_and_still_enqueues(
+    workdir: Path, db_url: str, store: Store
+) -> None:
+    config(workdir, POOLS)
+    result = forkq(workdir, "enqueue", "mail.send", "-c", "forkq.toml", database=db_url)
+    job = store.get_job(int(ok(result)))
+    assert job is not None and job.queue == "mail"  # enqueued all the same
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("forkq: warning: no pool of forkq.toml serves queue 'mail'"), line
+
+    result = forkq(workdir, "enqueue", "mail.sned", "-c", "forkq.toml", database=db_url)
+    assert store.get_job(int(ok(result))) is not None
+    [line] = result.stderr.strip().splitlines()  # its queue, "default", has a pool
+    assert line.startswith("forkq: warning: no handler module or [commands] table of")
+    assert "'mail.sned'" in line
+
+    config(workdir, MAIL_POOL)
+    result = forkq(workdir, "enqueue", "mail.send", "-c", "forkq.toml", database=db_url)
+    ok(result)
+    assert result.stderr == ""
+
+
+def test_check_refuses_a_schedule_whose_handler_nothing_registers(
+    workdir: Path, db_url: str
+) -> None:
+    schedule = '\n[schedules.nightly]\ncron = "0 4 * * *"\nhandler = "reports.nightly"\n'
+    config(workdir, MAIL_POOL + schedule)
+    result = forkq(workdir, "check", "-c", "forkq.toml", database=db_url)
+    assert result.returncode == 78, (result.stdout, result.stderr)
+    [line] = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
+    assert line.split()[:2] == ["FAIL", "schedules"] and "'reports.nightly'" in line
+
+    config(workdir, MAIL_POOL + schedule.replace("reports.nightly", "mail.send"))
+    result = forkq(workdir, "check", "-c", "forkq.toml", database=db_url)
+    assert result.returncode == 0, (result.stdout, result.stderr)
+    assert any(line.split()[:2] == ["ok", "schedules"] for line in result.stdout.splitlines())
+
+
+def test_status_names_the_queues_no_pool_serves(workdir: Path, db_url: str) -> None:
+    config(workdir, POOLS)
+    ok(forkq(workdir, "enqueue", "mail.send", "-c", "forkq.toml", database=db_url))
+    text = ok(forkq(workdir, "status", "-c", "forkq.toml", database=db_url))
+    assert "no pool of forkq.toml serves: mail" in text
+    config(workdir, MAIL_POOL)
+    text = ok(forkq(workdir, "status", "-c", "forkq.toml", database=db_url))
+    assert "serves" not in text
+
+
+def test_boot_logs_a_registered_handler_whose_queue_no_pool_works(
+    tmp_path: Path, db_url: str
+) -> None:
+    # The test handlers register on queue "default"; this daemon's only pool is "work".
+    daemon = Daemon(tmp_path / "d", db_url, pools={"work": {"workers": 1}})
+    try:
+        daemon.start().wait_ready()
+        events = daemon.events("handler_queue_unserved")
+        assert {(e["handler"], e["queue"]) for e in events} >= {("t.noop", "default")}
+        assert daemon.stop() == 0
+    finally:
+        daemon.kill_all()
