@@ -14,6 +14,7 @@ from util import python, subprocess_env, wait_until
 from webutil import TOKEN, ServerFactory, csrf_of, write_config
 
 from supervisor import Queue
+from supervisor.dburl import parse_database_url
 from supervisor.models import JobState
 from supervisor.store import Store
 
@@ -57,6 +58,21 @@ def test_with_a_token_every_page_and_api_needs_it(page: Any, web_server: ServerF
     assert code == 200 and "queues" in json.loads(body)
     code, _, _ = server.request("/queues/pause", data={"queue": "email"})
     assert code == 401
+
+
+def test_the_login_page_does_not_show_the_database(
+    page: Any, web_server: ServerFactory, db_url: str
+) -> None:
+    """Before login nothing about the deployment shows; after it, the database (redacted)."""
+    shown = parse_database_url(db_url).redacted()
+    server = web_server(token=TOKEN)
+    for path in ("/", "/login", "/jobs/1"):
+        page.goto(server.url + path)
+        assert page.locator("input[name=token]").count() == 1, path
+        assert shown not in page.content(), path
+        assert page.locator(".db").count() == 0, path
+    log_in(page, server.url)
+    assert shown in page.inner_text("header .db")
 
 
 def test_the_login_form_sets_an_httponly_samesite_strict_session(
