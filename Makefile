@@ -2,6 +2,7 @@
 #
 #   make test          MariaDB set-up, the whole suite except fault injection, ruff, mypy
 #   make test-faults   the fault-injection suite (-m faults)
+#   make dist          dist/forkq-VERSION-py3-none-any.whl, to install on app servers
 #   make lint | bench | run | clean
 #
 # The tests read FORKQ_TEST_MYSQL_URL; override it to use another server:
@@ -16,12 +17,15 @@ FORKQ_TEST_MYSQL_URL ?= mysql://forkq:forkq@127.0.0.1:3306/forkq_test
 PYTEST = FORKQ_TEST_MYSQL_URL='$(FORKQ_TEST_MYSQL_URL)' $(PY) -m pytest -q -p no:cacheprovider
 CONFIG ?= deploy/forkq.toml
 
-.PHONY: all venv test test-faults db tools lint bench run clean FORCE
+.PHONY: all venv test test-faults db tools lint bench run dist clean FORCE
 
 all: test
 
 # The stamp is newer than pyproject.toml once its dependencies are installed, and is
-# touched last: a failed or interrupted install runs again next time.
+# touched last: a failed or interrupted install runs again next time. forkq is installed
+# editable, and the checkout itself put on the venv's sys.path (forkq-checkout.pth), so
+# the demo's `handlers` package, kept out of the wheel, imports from it: `.venv/bin/forkq
+# web -c deploy/forkq.toml` works as `make run` does.
 # A venv whose pip does not run is half-made (`python3 -m venv` without Debian's
 # python3-venv leaves bin/python and no pip; an interrupted pip upgrade leaves no pip)
 # or stale (its Python was removed): it is deleted and built again, and a creation that
@@ -29,11 +33,13 @@ all: test
 # venv whose python does not start is redone even when its stamp is up to date.
 VENV_OK = $(PY) -m pip --version >/dev/null 2>&1
 VENV_BROKEN := $(shell $(PY) -c '' >/dev/null 2>&1 || echo FORCE)
-venv: $(STAMP)
-
-FORCE:
-
-$(STAMP): pyproject.toml $(VENV_BROKEN)
+# setuptools notes at every editable install of a flat layout that a folder named like
+# the package may shadow it: that folder is the package here, so the note is not shown.
+define PIP_EDITABLE
+	PYTHONWARNINGS='ignore:Editable installation' $(PY) -m pip install -q -e '.[$(1)]'
+	$(PY) -c 'import sys, sysconfig; open(sysconfig.get_path("purelib") + "/forkq-checkout.pth", "w").write(sys.argv[1] + "\n")' '$(CURDIR)'
+endef
+define MAKE_VENV
 	@if ! $(VENV_OK); then \
 	  if [ -e '$(VENV)' ] && [ ! -f '$(VENV)/pyvenv.cfg' ]; then \
 	    echo "make: $(VENV) exists and is not a venv: move it away or set VENV=DIR" >&2; exit 1; \
@@ -46,9 +52,17 @@ $(STAMP): pyproject.toml $(VENV_BROKEN)
 	      "'apt-get install python3-venv' (Python 3.11+), then make again" >&2; \
 	    exit 1; \
 	  fi; \
+	  $(PY) -m pip install -q -U pip; \
 	fi
-	$(PY) -m pip install -q -U pip
-	$(PY) -m pip install -q -e '.[test]'
+endef
+
+venv: $(STAMP)
+
+FORCE:
+
+$(STAMP): pyproject.toml $(VENV_BROKEN)
+	$(MAKE_VENV)
+	$(call PIP_EDITABLE,test)
 	touch $@
 
 db:
@@ -79,6 +93,17 @@ bench: venv
 run: venv
 	$(PY) -m compileall -q supervisor handlers >/dev/null
 	$(PY) -m supervisor schema apply -c $(CONFIG) && $(PY) handlers/demo_enqueue.py && $(PY) -m supervisor run -c $(CONFIG)
+
+# The wheel for app servers (the `supervisor` package and its SQL files, templates and
+# static files; no examples): `pip install 'dist/forkq-0.1.0-py3-none-any.whl[web]'`.
+# build/ goes first: setuptools packs what it finds there, stale files included.
+DIST ?= dist
+dist: FORCE
+	$(MAKE_VENV)
+	rm -rf build '$(DIST)'
+	$(PY) -m pip wheel -q --no-deps -w '$(DIST)' .
+	rm -rf build
+	@ls '$(DIST)'/*.whl
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,11 +1,62 @@
-"""The packaging of forkq (issue 21.6, 21.7, 21.10)."""
+"""The wheel `make dist` builds for app servers (issue 21.6 and 21.7): the `supervisor`
+package with its SQL files, templates and static files, and nothing else at the top
+level (the demo's `handlers` package stays in the repository: applications have their
+own); the licence as an SPDX expression."""
 
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+import sys
 import tomllib
+import zipfile
+from pathlib import Path
 
 from util import REPO_ROOT
+
+
+def checkout_copy(target: Path) -> Path:
+    """The repository's files (tracked, and new ones not ignored), without build/ or .venv."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO_ROOT,
+        check=True,
+        capture_output=True,
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        source = REPO_ROOT / name
+        if source.is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name)
+    return target
+
+
+def test_make_dist_builds_a_wheel_of_the_supervisor_package_only(tmp_path: Path) -> None:
+    tree = checkout_copy(tmp_path / "forkq")
+    built = subprocess.run(
+        ["make", "-s", "dist", f"PY={sys.executable}"],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert built.returncode == 0, built.stdout + built.stderr
+    [wheel] = (tree / "dist").glob("forkq-*-py3-none-any.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        [metadata] = [n for n in names if n.endswith(".dist-info/METADATA")]
+    tops = {name.split("/", 1)[0] for name in names}
+    assert tops == {"supervisor", metadata.split("/", 1)[0]}, sorted(tops)
+    assert not any(name.startswith("handlers/") for name in names)
+    for folder, pattern in [
+        ("supervisor/store/sql", "*.sql"),
+        ("supervisor/web/templates", "*.html"),
+        ("supervisor/web/static", "*"),
+    ]:
+        expected = {p.relative_to(REPO_ROOT).as_posix() for p in (REPO_ROOT / folder).glob(pattern)}
+        assert expected and expected <= names, sorted(expected - names)
+    assert "supervisor/__main__.py" in names
 
 
 def test_the_test_tools_are_pinned_exactly_and_the_runtime_takes_ranges() -> None:
