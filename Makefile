@@ -1,9 +1,12 @@
 # forkq developer and CI entry points (GNU make).
 #
+#   make run           the demo: a venv with the runtime and the demo's extras (web,
+#                      metrics), the schema on SQLite, demo jobs, the daemon
 #   make test          MariaDB set-up, the whole suite except fault injection, ruff, mypy
+#                      (the venv gets the `test` extra: the pinned test and lint tools)
 #   make test-faults   the fault-injection suite (-m faults)
 #   make dist          dist/forkq-VERSION-py3-none-any.whl, to install on app servers
-#   make lint | bench | run | clean
+#   make lint | bench | clean
 #
 # The tests read FORKQ_TEST_MYSQL_URL; override it to use another server:
 #   make test FORKQ_TEST_MYSQL_URL=mysql://u:p@db.example:3306/forkq_test
@@ -21,16 +24,20 @@ CONFIG ?= deploy/forkq.toml
 
 all: test
 
-# The stamp is newer than pyproject.toml once its dependencies are installed, and is
-# touched last: a failed or interrupted install runs again next time. forkq is installed
-# editable, and the checkout itself put on the venv's sys.path (forkq-checkout.pth), so
-# the demo's `handlers` package, kept out of the wheel, imports from it: `.venv/bin/forkq
-# web -c deploy/forkq.toml` works as `make run` does.
+# A stamp is newer than pyproject.toml once its dependencies are installed, and is
+# touched last: a failed or interrupted install runs again next time. `run` needs the
+# runtime and the demo's extras only (RUN_STAMP); `test`, `lint` and `bench` the `test`
+# extra too (STAMP, which `make venv` makes). Both install forkq editable, and put the
+# checkout itself on the venv's sys.path (forkq-checkout.pth), so the demo's `handlers`
+# package, kept out of the wheel, imports from it: `.venv/bin/forkq web -c
+# deploy/forkq.toml` works as `make run` does.
 # A venv whose pip does not run is half-made (`python3 -m venv` without Debian's
 # python3-venv leaves bin/python and no pip; an interrupted pip upgrade leaves no pip)
 # or stale (its Python was removed): it is deleted and built again, and a creation that
 # fails deletes what it made, so no later run trips over it. VENV_OK is that test; a
 # venv whose python does not start is redone even when its stamp is up to date.
+RUN_STAMP ?= $(VENV)/.installed-run
+RUN_EXTRAS ?= web,metrics
 VENV_OK = $(PY) -m pip --version >/dev/null 2>&1
 VENV_BROKEN := $(shell $(PY) -c '' >/dev/null 2>&1 || echo FORCE)
 # setuptools notes at every editable install of a flat layout that a folder named like
@@ -65,6 +72,11 @@ $(STAMP): pyproject.toml $(VENV_BROKEN)
 	$(call PIP_EDITABLE,test)
 	touch $@
 
+$(RUN_STAMP): pyproject.toml $(VENV_BROKEN)
+	$(MAKE_VENV)
+	$(call PIP_EDITABLE,$(RUN_EXTRAS))
+	touch $@
+
 db:
 	bash scripts/ensure-mariadb.sh
 
@@ -90,7 +102,7 @@ bench: venv
 
 # Bytecode as a wheel install ships it: an editable install under PYTHONDONTWRITEBYTECODE
 # would compile every module at each start.
-run: venv
+run: $(RUN_STAMP)
 	$(PY) -m compileall -q supervisor handlers >/dev/null
 	$(PY) -m supervisor schema apply -c $(CONFIG) && $(PY) handlers/demo_enqueue.py && $(PY) -m supervisor run -c $(CONFIG)
 

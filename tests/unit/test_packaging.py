@@ -46,6 +46,7 @@ def test_make_dist_builds_a_wheel_of_the_supervisor_package_only(tmp_path: Path)
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         [metadata] = [n for n in names if n.endswith(".dist-info/METADATA")]
+        fields = archive.read(metadata).decode()
     tops = {name.split("/", 1)[0] for name in names}
     assert tops == {"supervisor", metadata.split("/", 1)[0]}, sorted(tops)
     assert not any(name.startswith("handlers/") for name in names)
@@ -57,6 +58,7 @@ def test_make_dist_builds_a_wheel_of_the_supervisor_package_only(tmp_path: Path)
         expected = {p.relative_to(REPO_ROOT).as_posix() for p in (REPO_ROOT / folder).glob(pattern)}
         assert expected and expected <= names, sorted(expected - names)
     assert "supervisor/__main__.py" in names
+    assert "License-Expression: MIT" in fields.splitlines(), fields[:800]
 
 
 def test_the_test_tools_are_pinned_exactly_and_the_runtime_takes_ranges() -> None:
@@ -68,3 +70,18 @@ def test_the_test_tools_are_pinned_exactly_and_the_runtime_takes_ranges() -> Non
     assert not loose, f"not pinned exactly: {loose}"
     for requirement in [*project["dependencies"], *extras["web"], *extras["metrics"]]:
         assert "==" not in requirement, requirement
+
+
+def test_make_run_installs_the_runtime_and_the_demos_extras_only(tmp_path: Path) -> None:
+    """`make run` needs no test toolchain (issue 21.7): what it would do, in a fresh venv."""
+    planned = subprocess.run(
+        ["make", "-n", "run", f"VENV={tmp_path / 'venv'}"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert planned.returncode == 0, planned.stderr
+    installs = [line for line in planned.stdout.splitlines() if "pip install" in line]
+    assert any("-e '.[web,metrics]'" in line for line in installs), installs
+    assert not any("test]" in line or "test," in line for line in installs), installs
