@@ -5,7 +5,9 @@ own); the licence as an SPDX expression."""
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -85,3 +87,29 @@ def test_make_run_installs_the_runtime_and_the_demos_extras_only(tmp_path: Path)
     installs = [line for line in planned.stdout.splitlines() if "pip install" in line]
     assert any("-e '.[web,metrics]'" in line for line in installs), installs
     assert not any("test]" in line or "test," in line for line in installs), installs
+
+
+def test_a_missing_extra_names_a_command_that_installs_it(tmp_path: Path) -> None:
+    """forkq is on no package index, so `pip install 'forkq[web]'` fails (issue 21.5): the
+    errors of a missing extra name a command that works as written, run here as printed."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    bare = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "-e", str(REPO_ROOT)]
+    subprocess.run(bare, check=True, capture_output=True, timeout=300)  # no extras
+    config = tmp_path / "forkq.toml"
+    url = f"sqlite:///{tmp_path / 'forkq.db'}"
+    config.write_text(f'[database]\nurl = "{url}"\n\n[metrics]\nlisten = "127.0.0.1:9740"\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FORKQ_", "PYTHONPATH"))}
+    forkq = str(venv / "bin" / "forkq")
+    for argv, module in [
+        ([forkq, "check", "-c", str(config)], "prometheus_client"),
+        ([forkq, "web", "-c", str(config)], "jinja2"),
+    ]:
+        failed = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
+        assert failed.returncode == 78, failed.stdout + failed.stderr
+        found = re.search(r"(\S+ -m pip install -e \S+)", failed.stdout + failed.stderr)
+        assert found, failed.stdout + failed.stderr
+        command = shlex.split(found[1])
+        assert command[0] == str(venv / "bin" / "python"), command
+        subprocess.run(command, check=True, capture_output=True, env=env, timeout=300)
+        subprocess.run([command[0], "-c", f"import {module}"], check=True, timeout=60)
