@@ -80,8 +80,8 @@ $(RUN_STAMP): pyproject.toml $(VENV_BROKEN)
 db:
 	bash scripts/ensure-mariadb.sh
 
-tools:
-	bash scripts/ensure-tools.sh
+tools: venv
+	PY='$(PY)' bash scripts/ensure-tools.sh
 
 test: venv db tools
 	$(PYTEST) -m "not faults"
