@@ -115,7 +115,7 @@ def cli_options(args: argparse.Namespace) -> str:
     return options
 
 
-def print_hints(args: argparse.Namespace, dead_id: int | None) -> None:
+def print_hints(args: argparse.Namespace, dead_id: int | None, listen: str) -> None:
     forkq, options = forkq_command(), cli_options(args)
     print("the two 'once only' jobs share one id: a unique_key is enqueued once")
     print("watch them, from this directory:")
@@ -123,6 +123,7 @@ def print_hints(args: argparse.Namespace, dead_id: int | None) -> None:
     print(f"  {forkq} jobs --status dead {options}    # demo.fail, once it has run")
     if dead_id is not None:
         print(f"  {forkq} show {dead_id} {options}")
+    print(f"  {forkq} web {options}    # the dashboard on http://{listen}/")
     if args.database and parse_database_url(args.database).password:
         print("  (and add your --database URL: it holds a password, so it is not shown)")
 
@@ -167,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ForkqError as exc:
         print(f"demo_enqueue: {exc}", file=sys.stderr)
         return int(exc.exit_code)
-    print_hints(args, dead_id)
+    print_hints(args, dead_id, config.web.listen)
     return 0
 
 

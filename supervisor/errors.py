@@ -1,4 +1,5 @@
-"""The one exception tree of forkq, and the exit codes the CLI maps it to.
+"""The one exception tree of forkq, the exit codes the CLI maps it to, and the command
+that installs a missing optional extra.
 
 Each class's docstring is its default message. Nothing here imports another
 forkq module, so every module can import this one.
@@ -7,7 +8,26 @@ forkq module, so every module can import this one.
 from __future__ import annotations
 
 import math
+import shlex
+import sys
 from enum import IntEnum
+from pathlib import Path
+
+
+def install_hint(extra: str) -> str:
+    """A command that installs forkq's `extra` into this very environment, as written.
+
+    forkq is not on a package index: from a checkout (this one, editable, when forkq
+    runs from it), else the wheel `make dist` builds in a checkout.
+    """
+    pip = f"{shlex.quote(sys.executable)} -m pip install"
+    root = Path(__file__).resolve().parent.parent
+    if (root / "pyproject.toml").is_file() and (root / "supervisor" / "errors.py").is_file():
+        return f"{pip} -e {shlex.quote(f'{root}[{extra}]')}"
+    return (
+        f"{pip} '/path/to/forkq[{extra}]' (a checkout), or"
+        f" {pip} 'forkq-VERSION-py3-none-any.whl[{extra}]' (the wheel `make dist` builds)"
+    )
 
 
 class ExitCode(IntEnum):

@@ -1,7 +1,7 @@
 <?php
 
 /**
- * An example forkq command handler in PHP (SPEC.md "Handlers in any language").
+ * An example forkq command handler in PHP (README.md, "Handlers in any language").
  *
  * forkq runs it once per job, for example with
  *

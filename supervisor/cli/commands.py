@@ -18,7 +18,7 @@ from typing import Any
 
 from supervisor import logs, registry
 from supervisor.config import Config, load_config
-from supervisor.errors import ConfigError, ForkqError
+from supervisor.errors import ConfigError, ForkqError, install_hint
 from supervisor.status import STATUS_CAP as STATUS_CAP  # parser.py's --exact help names it
 from supervisor.store import Store, open_store
 from supervisor.work.command import load_handlers
@@ -113,7 +113,7 @@ def cmd_web(args: argparse.Namespace) -> int:
         from supervisor.web.server import serve
     except ImportError as exc:
         raise ConfigError(
-            f"forkq web needs the web extra: pip install 'forkq[web]' ({exc})"
+            f"forkq web needs the web extra ({exc}): {install_hint('web')}"
         ) from exc
     return serve(config, args.listen, args.read_only)
 

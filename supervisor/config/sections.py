@@ -42,7 +42,7 @@ from supervisor.config.values import (
     _str_list,
 )
 from supervisor.dburl import DEFAULT_URL, DatabaseURL, parse_database_url
-from supervisor.errors import ConfigError
+from supervisor.errors import ConfigError, install_hint
 
 _WEB_FIELDS: dict[str, Callable[[Any], Any]] = {
     "listen": _listen,
@@ -293,7 +293,7 @@ def _schedule_problem(values: Mapping[str, Any]) -> str | None:
 def _metrics(table: Any, problems: _Problems) -> MetricsConfig:
     values = problems.fields("metrics", table, _METRICS_FIELDS)
     if "listen" in values and importlib.util.find_spec("prometheus_client") is None:
-        problems.add("metrics.listen", "needs prometheus-client: pip install 'forkq[metrics]'")
+        problems.add("metrics.listen", f"needs prometheus-client: {install_hint('metrics')}")
     return MetricsConfig(**values)
 
 

@@ -12,12 +12,14 @@ from __future__ import annotations
 import importlib.util
 from typing import TYPE_CHECKING
 
+from supervisor.errors import install_hint
+
 try:
     NATIVE = importlib.util.find_spec("django.tasks") is not None
 except ImportError as exc:  # no django at all
     raise ImportError(
-        "supervisor.contrib.django needs Django and its Tasks framework:"
-        " pip install 'forkq[django]'"
+        "supervisor.contrib.django needs Django and its Tasks framework: "
+        + install_hint("django")
     ) from exc
 
 if TYPE_CHECKING:
@@ -45,7 +47,7 @@ else:
     except ImportError as exc:
         raise ImportError(
             "supervisor.contrib.django: this Django has no django.tasks (Django 6);"
-            " install the backport: pip install 'forkq[django]' (django-tasks)"
+            " install the backport (django-tasks): " + install_hint("django")
         ) from exc
     from django_tasks.backends.base import BaseTaskBackend
     from django_tasks.base import Task, TaskContext, TaskError, TaskResult

@@ -37,6 +37,7 @@ class DbGuard:
         self.stop_requested = stop_requested
         self.next_kill = next_kill
         self.error: str | None = None  # set while the database is unreachable
+        self.answered_at = time.monotonic()  # the last call that answered (the store opened)
         self.backoff = 0.0
         self.retry_at = 0.0
 
@@ -61,6 +62,7 @@ class DbGuard:
             metrics.db_error()  # reachable, but this call failed (e.g. a deadlock)
             self.log.warning("db_call_failed", error=str(exc))
             return None
+        self.answered_at = time.monotonic()
         if self.error is not None:
             self.log.info("db_reachable_again")
             self.error, self.backoff = None, 0.0

@@ -152,7 +152,7 @@ class Master:
             return self.shutdown()
         while True:
             self.wait_for_events()
-            metrics.loop_turned()  # /healthz: the loop turns
+            metrics.loop_turned(self.guard.answered_at, self.guard.error is not None)  # /healthz
             self.handle_signals()
             now = time.monotonic()
             self.reap(now)

@@ -85,6 +85,7 @@ class CheckTicks:
         self.master = master
         self.running: TickProcess | None = None
         self.alert_memory: dict[str, object] = {}  # host alert states, carried across ticks
+        self.leader: bool | None = None  # the last tick's; None before the first
 
     @property
     def pid(self) -> int | None:
@@ -146,7 +147,11 @@ class CheckTicks:
             return
         leader = bool(tick.report and tick.report.leader)
         took = round(time.monotonic() - tick.started, 3)
-        self.master.log.info(events.CHECK_TICK, seconds=took, leader=leader)  # the tick's pulse
+        # The tick's pulse: news at info only when the chores leadership changed (the
+        # first tick says who leads); every other one at debug, or it is all that scrolls.
+        changed, self.leader = leader != self.leader, leader
+        say = self.master.log.info if changed else self.master.log.debug
+        say(events.CHECK_TICK, seconds=took, leader=leader)
 
     def kill(self) -> None:
         """At stop: a tick mid-chore is rolled back; the master releases the lease."""

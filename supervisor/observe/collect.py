@@ -27,7 +27,7 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.mmap_dict import MmapedDict, mmap_key
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
-from supervisor.observe.health import Health, Seen, judge
+from supervisor.observe.health import DB_STALE_FLOOR, Health, Seen, judge
 from supervisor.observe.shared import Check, Pulse, read_check
 
 # forkq_queue_jobs{status}: QueueStats field by status label.
@@ -61,7 +61,7 @@ class ForkqCollector:
                 GaugeMetricFamily(
                     "forkq_master_loop_timestamp_seconds",
                     "When the master's loop last turned (it turns at least once a second)",
-                    value=loop[1],
+                    value=loop.wall,
                 )
             )
         return found
@@ -70,10 +70,13 @@ class ForkqCollector:
         loop = self.pulse.read()
         check = read_check(self.directory)
         seen = Seen(
-            loop_at=None if loop is None else loop[0],
+            loop_at=None if loop is None else loop.at,
             checked_at=None if check is None else check.checked_at,
             db_error=None if check is None else check.db_error,
             check_stale_after=math.inf if check is None else check.stale_after,
+            db_answered_at=0.0 if loop is None else loop.db_answered_at,
+            db_limit=DB_STALE_FLOOR if loop is None else loop.db_limit,
+            db_out=loop is not None and loop.db_out,
         )
         return judge(seen, time.monotonic() if now is None else now)
 

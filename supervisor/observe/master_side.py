@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from supervisor import logs
 from supervisor.config import Config
+from supervisor.observe.health import db_limit
 from supervisor.observe.shared import Check, Pulse, write_check
 
 DIR_PREFIX = "forkq-metrics-"
@@ -63,6 +64,7 @@ class MasterSide:
         self.pulse = Pulse()
         self.listen = config.metrics.listen
         self.stale_after = stale_after(config)
+        self.db_limit = db_limit(config.supervisor.check_interval)
         self.server_pid: int | None = None
         self.stopped: set[int] = set()  # servers killed on purpose, not yet reaped
         self.server_started = 0.0

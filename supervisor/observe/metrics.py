@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from supervisor import registry
 from supervisor.config import Config
+from supervisor.observe.health import db_limit
 from supervisor.observe.master_side import DIR_PREFIX, MasterSide, stale_after, sweep_stale
 from supervisor.observe.shared import Check
 from supervisor.outcomes import Outcome
@@ -161,11 +162,12 @@ def start(config: Config, close_fds: Callable[[], list[int]]) -> None:
     _master.start_server(time.monotonic())
 
 
-def loop_turned() -> None:
-    """Every master loop turn: the pulse /healthz reads; a failed server's respawn."""
+def loop_turned(db_answered_at: float = 0.0, db_out: bool = False) -> None:
+    """Every master loop turn: the pulse /healthz reads (with when the database last
+    answered the master, and whether its breaker is open); a failed server's respawn."""
     if _master is None:
         return
-    _master.pulse.beat()
+    _master.pulse.beat(db_answered_at, _master.db_limit, db_out)
     if _master.server_pid is None and _master.listen is not None:
         now = time.monotonic()
         if now >= _master.next_start:
@@ -262,6 +264,7 @@ def reload(config: Config) -> None:
             start(config, _close_fds)
         return
     _master.stale_after = stale_after(config)
+    _master.db_limit = db_limit(config.supervisor.check_interval)
     if config.metrics.listen != _master.listen:
         _master.stop_server()
         _master.listen = config.metrics.listen

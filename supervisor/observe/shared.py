@@ -1,9 +1,10 @@
 """What the master hands the metrics server, without a pipe it would have to serve.
 
-- `Pulse`: the master loop's last turn, in an anonymous shared mapping made before the
-  server's fork. The master writes it on every loop turn (no system call); the server
-  reads it per request. A sequence number (odd while writing) lets the reader retry a
-  torn read; there is one writer.
+- `Pulse`: the master loop's last turn, and when the database last answered the master
+  and whether its breaker is open (dbguard.py), in an anonymous shared mapping made
+  before the server's fork. The master writes it on every loop turn (no system call);
+  the server reads it per request. A sequence number (odd while writing) lets the
+  reader retry a torn read; there is one writer.
 - `Check`: what the last check tick saw (database answered or not, the queue figures
   and alerts on the chores holder), a small JSON file in the metrics directory written
   once per tick report and renamed into place, so a reader sees the old or the new one.
@@ -23,7 +24,18 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 CHECK_FILE = "check.json"  # not *.db: prometheus-client's collector globs those
-_PULSE = struct.Struct("<Qdd")  # seq, monotonic, wall clock
+_PULSE = struct.Struct("<Qddddd")  # seq, monotonic, wall, db answered, db limit, breaker open
+
+
+@dataclass(frozen=True)
+class Beat:
+    """One read of the pulse; times on the monotonic clock except `wall`."""
+
+    at: float  # the loop's last turn
+    wall: float
+    db_answered_at: float  # the master's last database call that answered; 0.0: unknown
+    db_limit: float  # seconds without an answer, breaker open, before /healthz says 503
+    db_out: bool  # the master's breaker is open: its last call got no answer
 
 
 class Pulse:
@@ -31,19 +43,22 @@ class Pulse:
         self._buf = mmap.mmap(-1, _PULSE.size)  # MAP_SHARED | MAP_ANONYMOUS: survives fork
         self._seq = 0
 
-    def beat(self) -> None:
+    def beat(
+        self, db_answered_at: float = 0.0, db_limit: float = 0.0, db_out: bool = False
+    ) -> None:
         """Master side: the loop turned now."""
         self._seq += 1
-        _PULSE.pack_into(self._buf, 0, self._seq, 0.0, 0.0)  # odd: being written
+        _PULSE.pack_into(self._buf, 0, self._seq, 0.0, 0.0, 0.0, 0.0, 0.0)  # odd: being written
         self._seq += 1
-        _PULSE.pack_into(self._buf, 0, self._seq, time.monotonic(), time.time())
+        fields = (time.monotonic(), time.time(), db_answered_at, db_limit, float(db_out))
+        _PULSE.pack_into(self._buf, 0, self._seq, *fields)
 
-    def read(self) -> tuple[float, float] | None:
-        """Server side: (monotonic, wall) of the last turn; None before the first."""
+    def read(self) -> Beat | None:
+        """Server side: the last turn; None before the first."""
         for _ in range(1000):
-            seq, mono, wall = _PULSE.unpack_from(self._buf, 0)
+            seq, mono, wall, answered, limit, out = _PULSE.unpack_from(self._buf, 0)
             if seq % 2 == 0 and _PULSE.unpack_from(self._buf, 0)[0] == seq:
-                return None if seq == 0 else (mono, wall)
+                return None if seq == 0 else Beat(mono, wall, answered, limit, out != 0.0)
         return None
 
 

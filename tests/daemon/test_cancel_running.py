@@ -24,6 +24,13 @@ def daemon(tmp_path: Path, db_url: str) -> Iterator[Daemon]:
     made.kill_all()
 
 
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
 def test_a_running_job_is_cancelled_and_its_child_killed(daemon: Daemon, db_url: str) -> None:
     daemon.start().wait_ready()
     queue = Queue(db_url)
@@ -38,10 +45,13 @@ def test_a_running_job_is_cancelled_and_its_child_killed(daemon: Daemon, db_url:
             message="the job cancelled",
         )
         took = time.monotonic() - asked
-        assert not psutil.pid_exists(child) or psutil.Process(child).status() == "zombie"
+        wait_until(lambda: gone(child), timeout=10, message="the child killed")
         assert row.attempts == 1 and row.finished_at is not None
         assert "cancelled by" in (row.last_error or "")
-        assert daemon.events(events.JOB_CANCELLED, job_id=job_id)
+        # The master logs job_cancelled after its commit: the row can be seen first.
+        daemon.wait_event(
+            events.JOB_CANCELLED, timeout=10, where=lambda e: e.get("job_id") == job_id
+        )
         time.sleep(2)  # never retried: it stays cancelled, and nothing runs it again
         again = queue.get(job_id)
         assert again is not None and again.status == JobState.CANCELLED

@@ -29,6 +29,7 @@ def daemon(tmp_path: Path, sqlite_db_url: str) -> Iterator[Daemon]:
         sqlite_db_url,
         supervisor={"check_interval": 2, "chores_lease": 30},
     )
+    made.command = [*made.command, "--debug"]  # a check_tick line per tick (at debug)
     yield made
     made.kill_all()
 

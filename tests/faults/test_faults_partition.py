@@ -211,6 +211,7 @@ def test_a_new_schedule_starts_at_boot_on_the_database_clock(
     daemon.write_config(
         text=render_config(daemon.db_url, daemon.pools, daemon.supervisor) + schedule
     )
+    daemon.command = [*daemon.command, "--debug"]  # a check_tick line per tick (at debug)
     booted = time.time()  # this process's clock is the database's (both on this machine)
     daemon.start().wait_ready()
     wait_until(lambda: len(daemon.events(events.CHECK_TICK)) >= 4, timeout=20, message="four ticks")

@@ -11,6 +11,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from util import free_tcp_port, wait_until
 from supervisor.models import QueueStats
 from supervisor.observe import metrics
 from supervisor.observe.collect import ForkqCollector, fold_gone
+from supervisor.observe.health import Seen, db_limit, judge
 from supervisor.observe.server import bind, spawn
 from supervisor.observe.shared import Check, Pulse, read_check, write_check
 
@@ -149,11 +151,23 @@ def test_the_check_file_and_the_pulse_round_trip(directory: str) -> None:
     assert read_check(directory) == check
     pulse = Pulse()
     assert pulse.read() is None
-    pulse.beat()
+    pulse.beat(123.5, 20.0, True)
     beat = pulse.read()
-    assert (
-        beat is not None and abs(beat[0] - time.monotonic()) < 5 and abs(beat[1] - time.time()) < 5
-    )
+    assert beat is not None and abs(beat.at - time.monotonic()) < 5
+    assert abs(beat.wall - time.time()) < 5
+    assert (beat.db_answered_at, beat.db_limit, beat.db_out) == (123.5, 20.0, True)
+
+
+def test_healthz_judges_the_database_by_the_masters_breaker_and_its_last_answer() -> None:
+    """503 once the master's breaker is open and the database has not answered it for
+    `db_limit` (two check intervals, at least 5 s); a quiet gap between answers is not one."""
+    assert db_limit(1.0) == 5.0 and db_limit(10.0) == 20.0
+    base = Seen(loop_at=99.5, checked_at=99.0, db_error=None, check_stale_after=70.0)
+    assert judge(replace(base, db_answered_at=80.0, db_limit=5.0), 100.0).ok  # breaker closed
+    assert judge(replace(base, db_answered_at=96.0, db_limit=5.0, db_out=True), 100.0).ok
+    silent = judge(replace(base, db_answered_at=94.0, db_limit=5.0, db_out=True), 100.0)
+    assert silent.status == 503
+    assert silent.reason == "the database has not answered the master for 6.0 s (limit 5 s)"
 
 
 @pytest.mark.parametrize(

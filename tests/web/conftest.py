@@ -44,10 +44,19 @@ def browser() -> Iterator[Any]:
         unavailable(f"playwright is not installed: {exc}")
     if not Path(CHROMIUM).exists():
         unavailable(f"{CHROMIUM} is missing: run scripts/ensure-tools.sh")
-    with sync_playwright() as playwright:
+    try:
+        playwright = sync_playwright().start()  # the driver: a node bundled in the wheel
+    except Exception as exc:
+        unavailable(
+            f"Playwright's driver does not start ({exc}): scripts/check-playwright.sh says why"
+            " (on Debian its node needs libatomic1)"
+        )
+    try:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield chromium
         chromium.close()
+    finally:
+        playwright.stop()
 
 
 @pytest.fixture

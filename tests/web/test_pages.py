@@ -4,14 +4,18 @@ they show is what the database holds, and what `forkq status --json` says."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
-from util import backend_of, sql
+from daemon_util import Daemon, daemons_fixture, render_config
+from util import backend_of, sql, wait_until
 from webutil import ServerFactory, forkq_json
 
 from supervisor import Queue
 from supervisor.queue import build_job
 from supervisor.store import Store
+
+daemons = daemons_fixture  # the real daemon that fires the alerts
 
 OWNER = "web-host:4242:cafe"  # a lease holder with a process row
 
@@ -157,21 +161,12 @@ def test_processes_alerts_locks_and_schedules_pages(
     page: Any, web_server: ServerFactory, store: Store, queue: Queue
 ) -> None:
     store.register_process("far-host:9:beef", "far-host", 9, "master")
-    store.save_alert(
-        "max_ready:email", "firing", {"message": "backlog 5 > 1"}, store.db_now(), None
-    )
     assert store.try_lock("nightly-export", "far-host:9:beef", 300)
     job_id = queue.enqueue("reports.nightly", {"kind": "daily"}, queue="reports")
     assert store.enqueue_slot("nightly", 1_700_000_000.0, _job()) is not None
     server = web_server()
     page.goto(server.url + "/processes")
     assert "far-host" in page.inner_text("table.processes")
-    page.goto(server.url + "/alerts")
-    assert "max_ready:email" in page.inner_text("table.alerts") and "firing" in page.inner_text(
-        "table.alerts"
-    )
-    page.goto(server.url + "/")
-    assert "backlog 5 > 1" in page.inner_text(".alerts-firing")
     page.goto(server.url + "/locks")
     assert "nightly-export" in page.inner_text("table.locks") and "held" in page.inner_text(
         "table.locks"
@@ -182,6 +177,35 @@ def test_processes_alerts_locks_and_schedules_pages(
     assert text.count("UTC (in ") == 5  # the next five runs
     assert "2023-11-14 22:13:20 UTC" in text  # the slot enqueued above
     assert job_id
+
+
+def test_an_alert_a_real_daemon_fires_shows_on_the_overview_and_alerts_pages(
+    page: Any,
+    web_server: ServerFactory,
+    daemons: Callable[..., Daemon],
+    queue: Queue,
+    store: Store,
+) -> None:
+    """The alert's row is the daemon's own: a max_ready rule crossed by real enqueues (no
+    pool serves "stuck", so its backlog stays) and no channel configured."""
+    for n in range(3):
+        queue.enqueue("t.noop", {"n": n}, queue="stuck")
+    daemon = daemons(name="alerting")
+    rules = "\n[alerts]\n\n[alerts.rules.stuck]\nmax_ready = 1\n"
+    daemon.write_config(text=render_config(daemon.db_url, daemon.pools, daemon.supervisor) + rules)
+    daemon.start().wait_ready()
+    wait_until(
+        lambda: store.load_alerts().get("max_ready:stuck"), timeout=30, message="alert saved"
+    )
+    server = web_server()
+    page.goto(server.url + "/alerts")
+    assert "max_ready:stuck" in page.inner_text("table.alerts")
+    assert "firing" in page.inner_text("table.alerts")
+    response = page.goto(server.url + "/")
+    assert response.status == 200, page.content()[:2000]
+    firing = page.inner_text(".alerts-firing")
+    assert "max_ready:stuck" in firing
+    assert 'queue "stuck" backlog 3 ready > max_ready 1' in firing, firing
 
 
 def _job() -> Any:

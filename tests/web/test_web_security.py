@@ -5,17 +5,22 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from util import python, subprocess_env
+from daemon_util import Daemon, daemons_fixture, render_config
+from util import python, subprocess_env, wait_until
 from webutil import TOKEN, ServerFactory, csrf_of, write_config
 
 from supervisor import Queue
+from supervisor.dburl import parse_database_url
 from supervisor.models import JobState
 from supervisor.store import Store
 
 OWNER = "web-host:4242:cafe"
+daemons = daemons_fixture  # a real daemon fires the alert the pages show
+
 HOSTILE = "<script>window.pwned = 1</script>"
 
 
@@ -53,6 +58,21 @@ def test_with_a_token_every_page_and_api_needs_it(page: Any, web_server: ServerF
     assert code == 200 and "queues" in json.loads(body)
     code, _, _ = server.request("/queues/pause", data={"queue": "email"})
     assert code == 401
+
+
+def test_the_login_page_does_not_show_the_database(
+    page: Any, web_server: ServerFactory, db_url: str
+) -> None:
+    """Before login nothing about the deployment shows; after it, the database (redacted)."""
+    shown = parse_database_url(db_url).redacted()
+    server = web_server(token=TOKEN)
+    for path in ("/", "/login", "/jobs/1"):
+        page.goto(server.url + path)
+        assert page.locator("input[name=token]").count() == 1, path
+        assert shown not in page.content(), path
+        assert page.locator(".db").count() == 0, path
+    log_in(page, server.url)
+    assert shown in page.inner_text("header .db")
 
 
 def test_the_login_form_sets_an_httponly_samesite_strict_session(
@@ -174,14 +194,24 @@ def test_read_only_from_the_config_file(
 
 
 def test_a_hostile_row_renders_as_text_everywhere(
-    page: Any, web_server: ServerFactory, queue: Queue, store: Store
+    page: Any,
+    web_server: ServerFactory,
+    queue: Queue,
+    store: Store,
+    daemons: Callable[..., Daemon],
 ) -> None:
     name = "<b>q</b>"
     job_id = dead_job(queue, store, handler=HOSTILE, name=name)
     other = queue.enqueue(
         "mail.send", {"html": HOSTILE, "img": "<img src=x onerror=window.pwned=2>"}
     )
-    store.save_alert(f"max_ready:{name}", "firing", {"message": HOSTILE}, store.db_now(), None)
+    queue.enqueue("report.build", {"n": 2}, queue=name)  # a backlog no pool works off
+    daemon = daemons(name="alerting")  # its alert names the queue, from the row
+    rules = f'\n[alerts]\n\n[alerts.rules."{name}"]\nmax_ready = 0\n'
+    daemon.write_config(text=render_config(daemon.db_url, daemon.pools, daemon.supervisor) + rules)
+    daemon.start().wait_ready()
+    key = f"max_ready:{name}"
+    wait_until(lambda: store.load_alerts().get(key), timeout=30, message="alert saved")
     server = web_server()
     for path in ("/", "/jobs", "/dead", f"/jobs/{job_id}", f"/jobs/{other}", "/alerts", "/queues"):
         page.goto(server.url + path)
@@ -192,6 +222,8 @@ def test_a_hostile_row_renders_as_text_everywhere(
     assert HOSTILE in page.inner_text("table.fields")
     page.goto(f"{server.url}/jobs/{other}")
     assert HOSTILE in page.inner_text("pre.payload")
+    page.goto(server.url + "/")
+    assert f'queue "{name}" backlog' in page.inner_text(".alerts-firing")
 
 
 # --- headers, hosts, binding --------------------------------------------------------------------

@@ -14,10 +14,11 @@ use WeakMap;
 /**
  * The PHP producer of forkq: one INSERT into forkq_jobs on the caller's own PDO.
  *
- * It writes what supervisor/queue.py writes (SPEC.md "Data contract"), so the Python
- * daemon cannot tell a job enqueued here from one enqueued in Python. It never begins,
- * commits or rolls back: inside the caller's open transaction the job exists if and
- * only if the caller commits; outside one the INSERT commits on its own.
+ * It writes what supervisor/queue.py writes (README.md, "Enqueueing from any language:
+ * the data contract"), so the Python daemon cannot tell a job enqueued here from one
+ * enqueued in Python. It never begins, commits or rolls back: inside the caller's open
+ * transaction the job exists if and only if the caller commits; outside one the INSERT
+ * commits on its own.
  */
 final class Queue
 {

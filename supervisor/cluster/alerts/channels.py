@@ -257,9 +257,10 @@ class AlertRunner:
                 self.log.warning(
                     "alert_send_failed", key=note.key, kind=note.kind, errors=errors, partial=True
                 )
-            event = "alert_resolved" if note.kind == "resolved" else "alert_sent"
             sent_on = [r.channel for r in results if r.ok]
-            self.log.info(event, key=note.key, kind=note.kind, text=note.text, channels=sent_on)
+            if sent_on:  # with no channel configured it went nowhere: no line says it was sent
+                event = "alert_resolved" if note.kind == "resolved" else "alert_sent"
+                self.log.info(event, key=note.key, kind=note.kind, text=note.text, channels=sent_on)
             sent.append(note)
         return sent
 
