@@ -77,6 +77,9 @@ class PipeEvents:
         with contextlib.suppress(OSError):  # the master is gone; the parent-death check ends us
             os.write(self.spec.status_fd, (line + "\n").encode())
 
+    def claiming(self) -> None:
+        self.spec.ledger.claiming()
+
     def claimed(self, ids: list[int]) -> None:
         self.spec.ledger.hold(ids)
 

@@ -99,6 +99,7 @@ class Children:
             started=now,
             board=board,
             ledger=ledger,
+            on_success=pool.config.on_success,
         )
         self.by_pid[pid] = child
         pool.slots.add(slot)

@@ -23,39 +23,36 @@ from dataclasses import dataclass
 from typing import Any
 
 from supervisor import events
-from supervisor.config import Config, PoolConfig
 from supervisor.daemon.children import Children
 from supervisor.daemon.decisions import handback_due
 from supervisor.models import HandBack
 
 HANDBACK_GRACE = 0.025  # seconds a job runs before the jobs claimed behind it go back
+MOST_TRIES = 5  # a hand-back the database refused this often is dropped (see below)
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Unwritten:
     owner: str
     pool: str
+    on_success: str  # the mode of the child's own pool config (a HUP may have changed it)
     job_id: int  # the job the child was running
     successes: list[int]
     unstarted: list[int]
     unmarked: int | None
     started: float  # monotonic: when that job started
+    tries: int = 0
 
 
 class HandBacks:
     """Carries out hand-backs. `write(owner, hand_back)` is the master's guarded store
-    call (None when the database did not take it); `config()` the config now (reloads)."""
+    call: the jobs returned, or None when the database did not take it."""
 
     def __init__(
-        self,
-        children: Children,
-        write: Callable[[str, HandBack], int | None],
-        config: Callable[[], Config],
-        log: Any,
+        self, children: Children, write: Callable[[str, HandBack], int | None], log: Any
     ) -> None:
         self.children = children
         self.write = write
-        self.config = config
         self.log = log
         self.unwritten: list[_Unwritten] = []
 
@@ -64,41 +61,52 @@ class HandBacks:
         for child in self.children:
             if child.ending is not None or child.sigkilled:
                 continue  # being killed: settling returns what it held
-            entry = child.board.read()
-            job_id = entry.job_id
-            if job_id is None or child.handed_back == job_id or not child.ledger.pending():
+            entry = child.board.read()  # without the lock: only whether to look
+            if entry.job_id is None or child.handed_back == (entry.job_id, entry.started):
                 continue
-            if not handback_due(entry.started, now, HANDBACK_GRACE):
+            if not child.ledger.pending() or not handback_due(entry.started, now, HANDBACK_GRACE):
                 continue
-            child.handed_back = job_id  # once per job: the ledger is empty after it
-            taken = child.ledger.take(job_id)
+            taken = child.ledger.take(child.board, HANDBACK_GRACE, now)  # reads it again
+            if taken.running is None:
+                continue  # it moved on meanwhile, or held the lock: next turn
+            child.handed_back = (taken.running, taken.started)  # once per job run
             if taken:
                 self.unwritten.append(
                     _Unwritten(
                         child.name,
                         child.pool,
-                        job_id,
+                        child.on_success,
+                        taken.running,
                         taken.successes,
                         taken.unstarted,
                         taken.unmarked,
-                        entry.started,
+                        taken.started,
                     )
                 )
         self.write_pending()
 
     def write_pending(self) -> None:
+        """Write what was taken, in order. The child no longer lists those jobs, so nobody
+        else writes them meanwhile; if it dies first, settling returns them. One the
+        database refuses MOST_TRIES times is dropped rather than block the others: its
+        jobs are then settled with their holder, or reaped when their lease ends."""
         while self.unwritten:
             item = self.unwritten[0]
             hand_back = HandBack(
                 successes=item.successes,
-                on_success=(self.config().pool(item.pool) or PoolConfig(name=item.pool)).on_success,
+                on_success=item.on_success,
                 unstarted=item.unstarted,
                 running=item.unmarked,
                 running_for=max(0.0, time.monotonic() - item.started),
             )
             returned = self.write(item.owner, hand_back)
             if returned is None:
-                return  # the database did not answer: next loop turn
+                item.tries += 1
+                if item.tries < MOST_TRIES:
+                    return  # the database did not answer: next loop turn
+                self.log.warning(events.HAND_BACK_DROPPED, pool=item.pool, behind=item.job_id)
+                self.unwritten.pop(0)
+                continue
             self.unwritten.pop(0)
             self.log.info(
                 events.JOBS_HANDED_BACK,
@@ -114,10 +122,10 @@ class HandBacks:
         """When the next hand-back may be due (monotonic), for the master's sleep."""
         dues = []
         for child in self.children:
-            if child.ending is not None or not child.ledger.pending():
+            if child.ending is not None or child.sigkilled or not child.ledger.pending():
                 continue
             entry = child.board.read()
-            if entry.job_id is not None and child.handed_back != entry.job_id:
+            if entry.job_id is not None and child.handed_back != (entry.job_id, entry.started):
                 dues.append(entry.started + HANDBACK_GRACE)
         if self.unwritten:
             dues.append(time.monotonic() + 0.1)

@@ -33,8 +33,9 @@ from supervisor.daemon.scoreboard import Scoreboard
 
 CAPACITY = 256  # jobs a child may hold unstarted, and successes it may leave to the master
 
-# unstarted count, done count, taken count, first job of the batch, job started unmarked
-_HEAD = struct.Struct("<IIIqq")
+# unstarted count, done count, taken count, claiming (1 while a claim is under way), first
+# job of the batch, job started unmarked
+_HEAD = struct.Struct("<IIIIqq")
 _IDS = struct.Struct(f"<{CAPACITY}q")
 _UNSTARTED = _HEAD.size
 _DONE = _UNSTARTED + _IDS.size
@@ -48,6 +49,7 @@ class Holding(StrEnum):
     RUNNING = "running"  # its handler runs now
     UNSTARTED = "unstarted"  # claimed, not started: taken out, it will never start here
     SUCCEEDED = "succeeded"  # finished well, not acknowledged: the master writes it
+    UNKNOWN = "unknown"  # a claim is under way, or the child holds the lock: look again later
     NOT_HELD = "not held"  # none of these: its outcome is written or being written
 
 
@@ -58,9 +60,14 @@ class Taken:
     unstarted: list[int]
     successes: list[int]
     unmarked: int | None  # the running job, claimed behind another: its start is unrecorded
+    running: int | None = None  # the job the child ran at the take (read under the lock)
+    started: float = 0.0  # when it started (monotonic)
 
     def __bool__(self) -> bool:
         return bool(self.unstarted or self.successes or self.unmarked)
+
+
+NOTHING = Taken([], [], None)
 
 
 class LockFile:
@@ -85,13 +92,26 @@ class Ledger:
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
+        """The child waits for the lock: the master holds it only for a few reads."""
         fcntl.lockf(self._lock_fd, fcntl.LOCK_EX, 1, self.slot)
         try:
             yield
         finally:
             fcntl.lockf(self._lock_fd, fcntl.LOCK_UN, 1, self.slot)
 
-    def _head(self) -> tuple[int, int, int, int, int]:
+    def _try_lock(self) -> bool:
+        """The master never waits: a child stopped inside its critical section (SIGSTOP, a
+        frozen cgroup) must not stop the master's loop. False: look again next turn."""
+        try:
+            fcntl.lockf(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, self.slot)
+        except OSError:
+            return False
+        return True
+
+    def _unlock(self) -> None:
+        fcntl.lockf(self._lock_fd, fcntl.LOCK_UN, 1, self.slot)
+
+    def _head(self) -> tuple[int, int, int, int, int, int]:
         return _HEAD.unpack_from(self._buf, 0)
 
     def _ids(self, offset: int, count: int) -> list[int]:
@@ -100,30 +120,38 @@ class Ledger:
     def _put(self, offset: int, ids: Sequence[int]) -> None:
         struct.pack_into(f"<{len(ids)}q", self._buf, offset, *ids)
 
-    def _set_head(self, unstarted: int, done: int, taken: int, first: int, unmarked: int) -> None:
-        _HEAD.pack_into(self._buf, 0, unstarted, done, taken, first, unmarked)
+    def _set(self, **changes: int) -> None:
+        names = ("unstarted", "done", "taken", "claiming", "first", "unmarked")
+        values = dict(zip(names, self._head(), strict=True))
+        values.update(changes)
+        _HEAD.pack_into(self._buf, 0, *(values[name] for name in names))
 
     # --- the child's side ----------------------------------------------------------------
 
-    def hold(self, ids: Sequence[int]) -> None:
-        """A claimed batch, in the order it will run (at most CAPACITY jobs)."""
+    def claiming(self) -> None:
+        """A claim is under way: until `hold`, a cancel cannot tell what this child holds."""
         with self._locked():
-            _, done, taken, _, unmarked = self._head()
+            self._set(claiming=1)
+
+    def hold(self, ids: Sequence[int]) -> None:
+        """A claimed batch, in the order it will run (at most CAPACITY jobs); [] when the
+        claim took nothing or failed."""
+        with self._locked():
             self._put(_UNSTARTED, ids)
-            self._set_head(len(ids), done, taken, ids[0] if ids else 0, unmarked)
+            self._set(unstarted=len(ids), claiming=0, first=ids[0] if ids else 0)
 
     def start(self, job_id: int, publish: Callable[[], None]) -> bool:
         """Take a held job to run it; False when the master took it back. `publish` (the
         scoreboard's job start) runs under the lock, so the master never sees the job
         neither held nor running."""
         with self._locked():
-            unstarted, done, taken, first, _ = self._head()
+            unstarted, _, _, _, first, _ = self._head()
             held = self._ids(_UNSTARTED, unstarted)
             if job_id not in held:
                 return False
             held.remove(job_id)
             self._put(_UNSTARTED, held)
-            self._set_head(len(held), done, taken, first, 0 if job_id == first else job_id)
+            self._set(unstarted=len(held), unmarked=0 if job_id == first else job_id)
             publish()
             return True
 
@@ -131,62 +159,77 @@ class Ledger:
         """A success waiting for its acknowledgement; the master may write it first. When
         the list is full it is not listed, and only the child writes it."""
         with self._locked():
-            unstarted, done, taken, first, unmarked = self._head()
+            done = self._head()[1]
             if done < CAPACITY:
                 struct.pack_into("<q", self._buf, _DONE + 8 * done, job_id)
-                self._set_head(unstarted, done + 1, taken, first, unmarked)
+                self._set(done=done + 1)
 
     def written_elsewhere(self) -> list[int]:
         """Before the child writes its successes: those the master wrote (forget them), and
         the list emptied, so the master takes none of the rest from now on."""
         with self._locked():
-            unstarted, _, taken, first, unmarked = self._head()
-            ids = self._ids(_TAKEN, taken)
-            self._set_head(unstarted, 0, 0, first, unmarked)
+            ids = self._ids(_TAKEN, self._head()[2])
+            self._set(done=0, taken=0)
             return ids
 
     # --- the master's side ---------------------------------------------------------------
 
     def pending(self) -> bool:
         """Anything the master could take (read without the lock: only to plan its wake)."""
-        unstarted, done, _, _, unmarked = self._head()
+        unstarted, done, _, _, _, unmarked = self._head()
         return bool(unstarted or done or unmarked)
 
-    def take(self, running: int) -> Taken:
-        """The child runs `running` past the grace: take what it holds unstarted and its
-        unwritten successes (as many as the taken list has room for)."""
-        with self._locked():
-            unstarted, done, taken, first, unmarked = self._head()
+    def take(self, board: Scoreboard, grace: float, now: float) -> Taken:
+        """If the job the child runs (read here, under the lock) has run past `grace`: take
+        what the child holds unstarted and its unwritten successes (as many as the taken
+        list has room for). NOTHING when it runs no job, a quicker one, or holds the lock."""
+        if not self._try_lock():
+            return NOTHING
+        try:
+            entry = board.read()
+            if entry.job_id is None or now - entry.started < grace:
+                return NOTHING
+            unstarted, done, taken, _, _, unmarked = self._head()
             back = self._ids(_UNSTARTED, unstarted)
-            room = CAPACITY - taken
             successes = self._ids(_DONE, done)
-            moved, kept = successes[:room], successes[room:]
+            moved, kept = successes[: CAPACITY - taken], successes[CAPACITY - taken :]
             self._put(_TAKEN + 8 * taken, moved)
             self._put(_DONE, kept)
-            self._set_head(0, len(kept), taken + len(moved), first, 0)
-            return Taken(back, moved, unmarked if unmarked == running else None)
+            running = entry.job_id
+            self._set(unstarted=0, done=len(kept), taken=taken + len(moved),
+                      unmarked=0 if unmarked == running else unmarked)  # fmt: skip
+            mark = running if unmarked == running else None
+            return Taken(back, moved, mark, running, entry.started)
+        finally:
+            self._unlock()
 
     def find(self, job_id: int, board: Scoreboard) -> Holding:
         """Where `job_id` stands for the cancel path; an unstarted job is taken out (it will
         never start here) and a success moved to the taken list (the master writes it)."""
-        with self._locked():
+        if not self._try_lock():
+            return Holding.UNKNOWN
+        try:
             if board.read().job_id == job_id:
                 return Holding.RUNNING
-            unstarted, done, taken, first, unmarked = self._head()
+            unstarted, done, taken, claiming, _, _ = self._head()
+            if claiming:
+                return Holding.UNKNOWN
             held = self._ids(_UNSTARTED, unstarted)
             if job_id in held:
                 held.remove(job_id)
                 self._put(_UNSTARTED, held)
-                self._set_head(len(held), done, taken, first, unmarked)
+                self._set(unstarted=len(held))
                 return Holding.UNSTARTED
             successes = self._ids(_DONE, done)
             if job_id in successes and taken < CAPACITY:
                 successes.remove(job_id)
                 self._put(_DONE, successes)
                 struct.pack_into("<q", self._buf, _TAKEN + 8 * taken, job_id)
-                self._set_head(unstarted, len(successes), taken + 1, first, unmarked)
+                self._set(done=len(successes), taken=taken + 1)
                 return Holding.SUCCEEDED
             return Holding.NOT_HELD
+        finally:
+            self._unlock()
 
     def close(self) -> None:
         self._buf.close()

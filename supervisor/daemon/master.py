@@ -73,15 +73,14 @@ class Master:
             self.children.next_kill,
         )  # fmt: skip
         self.listener: wake.WakeListener | None = None  # same-host nudges (wake.py)
-        # The check tick runs on SIGALRM (every check_interval, armed in boot and on reload):
-        # the first one interval after boot, not at once, so the chores do not compete
-        # with the first jobs of a restart (a lease left by a crash is no staler for 10 s).
+        # The check tick runs on SIGALRM every check_interval, the first one interval after
+        # boot: the chores do not compete with the first jobs of a restart.
         self.check_due = False
         self.ticks = CheckTicks(self)
         self.pooling = Pooling(self)
         self.settling = Settling(self)
         write = lambda owner, taken: self.db(lambda: self.store.hand_back(owner, taken))  # noqa: E731
-        self.handbacks = HandBacks(self.children, write, lambda: self.config, self.log)
+        self.handbacks = HandBacks(self.children, write, self.log)
         self.timers = LoopTimers.make(
             config.supervisor, time.monotonic(), systemd.watchdog_interval()
         )
@@ -242,6 +241,7 @@ class Master:
             elif child is None:
                 metrics.reaped(pid, status)  # the metrics server, or a stray (kill_strays)
             else:
+                self.handbacks.write_pending()  # its successes taken back, before settling
                 self.settling.child_exited(child, status)
                 self.pooling.child_gone(child, status, now)
                 child.close()
@@ -333,11 +333,13 @@ class Master:
         if self.listener is not None:
             self.listener.close()
             self.listener = None
+        self.handbacks.write_pending()
         self.settling.settle_pending()
         self.db(lambda: self.store.remove_processes([self.name]))
         self.db(lambda: self.store.release_lock(CHORES_LOCK, self.name))
         self.store.close()
-        self.log.info("master_stopped", unsettled=len(self.settling.unsettled))
+        left = {"unsettled": len(self.settling.unsettled), "unwritten": len(self.handbacks.unwritten)}
+        self.log.info("master_stopped", **left)
         return int(ExitCode.OK)
 
 

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 from supervisor import events
 from supervisor.cluster.promote import keep_schedule, needs_demotion, needs_promotion
-from supervisor.config import PoolConfig
 from supervisor.daemon import systemd
 from supervisor.daemon.decisions import (
     PoolView,
@@ -190,8 +189,9 @@ class Pooling:
             if found is Holding.RUNNING:
                 m.children.cancel(child, job_id, now)
             elif found is Holding.SUCCEEDED:
-                mode = (m.config.pool(child.pool) or PoolConfig(name=child.pool)).on_success
-                m.db(partial(m.store.complete, holder, [job_id], mode))
+                m.db(partial(m.store.complete, holder, [job_id], child.on_success))
+            elif found is Holding.UNKNOWN:
+                continue  # a claim under way, or its lock held: the next look decides
             elif m.db(partial(m.store.finish_cancel, job_id)):
                 m.log.warning(events.JOB_CANCELLED, job_id=job_id, child_pid=child.pid, held=found)
 

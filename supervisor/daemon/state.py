@@ -102,7 +102,9 @@ class Child:
     sigkilled: bool = False  # SIGKILLed at once for the operator's sake (shutdown, retire deadline)
     exit_reason: str = ""
     buffer: bytes = b""
-    handed_back: int | None = None  # the job it ran when the master last took back its jobs
+    # (job, its start) the master last took back this child's jobs for: once per job run
+    handed_back: tuple[int, float] | None = None
+    on_success: str = "delete"  # its pool's mode when it was forked (what it writes itself)
 
     @property
     def reported(self) -> bool:

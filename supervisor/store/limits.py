@@ -204,6 +204,7 @@ class _Claim(BucketLocks):
         params = self.store._params(
             owner=self.owner,
             ids=self.store._ids([r["id"] for r in rows]),
+            first=rows[0]["id"] if rows else 0,  # claim_update: the batch's first starts now
             lease_us=micros(self.lease),
             started=self.now,
             states=json.dumps(states),

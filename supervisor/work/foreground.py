@@ -23,7 +23,8 @@ from supervisor.outcomes import Outcome
 from supervisor.proc import hostname, node_id, process_name, set_title
 from supervisor.store import Store, open_store
 from supervisor.work.command import load_handlers
-from supervisor.work.worker import NoEvents, Worker
+from supervisor.work.events import NoEvents
+from supervisor.work.worker import Worker
 
 IDLE_SLEEP_MAX = 1.0  # seconds between polls of an empty queue at most
 

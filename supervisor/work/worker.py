@@ -26,7 +26,6 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from supervisor import logs, registry
 from supervisor.config import Config, PoolConfig
@@ -38,6 +37,7 @@ from supervisor.outcomes import Outcome
 from supervisor.store import Store
 from supervisor.store import limits as flow
 from supervisor.work.attempt import JobContext, log_finished, run_attempt
+from supervisor.work.events import NoEvents, WorkerEvents
 from supervisor.work.guards import exit_if_forked, soft_timeout
 from supervisor.work.outbox import Outbox, Pending
 
@@ -45,10 +45,8 @@ from supervisor.work.outbox import Outbox, Pending
 # out of this module.
 __all__ = [
     "JobContext",
-    "NoEvents",
     "Pending",
     "Worker",
-    "WorkerEvents",
     "exit_if_forked",
     "soft_timeout",
 ]
@@ -60,55 +58,6 @@ MAX_BACKOFF = 10.0  # seconds between reconnect attempts at most
 QUICK_JOB = 0.01  # seconds: jobs faster than this on average are claimed in growing batches
 BATCH_BUDGET = 0.02  # seconds of work a batch of quick jobs should hold at most
 MOST_HELD = 256  # jobs one claim takes at most (the ledger's capacity)
-
-
-class WorkerEvents(Protocol):
-    """What the worker tells its surroundings (the master's pipe and ledger, the title)."""
-
-    can_hand_back: bool  # someone takes back unstarted jobs from a busy worker: batch claims
-
-    def claimed(self, ids: list[int]) -> None: ...
-    def start(self, job: JobRow, timeout: float) -> bool: ...  # False: taken back, skip it
-    def job_ran(self, job: JobRow) -> None: ...
-    def succeeded(self, job_id: int) -> None: ...
-    def job_finished(self, job: JobRow, outcome: Outcome) -> None: ...
-    def written_elsewhere(self) -> list[int]: ...  # successes the master acknowledged
-    def more_ready(self) -> None: ...  # a full claim: more may wait, wake an idle sibling
-    def idle(self) -> None: ...
-
-
-class NoEvents:
-    """Nobody takes jobs back (`forkq work`): one job per claim. Subclasses tell the title."""
-
-    can_hand_back = False
-
-    def claimed(self, ids: list[int]) -> None:
-        pass
-
-    def start(self, job: JobRow, timeout: float) -> bool:
-        self.job_started(job, timeout)
-        return True
-
-    def job_started(self, job: JobRow, timeout: float) -> None:
-        pass
-
-    def succeeded(self, job_id: int) -> None:
-        pass
-
-    def written_elsewhere(self) -> list[int]:
-        return []
-
-    def more_ready(self) -> None:
-        pass
-
-    def job_ran(self, job: JobRow) -> None:
-        pass
-
-    def job_finished(self, job: JobRow, outcome: Outcome) -> None:
-        pass
-
-    def idle(self) -> None:
-        pass
 
 
 @dataclass
@@ -186,26 +135,38 @@ class Worker:
             self.outbox.forget_written_elsewhere()
             done = self.pending.successes
             size, lease = self.claim_size(pool, queue), pool.timeout + LEASE_MARGIN
+            batch = self._claim(done, queue, size, lease)
+            if batch:
+                self._lease_until = time.monotonic() + pool.timeout + LEASE_MARGIN
+                self.held = list(batch)
+                if len(batch) == size > 1:  # more may be waiting: idle siblings take them now
+                    self.events.more_ready()
+                self._run_held()
+                return len(batch)
+        self.flush()  # nothing claimed (paused, stopping): never go idle with unwritten outcomes
+        # Slow start again after idling: a burst goes to idle siblings as well, two each
+        # (a full claim wakes the next one), not all to whichever child a nudge woke.
+        self._batch = 2
+        return 0
+
+    def _claim(
+        self, done: dict[str, list[int]], queue: str, size: int, lease: float
+    ) -> list[JobRow]:
+        """Write `done` and claim up to `size` jobs in one transaction. The ledger knows a
+        claim is under way until it knows what it took (a cancel waits for that)."""
+        self.events.claiming()
+        batch: list[JobRow] = []
+        try:
             if self.limits:
                 batch, written = flow.complete_and_claim(
                     self.store, self.limits, done, queue, self.owner, size, lease
                 )
             else:
                 batch, written = self.store.complete_and_claim(done, queue, self.owner, size, lease)
-            self.outbox.acknowledged(done, written)
-            if batch:
-                self._lease_until = time.monotonic() + pool.timeout + LEASE_MARGIN
-                self.held = list(batch)
-                self.events.claimed([row.id for row in batch])
-                if len(batch) == size:  # more may be waiting: idle siblings take them now
-                    self.events.more_ready()
-                self._run_held()
-                return len(batch)
-        self.flush()  # nothing claimed (paused, stopping): never go idle with unwritten outcomes
-        # Slow start again after idling: the next jobs come to idle siblings as well, one
-        # each, rather than all to whichever child the first nudge woke.
-        self._batch = 1
-        return 0
+        finally:
+            self.events.claimed([row.id for row in batch])
+        self.outbox.acknowledged(done, written)
+        return batch
 
     def claim_size(self, pool: PoolConfig, queue: str) -> int:
         """How many jobs to claim now: only what this worker can start.

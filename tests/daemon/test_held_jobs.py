@@ -118,33 +118,52 @@ def test_running_counts_only_started_jobs_never_more_than_the_pool(
     assert 1 <= most_listed <= 2, most_listed
 
 
+def held_by_child(db_url: str, child: int) -> list[int]:
+    """Ids of the jobs the pool child `child` holds (running, claimed or unacknowledged)."""
+    rows = sql(
+        db_url, "SELECT id FROM forkq_jobs WHERE status = 'running' AND locked_by LIKE ?",
+        (f"%:{child}:%",),
+    )  # fmt: skip
+    return sorted(int(job_id) for (job_id,) in rows)
+
+
+def freeze_in_a_batch(
+    queue: Queue, daemon: Daemon, freeze: dict[str, Any], after: dict[str, Any]
+) -> tuple[int, list[int], int]:
+    """Quick jobs, `freeze` (it stops the master) and quick `after` jobs in one enqueue: the
+    child claims them in growing batches, so it holds jobs on both sides of `freeze` when
+    the master stops. Returns (freeze's id, every id, the child's pid)."""
+    noop = {"handler": "t.noop", "payload": {}, "queue": "work"}
+    ids = queue.enqueue_many([*[noop] * 60, freeze, *[after] * 5])
+    master = psutil_process(daemon.pid)
+    wait_until(lambda: master.status() == "stopped", timeout=30, message="the master frozen")
+    child = wait_until(lambda: daemon.running(ids[60]), timeout=10, message="the child")[0]
+    return ids[60], ids, child
+
+
 def test_a_child_killed_holding_unstarted_jobs_loses_none_and_counts_no_attempt_for_them(
     daemons: Callable[..., Daemon], queue: Queue, tmp_path: Path, db_url: str
 ) -> None:
-    daemon = daemons(pools={"work": {"workers": 1, "on_success": "keep"}}).start().wait_ready()
-    warm_up(queue, daemon)
+    pool = {"workers": 1, "on_success": "keep", "claim_batch": 16}
+    daemon = daemons(pools={"work": pool}).start().wait_ready()
     path = tmp_path / "records.txt"
-    # The first job freezes the master, so nothing is handed back while the child holds
-    # the five quick jobs it claimed with it.
-    first = {"handler": "t.stop_master", "payload": {"seconds": 60}, "queue": "work"}
+    # The freezing job stops the master, so nothing is handed back while the child holds
+    # the quick jobs it claimed behind it.
+    freeze = {"handler": "t.stop_master", "payload": {"seconds": 60}, "queue": "work",
+              "max_attempts": 1}  # fmt: skip
     quick = {"handler": "t.record", "payload": {"file": str(path)}, "queue": "work"}
-    ids = queue.enqueue_many([{**first, "max_attempts": 1}, *[quick] * 5])
-    master = psutil_process(daemon.pid)
-    wait_until(lambda: master.status() == "stopped", timeout=20, message="the master frozen")
-    holder = wait_until(lambda: daemon.running(ids[0]), timeout=10, message="the child")[0]
-    held = sql(
-        db_url,
-        "SELECT COUNT(*) FROM forkq_jobs WHERE status = 'running' AND started_at IS NULL",
-    )[0][0]
-    assert int(held) == 5, "the child claimed the quick jobs with the first"
-    os.kill(holder, signal.SIGKILL)
+    frozen, _, child = freeze_in_a_batch(queue, daemon, freeze, quick)
+    behind = [job_id for job_id in held_by_child(db_url, child) if job_id > frozen]
+    assert behind, "the child claimed quick jobs behind the freezing one"
+    os.kill(child, signal.SIGKILL)
     os.kill(daemon.pid, signal.SIGCONT)
     wait_until(lambda: len(records(path)) == 5, timeout=30, message=daemon.describe())
-    rows = dict(sql(db_url, "SELECT id, attempts FROM forkq_jobs WHERE id IN (?,?,?,?,?)", ids[1:]))
+    marks = ",".join("?" * len(behind))
+    rows = dict(sql(db_url, f"SELECT id, attempts FROM forkq_jobs WHERE id IN ({marks})", behind))
     assert {int(a) for a in rows.values()} == {1}, rows  # one attempt each: the one that ran
     wait_until(
         lambda: (
-            sql(db_url, "SELECT status, attempts FROM forkq_jobs WHERE id = ?", (ids[0],))
+            sql(db_url, "SELECT status, attempts FROM forkq_jobs WHERE id = ?", (frozen,))
             == [("dead", 1)]
         ),
         timeout=10,
@@ -153,26 +172,28 @@ def test_a_child_killed_holding_unstarted_jobs_loses_none_and_counts_no_attempt_
 
 
 def test_cancelling_a_finished_quick_job_kills_nothing(
-    daemons: Callable[..., Daemon], queue: Queue, tmp_path: Path, db_url: str
+    daemons: Callable[..., Daemon], queue: Queue, db_url: str
 ) -> None:
     """A quick job whose success waits to be written while its child runs a slow job:
     cancelling it never kills the child; it ends done, and the slow job goes on."""
-    daemon = daemons(pools={"work": {"workers": 1, "on_success": "keep"}}).start().wait_ready()
-    warm_up(queue, daemon)
-    quick = {"handler": "t.noop", "payload": {}, "queue": "work"}
+    pool = {"workers": 1, "on_success": "keep", "claim_batch": 16}
+    daemon = daemons(pools={"work": pool}).start().wait_ready()
     freeze = {"handler": "t.stop_master", "payload": {"seconds": 3}, "queue": "work"}
-    ids = queue.enqueue_many([quick, freeze])
-    master = psutil_process(daemon.pid)
-    wait_until(lambda: master.status() == "stopped", timeout=20, message="the master frozen")
-    child = daemon.running(ids[1])[0]
-    status = sql(db_url, "SELECT status FROM forkq_jobs WHERE id = ?", (ids[0],))[0][0]
-    assert status == "running", "its success waits for the child's next write"
-    assert queue.cancel(ids[0])
+    noop = {"handler": "t.noop", "payload": {}, "queue": "work"}
+    frozen, _, child = freeze_in_a_batch(queue, daemon, freeze, noop)
+    finished = [job_id for job_id in held_by_child(db_url, child) if job_id < frozen]
+    assert finished, "its successes wait for the child's next write"
+    target = finished[-1]
+    assert queue.cancel(target)
     os.kill(daemon.pid, signal.SIGCONT)
     wait_until(
         lambda: (
-            dict(sql(db_url, "SELECT id, status FROM forkq_jobs WHERE id IN (?, ?)", ids))
-            == {ids[0]: "done", ids[1]: "done"}
+            dict(
+                sql(
+                    db_url, "SELECT id, status FROM forkq_jobs WHERE id IN (?, ?)", (target, frozen)
+                )
+            )
+            == {target: "done", frozen: "done"}
         ),
         timeout=20,
         message=f"both done ({daemon.describe()})",

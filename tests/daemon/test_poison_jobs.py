@@ -18,6 +18,7 @@ from util import count_rows, wait_until
 
 from supervisor import Queue, events
 from supervisor.daemon.decisions import STARTUP_WINDOW, failed_at_startup
+from supervisor.daemon.ledger import Ledger, LockFile
 from supervisor.daemon.scoreboard import Scoreboard
 from supervisor.daemon.state import Child
 
@@ -105,10 +106,11 @@ def test_segfaulting_jobs_do_not_hold_good_jobs_back(
 
 
 def test_a_child_counts_the_job_it_died_in_as_taken() -> None:
-    board = Scoreboard()
+    board, ledger = Scoreboard(), Ledger(LockFile())
     child = Child(
-        pid=1, name="h:1:t", pool=QUEUE, slot=1, status_r=-1, wake_w=-1, started=0.0, board=board
-    )
+        pid=1, name="h:1:t", pool=QUEUE, slot=1, status_r=-1, wake_w=-1, started=0.0,
+        board=board, ledger=ledger,
+    )  # fmt: skip
     try:
         assert child.jobs == 0
         board.write(41, 10.0, 0)  # the first job starts (what the child writes)
@@ -118,3 +120,4 @@ def test_a_child_counts_the_job_it_died_in_as_taken() -> None:
         assert child.jobs == 2
     finally:
         board.close()
+        ledger.close()

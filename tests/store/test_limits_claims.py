@@ -230,6 +230,16 @@ def test_a_job_of_a_limited_handler_in_another_queue_is_limited_too(store: Store
     assert "misc" in plan.limited_queues
 
 
+def test_a_queue_no_limit_covers_is_claimed_in_batches_beside_limits(store: Store) -> None:
+    """With [limits] configured, a queue they do not cover is claimed as without them:
+    a batch, its first job started at once, the others claimed behind it."""
+    ids = store.insert_many([NewJob("plain", "{}", queue="plain")] * 3)
+    claimed = claim(store, plan_of(MAIL, REPORTS), "plain", n=3)
+    assert [job.id for job in claimed] == ids
+    started = [job.shown_status for job in rows_of(store, ids)]
+    assert started == ["running", "claimed", "claimed"]
+
+
 def test_jobs_no_limit_covers_are_claimed_with_the_same_statements(mysql_db_url: str) -> None:
     """With limits configured, a queue they do not cover costs a claim nothing more."""
     store = open_store(mysql_db_url)

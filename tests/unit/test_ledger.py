@@ -5,6 +5,7 @@ two processes; and successes the master wrote are never written again by the chi
 from __future__ import annotations
 
 import os
+import time
 
 from supervisor.daemon.ledger import Holding, Ledger, LockFile
 from supervisor.daemon.scoreboard import Scoreboard
@@ -20,8 +21,10 @@ def test_a_job_taken_back_never_starts_and_a_started_job_is_never_taken() -> Non
     ledger, board = make()
     ledger.hold([1, 2, 3])
     assert ledger.start(1, lambda: board.write(1, 10.0, 0))
-    taken = ledger.take(running=1)
+    assert not ledger.take(board, 10.0, time.monotonic())  # job 1 is not past the grace yet
+    taken = ledger.take(board, 0.0, time.monotonic())
     assert taken.unstarted == [2, 3] and taken.unmarked is None  # 1 was first: claim-marked
+    assert taken.running == 1
     assert not ledger.start(2, lambda: board.write(2, 10.0, 0))
     assert not ledger.pending()
 
@@ -32,7 +35,7 @@ def test_a_job_started_behind_another_is_unmarked_until_taken() -> None:
     assert ledger.start(1, lambda: board.write(1, 10.0, 0))
     ledger.succeeded(1)
     assert ledger.start(2, lambda: board.write(2, 10.0, 1))
-    taken = ledger.take(running=2)
+    taken = ledger.take(board, 0.0, time.monotonic())
     assert (taken.unstarted, taken.successes, taken.unmarked) == ([], [1], 2)
     assert ledger.written_elsewhere() == [1]  # the child forgets what the master wrote
     assert ledger.written_elsewhere() == []
@@ -44,7 +47,27 @@ def test_the_child_writes_what_the_master_did_not_take() -> None:
     assert ledger.start(5, lambda: board.write(5, 10.0, 0))
     ledger.succeeded(5)
     assert ledger.written_elsewhere() == []  # nothing taken: the child writes 5 itself
-    assert not ledger.take(running=9)  # and the master finds nothing left to write
+    assert not ledger.take(board, 0.0, time.monotonic())  # and the master finds nothing left
+
+
+def test_take_reads_the_running_job_under_the_lock() -> None:
+    """The job the master saw past the grace may have ended: what runs now decides."""
+    ledger, board = make()
+    ledger.hold([1, 2, 3])
+    assert ledger.start(1, lambda: board.write(1, 10.0, 0))
+    ledger.succeeded(1)
+    assert ledger.start(2, lambda: board.write(2, 10.0, 1))  # 2 just started: not past it
+    assert not ledger.take(board, 5.0, time.monotonic())
+    taken = ledger.take(board, 0.0, time.monotonic())
+    assert (taken.running, taken.unmarked, taken.unstarted) == (2, 2, [3])
+
+
+def test_a_cancel_during_a_claim_is_looked_at_again_later() -> None:
+    ledger, board = make()
+    ledger.claiming()  # the claim's transaction may have taken job 5 already
+    assert ledger.find(5, board) is Holding.UNKNOWN
+    ledger.hold([5])
+    assert ledger.find(5, board) is Holding.UNSTARTED
 
 
 def test_find_says_where_a_cancelled_job_stands() -> None:
@@ -92,7 +115,7 @@ def test_start_and_take_racing_from_two_processes_never_overlap() -> None:
     data = b""
     while b"\n" not in data:
         data += os.read(read_fd, 65536)
-        taken += ledger.take(running=-1).unstarted
+        taken += ledger.take(board, 0.0, time.monotonic()).unstarted
     while not data.endswith(b"\n") or data.count(b"\n") < 2:
         data += os.read(read_fd, 65536)
     os.close(read_fd)

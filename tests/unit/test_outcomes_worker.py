@@ -24,7 +24,8 @@ from supervisor.models import JobRow, JobState, NewJob
 from supervisor.observe import metrics
 from supervisor.outcomes import Outcome
 from supervisor.store import open_store
-from supervisor.work.worker import NoEvents, Worker
+from supervisor.work.events import NoEvents
+from supervisor.work.worker import Worker
 
 pytestmark = pytest.mark.timeout(60, method="thread")  # the worker's soft timeout owns SIGALRM
 
