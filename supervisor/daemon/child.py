@@ -9,8 +9,8 @@ connection. Its outermost frame ends in `os._exit`, so it never unwinds into the
 master's stack.
 
 Talk with the master is two pipes: status (child → master, short lines: idle, retiring,
-"my claim was full: wake a sibling") and wake (master → child: a byte when its queue has
-due jobs; EOF when the master is gone).
+"I hold jobs behind the first", "... and my claim was full: wake a sibling") and wake
+(master → child: a byte when its queue has due jobs; EOF when the master is gone).
 """
 
 from __future__ import annotations
@@ -98,8 +98,9 @@ class PipeEvents:
     def written_elsewhere(self) -> list[int]:
         return self.spec.ledger.written_elsewhere()
 
-    def more_ready(self) -> None:
-        self.send("M")
+    def holding(self, more: bool) -> None:
+        # A wake-up for the master: it watches the first job for the hand-back grace.
+        self.send("M" if more else "H")
 
     def job_ran(self, job: JobRow) -> None:
         # Still this job's (a death now settles it, attempt counted), but no deadline:

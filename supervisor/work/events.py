@@ -22,7 +22,8 @@ class WorkerEvents(Protocol):
     def succeeded(self, job_id: int) -> None: ...
     def job_finished(self, job: JobRow, outcome: Outcome) -> None: ...
     def written_elsewhere(self) -> list[int]: ...  # successes the master acknowledged
-    def more_ready(self) -> None: ...  # a full claim: more may wait, wake an idle sibling
+    # Claimed several jobs; `more`: the claim was full, more may wait for an idle sibling.
+    def holding(self, more: bool) -> None: ...
     def idle(self) -> None: ...
 
 
@@ -50,7 +51,7 @@ class NoEvents:
     def written_elsewhere(self) -> list[int]:
         return []
 
-    def more_ready(self) -> None:
+    def holding(self, more: bool) -> None:
         pass
 
     def job_ran(self, job: JobRow) -> None:

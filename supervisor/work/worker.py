@@ -139,8 +139,8 @@ class Worker:
             if batch:
                 self._lease_until = time.monotonic() + pool.timeout + LEASE_MARGIN
                 self.held = list(batch)
-                if len(batch) == size > 1:  # more may be waiting: idle siblings take them now
-                    self.events.more_ready()
+                if len(batch) > 1:  # jobs wait behind the first: the master watches them
+                    self.events.holding(more=len(batch) == size)
                 self._run_held()
                 return len(batch)
         self.flush()  # nothing claimed (paused, stopping): never go idle with unwritten outcomes
