@@ -83,10 +83,18 @@ class JobTimeout(BaseException):
 
 
 class Retry(Exception):
-    """Raised by a handler to ask for another attempt after `delay` seconds."""
+    """Raised by a handler to ask for another attempt after `delay` seconds (None: the
+    handler's backoff; at most a year, policy.MAX_DELAY)."""
 
     def __init__(self, delay: float | None = None, reason: str = "retry requested") -> None:
         super().__init__(reason)
+        if delay is not None and (
+            isinstance(delay, bool)
+            or not isinstance(delay, int | float)
+            or not math.isfinite(delay)
+        ):
+            # A ValueError from the handler is a failure like any other: the attempt counts.
+            raise ValueError(f"Retry needs a finite delay in seconds (or None), got {delay!r}")
         self.delay = delay
         self.reason = reason
 

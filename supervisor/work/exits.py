@@ -14,12 +14,13 @@ from typing import Any
 
 from supervisor.durations import parse_duration
 from supervisor.errors import Fail, Retry, Snooze
+from supervisor.policy import MAX_DELAY
 from supervisor.work.snooze import snooze_request
 
 EX_DATAERR = 65  # sysexits.h: the input was bad; no retry can help
 EX_TEMPFAIL = 75  # sysexits.h: try again later
 ERROR_CHARS = 3800  # of the stderr tail, what fits last_error (4,000 characters) with its prefix
-MAX_RETRY_AFTER = 365 * 86400.0  # seconds a program may ask to wait, at most
+MAX_RETRY_AFTER = MAX_DELAY  # seconds a program may ask to wait, at most (a year)
 RETRY_AFTER = re.compile(r"^forkq-retry-after:\s*(.*?)\s*$")
 
 

@@ -1,15 +1,22 @@
-"""Poison jobs never stall a pool (issue 12, item 9).
+"""Poison jobs never stall a pool (issue 12, item 9; issue 22, items 1-4).
 
 A child that dies in the middle of a job (a segfault in a C extension, an OOM kill)
 came up fine: what killed it is the job, and the job pays (its attempt counts, it
 ends dead when attempts run out). Only a child that dies before it took any job is a
 start-up failure, and only those push the pool into respawn back-off. The decision is
 `pools.failed_at_startup`, tested here at fixed inputs and with the real daemon.
+
+A job whose outcome cannot be written as asked (a Retry delay of inf, nan or past what
+the database holds; a row the claim cannot take) ends dead with the reason, or is
+retried with its attempt counted: one poison job among 20 good ones, the good ones all
+run, the poison one ends with its reason, and no child dies of it (issue 22).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -20,6 +27,8 @@ from supervisor import Queue, events
 from supervisor.daemon.decisions import STARTUP_WINDOW, failed_at_startup
 from supervisor.daemon.scoreboard import Scoreboard
 from supervisor.daemon.state import Child
+from supervisor.models import JobRow, JobState
+from supervisor.store import open_store
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -38,8 +47,20 @@ def segfault(payload, job):
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file per crash
     os.kill(os.getpid(), signal.SIGSEGV)
 '''
+RETRY_SOURCE = '''\
+"""A handler that asks for a retry after payload["delay"] seconds ("inf", "nan", 1e10)."""
+
+from supervisor import Retry, handler
+
+
+@handler("t.retry_after")
+def retry_after(payload, job):
+    raise Retry(float(payload["delay"]), reason="poison asks to wait")
+'''
 QUEUE = "work"
 POISON, GOOD = 8, 5
+YEAR = 365 * 86400.0
+GOOD_JOBS = 20
 DEADLINE = 30.0  # generous, and still half of BACKOFF_MAX: a climbed back-off misses it
 
 
@@ -118,3 +139,105 @@ def test_a_child_counts_the_job_it_died_in_as_taken() -> None:
         assert child.jobs == 2
     finally:
         board.close()
+
+
+# --- one poison job among good ones (issue 22) -----------------------------------------------
+
+
+def poison_pool(
+    daemons: Callable[..., Daemon],
+    db_url: str,
+    tmp_path: Path,
+    enqueue_poison: Callable[[Queue], int],
+    **pool: object,
+) -> tuple[Daemon, int]:
+    """Start a two-child pool on one poison job (enqueued first) and GOOD_JOBS good ones;
+    wait until every good one ran. The daemon and the poison job's id."""
+    daemon = daemons(
+        pools={QUEUE: {"workers": 2, "timeout": 10, **pool}},
+        supervisor={"handlers": ["testhandlers", "poison"]},
+    )
+    daemon.write_module("poison", RETRY_SOURCE)
+    record = tmp_path / "good.txt"
+    queue = Queue(db_url)
+    try:
+        poison = enqueue_poison(queue)
+        good = [
+            queue.enqueue("t.record", {"file": str(record)}, queue=QUEUE) for _ in range(GOOD_JOBS)
+        ]
+    finally:
+        queue.close()
+    daemon.start()
+    wait_until(
+        lambda: sorted(record_ids(record)) == sorted(good),
+        timeout=DEADLINE,
+        message=f"the {GOOD_JOBS} good jobs done beside a poison job",
+    )
+    return daemon, poison
+
+
+def job_row(db_url: str, job_id: int) -> JobRow | None:
+    store = open_store(db_url)
+    try:
+        return store.get_job(job_id)
+    finally:
+        store.close()
+
+
+def settled(db_url: str, job_id: int, *states: JobState) -> JobRow:
+    """The job once it is in one of `states` (waiting for it)."""
+
+    def found() -> JobRow | None:
+        row = job_row(db_url, job_id)
+        return row if row is not None and row.status in states else None
+
+    return wait_until(found, timeout=DEADLINE, message=f"job {job_id} in {states}")
+
+
+def assert_no_child_died(daemon: Daemon) -> None:
+    """Every child that exited did so cleanly (recycled, retired): none died of the job."""
+    assert daemon.events(events.CHILD_CRASHED) == [], daemon.events(events.CHILD_CRASHED)
+    exits = [e for e in daemon.events(events.CHILD_EXITED) if e.get("status") != "exit 0"]
+    assert exits == [], exits
+    assert len(daemon.events(events.CHILD_SPAWNED)) == 2
+
+
+@pytest.mark.parametrize("delay", ["inf", "nan", "-inf"])
+def test_a_retry_after_no_finite_delay_ends_dead_and_the_pool_goes_on(
+    daemons: Callable[..., Daemon], db_url: str, tmp_path: Path, delay: str
+) -> None:
+    daemon, poison = poison_pool(
+        daemons,
+        db_url,
+        tmp_path,
+        lambda q: q.enqueue("t.retry_after", {"delay": delay}, queue=QUEUE, max_attempts=2),
+    )
+    row = settled(db_url, poison, JobState.DEAD)
+    assert row.attempts == 2, row  # each attempt counted, then dead
+    assert "Retry needs a finite delay" in (row.last_error or ""), row.last_error
+    assert_no_child_died(daemon)
+    assert daemon.stop() == 0
+
+
+@pytest.mark.parametrize("delay", [1e10, "epoch"])
+def test_a_retry_after_more_than_a_year_waits_a_year(
+    daemons: Callable[..., Daemon], db_url: str, tmp_path: Path, delay: float | str
+) -> None:
+    """1e10 s, or an epoch passed where a delay is expected: both reach past 2038, which
+    MariaDB's TIMESTAMP cannot hold. The wait is cut to a year, and said so."""
+    asked = time.time() if delay == "epoch" else float(delay)
+    before = time.time()
+    daemon, poison = poison_pool(
+        daemons,
+        db_url,
+        tmp_path,
+        lambda q: q.enqueue("t.retry_after", {"delay": asked}, queue=QUEUE, max_attempts=2),
+    )
+    row = settled(db_url, poison, JobState.SCHEDULED)
+    assert row.attempts == 1, row
+    due = row.run_at.timestamp()
+    assert before + YEAR - 60 <= due <= time.time() + YEAR + 60, datetime.fromtimestamp(due, UTC)
+    assert "poison asks to wait" in (row.last_error or "")
+    assert "a year" in (row.last_error or ""), row.last_error
+    assert_no_child_died(daemon)
+    assert daemon.stop() == 0
