@@ -101,8 +101,10 @@ class JobOps(StoreCore):
         max_attempts: int | None = None,
         only_expired: bool = False,
     ) -> bool:
-        """Record a failed attempt: back to ready after `delay`, or dead. False if no longer held."""
+        """Record a failed attempt: back to ready after `delay` (bounded_wait), or dead.
+        False if no longer held."""
         name = "fail_dead" if dead else "fail_retry"
+        delay = self.bounded_wait(delay)
         changed = self._run(
             name,
             status=JobState.SCHEDULED if delay > SCHEDULE_AHEAD else JobState.READY,
@@ -121,7 +123,9 @@ class JobOps(StoreCore):
         """The handler raised Snooze(delay): back to ready (or scheduled) after `delay`, the
         claim's attempt given back and the snooze counted. SNOOZED; DEAD when the job had
         already snoozed `max_snoozes` times (so a bug cannot snooze forever unseen); LOST
-        when this owner no longer holds it. Needs schema 7 (snoozes_counted)."""
+        when this owner no longer holds it. Needs schema 7 (snoozes_counted). The wait is
+        bounded as fail's is (bounded_wait)."""
+        delay = self.bounded_wait(delay)
         changed = self._run(
             "snooze",
             status=JobState.SCHEDULED if delay > SCHEDULE_AHEAD else JobState.READY,

@@ -48,7 +48,7 @@ def segfault(payload, job):
     os.kill(os.getpid(), signal.SIGSEGV)
 '''
 RETRY_SOURCE = '''\
-"""A handler that asks for a retry after payload["delay"] seconds ("inf", "nan", 1e10)."""
+"""Handlers whose wait is no number, or reaches past 2038 (MariaDB's TIMESTAMP)."""
 
 from supervisor import Retry, handler
 
@@ -56,6 +56,11 @@ from supervisor import Retry, handler
 @handler("t.retry_after")
 def retry_after(payload, job):
     raise Retry(float(payload["delay"]), reason="poison asks to wait")
+
+
+@handler("t.slow_backoff", backoff_base=1e10, backoff_cap=1e12)
+def slow_backoff(payload, job):
+    raise RuntimeError("poison fails")
 '''
 QUEUE = "work"
 POISON, GOOD = 8, 5
@@ -239,5 +244,21 @@ def test_a_retry_after_more_than_a_year_waits_a_year(
     assert before + YEAR - 60 <= due <= time.time() + YEAR + 60, datetime.fromtimestamp(due, UTC)
     assert "poison asks to wait" in (row.last_error or "")
     assert "a year" in (row.last_error or ""), row.last_error
+    assert_no_child_died(daemon)
+    assert daemon.stop() == 0
+
+
+def test_a_backoff_past_a_year_waits_a_year(
+    daemons: Callable[..., Daemon], db_url: str, tmp_path: Path
+) -> None:
+    """A handler's backoff of 1e10 s reached past 2038: MariaDB refused the write (1292)
+    and the pool crash-looped; SQLite stored it. It waits a year (issue 22.2)."""
+    before = time.time()
+    daemon, poison = poison_pool(
+        daemons, db_url, tmp_path, lambda q: q.enqueue("t.slow_backoff", {}, queue=QUEUE)
+    )
+    row = settled(db_url, poison, JobState.SCHEDULED)
+    assert row.attempts == 1 and "poison fails" in (row.last_error or ""), row
+    assert before + YEAR - 60 <= row.run_at.timestamp() <= time.time() + YEAR + 60
     assert_no_child_died(daemon)
     assert daemon.stop() == 0

@@ -12,6 +12,7 @@ from store_util import LEASE, A, B, claim_one, job, put, status
 from util import count_rows, sql, wait_until
 
 from supervisor.models import JobState
+from supervisor.outcomes import SnoozeWritten
 from supervisor.store import Store
 
 # --- claiming -----------------------------------------------------------------------------------
@@ -250,6 +251,28 @@ def test_fail_without_max_attempts_keeps_the_jobs_own_limit(store: Store) -> Non
     assert store.fail(A, job_id, "boom", dead=False)
     row = store.get_job(job_id)
     assert row is not None and row.max_attempts == 3
+
+
+YEAR = 365 * 86400.0
+
+
+@pytest.mark.parametrize("delay", [1e10, 1e300, float("inf"), float("nan")])
+@pytest.mark.parametrize("how", ["retry", "snooze"])
+def test_a_wait_past_what_the_backend_holds_is_written_as_a_year(
+    store: Store, how: str, delay: float
+) -> None:
+    """1e10 s reaches past 2038 (MariaDB's TIMESTAMP refused it with 1292); inf and nan
+    are no microseconds at all. Either write is taken, the wait cut to a year (issue 22.2)."""
+    job_id = put(store)
+    claim_one(store)
+    before = store.db_now()
+    if how == "retry":
+        assert store.fail(A, job_id, "boom", dead=False, delay=delay, max_attempts=5) is True
+    else:
+        assert store.snooze(A, job_id, delay, max_snoozes=5) is SnoozeWritten.SNOOZED
+    row = store.get_job(job_id)
+    assert row is not None and (row.status, row.locked_by) == (JobState.SCHEDULED, None)
+    assert before + YEAR - 60 <= row.run_at.timestamp() <= store.db_now() + YEAR + 60
 
 
 def test_release_without_counting_undoes_the_attempt(store: Store) -> None:
