@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from daemon_util import Daemon, daemons_fixture, record_ids  # noqa: F401 - fixture
-from util import count_rows, wait_until
+from daemon_util import Daemon, daemons_fixture, record_ids, render_config  # noqa: F401
+from util import count_rows, sql, wait_until
 
 from supervisor import Queue, events
 from supervisor.daemon.decisions import STARTUP_WINDOW, failed_at_startup
@@ -154,21 +154,24 @@ def poison_pool(
     db_url: str,
     tmp_path: Path,
     enqueue_poison: Callable[[Queue], int],
-    **pool: object,
+    limits: str = "",
 ) -> tuple[Daemon, int]:
-    """Start a two-child pool on one poison job (enqueued first) and GOOD_JOBS good ones;
-    wait until every good one ran. The daemon and the poison job's id."""
+    """Start a two-child pool on one poison job (enqueued first) and GOOD_JOBS good ones
+    (of four limit_keys), with `limits` (TOML) if given; wait until every good one ran.
+    The daemon and the poison job's id."""
     daemon = daemons(
-        pools={QUEUE: {"workers": 2, "timeout": 10, **pool}},
+        pools={QUEUE: {"workers": 2, "timeout": 10}},
         supervisor={"handlers": ["testhandlers", "poison"]},
     )
+    daemon.write_config(text=render_config(daemon.db_url, daemon.pools, daemon.supervisor) + limits)
     daemon.write_module("poison", RETRY_SOURCE)
     record = tmp_path / "good.txt"
     queue = Queue(db_url)
     try:
         poison = enqueue_poison(queue)
         good = [
-            queue.enqueue("t.record", {"file": str(record)}, queue=QUEUE) for _ in range(GOOD_JOBS)
+            queue.enqueue("t.record", {"file": str(record)}, queue=QUEUE, limit_key=f"k{n % 4}")
+            for n in range(GOOD_JOBS)
         ]
     finally:
         queue.close()
@@ -260,5 +263,31 @@ def test_a_backoff_past_a_year_waits_a_year(
     row = settled(db_url, poison, JobState.SCHEDULED)
     assert row.attempts == 1 and "poison fails" in (row.last_error or ""), row
     assert before + YEAR - 60 <= row.run_at.timestamp() <= time.time() + YEAR + 60
+    assert_no_child_died(daemon)
+    assert daemon.stop() == 0
+
+
+PER_KEY = '\n[limits.tenant]\nqueues = ["work"]\nconcurrency = 1\nper_key = true\n'
+
+
+def test_a_limit_key_with_a_nul_ends_dead_and_every_other_key_runs(
+    daemons: Callable[..., Daemon], db_url: str, tmp_path: Path
+) -> None:
+    """A row whose limit_key holds a NUL (enqueue refuses one; another program's INSERT
+    may not): SQLite's JSON cut the key at the NUL, every claim of a per_key pool
+    crashed its worker and no key ran (issue 22.3). That one job ends dead, with the reason."""
+
+    def insert(_: Queue) -> int:
+        sql(
+            db_url,
+            "INSERT INTO forkq_jobs (queue, handler, payload, limit_key) VALUES (?, ?, ?, ?)",
+            (QUEUE, "t.noop", "{}", "k1\x00evil"),
+        )
+        return int(sql(db_url, "SELECT MAX(id) FROM forkq_jobs")[0][0])
+
+    daemon, poison = poison_pool(daemons, db_url, tmp_path, insert, limits=PER_KEY)
+    row = settled(db_url, poison, JobState.DEAD)
+    assert row.limit_key == "k1\x00evil"  # the row itself is untouched
+    assert "limit_key" in (row.last_error or "") and "NUL" in (row.last_error or ""), row
     assert_no_child_died(daemon)
     assert daemon.stop() == 0

@@ -709,6 +709,12 @@ WHERE j.id IN %(ids)s;
 -- Jobs over a limit stay ready and wait on their bucket, out of the claims' range.
 UPDATE forkq_jobs SET limit_wait = %(bucket)s WHERE id IN %(ids)s AND status = 'ready';
 
+-- name: limit_refuse
+-- Ready jobs a claim under limits cannot put in a bucket (a limit_key holding a NUL, which
+-- enqueue refuses and another program's INSERT may not): dead at once, with the reason.
+UPDATE forkq_jobs SET status = 'dead', finished_at = NOW(6), last_error = %(error)s
+WHERE id IN %(ids)s AND status = 'ready';
+
 -- name: limit_due
 -- Buckets with parked jobs to look at again (their wake_at has come): an index range.
 SELECT name, limit_key FROM forkq_limits FORCE INDEX (forkq_limits_wake)
