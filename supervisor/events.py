@@ -22,6 +22,7 @@ JOB_TIMED_OUT = "job_timed_out"
 JOB_SETTLED = "job_settled"
 JOB_CANCELLED = "job_cancelled"
 JOB_FINISHED = "job_finished"
+OUTCOME_UNWRITABLE = "outcome_unwritable"  # a failure the store refused: the job ends dead
 STALE_PROCESSES_SETTLED = "stale_processes_settled"
 CHECK_TICK = "check_tick"
 STRAY_KILLED = "stray_killed"

@@ -22,11 +22,16 @@ MAX_DELAY = 365 * 86400.0
 
 def clamp_delay(seconds: float) -> float:
     """A wait as it is written: 0 to MAX_DELAY. Past a year (inf included) is a year; nan,
-    which is no number of seconds, is a year too, so neither a busy loop nor a value the
-    store cannot write; below zero is now."""
-    if math.isnan(seconds):
+    or no number at all, is a year too, so neither a busy loop nor a value the store
+    cannot write; below zero is now."""
+    if not is_seconds(seconds) or math.isnan(seconds):
         return MAX_DELAY
     return max(0.0, min(float(seconds), MAX_DELAY))
+
+
+def is_seconds(value: object) -> bool:
+    """A number of seconds (nan and inf included), not a bool or a string."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def backoff_delay(
@@ -71,6 +76,10 @@ def after_failure(
     """
     if attempts >= max_attempts:
         return Fate(dead=True, delay=0.0, error=f"{error} (attempt {attempts} of {max_attempts})")
+    if requested_delay is not None and not is_seconds(requested_delay):
+        # set on a Retry after it was made (its constructor refuses one): the backoff
+        error = f"{error} (asked to wait a {type(requested_delay).__name__}: no seconds)"
+        requested_delay = None
     if requested_delay is None:
         return Fate(
             dead=False, delay=clamp_delay(backoff_delay(attempts, base, cap, rng)), error=error
@@ -82,5 +91,9 @@ def after_failure(
 
 
 def truncate_error(text: str, limit: int = 4000) -> str:
-    """Errors are stored in a TEXT column; keep the end, where the cause usually is."""
+    """Errors are stored in a TEXT column; keep the end, where the cause usually is. A lone
+    surrogate (os.fsdecode of a name that is no UTF-8) is written as its escape, `\\udcff`:
+    no driver writes it as it is."""
+    if not text.isascii():
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     return text if len(text) <= limit else "..." + text[-(limit - 3) :]

@@ -50,7 +50,9 @@ def segfault(payload, job):
 RETRY_SOURCE = '''\
 """Handlers whose wait is no number, or reaches past 2038 (MariaDB's TIMESTAMP)."""
 
-from supervisor import Retry, handler
+import os
+
+from supervisor import Fail, Retry, Snooze, handler
 
 
 @handler("t.retry_after")
@@ -61,6 +63,33 @@ def retry_after(payload, job):
 @handler("t.slow_backoff", backoff_base=1e10, backoff_cap=1e12)
 def slow_backoff(payload, job):
     raise RuntimeError("poison fails")
+
+
+class Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("no text for you")
+
+
+@handler("t.hostile_error", max_snoozes=0)
+def hostile_error(payload, job):
+    kind = payload["kind"]
+    if kind == "surrogate":  # os.fsdecode of a file name that is no UTF-8 gives one
+        raise RuntimeError("no such file: " + os.fsdecode(b"report-\\xff.csv"))
+    if kind == "unprintable":
+        raise Unprintable()
+    if kind == "fail_surrogate":
+        raise Fail("bad input \\udc80")
+    if kind == "retry_reason":
+        raise Retry(1, reason=Unprintable())
+    if kind == "snooze_surrogate":  # max_snoozes=0: ends dead, its reason in the error
+        raise Snooze(1, reason="waiting on \\udcff")
+    if kind == "retry_not_seconds":
+        retry = Retry(1)
+        retry.delay = "soon"  # after its constructor checked it
+        raise retry
+    if kind == "exit":  # a library that ends the process (os._exit in a C extension's error path)
+        os._exit(0)
+    raise AssertionError(kind)
 '''
 QUEUE = "work"
 POISON, GOOD = 8, 5
@@ -290,4 +319,54 @@ def test_a_limit_key_with_a_nul_ends_dead_and_every_other_key_runs(
     assert row.limit_key == "k1\x00evil"  # the row itself is untouched
     assert "limit_key" in (row.last_error or "") and "NUL" in (row.last_error or ""), row
     assert_no_child_died(daemon)
+    assert daemon.stop() == 0
+
+
+HOSTILE = {  # kind: what its last_error holds once it is dead
+    "surrogate": "RuntimeError: no such file: report-\\udcff.csv",
+    "unprintable": "Unprintable: <Unprintable: str() raised RuntimeError>",
+    "fail_surrogate": "failed permanently: bad input \\udc80",
+    "retry_reason": "retry requested: <Unprintable: str() raised RuntimeError>",
+    "snooze_surrogate": "(last: waiting on \\udcff)",
+    "retry_not_seconds": "retry requested: retry requested (attempt 2 of 2)",  # no crash
+}
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE))
+def test_whatever_a_handler_raises_its_job_ends_and_the_pool_goes_on(
+    daemons: Callable[..., Daemon], db_url: str, tmp_path: Path, kind: str
+) -> None:
+    """An error whose text no driver can write (a lone surrogate from os.fsdecode) or that
+    has no text at all (__str__ raises): the job ends dead with a reason, or is retried
+    with its attempt counted, and no child dies of it (issue 22.4)."""
+    daemon, poison = poison_pool(
+        daemons,
+        db_url,
+        tmp_path,
+        lambda q: q.enqueue("t.hostile_error", {"kind": kind}, queue=QUEUE, max_attempts=2),
+    )
+    row = settled(db_url, poison, JobState.DEAD)
+    assert HOSTILE[kind] in (row.last_error or ""), row.last_error
+    assert row.attempts <= 2, row
+    assert_no_child_died(daemon)
+    assert daemon.stop() == 0
+
+
+def test_a_job_that_ends_its_worker_every_time_ends_dead_after_its_attempts(
+    daemons: Callable[..., Daemon], db_url: str, tmp_path: Path
+) -> None:
+    """A crash loop on one job id ends: the master counts the attempt of the job a child
+    died in, so max_attempts ends it dead, and the good jobs run meanwhile (issue 22.4)."""
+    daemon, poison = poison_pool(
+        daemons,
+        db_url,
+        tmp_path,
+        lambda q: q.enqueue("t.hostile_error", {"kind": "exit"}, queue=QUEUE, max_attempts=3),
+    )
+    row = settled(db_url, poison, JobState.DEAD)
+    assert row.attempts == 3 and (row.last_error or "").startswith("worker died"), row
+    exits = [e for e in daemon.events(events.CHILD_EXITED) if e.get("jobs")]
+    assert len(daemon.events(events.JOB_SETTLED, job_id=poison)) == 3
+    assert len(exits) <= 3 + 2, exits  # its three, and at most the two children recycled
+    assert daemon.events(events.POOL_CRASH_LOOP) == []
     assert daemon.stop() == 0
