@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from supervisor.errors import SchemaError
-from supervisor.models import JobRow, JobState, QueueTimes
+from supervisor.models import JobRow, JobState, QueueTimes, utc
 from supervisor.outcomes import SnoozeWritten
 from supervisor.store.core import (
     AHEAD_US,
@@ -233,14 +233,14 @@ def _claimed(row: dict[str, Any], queue: str, owner: str) -> JobRow:
         payload=row["payload"],
         status=JobState.RUNNING,
         priority=int(row["priority"]),
-        run_at=datetime.fromtimestamp(row["run_at_s"], UTC),
+        run_at=utc(row["run_at_s"]) or datetime.now(UTC),  # whatever the row holds
         attempts=int(row["attempts"]) + 1,
         max_attempts=None if row["max_attempts"] is None else int(row["max_attempts"]),
         unique_key=row["unique_key"],
         locked_by=owner,
         locked_until=None,
         last_error=None,
-        enqueued_at=datetime.fromtimestamp(row["enqueued_at_s"], UTC),
+        enqueued_at=utc(row["enqueued_at_s"]) or datetime.now(UTC),  # whatever the row holds
         started_at=None,
         finished_at=None,
         limit_key=row.get("limit_key"),  # read by claims under [limits] (store/limits.py)

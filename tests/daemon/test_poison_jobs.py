@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from daemon_util import Daemon, daemons_fixture, record_ids, render_config  # noqa: F401
-from util import count_rows, sql, wait_until
+from util import backend_of, count_rows, sql, wait_until
 
 from supervisor import Queue, events
 from supervisor.daemon.decisions import STARTUP_WINDOW, failed_at_startup
@@ -369,4 +369,30 @@ def test_a_job_that_ends_its_worker_every_time_ends_dead_after_its_attempts(
     assert len(daemon.events(events.JOB_SETTLED, job_id=poison)) == 3
     assert len(exits) <= 3 + 2, exits  # its three, and at most the two children recycled
     assert daemon.events(events.POOL_CRASH_LOOP) == []
+    assert daemon.stop() == 0
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [("enqueued_at", 1e20), ("enqueued_at", "yesterday"), ("run_at", -1e20), ("run_at", -1e12)],
+)
+def test_a_row_whose_times_no_datetime_holds_runs_like_any_other(
+    daemons: Callable[..., Daemon], db_url: str, tmp_path: Path, column: str, value: object
+) -> None:
+    """SQLite takes any value in a REAL column (MariaDB refuses these at the INSERT): the
+    claim read such a row, failed making a datetime of it, and the child died holding a
+    job it never reported, uncounted: the pool crash-looped. It runs (issue 22.4)."""
+    statement = f"INSERT INTO forkq_jobs (queue, handler, payload, {column}) VALUES (?, ?, ?, ?)"
+    if backend_of(db_url) == "mysql":
+        with pytest.raises(Exception, match=r"1292|1264|Incorrect|Out of range"):
+            sql(db_url, statement, (QUEUE, "t.noop", "{}", value))
+        return
+
+    def insert(_: Queue) -> int:
+        sql(db_url, statement, (QUEUE, "t.noop", "{}", value))
+        return int(sql(db_url, "SELECT MAX(id) FROM forkq_jobs")[0][0])
+
+    daemon, poison = poison_pool(daemons, db_url, tmp_path, insert)
+    wait_until(lambda: job_row(db_url, poison) is None, timeout=DEADLINE, message="it ran, done")
+    assert_no_child_died(daemon)
     assert daemon.stop() == 0
