@@ -7,6 +7,7 @@ forkq module, so every module can import this one.
 from __future__ import annotations
 
 import math
+import numbers
 from enum import IntEnum
 
 
@@ -90,12 +91,12 @@ class Retry(Exception):
         super().__init__(reason)
         if delay is not None and (
             isinstance(delay, bool)
-            or not isinstance(delay, int | float)
+            or not isinstance(delay, numbers.Real)  # numpy's numbers too
             or not math.isfinite(delay)
         ):
             # A ValueError from the handler is a failure like any other: the attempt counts.
             raise ValueError(f"Retry needs a finite delay in seconds (or None), got {delay!r}")
-        self.delay = delay
+        self.delay = None if delay is None else float(delay)
         self.reason = reason
 
 

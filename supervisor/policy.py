@@ -6,6 +6,7 @@ No I/O; every function takes what it needs (including randomness) as arguments.
 from __future__ import annotations
 
 import math
+import numbers
 import random
 from dataclasses import dataclass
 
@@ -31,7 +32,7 @@ def clamp_delay(seconds: float) -> float:
 
 def is_seconds(value: object) -> bool:
     """A number of seconds (nan and inf included), not a bool or a string."""
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def backoff_delay(
