@@ -8,6 +8,7 @@ forkq module, so every module can import this one.
 from __future__ import annotations
 
 import math
+import numbers
 import shlex
 import sys
 from enum import IntEnum
@@ -103,11 +104,19 @@ class JobTimeout(BaseException):
 
 
 class Retry(Exception):
-    """Raised by a handler to ask for another attempt after `delay` seconds."""
+    """Raised by a handler to ask for another attempt after `delay` seconds (None: the
+    handler's backoff; at most a year, policy.MAX_DELAY)."""
 
     def __init__(self, delay: float | None = None, reason: str = "retry requested") -> None:
         super().__init__(reason)
-        self.delay = delay
+        if delay is not None and (
+            isinstance(delay, bool)
+            or not isinstance(delay, numbers.Real)  # numpy's numbers too
+            or not math.isfinite(delay)
+        ):
+            # A ValueError from the handler is a failure like any other: the attempt counts.
+            raise ValueError(f"Retry needs a finite delay in seconds (or None), got {delay!r}")
+        self.delay = None if delay is None else float(delay)
         self.reason = reason
 
 

@@ -24,6 +24,7 @@ JOB_CANCELLED = "job_cancelled"
 JOB_FINISHED = "job_finished"
 JOBS_HANDED_BACK = "jobs_handed_back"
 HAND_BACK_DROPPED = "hand_back_dropped"
+OUTCOME_UNWRITABLE = "outcome_unwritable"  # a failure the store refused: the job ends dead
 STALE_PROCESSES_SETTLED = "stale_processes_settled"
 CHECK_TICK = "check_tick"
 STRAY_KILLED = "stray_killed"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -34,12 +35,22 @@ class CancelResult(StrEnum):
 
 
 def utc(value: Any) -> datetime | None:
-    """A store time (naive UTC datetime from MySQL, epoch float from SQLite) as aware UTC."""
+    """A store time (naive UTC datetime from MySQL, epoch float from SQLite) as aware UTC.
+
+    A time no datetime holds (another program's INSERT wrote 1e20, -1e20 or text into a
+    SQLite REAL column) reads as the nearest one there is, or the epoch for text: a row
+    is read, and its job run, whatever it holds.
+    """
     if value is None:
         return None
     if isinstance(value, datetime):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-    return datetime.fromtimestamp(float(value), tz=UTC)
+    try:
+        return datetime.fromtimestamp(float(value), tz=UTC)
+    except (OverflowError, OSError, ValueError, TypeError):
+        if isinstance(value, int | float) and not math.isnan(value):
+            return (datetime.max if value > 0 else datetime.min).replace(tzinfo=UTC)
+        return datetime.fromtimestamp(0, tz=UTC)
 
 
 CLAIMED = "claimed"  # shown for a running row whose handler has not started (no started_at)

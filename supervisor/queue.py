@@ -16,6 +16,7 @@ from supervisor.errors import UsageError
 from supervisor.lock import Lock
 from supervisor.models import JobRow, NewJob
 from supervisor.store import Store, open_store
+from supervisor.store.buckets import bucket_key_ok
 from supervisor.wake import Nudger
 
 # One encoder for every payload: json.dumps with options builds a new one per call.
@@ -153,6 +154,8 @@ def build_job(
     _check_priority(priority)
     _check_key("unique_key", unique_key)
     _check_key("limit_key", limit_key)
+    if not bucket_key_ok(limit_key):
+        raise UsageError("limit_key must not hold a NUL character")
     if max_attempts is None and registered is not None:
         max_attempts = registered.max_attempts
     _check_max_attempts(max_attempts)

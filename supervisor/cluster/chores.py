@@ -40,15 +40,27 @@ def fail_held_job(
 
 
 def settle_owner(
-    store: Store, owner: str, running_job: int | None, error: str, count_attempt: bool = True
+    store: Store,
+    owner: str,
+    running_job: int | None,
+    error: str,
+    count_attempt: bool = True,
+    *,
+    count_held: bool = False,
 ) -> int:
     """Settle every job `owner` held after it died.
 
     The job it was running fails with `error` (attempt counted) when `count_attempt`,
     else returns to ready uncounted (a shutdown kill). Jobs it had claimed but not
-    started go back to ready without counting an attempt.
+    started go back to ready without counting an attempt, unless `count_held`: a worker
+    that died before it started any job, holding what it had just claimed, may have died
+    of one of them (a row its claim could not read), so each attempt counts and a job
+    that kills every worker that claims it ends dead after its attempts.
     """
     rows = _finish_cancels(store, store.held_by(owner))
+    if count_held:
+        held_error = f"{error} holding it, before it started any job"
+        return sum(int(fail_held_job(store, row, owner, held_error)) for row in rows)
     unstarted = [r.id for r in rows if r.id != running_job]
     settled = store.release(owner, unstarted, count_attempt=False)
     for row in rows:

@@ -132,6 +132,15 @@ def settle_reason(
     return SettleReason(SettleKind.DIED, f"worker died ({exit_description})")
 
 
+def counts_held(reason: SettleReason, running: int | None, jobs: int) -> bool:
+    """Whether the jobs a gone child had claimed and not started count an attempt: only
+    when it died (nobody killed it) before it started any job. A claim that dies on a
+    row it cannot read never reports the job, so without this the job went back
+    uncounted and killed every child that took it, for ever. A fresh child claims one
+    job first (the claim size starts at 1), so this is most often the one it died of."""
+    return reason.kind is SettleKind.DIED and running is None and jobs == 0
+
+
 def to_retire(live: list[tuple[int, bool, float]], target: int) -> list[int]:
     """Which of a pool's live children (pid, idle, started) to retire to reach `target`:
     the idle first, the newest first."""

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from supervisor import events
 from supervisor.cluster.chores import settle_gone_worker, settle_owner
-from supervisor.daemon.decisions import settle_reason
+from supervisor.daemon.decisions import counts_held, settle_reason
 from supervisor.daemon.state import Child
 from supervisor.observe import metrics
 from supervisor.outcomes import Outcome
@@ -27,8 +27,9 @@ if TYPE_CHECKING:
 class Settling:
     def __init__(self, master: Master) -> None:
         self.master = master  # its store and log are replaced on reload: read them through it
-        # (owner name, running job, error, attempt counted), settled when the DB answers
-        self.unsettled: list[tuple[str, int | None, str, bool]] = []
+        # (owner name, running job, error, attempt counted, held jobs counted), settled when
+        # the database answers
+        self.unsettled: list[tuple[str, int | None, str, bool, bool]] = []
 
     def child_exited(self, child: Child, status: int) -> None:
         """A reaped child: count and log its exit, then settle what it held."""
@@ -67,7 +68,8 @@ class Settling:
 
     def settle_child(self, child: Child, status: int) -> None:
         """Settle what a dead child held, at once: its running job fails (attempt counted)
-        unless we killed it for the operator's sake; what it had not started goes back."""
+        unless we killed it for the operator's sake; what it had not started goes back,
+        uncounted, unless it died before it started any job (decisions.counts_held)."""
         m = self.master
         running = child.now_running
         reason = settle_reason(
@@ -84,15 +86,17 @@ class Settling:
             self.count_killed(child, cancelled, Outcome.CANCELLED)
             if m.db(lambda: m.store.finish_cancel(cancelled)):
                 m.log.warning(events.JOB_CANCELLED, job_id=cancelled, child_pid=child.pid)
-        self.unsettled.append((child.name, running, reason.message, reason.counts_attempt))
+        held = counts_held(reason, running, child.jobs)
+        self.unsettled.append((child.name, running, reason.message, reason.counts_attempt, held))
         self.settle_pending()
         m.db(lambda: m.store.remove_processes([child.name]))
 
     def settle_pending(self) -> None:
         m = self.master
         while self.unsettled:
-            name, job_id, error, counted = self.unsettled[0]
-            if m.db(partial(settle_owner, m.store, name, job_id, error, counted)) is None:
+            name, job_id, error, counted, held = self.unsettled[0]
+            settle = partial(settle_owner, m.store, name, job_id, error, counted, count_held=held)
+            if m.db(settle) is None:
                 return  # database down: try again on the next tick
             self.unsettled.pop(0)
             if job_id is not None:

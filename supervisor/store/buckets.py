@@ -33,6 +33,13 @@ RECHECK = 0.1
 BUCKET_SEPARATOR = "/"  # NAME/KEY in forkq_jobs.limit_wait; limit names never hold it
 
 
+def bucket_key_ok(limit_key: str | None) -> bool:
+    """Whether a limit_key can name a bucket: not with a NUL (SQLite's JSON, which carries
+    the keys of a claim's buckets, ends a string there). Enqueue refuses such a key; a
+    claim ends a row that holds one dead (limits.py)."""
+    return limit_key is None or "\x00" not in limit_key
+
+
 class Bucket(NamedTuple):
     """One bucket of a limit. Ordered by (name, key): the one order claims lock them in.
     (A tuple: claims hash and compare buckets a few times per job.)"""

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from supervisor.errors import SchemaError, TransientDatabaseError, UsageError
 from supervisor.models import NewJob
+from supervisor.policy import clamp_delay
 from supervisor.store.queries import upgrade_statements
 
 T = TypeVar("T")
@@ -38,6 +39,9 @@ TRANSIENT_RETRIES = 6  # deadlocks and lock-wait timeouts are retried this many 
 PURGE_CHUNK = 5000
 STATS_CAP = 10_000  # stats() counts stop here unless the caller says otherwise
 AHEAD_US = round(SCHEDULE_AHEAD * 1_000_000)
+# A wait written by a worker ends this long before the backend's TIME_LIMIT: the server's
+# clock, which computes it, may run ahead of ours.
+TIME_LIMIT_MARGIN = 86400.0
 
 
 def micros(seconds: float) -> int:
@@ -115,6 +119,16 @@ class StoreCore(ABC):
         """Run a named statement on the caller's own connection; the rows it matched."""
 
     # --- plumbing ------------------------------------------------------------------------
+
+    def bounded_wait(self, delay: float) -> float:
+        """A wait from now as this backend can hold it, so an outcome is always written:
+        at most a year (policy.clamp_delay; inf and nan included), and where time columns
+        end (MariaDB's TIMESTAMP in January 2038) a day before that end. A job whose wait
+        would reach past it runs then, and waits again if it must."""
+        seconds = clamp_delay(delay)
+        if self.TIME_LIMIT is not None:
+            seconds = max(0.0, min(seconds, self.TIME_LIMIT - TIME_LIMIT_MARGIN - time.time()))
+        return seconds
 
     def _params(self, **values: Any) -> dict[str, Any]:
         values.setdefault("now", time.time())

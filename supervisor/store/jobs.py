@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from supervisor.errors import SchemaError
-from supervisor.models import HandBack, JobRow, JobState, QueueTimes
+from supervisor.models import HandBack, JobRow, JobState, QueueTimes, utc
 from supervisor.outcomes import SnoozeWritten
 from supervisor.store.core import (
     AHEAD_US,
@@ -103,8 +103,10 @@ class JobOps(StoreCore):
         max_attempts: int | None = None,
         only_expired: bool = False,
     ) -> bool:
-        """Record a failed attempt: back to ready after `delay`, or dead. False if no longer held."""
+        """Record a failed attempt: back to ready after `delay` (bounded_wait), or dead.
+        False if no longer held."""
         name = "fail_dead" if dead else "fail_retry"
+        delay = self.bounded_wait(delay)
         changed = self._run(
             name,
             status=JobState.SCHEDULED if delay > SCHEDULE_AHEAD else JobState.READY,
@@ -123,7 +125,9 @@ class JobOps(StoreCore):
         """The handler raised Snooze(delay): back to ready (or scheduled) after `delay`, the
         claim's attempt given back and the snooze counted. SNOOZED; DEAD when the job had
         already snoozed `max_snoozes` times (so a bug cannot snooze forever unseen); LOST
-        when this owner no longer holds it. Needs schema 7 (snoozes_counted)."""
+        when this owner no longer holds it. Needs schema 7 (snoozes_counted). The wait is
+        bounded as fail's is (bounded_wait)."""
+        delay = self.bounded_wait(delay)
         changed = self._run(
             "snooze",
             status=JobState.SCHEDULED if delay > SCHEDULE_AHEAD else JobState.READY,
@@ -258,14 +262,14 @@ def _claimed(row: dict[str, Any], queue: str, owner: str) -> JobRow:
         payload=row["payload"],
         status=JobState.RUNNING,
         priority=int(row["priority"]),
-        run_at=datetime.fromtimestamp(row["run_at_s"], UTC),
+        run_at=utc(row["run_at_s"]) or datetime.now(UTC),  # whatever the row holds
         attempts=int(row["attempts"]) + 1,
         max_attempts=None if row["max_attempts"] is None else int(row["max_attempts"]),
         unique_key=row["unique_key"],
         locked_by=owner,
         locked_until=None,
         last_error=None,
-        enqueued_at=datetime.fromtimestamp(row["enqueued_at_s"], UTC),
+        enqueued_at=utc(row["enqueued_at_s"]) or datetime.now(UTC),  # whatever the row holds
         started_at=None,
         finished_at=None,
         limit_key=row.get("limit_key"),  # read by claims under [limits] (store/limits.py)

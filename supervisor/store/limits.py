@@ -45,6 +45,7 @@ from supervisor.store.buckets import (
     Candidate,
     LimitPlan,
     RateWindow,
+    bucket_key_ok,
     decide,
     wake_at,
 )
@@ -68,6 +69,10 @@ LOOK_BUCKETS = 8  # due buckets one look takes on
 UNPARK_MOST = 500  # jobs unparked per bucket per claim when a bucket's limit is gone
 PARK_PAGE = 200  # rows a claim reads per page while it parks a blocked backlog
 MORE_PAGES = 4  # pages after the first one claim may read: its cost stays bounded
+REFUSED_KEY = (
+    "limit_key holds a NUL character, which no bucket can hold (enqueue refuses one):"
+    " ended dead so the other keys run"
+)
 
 
 def complete_and_claim(
@@ -194,8 +199,17 @@ class _Claim(BucketLocks):
         return self.store._execute("claim_update_reserve", params) > 0
 
     def select(self, query: str, limit: int) -> list[dict[str, Any]]:
+        """The claim's rows; under limits, without those no bucket can hold (ended dead)."""
         params = self.store._params(queue=self.queue, limit=max(1, limit))
-        return self.store._fetchall(query, params)
+        rows = self.store._fetchall(query, params)
+        if query != "claim_select_limited":
+            return rows
+        refused = [int(r["id"]) for r in rows if not bucket_key_ok(r["limit_key"])]
+        if not refused:
+            return rows
+        params = self.store._params(ids=self.store._ids(refused), error=REFUSED_KEY)
+        self.store._execute("limit_refuse", params)
+        return [r for r in rows if int(r["id"]) not in refused]
 
     def take(self, rows: Sequence[dict[str, Any]], *, final: bool) -> None:
         """Claim `rows`; with `final`, write the buckets' new state too: on MySQL in the

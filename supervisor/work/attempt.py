@@ -86,11 +86,11 @@ def run_attempt(row: JobRow, timeout: float, worker: LeaseHolder) -> Attempt:
             Outcome.TIMEOUT, with_stderr(what, str(exc)) if str(exc) else what, None, False
         )
     except Retry as exc:
-        return _failed(f"retry requested: {exc.reason}", exc.delay)
+        return _failed(f"retry requested: {text_of(exc.reason)}", exc.delay)
     except Snooze as exc:
-        return snooze_outcome(exc.delay, exc.reason)
+        return snooze_outcome(exc.delay, text_of(exc.reason))
     except Fail as exc:
-        return _dead(f"failed permanently: {exc}")
+        return _dead(f"failed permanently: {text_of(exc)}")
     except Exception as exc:
         return _failed(_describe(exc))
     return Attempt(Outcome.DONE, "", None, False)
@@ -128,6 +128,15 @@ def _describe(exc: BaseException) -> str:
     """`Type: message` and the innermost frames, for last_error; a command's failure is its
     exit status and stderr, where frames of the runner would only push its tail out."""
     if isinstance(exc, CommandFailed):
-        return str(exc)
+        return text_of(exc)
     frames = traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3)
-    return f"{type(exc).__name__}: {exc}\n" + "".join(frames[-4:])
+    return f"{type(exc).__name__}: {text_of(exc)}\n" + "".join(frames[-4:])
+
+
+def text_of(value: object) -> str:
+    """str(value), or what it is when its __str__ raises: a handler's exception (or the
+    reason it gave) that cannot say what it is still ends its attempt, never the worker."""
+    try:
+        return str(value)
+    except Exception as exc:  # a hostile or broken __str__
+        return f"<{type(value).__name__}: str() raised {type(exc).__name__}>"

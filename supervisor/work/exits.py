@@ -15,6 +15,7 @@ from typing import Any
 
 from supervisor.durations import parse_duration
 from supervisor.errors import Fail, Retry, Snooze
+from supervisor.policy import MAX_DELAY
 from supervisor.work.snooze import snooze_request
 
 EX_DATAERR = 65  # sysexits.h: the input was bad; no retry can help
@@ -22,7 +23,7 @@ EX_TEMPFAIL = 75  # sysexits.h: try again later
 # Of the stderr tail, what fits last_error (4,000 characters) with its summary line.
 ERROR_CHARS = 3600
 SUMMARY_CHARS = 200  # of the last stderr line, repeated first as last_error's summary
-MAX_RETRY_AFTER = 365 * 86400.0  # seconds a program may ask to wait, at most
+MAX_RETRY_AFTER = MAX_DELAY  # seconds a program may ask to wait, at most (a year)
 RETRY_AFTER = re.compile(r"^forkq-retry-after:\s*(.*?)\s*$")
 
 

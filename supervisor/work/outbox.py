@@ -5,7 +5,9 @@ the buffer is old): if the process dies before the ack, those jobs run again —
 once, never lost. Failures and snoozes are written at once. Anything waiting to be
 written survives a lost connection (the store raises, the record stays pending) and is
 written after the reconnect. Every write names the lease owner: a job whose lease was
-taken over is not overwritten, only logged as `lease_lost`.
+taken over is not overwritten, only logged as `lease_lost`. A failure or snooze the store
+refuses for any other reason (what the handler gave could not be written) ends the job
+dead with that reason: the worker goes on, and so does its pool (`outcome_unwritable`).
 """
 
 from __future__ import annotations
@@ -15,12 +17,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from supervisor import registry
+from supervisor import events, registry
+from supervisor.errors import ConnectionLost, TransientDatabaseError
 from supervisor.fate import failure_outcome, max_attempts_for
 from supervisor.models import JobRow
 from supervisor.outcomes import SnoozeWritten
 from supervisor.policy import DEFAULT_MAX_SNOOZES, Fate, truncate_error
 from supervisor.store import Store
+from supervisor.work.attempt import text_of
 
 
 @dataclass(frozen=True)
@@ -108,7 +112,7 @@ class Outbox:
             return
         registered = registry.get(row.handler)
         most = registered.max_snoozes if registered else DEFAULT_MAX_SNOOZES
-        self.pending.failures.append(Snoozed(row.id, delay, most, reason))
+        self.pending.failures.append(Snoozed(row.id, delay, most, truncate_error(reason, 1000)))
         self.flush()  # written at once, as failures are
 
     # --- writing -------------------------------------------------------------------------
@@ -136,20 +140,40 @@ class Outbox:
     def flush_failures(self) -> None:
         while self.pending.failures:
             failure = self.pending.failures[0]
-            if isinstance(failure, Snoozed):
-                self._write_snooze(failure)
-                self.pending.failures.pop(0)
-                continue
-            if not self.store.fail(
-                self.owner,
-                failure.job_id,
-                failure.error,
-                dead=failure.dead,
-                delay=failure.delay,
-                max_attempts=failure.max_attempts,
-            ):
-                self.log.warning("lease_lost", job_id=failure.job_id)
+            try:
+                self._write(failure)
+            except (ConnectionLost, TransientDatabaseError):
+                raise  # it stays pending: written after the reconnect
+            except Exception as exc:  # the store refused what the handler gave
+                self._end_unwritable(failure.job_id, exc)
             self.pending.failures.pop(0)
+
+    def _write(self, failure: Failure | Snoozed) -> None:
+        if isinstance(failure, Snoozed):
+            self._write_snooze(failure)
+        elif not self.store.fail(
+            self.owner,
+            failure.job_id,
+            failure.error,
+            dead=failure.dead,
+            delay=failure.delay,
+            max_attempts=failure.max_attempts,
+        ):
+            self.log.warning("lease_lost", job_id=failure.job_id)
+
+    def _end_unwritable(self, job_id: int, exc: Exception) -> None:
+        """A failure or snooze the store refused: the job ends dead with the reason. If even
+        that is refused, its lease runs out and the reaper counts the attempt."""
+        error = truncate_error(
+            f"its outcome could not be written ({type(exc).__name__}: {text_of(exc)}): ended dead"
+        )
+        self.log.error(events.OUTCOME_UNWRITABLE, job_id=job_id, error=error)
+        try:
+            self.store.fail(self.owner, job_id, error, dead=True)
+        except (ConnectionLost, TransientDatabaseError):
+            raise
+        except Exception as again:
+            self.log.error(events.OUTCOME_UNWRITABLE, job_id=job_id, error=repr(again)[:1000])
 
     def _write_snooze(self, snooze: Snoozed) -> None:
         result = self.store.snooze(

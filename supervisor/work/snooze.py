@@ -23,17 +23,18 @@ import re
 
 from supervisor.durations import parse_duration
 from supervisor.outcomes import Attempt, Outcome
+from supervisor.policy import MAX_DELAY, clamp_delay
 
 SNOOZED = Outcome.SNOOZED  # the outcome of a snoozed attempt (job_finished, metrics)
 SNOOZE_EXIT = 75  # EX_TEMPFAIL, with a `forkq-snooze:` last line on stderr
-MAX_SNOOZE = 365 * 86400.0  # seconds one snooze may ask for, at most
+MAX_SNOOZE = MAX_DELAY  # seconds one snooze may ask for, at most (a year)
 DIRECTIVE = re.compile(r"^forkq-snooze:\s*(.*?)\s*$")
 
 
 def snooze_outcome(delay: float, reason: str = SNOOZED.value) -> Attempt:
     """An attempt that snoozed for `delay` seconds, as run_attempt returns outcomes:
     no error, not permanent; `reason` is logged with it."""
-    return Attempt(SNOOZED, reason, max(0.0, min(float(delay), MAX_SNOOZE)), False)
+    return Attempt(SNOOZED, reason, clamp_delay(delay), False)
 
 
 def snooze_request(text: str) -> tuple[float, str] | None:

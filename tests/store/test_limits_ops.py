@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 import structlog
-from util import sql
+from util import count_rows, sql
 
-from supervisor import Snooze, registry
+from supervisor import Queue, Snooze, registry
 from supervisor.cli import parser as cli
 from supervisor.config import Config, LimitConfig, PoolConfig, load_config
 from supervisor.dburl import parse_database_url
+from supervisor.errors import UsageError
 from supervisor.models import JobState, NewJob
 from supervisor.store import Store
 from supervisor.store import limits as flow
@@ -198,6 +199,31 @@ def test_enqueue_takes_a_limit_key(
     ]
     assert cli.main(["enqueue", "-c", str(path), "m.send", "--limit-key", "x" * 192]) == 2
     assert "limit_key must be a string of 1 to 191 characters" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("fresh_logging")
+def test_a_limit_key_with_a_nul_is_refused_on_every_path(
+    db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No bucket can hold it (SQLite's JSON ends a string at a NUL): refused before anything
+    is written, by enqueue, enqueue_many and `forkq enqueue` (issue 22.3)."""
+    queue = Queue(db_url)
+    try:
+        with pytest.raises(UsageError, match="limit_key must not hold a NUL character"):
+            queue.enqueue("m.send", {}, limit_key="tenant\x007")
+        with pytest.raises(UsageError, match="limit_key must not hold a NUL character"):
+            queue.enqueue_many(
+                [
+                    {"handler": "m.send", "limit_key": "a"},
+                    {"handler": "m.send", "limit_key": "\x00"},
+                ]
+            )
+    finally:
+        queue.close()
+    path = config_file(tmp_path, db_url)
+    assert cli.main(["enqueue", "-c", str(path), "m.send", "--limit-key", "k\x00x"]) == 2
+    assert "limit_key must not hold a NUL character" in capsys.readouterr().err
+    assert count_rows(db_url, "forkq_jobs") == 0
 
 
 # --- the chores ----------------------------------------------------------------------------------

@@ -435,6 +435,7 @@ BAD_INPUT = [
     ("'h'", "['unique_key' => str_repeat('k', 192)]", "unique_key must be"),
     ("'h'", "['limit_key' => 42]", "limit_key must be a UTF-8 string of 1 to 191"),
     ("'h'", "['limit_key' => '']", "limit_key must be"),
+    ("'h'", "['limit_key' => \"k\\0x\"]", "limit_key must not hold a NUL character"),
     ("'h'", "['run_at' => '2030-01-01 00:00:00']", "run_at must be a DateTimeInterface"),
     ("'h'", "['run_at' => 1893456000]", "run_at must be a DateTimeInterface"),
     ("'h'", "['run_at' => new DateTimeImmutable('1969-12-31')]", "run_at must be after 1970"),

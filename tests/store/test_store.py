@@ -12,6 +12,7 @@ from store_util import LEASE, A, B, claim_one, job, put, status
 from util import count_rows, sql, wait_until
 
 from supervisor.models import JobState
+from supervisor.outcomes import SnoozeWritten
 from supervisor.store import Store
 
 # --- claiming -----------------------------------------------------------------------------------
@@ -265,6 +266,28 @@ def test_fail_without_max_attempts_keeps_the_jobs_own_limit(store: Store) -> Non
     assert row is not None and row.max_attempts == 3
 
 
+YEAR = 365 * 86400.0
+
+
+@pytest.mark.parametrize("delay", [1e10, 1e300, float("inf"), float("nan")])
+@pytest.mark.parametrize("how", ["retry", "snooze"])
+def test_a_wait_past_what_the_backend_holds_is_written_as_a_year(
+    store: Store, how: str, delay: float
+) -> None:
+    """1e10 s reaches past 2038 (MariaDB's TIMESTAMP refused it with 1292); inf and nan
+    are no microseconds at all. Either write is taken, the wait cut to a year (issue 22.2)."""
+    job_id = put(store)
+    claim_one(store)
+    before = store.db_now()
+    if how == "retry":
+        assert store.fail(A, job_id, "boom", dead=False, delay=delay, max_attempts=5) is True
+    else:
+        assert store.snooze(A, job_id, delay, max_snoozes=5) is SnoozeWritten.SNOOZED
+    row = store.get_job(job_id)
+    assert row is not None and (row.status, row.locked_by) == (JobState.SCHEDULED, None)
+    assert before + YEAR - 60 <= row.run_at.timestamp() <= store.db_now() + YEAR + 60
+
+
 def test_release_without_counting_undoes_the_attempt(store: Store) -> None:
     job_id = put(store)
     claim_one(store, A)
@@ -294,3 +317,11 @@ def test_release_by_another_owner_changes_nothing(store: Store) -> None:
     assert store.release(B, [job_id], count_attempt=True) == 0
     row = store.get_job(job_id)
     assert row is not None and (row.status, row.locked_by, row.attempts) == (JobState.RUNNING, A, 1)
+
+
+def test_a_row_with_the_largest_attempts_is_claimed_not_refused(store: Store, db_url: str) -> None:
+    """A raw row holding INT's top in `attempts` must not fail every claim (MariaDB 1264)."""
+    job_id = put(store)
+    sql(db_url, "UPDATE forkq_jobs SET attempts = 2147483647 WHERE id = ?", (job_id,))
+    [row] = store.claim("work", A, 5, LEASE)
+    assert row.id == job_id and row.attempts >= 2147483647

@@ -166,6 +166,10 @@ final class Queue
         if (!is_string($value) || $value === '' || self::length($value) === null || self::length($value) > 191) {
             throw new InvalidArgumentException("$name must be a UTF-8 string of 1 to 191 characters");
         }
+        if ($name === 'limit_key' && str_contains($value, "\0")) {
+            // No bucket can hold it (SQLite's JSON ends a string there): forkq refuses it too.
+            throw new InvalidArgumentException('limit_key must not hold a NUL character');
+        }
         return $value;
     }
 

@@ -81,12 +81,14 @@ LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
 -- name: claim_update
+-- attempts stops one short of INT's top: a raw row holding the largest INT is claimed
+-- (and ends as its max_attempts says), never a claim that fails for ever (1264).
 -- The first job of the batch starts now; the others are claimed but not started
 -- (started_at NULL: never shown or counted as running). The master marks a held job's
 -- start (mark_started) once it has run past the hand-back grace; a quick one is done
 -- before anyone looks.
 UPDATE forkq_jobs
-SET status = 'running', locked_by = %(owner)s, attempts = attempts + 1,
+SET status = 'running', locked_by = %(owner)s, attempts = LEAST(attempts, 2147483646) + 1,
     started_at = IF(id = %(first)s, NOW(6), NULL),
     locked_until = NOW(6) + INTERVAL %(lease_us)s MICROSECOND
 WHERE id IN %(ids)s;
@@ -595,7 +597,7 @@ FOR UPDATE SKIP LOCKED;
 -- claim_update under limits: started_at is the instant the claim counted the start at (the
 -- buckets' clock), so the rate a bucket kept is the one started_at shows.
 UPDATE forkq_jobs
-SET status = 'running', locked_by = %(owner)s, attempts = attempts + 1,
+SET status = 'running', locked_by = %(owner)s, attempts = LEAST(attempts, 2147483646) + 1,
     started_at = FROM_UNIXTIME(%(started)s), limit_wait = '',
     locked_until = NOW(6) + INTERVAL %(lease_us)s MICROSECOND
 WHERE id IN %(ids)s;
@@ -627,7 +629,7 @@ FOR UPDATE SKIP LOCKED;
 -- changes when the guard fails (0 rows): the claim then takes the long way (limit_lock).
 UPDATE forkq_jobs j
 JOIN forkq_limits b ON b.name = %(name)s AND b.limit_key = %(key)s
-SET j.status = 'running', j.locked_by = %(owner)s, j.attempts = j.attempts + 1,
+SET j.status = 'running', j.locked_by = %(owner)s, j.attempts = LEAST(j.attempts, 2147483646) + 1,
     j.started_at = NOW(6), j.limit_wait = '',
     j.locked_until = NOW(6) + INTERVAL %(lease_us)s MICROSECOND,
     b.running_added = b.running_added + %(count)s, b.updated_at = NOW(6)
@@ -720,7 +722,7 @@ JOIN JSON_TABLE(%(states)s, '$[*]' COLUMNS (
        counted INT PATH '$[6]',
        added INT PATH '$[7]')) AS s
 JOIN forkq_limits b ON b.name = s.name AND b.limit_key = s.limit_key
-SET j.status = 'running', j.locked_by = %(owner)s, j.attempts = j.attempts + 1,
+SET j.status = 'running', j.locked_by = %(owner)s, j.attempts = LEAST(j.attempts, 2147483646) + 1,
     j.started_at = FROM_UNIXTIME(%(started)s), j.limit_wait = '',
     j.locked_until = NOW(6) + INTERVAL %(lease_us)s MICROSECOND,
     b.rate_slice_us = s.slice_us, b.rate_base = s.base, b.rate_counts = s.counts,
@@ -731,6 +733,12 @@ WHERE j.id IN %(ids)s;
 -- name: limit_park
 -- Jobs over a limit stay ready and wait on their bucket, out of the claims' range.
 UPDATE forkq_jobs SET limit_wait = %(bucket)s WHERE id IN %(ids)s AND status = 'ready';
+
+-- name: limit_refuse
+-- Ready jobs a claim under limits cannot put in a bucket (a limit_key holding a NUL, which
+-- enqueue refuses and another program's INSERT may not): dead at once, with the reason.
+UPDATE forkq_jobs SET status = 'dead', finished_at = NOW(6), last_error = %(error)s
+WHERE id IN %(ids)s AND status = 'ready';
 
 -- name: limit_due
 -- Buckets with parked jobs to look at again (their wake_at has come): an index range.

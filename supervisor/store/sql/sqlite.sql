@@ -605,6 +605,12 @@ WHERE id IN (SELECT value FROM json_each(:ids));
 UPDATE forkq_jobs SET limit_wait = :bucket
 WHERE id IN (SELECT value FROM json_each(:ids)) AND +status = 'ready';
 
+-- name: limit_refuse
+-- Ready jobs a claim under limits cannot put in a bucket (a limit_key holding a NUL: SQLite's
+-- JSON ends a string there): dead at once, with the reason.
+UPDATE forkq_jobs SET status = 'dead', finished_at = :now, last_error = :error
+WHERE id IN (SELECT value FROM json_each(:ids)) AND +status = 'ready';
+
 -- name: limit_due
 SELECT name, limit_key FROM forkq_limits INDEXED BY forkq_limits_wake
 WHERE wake_at <= :now
