@@ -20,9 +20,7 @@ import dataclasses
 import json
 import os
 import signal
-import sys
 import time
-import traceback
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -31,7 +29,7 @@ from supervisor import logs
 from supervisor.cluster.chores import Chores
 from supervisor.config import Config
 from supervisor.errors import DatabaseError
-from supervisor.proc import MASTER_SIGNALS, die_with_parent, set_title
+from supervisor.proc import die_with_parent, set_title
 from supervisor.store import Store, open_store
 
 # Counts no alert rule reads (scheduled, running, done) stop here on a tick: a queue of a
@@ -174,34 +172,20 @@ def _alert_labels(states: dict[str, Any], host: str, leader: bool) -> list[list[
     return labels
 
 
-def tick_main(config: Config, given: TickInput, report_fd: int, close_fds: list[int]) -> None:
-    """The tick process's outermost frame: never returns, never unwinds into master code."""
-    code = 1
-    try:
-        for sig in MASTER_SIGNALS:
-            signal.signal(sig, signal.SIG_DFL)
-        signal.set_wakeup_fd(-1)
-        signal.pthread_sigmask(signal.SIG_SETMASK, set())
-        for fd in close_fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        die_with_parent(signal.SIGKILL)
-        set_title("forkq: master check")
-        store = open_store(
-            config.database,
-            timeout=TICK_DB_TIMEOUT,
-            session_timeout=config.supervisor.db_session_timeout,
-        )
-        report = run_tick(config, store, given)
-        store.close()
-        os.write(report_fd, report.encode())
-        code = 0
-    except BaseException:
-        with contextlib.suppress(BaseException):
-            logs.get(role="master").error("tick_crashed", error=traceback.format_exc(limit=5))
-    finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+def tick_main(config: Config, given: TickInput, report_fd: int) -> int:
+    """The tick process's body (in proc.process_frame): run the tick, write its report."""
+    die_with_parent(signal.SIGKILL)
+    set_title("forkq: master check")
+    store = open_store(
+        config.database,
+        timeout=TICK_DB_TIMEOUT,
+        session_timeout=config.supervisor.db_session_timeout,
+    )
+    report = run_tick(config, store, given)
+    store.close()
+    os.write(report_fd, report.encode())
+    return 0
+
+
+def tick_crashed(error: str) -> None:
+    logs.get(role="master").error("tick_crashed", error=error)

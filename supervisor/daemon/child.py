@@ -21,9 +21,7 @@ import os
 import random
 import select
 import signal
-import sys
 import time
-import traceback
 from dataclasses import dataclass
 from functools import partial
 from types import FrameType
@@ -35,7 +33,7 @@ from supervisor.daemon.ledger import Ledger
 from supervisor.daemon.scoreboard import Scoreboard
 from supervisor.models import JobRow
 from supervisor.outcomes import Outcome
-from supervisor.proc import MASTER_SIGNALS, die_with_parent, hostname, node_id, set_title
+from supervisor.proc import die_with_parent, hostname, node_id, set_title
 from supervisor.store import Store, open_store
 from supervisor.work.descendants import become_subreaper, kill_leftovers
 from supervisor.work.worker import Worker
@@ -235,35 +233,14 @@ def _wait_for_wake(wake_fd: int, signal_fd: int, timeout: float) -> bool:
         return True
 
 
-def reset_inherited_signals() -> None:
-    """Back to defaults before anything else runs in the child (the master's handlers only queue)."""
-    for sig in MASTER_SIGNALS:
-        signal.signal(sig, signal.SIG_DFL)
-    signal.set_wakeup_fd(-1)
-
-
-def run_child(config: Config, spec: ChildSpec, close_fds: list[int]) -> None:
-    """The child's outermost frame: never returns, never unwinds into master code."""
-    code = 1
+def run_child(config: Config, spec: ChildSpec) -> int:
+    """The child's body (in proc.process_frame): its work, then what its jobs left."""
     try:
-        reset_inherited_signals()
-        signal.pthread_sigmask(signal.SIG_SETMASK, set())
-        for fd in close_fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        code = child_main(config, spec)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    except BaseException:
-        try:
-            logs.get().error(events.CHILD_CRASHED, error=traceback.format_exc(limit=5))
-        except BaseException:
-            traceback.print_exc()
+        return child_main(config, spec)
     finally:
-        try:
-            with contextlib.suppress(Exception):
-                kill_leftovers(None)
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+        with contextlib.suppress(Exception):
+            kill_leftovers(None)
+
+
+def child_crashed(error: str) -> None:
+    logs.get().error(events.CHILD_CRASHED, error=error)

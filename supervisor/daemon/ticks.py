@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import time
 from collections.abc import Callable
+from functools import partial
 
 from supervisor import events
-from supervisor.cluster.tick import TickInput, TickReport, tick_main, tick_timeout
+from supervisor.cluster.tick import TickInput, TickReport, tick_crashed, tick_main, tick_timeout
 from supervisor.config import Config
 from supervisor.daemon.shared import Shared
 from supervisor.observe import metrics
-from supervisor.proc import MASTER_SIGNALS, describe_exit, kill_group
+from supervisor.proc import describe_exit, fork_process, kill_group
 
 
 class TickProcess:
@@ -37,13 +37,8 @@ class TickProcess:
         cls, config: Config, given: TickInput, now: float, close_fds: list[int]
     ) -> TickProcess:
         report_r, report_w = os.pipe()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, MASTER_SIGNALS)
-        pid = os.fork()
-        if pid == 0:
-            tick_main(config, given, report_w, [report_r, *close_fds])
-        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        body = partial(tick_main, config, given, report_w)
+        pid = fork_process(body, [report_r, *close_fds], tick_crashed)
         os.close(report_w)
         os.set_blocking(report_r, False)
         return cls(pid, report_r, now)
