@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from supervisor import logs, registry
+from supervisor import events, logs, registry
 from supervisor.config import Config, load_config
 from supervisor.errors import ConfigError, ForkqError, install_hint
 from supervisor.status import STATUS_CAP as STATUS_CAP  # parser.py's --exact help names it
@@ -100,7 +100,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     load_handlers(config)
     log = logs.get(role="master")
     for handler in registry.unserved(config):  # its jobs would wait for ever: say so at boot
-        log.warning("handler_queue_unserved", handler=handler.name, queue=handler.queue)
+        log.warning(events.HANDLER_QUEUE_UNSERVED, handler=handler.name, queue=handler.queue)
     from supervisor.daemon.master import run_daemon  # the daemon's modules load only for the daemon
 
     return run_daemon(config, args.config or os.environ.get("FORKQ_CONFIG") or None)
@@ -112,9 +112,7 @@ def cmd_web(args: argparse.Namespace) -> int:
     try:
         from supervisor.web.server import serve
     except ImportError as exc:
-        raise ConfigError(
-            f"forkq web needs the web extra ({exc}): {install_hint('web')}"
-        ) from exc
+        raise ConfigError(f"forkq web needs the web extra ({exc}): {install_hint('web')}") from exc
     return serve(config, args.listen, args.read_only)
 
 

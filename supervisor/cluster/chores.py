@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from supervisor import logs
+from supervisor import events, logs
 from supervisor.config import Config
 from supervisor.errors import LockLost
 from supervisor.fate import failure_outcome, max_attempts_for
@@ -183,7 +183,10 @@ class Chores:
             look_after_parked(self.store, self.config)
         if report.reaped or report.settled or report.pruned:
             self.log.info(
-                "chores_done", reaped=report.reaped, settled=report.settled, pruned=report.pruned
+                events.CHORES_DONE,
+                reaped=report.reaped,
+                settled=report.settled,
+                pruned=report.pruned,
             )
         return report
 

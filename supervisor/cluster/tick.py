@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from supervisor import logs
+from supervisor import events, logs
 from supervisor.cluster.chores import Chores
 from supervisor.config import Config
 from supervisor.errors import DatabaseError
@@ -99,7 +99,7 @@ def run_tick(config: Config, store: Store, given: TickInput) -> TickReport:
         report.leader = Chores(store, config, owner=given.owner).run().leader
     except DatabaseError as exc:
         report.db_error = str(exc) or type(exc).__name__
-        log.warning("chores_skipped", error=report.db_error[:300])
+        log.warning(events.CHORES_SKIPPED, error=report.db_error[:300])
     # The database clock, so hosts with skewed clocks agree on cooldowns and slots; while
     # it cannot be read, ours corrected by the offset last seen (cooldowns were written
     # on the database clock: a host an hour behind would otherwise never send again).
@@ -124,9 +124,9 @@ def _enqueue_schedules(config: Config, store: Store, now: float, started_at: flo
     try:
         for name, slot, job_id in enqueue_due(store, config.schedules, now, started_at, grace):
             when = datetime.fromtimestamp(slot, UTC).isoformat()
-            log.info("schedule_enqueued", schedule=name, slot=when, job_id=job_id)
+            log.info(events.SCHEDULE_ENQUEUED, schedule=name, slot=when, job_id=job_id)
     except DatabaseError as exc:
-        log.warning("schedules_skipped", error=str(exc))
+        log.warning(events.SCHEDULES_SKIPPED, error=str(exc))
 
 
 def _alerts(
@@ -188,4 +188,4 @@ def tick_main(config: Config, given: TickInput, report_fd: int) -> int:
 
 
 def tick_crashed(error: str) -> None:
-    logs.get(role="master").error("tick_crashed", error=error)
+    logs.get(role="master").error(events.TICK_CRASHED, error=error)

@@ -234,7 +234,9 @@ class Children:
         CANCEL_TERM_TO_KILL (the overtime path's second stage does it)."""
         if child.ending is not None:
             return
-        self.log.warning("job_cancel_kill", pool=child.pool, child_pid=child.pid, job_id=job_id)
+        self.log.warning(
+            events.JOB_CANCEL_KILL, pool=child.pool, child_pid=child.pid, job_id=job_id
+        )
         kill_group(child.pid, signal.SIGTERM)
         child.ending = Termination(KillCause.CANCEL, job_id, now + CANCEL_TERM_TO_KILL)
 

@@ -279,7 +279,7 @@ class Master:
 
     def begin_stop(self, graceful: bool, signame: str) -> None:
         if self.state.stopping and graceful:
-            self.state.log.info("already_stopping", signal=signame)
+            self.state.log.info(events.ALREADY_STOPPING, signal=signame)
             return
         self.state.stopping = True
         systemd.stopping()
@@ -289,7 +289,7 @@ class Master:
         # A shutdown_timeout raised by HUP past the unit's TimeoutStopSec still drains.
         systemd.extend_timeout(grace + STOP_MARGIN)
         self.state.log.info(
-            "master_stopping",
+            events.MASTER_STOPPING,
             signal=signame,
             graceful=graceful,
             shutdown_timeout=grace,
@@ -331,7 +331,7 @@ class Master:
             "unsettled": len(self.settling.unsettled),
             "unwritten": len(self.handbacks.unwritten),
         }
-        self.state.log.info("master_stopped", **left)
+        self.state.log.info(events.MASTER_STOPPED, **left)
         return int(ExitCode.OK)
 
 

@@ -92,7 +92,11 @@ class Pooling:
             pool.saturated = bool(ready) and pool.target >= pool.maximum
             if new_target != pool.target:
                 s.log.info(
-                    "pool_resized", pool=cfg.name, size=new_target, was=pool.target, ready=ready
+                    events.POOL_RESIZED,
+                    pool=cfg.name,
+                    size=new_target,
+                    was=pool.target,
+                    ready=ready,
                 )
                 pool.target = new_target
 
@@ -107,7 +111,7 @@ class Pooling:
             )
             pool.target = max(pool.minimum, min(pool.target + delta, pool.maximum))
             self.state.log.info(
-                "pool_resized",
+                events.POOL_RESIZED,
                 pool=pool.config.name,
                 size=pool.target,
                 by="SIGTTIN" if delta > 0 else "SIGTTOU",

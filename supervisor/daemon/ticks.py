@@ -98,7 +98,7 @@ class CheckTicks:
         s = self.state
         if self.running is not None:
             if now - self.running.started > tick_timeout(s.config.supervisor.check_interval):
-                s.log.warning("check_tick_killed", tick_pid=self.running.pid)
+                s.log.warning(events.CHECK_TICK_KILLED, tick_pid=self.running.pid)
                 kill_group(self.running.pid, signal.SIGKILL)
             return
         if self.stop_requested():  # no chores nor alerts while stopping
@@ -122,7 +122,7 @@ class CheckTicks:
     def take_report(self, tick: TickProcess) -> None:
         s = self.state
         if tick.unreadable:
-            s.log.error("check_tick_report_unreadable", error=tick.unreadable)
+            s.log.error(events.CHECK_TICK_REPORT_UNREADABLE, error=tick.unreadable)
         report = tick.report
         if report is None:
             return
@@ -140,7 +140,7 @@ class CheckTicks:
             tick.drain()
             self.take_report(tick)
         if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
-            self.state.log.warning("check_tick_failed", status=describe_exit(status))
+            self.state.log.warning(events.CHECK_TICK_FAILED, status=describe_exit(status))
             return
         leader = bool(tick.report and tick.report.leader)
         took = round(time.monotonic() - tick.started, 3)

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import MetricsHandler
 
-from supervisor import logs
+from supervisor import events, logs
 from supervisor.config import parse_listen
 from supervisor.observe.collect import ForkqCollector
 from supervisor.observe.shared import Pulse
@@ -50,7 +50,7 @@ def spawn(sock: socket.socket, directory: str, pulse: Pulse, close_fds: list[int
 
 
 def _crashed(error: str) -> None:
-    logs.get(role="master", component="metrics").error("metrics_server_crashed", error=error)
+    logs.get(role="master", component="metrics").error(events.METRICS_SERVER_CRASHED, error=error)
 
 
 def serve(sock: socket.socket, collector: ForkqCollector) -> None:
@@ -93,7 +93,7 @@ class _Handler(MetricsHandler):
             pass
         except Exception as exc:  # a torn file, a bug: a 500 and a log line, never a dead server
             logs.get(role="master", component="metrics").error(
-                "metrics_scrape_failed", error=f"{type(exc).__name__}: {exc}"
+                events.METRICS_SCRAPE_FAILED, error=f"{type(exc).__name__}: {exc}"
             )
             with contextlib.suppress(OSError):
                 self._text(500, "metrics could not be collected: see the daemon's log")

@@ -48,7 +48,7 @@ import subprocess
 import time
 from typing import TYPE_CHECKING, Any
 
-from supervisor import logs, registry
+from supervisor import events, logs, registry
 from supervisor.errors import JobTimeout
 from supervisor.work.exits import ERROR_CHARS, CommandFailed, error_text, judge
 from supervisor.work.pipes import MAX_LINE_CHARS, MAX_LOGGED_LINES, Pipes
@@ -178,7 +178,7 @@ def kill_tree(proc: subprocess.Popen[bytes], log: Any, reason: str) -> None:
     deadline = time.monotonic() + KILL_WAIT  # SIGKILL is not death yet: until they are gone
     while time.monotonic() < deadline and any(map(_alive, forced)):
         time.sleep(0.01)
-    log.warning("command_killed", reason=reason, processes=len(tree), sigkilled=len(forced))
+    log.warning(events.COMMAND_KILLED, reason=reason, processes=len(tree), sigkilled=len(forced))
 
 
 def _alive(proc: Any) -> bool:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from types import FrameType
 
-from supervisor import logs
+from supervisor import events, logs
 from supervisor.cluster.chores import Chores
 from supervisor.cluster.promote import PROMOTE_INTERVAL, keep_schedule_of
 from supervisor.config import Config
@@ -62,12 +62,12 @@ def run_foreground(
     duties = Duties(worker, config, names)
     pool = ",".join(names)[:64]
     store.register_process(owner, hostname(), os.getpid(), "worker", pool=pool, node=node_id())
-    log.info("worker_started", owner=owner, burst=burst, max_jobs=max_jobs)
+    log.info(events.WORKER_STARTED, owner=owner, burst=burst, max_jobs=max_jobs)
     try:
         _work(worker, duties, burst)
     finally:
         _leave(worker, duties.chores, store)
-    log.info("worker_stopped", jobs=worker.stats.jobs)
+    log.info(events.WORKER_STOPPED, jobs=worker.stats.jobs)
     return int(ExitCode.OK)
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from supervisor import registry
+from supervisor import events, registry
 from supervisor.fate import failure_outcome, max_attempts_for
 from supervisor.models import JobRow
 from supervisor.outcomes import SnoozeWritten
@@ -126,7 +126,7 @@ class Outbox:
         expected = sum(len(ids) for ids in done.values())
         if written < expected:
             self.log.warning(
-                "lease_lost", jobs=expected - written, note="another worker holds them now"
+                events.LEASE_LOST, jobs=expected - written, note="another worker holds them now"
             )
         for mode in list(done):
             self.pending.successes.pop(mode, None)
@@ -148,7 +148,7 @@ class Outbox:
                 delay=failure.delay,
                 max_attempts=failure.max_attempts,
             ):
-                self.log.warning("lease_lost", job_id=failure.job_id)
+                self.log.warning(events.LEASE_LOST, job_id=failure.job_id)
             self.pending.failures.pop(0)
 
     def _write_snooze(self, snooze: Snoozed) -> None:
@@ -156,8 +156,8 @@ class Outbox:
             self.owner, snooze.job_id, snooze.delay, snooze.max_snoozes, snooze.reason
         )
         if result is SnoozeWritten.LOST:
-            self.log.warning("lease_lost", job_id=snooze.job_id)
+            self.log.warning(events.LEASE_LOST, job_id=snooze.job_id)
         elif result is SnoozeWritten.DEAD:  # snoozed past its max_snoozes: the store ended it dead
             self.log.warning(
-                "job_snoozed_too_often", job_id=snooze.job_id, max_snoozes=snooze.max_snoozes
+                events.JOB_SNOOZED_TOO_OFTEN, job_id=snooze.job_id, max_snoozes=snooze.max_snoozes
             )

@@ -92,7 +92,7 @@ def test_pooling_resizes_the_pools_a_reload_put_on_the_state(
     state.config, state.pools = new, reloaded_pools(new.pools, state.pools)  # as reload() does
     pooling.resize_all(+1)
     assert {name: (p.minimum, p.maximum) for name, p in state.pools.items()} == {"b": (2, 4)}
-    assert log.said == [("pool_resized", {"pool": "b", "size": 2, "by": "SIGTTIN"})]
+    assert log.said == [(events.POOL_RESIZED, {"pool": "b", "size": 2, "by": "SIGTTIN"})]
 
 
 def test_pooling_polls_nothing_while_every_pool_is_paused(store: Store, sqlite_db_url: str) -> None:
