@@ -19,6 +19,7 @@ from typing import Any
 from supervisor import events, logs, registry
 from supervisor.config import Config, load_config
 from supervisor.errors import ConfigError, ForkqError, install_hint
+from supervisor.kinds import Role
 from supervisor.status import STATUS_CAP as STATUS_CAP  # parser.py's --exact help names it
 from supervisor.store import Store, open_store
 from supervisor.work.command import load_handlers
@@ -98,7 +99,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     # Imported here first so a broken module's error names the config file; the
     # daemon's own import of them before it forks is then a no-op.
     load_handlers(config)
-    log = logs.get(role="master")
+    log = logs.get(role=Role.MASTER)
     for handler in registry.unserved(config):  # its jobs would wait for ever: say so at boot
         log.warning(events.HANDLER_QUEUE_UNSERVED, handler=handler.name, queue=handler.queue)
     from supervisor.daemon.master import run_daemon  # the daemon's modules load only for the daemon

@@ -29,6 +29,7 @@ from supervisor import events, logs
 from supervisor.cluster.chores import Chores
 from supervisor.config import Config
 from supervisor.errors import DatabaseError
+from supervisor.kinds import Role
 from supervisor.proc import die_with_parent, set_title
 from supervisor.store import Store, open_store
 
@@ -89,7 +90,7 @@ class TickReport:
 
 def run_tick(config: Config, store: Store, given: TickInput) -> TickReport:
     """One check tick's work; database trouble is reported, never raised."""
-    log = logs.get(role="master", component="tick")
+    log = logs.get(role=Role.MASTER, component="tick")
     # The tick judges reachability on its own connection (with TICK_DB_TIMEOUT), not by the
     # master's shorter timeout: a loaded server that answers a heartbeat in a second is no
     # outage to alert about.
@@ -119,7 +120,7 @@ def _enqueue_schedules(config: Config, store: Store, now: float, started_at: flo
     # hand-over must not make misfire = "skip" drop a slot that is only just due.
     from supervisor.cluster.schedules import enqueue_due
 
-    log = logs.get(role="master")
+    log = logs.get(role=Role.MASTER)
     grace = 2 * config.supervisor.check_interval
     try:
         for name, slot, job_id in enqueue_due(store, config.schedules, now, started_at, grace):
@@ -188,4 +189,4 @@ def tick_main(config: Config, given: TickInput, report_fd: int) -> int:
 
 
 def tick_crashed(error: str) -> None:
-    logs.get(role="master").error(events.TICK_CRASHED, error=error)
+    logs.get(role=Role.MASTER).error(events.TICK_CRASHED, error=error)

@@ -20,7 +20,6 @@ from typing import Any
 
 from supervisor.config.model import (
     MISFIRE_MODES,
-    ON_SUCCESS_MODES,
     AlertRule,
     AlertsConfig,
     CommandConfig,
@@ -54,7 +53,6 @@ __all__ = [
     "MAX_SESSION_TIMEOUT",
     "MIN_RATE_PERIOD",
     "MISFIRE_MODES",
-    "ON_SUCCESS_MODES",
     "AlertRule",
     "AlertsConfig",
     "CommandConfig",

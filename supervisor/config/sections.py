@@ -13,7 +13,6 @@ from typing import Any
 
 from supervisor.config.model import (
     MISFIRE_MODES,
-    ON_SUCCESS_MODES,
     AlertRule,
     AlertsConfig,
     CommandConfig,
@@ -43,6 +42,7 @@ from supervisor.config.values import (
 )
 from supervisor.dburl import DEFAULT_URL, DatabaseURL, parse_database_url
 from supervisor.errors import ConfigError, install_hint
+from supervisor.kinds import OnSuccess
 
 _WEB_FIELDS: dict[str, Callable[[Any], Any]] = {
     "listen": _listen,
@@ -78,7 +78,7 @@ _POOL_FIELDS: dict[str, Callable[[Any], Any]] = {
     "max_jobs_per_child": _int(1),
     "max_child_lifetime": _seconds(1),
     "memory_limit_mb": _int(16),
-    "on_success": _one_of(ON_SUCCESS_MODES),
+    "on_success": lambda v: OnSuccess(_one_of(tuple(OnSuccess))(v)),
     "retention": _seconds(0),
     "claim_batch": _int(1),
 }

@@ -31,6 +31,7 @@ from supervisor.config import Config, PoolConfig
 from supervisor.daemon.decisions import recycle_after
 from supervisor.daemon.ledger import Ledger
 from supervisor.daemon.scoreboard import Scoreboard
+from supervisor.kinds import RetireReason, Role
 from supervisor.models import JobRow
 from supervisor.outcomes import Outcome
 from supervisor.proc import die_with_parent, hostname, node_id, set_title
@@ -123,7 +124,7 @@ def child_main(config: Config, spec: ChildSpec) -> int:
     if os.getppid() != spec.master_pid:
         return 0  # the master died before we asked to follow it
     random.seed()
-    logs.bind(role="worker", pool=spec.pool.name, pid=os.getpid(), slot=spec.slot)
+    logs.bind(role=Role.WORKER, pool=spec.pool.name, pid=os.getpid(), slot=spec.slot)
     events = PipeEvents(spec)
     set_title(f"{events.label} starting")
     store = open_store(config.database, session_timeout=config.supervisor.db_session_timeout)
@@ -161,14 +162,14 @@ def _loop(worker: Worker, spec: ChildSpec, events: PipeEvents, signal_fd: int) -
         events.idle()
         wait = min(IDLE_RECHECK, max(0.05, recycler.retire_at - time.monotonic()))
         if not _wait_for_wake(spec.wake_fd, signal_fd, wait):
-            return "master gone"
+            return RetireReason.MASTER_GONE
         worker.retire_reason = worker.retire_check()  # an idle child ages too
-    return worker.retire_reason or "stopped"
+    return worker.retire_reason or RetireReason.STOPPED
 
 
 def _register(store: Store, spec: ChildSpec) -> int:
     store.register_process(
-        spec.name, hostname(), os.getpid(), "worker", spec.pool.name, spec.master_name, node_id()
+        spec.name, hostname(), os.getpid(), Role.WORKER, spec.pool.name, spec.master_name, node_id()
     )
     return 0
 
@@ -187,11 +188,11 @@ class Recycler:
 
     def __call__(self) -> str | None:
         if self.worker.stats.jobs >= self.max_jobs:
-            return f"max_jobs_per_child ({self.pool.max_jobs_per_child})"
+            return RetireReason.MAX_JOBS.said(self.pool.max_jobs_per_child)
         if time.monotonic() >= self.retire_at:
-            return "max_child_lifetime"
+            return RetireReason.MAX_LIFETIME.said()
         if self.rss() > self.memory_limit:
-            return f"memory_limit_mb ({self.pool.memory_limit_mb})"
+            return RetireReason.MEMORY.said(self.pool.memory_limit_mb)
         return None
 
 

@@ -20,6 +20,7 @@ from supervisor.daemon.decisions import overtime_due, retire_deadline
 from supervisor.daemon.ledger import Ledger, LockFile
 from supervisor.daemon.scoreboard import Scoreboard
 from supervisor.daemon.state import Child, KillCause, PoolState, Termination
+from supervisor.kinds import RetireReason
 from supervisor.proc import fork_process, kill_group, process_name, reap
 
 KILL_GRACE = 3.0  # seconds past a job's timeout (the child's own soft timeout) before SIGTERM
@@ -205,7 +206,7 @@ class Children:
                 dues.append(entry.deadline + KILL_GRACE)
         return min(dues, default=None)
 
-    def retire(self, child: Child, now: float, reason: str, grace: float) -> None:
+    def retire(self, child: Child, now: float, reason: RetireReason, grace: float) -> None:
         """Ask a child to finish its current job and exit (shrink, HUP, TTOU, stop)."""
         if child.retiring:
             return

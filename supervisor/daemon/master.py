@@ -33,6 +33,7 @@ from supervisor.daemon.state import Phase, PoolState, reloaded_pools
 from supervisor.daemon.ticks import CheckTicks
 from supervisor.daemon.timers import LoopTimers
 from supervisor.errors import ConfigError, ExitCode, SchemaError
+from supervisor.kinds import RetireReason, Role
 from supervisor.observe import metrics
 from supervisor.proc import hostname, node_id, process_name, set_title
 from supervisor.store import Store, open_store
@@ -49,7 +50,7 @@ STOP_MARGIN = 5.0  # seconds past shutdown_timeout the stop may take (settling, 
 class Master:
     def __init__(self, config: Config, config_path: str | None) -> None:
         self.config_path = config_path
-        host, name, log = hostname(), process_name(), logs.get(role="master")
+        host, name, log = hostname(), process_name(), logs.get(role=Role.MASTER)
         self.children = Children(log, host, name)
         self.signals = SignalQueue()
         self.stop_deadline = 0.0
@@ -124,7 +125,7 @@ class Master:
         self.state.clock_offset = self.state.store.db_now() - time.time()
         self.state.started_at = time.time() + self.state.clock_offset
         self.state.store.register_process(
-            self.state.name, self.state.host, os.getpid(), "master", node=self.state.node
+            self.state.name, self.state.host, os.getpid(), Role.MASTER, node=self.state.node
         )
         self.settling.settle_dead_local_processes()
         return version
@@ -271,7 +272,9 @@ class Master:
         self.state.pools = reloaded_pools(config.pools, self.state.pools)
         now = time.monotonic()
         for child in self.children:
-            self.children.retire(child, now, "reload", config.supervisor.shutdown_timeout)
+            self.children.retire(
+                child, now, RetireReason.RELOAD, config.supervisor.shutdown_timeout
+            )
         self.state.log.info(
             events.CONFIG_RELOADED, pools={p: s.target for p, s in self.state.pools.items()}
         )
@@ -298,7 +301,7 @@ class Master:
         self.ticks.kill()  # a tick mid-chore is rolled back; the lease is released below
         for child in self.children:
             if graceful:
-                self.children.retire(child, now, "shutdown", grace)
+                self.children.retire(child, now, RetireReason.SHUTDOWN, grace)
             else:
                 self.children.kill(child)
 

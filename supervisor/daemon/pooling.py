@@ -28,6 +28,7 @@ from supervisor.daemon.decisions import (
 from supervisor.daemon.ledger import Holding
 from supervisor.daemon.shared import Shared
 from supervisor.daemon.state import Child, Phase, PoolState
+from supervisor.kinds import RetireReason, Role
 
 
 class Pooling:
@@ -50,7 +51,7 @@ class Pooling:
             shed = set(to_retire(facts, pool.target))
             for child in live:
                 if child.pid in shed:
-                    self.children.retire(child, now, "pool shrinks", grace)
+                    self.children.retire(child, now, RetireReason.POOL_SHRINKS, grace)
             while len(self.children.of(pool.config.name)) < pool.target and now >= pool.next_spawn:
                 self.spawn(pool, now)
                 if pool.failures:
@@ -58,14 +59,14 @@ class Pooling:
                     break
         for child in self.children:
             if child.pool not in s.pools:
-                self.children.retire(child, now, "pool removed", grace)
+                self.children.retire(child, now, RetireReason.POOL_REMOVED, grace)
 
     def spawn(self, pool: PoolState, now: float) -> None:
         s = self.state
         child = self.children.spawn(s.config, pool, now, self.fds())
         s.db(
             lambda: s.store.register_process(
-                child.name, s.host, child.pid, "worker", child.pool, s.name, s.node
+                child.name, s.host, child.pid, Role.WORKER, child.pool, s.name, s.node
             )
         )
 
@@ -238,7 +239,9 @@ class Pooling:
         if beaten is None or beaten >= len(names):
             return
         # Rows lost (the database restored, or pruned while we were cut off): re-register.
-        s.db(lambda: s.store.register_process(s.name, s.host, os.getpid(), "master", node=s.node))
+        s.db(
+            lambda: s.store.register_process(s.name, s.host, os.getpid(), Role.MASTER, node=s.node)
+        )
         for c in self.children:
             register = s.store.register_process
-            s.db(partial(register, c.name, s.host, c.pid, "worker", c.pool, s.name, s.node))
+            s.db(partial(register, c.name, s.host, c.pid, Role.WORKER, c.pool, s.name, s.node))

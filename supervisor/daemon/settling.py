@@ -16,6 +16,7 @@ from supervisor.cluster.chores import settle_gone_worker, settle_owner
 from supervisor.daemon.decisions import settle_reason
 from supervisor.daemon.shared import Shared
 from supervisor.daemon.state import Child
+from supervisor.kinds import GoneWorker, Role
 from supervisor.observe import metrics
 from supervisor.outcomes import Outcome
 from supervisor.proc import describe_exit
@@ -107,8 +108,8 @@ class Settling:
         s = self.state
         gone = [p for p in s.store.list_processes() if p.node == s.node and not _pid_alive(p.pid)]
         for process in gone:
-            if process.role == "worker":
-                settle_gone_worker(s.store, process.name, "worker gone (found at master start)")
+            if process.role == Role.WORKER:
+                settle_gone_worker(s.store, process.name, GoneWorker.FOUND_AT_BOOT)
         s.store.remove_processes([p.name for p in gone])
         if gone:
             s.log.info(events.STALE_PROCESSES_SETTLED, count=len(gone))

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from supervisor import events, logs
 from supervisor.config import Config
+from supervisor.kinds import Role
 from supervisor.observe.health import db_limit
 from supervisor.observe.shared import Check, Pulse, write_check
 
@@ -70,7 +71,7 @@ class MasterSide:
         self.server_started = 0.0
         self.failures = 0
         self.next_start = 0.0
-        self.log = logs.get(role="master", component="metrics")
+        self.log = logs.get(role=Role.MASTER, component="metrics")
 
     @staticmethod
     def now_times() -> tuple[float, float]:

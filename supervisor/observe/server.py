@@ -21,6 +21,7 @@ from prometheus_client.exposition import MetricsHandler
 
 from supervisor import events, logs
 from supervisor.config import parse_listen
+from supervisor.kinds import Role
 from supervisor.observe.collect import ForkqCollector
 from supervisor.observe.shared import Pulse
 from supervisor.proc import die_with_parent, fork_process, set_title
@@ -50,7 +51,9 @@ def spawn(sock: socket.socket, directory: str, pulse: Pulse, close_fds: list[int
 
 
 def _crashed(error: str) -> None:
-    logs.get(role="master", component="metrics").error(events.METRICS_SERVER_CRASHED, error=error)
+    logs.get(role=Role.MASTER, component="metrics").error(
+        events.METRICS_SERVER_CRASHED, error=error
+    )
 
 
 def serve(sock: socket.socket, collector: ForkqCollector) -> None:
@@ -92,7 +95,7 @@ class _Handler(MetricsHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass
         except Exception as exc:  # a torn file, a bug: a 500 and a log line, never a dead server
-            logs.get(role="master", component="metrics").error(
+            logs.get(role=Role.MASTER, component="metrics").error(
                 events.METRICS_SCRAPE_FAILED, error=f"{type(exc).__name__}: {exc}"
             )
             with contextlib.suppress(OSError):

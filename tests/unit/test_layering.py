@@ -15,8 +15,8 @@ from pathlib import Path
 SUPERVISOR = Path(__file__).resolve().parents[2] / "supervisor"
 
 LAYERS = [
-    {"errors", "events", "models", "durations", "escaping", "dburl", "policy", "outcomes", "config",
-     "logs", "proc"},
+    {"errors", "events", "kinds", "models", "durations", "escaping", "dburl", "policy", "outcomes",
+     "config", "logs", "proc"},
     {"store"},
     {"registry", "fate", "lock", "wake", "queue", "status"},
     {"cluster"},
