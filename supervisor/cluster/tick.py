@@ -81,7 +81,7 @@ class TickReport:
 
     @classmethod
     def decode(cls, line: bytes) -> TickReport:
-        from supervisor.cluster.alerts.rules import AlertState
+        from supervisor.cluster.alerts.states import AlertState
 
         data = json.loads(line)
         memory = {k: AlertState(**v) for k, v in data.pop("alert_memory").items()}
@@ -134,7 +134,7 @@ def _alerts(
     config: Config, store: Store, given: TickInput, report: TickReport, now: float
 ) -> dict[str, Any]:
     from supervisor.cluster.alerts.channels import AlertRunner
-    from supervisor.cluster.alerts.rules import Snapshot, stats_cap
+    from supervisor.cluster.alerts.states import Snapshot, stats_cap
 
     queues = []
     if report.leader and report.db_error is None:  # only the lease holder judges queues
@@ -154,14 +154,14 @@ def _alerts(
     runner = AlertRunner()
     runner.memory = dict(given.alert_memory)
     runner.run(store, config.alerts, snapshot, now)
-    report.alerts = _alert_labels(runner.states, given.host, report.leader)
+    report.alerts = alert_labels(runner.states, given.host, report.leader)
     return runner.memory
 
 
-def _alert_labels(states: dict[str, Any], host: str, leader: bool) -> list[list[Any]]:
+def alert_labels(states: dict[str, Any], host: str, leader: bool) -> list[list[Any]]:
     """[rule, queue, firing] per alert key this host may speak for; queue is the queue or
     pool, "" for db_unreachable. Queue rules only on the chores holder, which judged them."""
-    from supervisor.cluster.alerts.rules import QUEUE_RULES, is_host_key
+    from supervisor.cluster.alerts.states import QUEUE_RULES, is_host_key
 
     labels: list[list[Any]] = []
     for key, state in sorted(states.items()):

@@ -36,20 +36,9 @@ from supervisor.observe import metrics
 from supervisor.outcomes import Outcome
 from supervisor.store import Store
 from supervisor.store import limits as flow
-from supervisor.work.attempt import JobContext, log_finished, run_attempt
+from supervisor.work.attempt import log_finished, run_attempt
 from supervisor.work.events import NoEvents, WorkerEvents
-from supervisor.work.guards import exit_if_forked, soft_timeout
 from supervisor.work.outbox import Outbox, Pending
-
-# Importable from here as before one attempt, the outcomes' writing and the guards moved
-# out of this module.
-__all__ = [
-    "JobContext",
-    "Pending",
-    "Worker",
-    "exit_if_forked",
-    "soft_timeout",
-]
 
 LEASE_MARGIN = 30.0  # seconds a lease outlives the job's timeout: the master kills first
 ACK_MAX_AGE = 0.2  # seconds a success may wait in the buffer before it is written

@@ -24,7 +24,7 @@ from util import REPO_ROOT, unavailable
 
 from supervisor import Queue, events
 from supervisor.store import Store, open_store
-from supervisor.work.command import MAX_LINE_CHARS, MAX_LOGGED_LINES
+from supervisor.work.pipes import MAX_LINE_CHARS, MAX_LOGGED_LINES
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -30,7 +30,7 @@ from util import free_tcp_port, subprocess_env
 
 from supervisor import Queue, events
 from supervisor.cluster.alerts.channels import AlertRunner
-from supervisor.cluster.alerts.rules import Snapshot
+from supervisor.cluster.alerts.states import Snapshot
 from supervisor.config import build_config
 from supervisor.store import Store
 

@@ -38,7 +38,7 @@ from supervisor.daemon.master import DB_TIMEOUT as MASTER_DB_TIMEOUT
 from supervisor.dburl import parse_database_url
 from supervisor.errors import ConnectionLost
 from supervisor.store import open_store
-from supervisor.store.base import TRANSIENT_RETRIES
+from supervisor.store.core import TRANSIENT_RETRIES
 from supervisor.work.worker import Worker
 
 # The classes PyMySQL raises, even after Django (install_as_MySQLdb) loaded a second

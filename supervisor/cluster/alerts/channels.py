@@ -23,13 +23,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from supervisor import events, logs
-from supervisor.cluster.alerts.rules import (
-    AlertState,
-    Notification,
-    Snapshot,
-    evaluate,
-    is_host_key,
-)
+from supervisor.cluster.alerts.rules import evaluate
+from supervisor.cluster.alerts.states import AlertState, Notification, Snapshot, is_host_key
 from supervisor.config import AlertsConfig
 from supervisor.errors import DatabaseError
 from supervisor.escaping import for_chat, for_header, for_terminal, lines_for_terminal
