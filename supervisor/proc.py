@@ -1,7 +1,10 @@
-"""Process helpers: names, titles, parent-death signal, group kills, reaping."""
+"""Process helpers: names, titles, parent-death signal, group kills, reaping, and the one
+fork of every process the master makes (the pool's children, the check tick, the metrics
+server) with its outermost frame."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import errno
@@ -10,6 +13,10 @@ import os
 import secrets
 import signal
 import socket
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 import setproctitle
 
@@ -134,3 +141,60 @@ def describe_exit(status: int) -> str:
         except ValueError:
             return f"killed by signal {sig}"
     return f"exit {os.waitstatus_to_exitcode(status)}"
+
+
+def fork_process(
+    body: Callable[[], int], close_fds: Sequence[int], crashed: Callable[[str], None]
+) -> int:
+    """Fork a process of the master's; its pid. The child runs `body` in `process_frame`
+    and never returns here. The master's signals are blocked across the fork (one that
+    arrives in between waits for the child's own defaults), and the master's mask is
+    restored on both sides, whatever happens."""
+    sys.stdout.flush()  # else the child would write the master's buffered lines again
+    sys.stderr.flush()
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, MASTER_SIGNALS)
+    try:
+        pid = os.fork()
+        if pid == 0:
+            process_frame(body, close_fds, old_mask, crashed)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+    return pid
+
+
+def process_frame(
+    body: Callable[[], int],
+    close_fds: Sequence[int],
+    mask: set[int | signal.Signals],
+    crashed: Callable[[str], None],
+) -> NoReturn:
+    """A forked process's outermost frame: never returns, never unwinds into master code.
+
+    Signals back to their defaults (the master's handlers only queue), the master's mask
+    restored, the master's descriptors closed, then `body`: its return value, or a
+    SystemExit's code, is the exit code; an exception is told to `crashed` (its
+    traceback) and exits 1. `os._exit` in a finally, whatever happens."""
+    code = 1
+    try:
+        for sig in MASTER_SIGNALS:
+            signal.signal(sig, signal.SIG_DFL)
+        signal.set_wakeup_fd(-1)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        for fd in close_fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        code = body()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        try:
+            crashed(traceback.format_exc(limit=5))
+        except BaseException:
+            with contextlib.suppress(BaseException):
+                traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from supervisor import registry
-from supervisor.cli.commands import _config, _store, missing_database
+from supervisor.cli.common import command_config, command_store, missing_database
 from supervisor.cli.tables import ERROR_PREFIX, plural
 from supervisor.config import Config
 from supervisor.errors import ConfigError, ExitCode, ForkqError, SchemaError, UsageError
@@ -20,7 +20,7 @@ CHECK_TIMEOUT = 5.0  # seconds `forkq check` waits for the database
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    config = _config(args)
+    config = command_config(args)
     upgrade_from: int | None = args.upgrade_from
     if upgrade_from is not None and args.action != "print":
         raise UsageError("--upgrade-from goes with `schema print`")
@@ -33,7 +33,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
             for statement in upgrade_statements(backend_queries(backend), upgrade_from):
                 print(f"{statement};")
         return int(ExitCode.OK)
-    with _store(config, schema=False) as store:
+    with command_store(config, schema=False) as store:
         version = store.apply_schema()
     print(f"schema version {version} applied to {config.database.redacted()}")
     return int(ExitCode.OK)
@@ -62,7 +62,7 @@ class _Checks:
 def cmd_check(args: argparse.Namespace) -> int:
     checks = _Checks()
     try:
-        config = _config(args)
+        config = command_config(args)
     except ConfigError as exc:
         checks.fail("config", str(exc), config=True)
         for name in ("handlers", "database", "schema"):
@@ -139,7 +139,7 @@ def _check_result(checks: _Checks) -> int:
 
 
 def cmd_alerts(args: argparse.Namespace) -> int:
-    config = _config(args)
+    config = command_config(args)
     from supervisor.cluster.alerts.channels import send_test
 
     results = send_test(config.alerts, hostname())

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from supervisor import registry
-from supervisor.cli.commands import _config, _store
+from supervisor.cli.common import command_config, command_store
 from supervisor.cli.tables import WARNING_PREFIX, cell, first_line, plural, print_json, table
 from supervisor.config import Config
 from supervisor.durations import format_duration
@@ -24,10 +24,10 @@ from supervisor.work.command import load_handlers
 
 
 def cmd_enqueue(args: argparse.Namespace) -> int:
-    config = _config(args)
+    config = command_config(args)
     # So the handler's default queue applies.
     load_handlers(config)
-    with _store(config) as store:
+    with command_store(config) as store:
         job_id = Queue(store=store).enqueue(
             args.handler,
             args.payload,
@@ -66,8 +66,8 @@ def _enqueue_warnings(config: Config, name: str, queue: str | None) -> list[str]
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
-    config = _config(args)
-    with _store(config) as store:
+    config = command_config(args)
+    with command_store(config) as store:
         rows = store.list_jobs(status=args.status, queue=args.queue, limit=args.limit)
     if args.json:
         print_json([row.as_dict() for row in rows])
@@ -99,8 +99,8 @@ def _jobs_table(rows: Sequence[JobRow]) -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    config = _config(args)
-    with _store(config) as store:
+    config = command_config(args)
+    with command_store(config) as store:
         row = store.get_job(args.id)
     if row is None:
         raise JobNotFound(f"no job with id {args.id}")
@@ -126,8 +126,8 @@ def cmd_retry(args: argparse.Namespace) -> int:
         raise UsageError("retry takes job ids or --dead, not both and not neither")
     if args.queue and not args.dead:
         raise UsageError("--queue goes with --dead")
-    config = _config(args)
-    with _store(config) as store:
+    config = command_config(args)
+    with command_store(config) as store:
         if args.dead:
             count = store.retry_dead(args.queue)
             print(f"retried {plural(count, 'dead job')}")
@@ -138,8 +138,8 @@ def cmd_retry(args: argparse.Namespace) -> int:
 def cmd_cancel(args: argparse.Namespace) -> int:
     """Waiting jobs end cancelled now, running ones within 2 s on whatever host runs them;
     a done, dead or unknown job is named, with exit 1 (SPEC: Job lifecycle)."""
-    config = _config(args)
-    with _store(config) as store:
+    config = command_config(args)
+    with command_store(config) as store:
         results = store.cancel_jobs(args.ids, by=f"{_operator()} (forkq cancel)")
     cancelled = sum(1 for r in results.values() if r == CancelResult.CANCELLED)
     stopping = sum(1 for r in results.values() if r == CancelResult.CANCELLING)
@@ -186,10 +186,10 @@ def _each_job(
 
 
 def cmd_purge(args: argparse.Namespace) -> int:
-    config = _config(args)
+    config = command_config(args)
     statuses = [s for s, wanted in (("done", args.done), ("dead", args.dead)) if wanted]
     counts: dict[str, int] = {}
-    with _store(config) as store:
+    with command_store(config) as store:
         for status in statuses or ["done", "dead"]:
             counts[status] = store.purge(status, args.older_than, queue=args.queue)
             if status == "done":
@@ -209,8 +209,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 
 def _set_paused(args: argparse.Namespace, *, paused: bool) -> int:
-    config = _config(args)
-    with _store(config) as store:
+    config = command_config(args)
+    with command_store(config) as store:
         store.set_paused(args.queue, paused)
     print(f"queue {args.queue} {'paused' if paused else 'resumed'}")
     return int(ExitCode.OK)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from supervisor.cli.commands import _config, _status_cap, _store
+from supervisor.cli.common import command_config, command_store, status_cap
 from supervisor.cli.tables import AtLeast, cell, print_json, table
 from supervisor.config import Config
 from supervisor.durations import format_duration
@@ -18,9 +18,9 @@ from supervisor.store import Store
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    config = _config(args)
-    cap = _status_cap(args)
-    with _store(config) as store:
+    config = command_config(args)
+    cap = status_cap(args)
+    with command_store(config) as store:
         queues, views = read_status(config, store, cap)
         limits = read_limits(config, store, cap)
     if args.json:
@@ -94,8 +94,8 @@ def _limits_table(limits: Sequence[dict[str, Any]]) -> str:
 
 
 def cmd_locks(args: argparse.Namespace) -> int:
-    config = _config(args)
-    with _store(config) as store:
+    config = command_config(args)
+    with command_store(config) as store:
         locks = store.list_locks()
     if args.json:
         print_json(
@@ -122,8 +122,8 @@ def cmd_locks(args: argparse.Namespace) -> int:
 
 
 def cmd_schedules(args: argparse.Namespace) -> int:
-    config = _config(args)
-    with _store(config) as store:
+    config = command_config(args)
+    with command_store(config) as store:
         entries = _schedule_entries(config, store)
     if args.json:
         print_json(

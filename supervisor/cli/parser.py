@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 
 from supervisor import logs
 from supervisor.cli.checks import cmd_alerts, cmd_check, cmd_schema
-from supervisor.cli.commands import STATUS_CAP, cmd_run, cmd_web, cmd_work
+from supervisor.cli.commands import cmd_run, cmd_web, cmd_work
 from supervisor.cli.jobs import (
     cmd_cancel,
     cmd_enqueue,
@@ -39,6 +39,7 @@ from supervisor.durations import parse_duration
 from supervisor.errors import ConfigError, ExitCode, ForkqError, UsageError
 from supervisor.escaping import for_terminal
 from supervisor.models import JobState
+from supervisor.status import STATUS_CAP
 from supervisor.store import SCHEMA_VERSION
 
 Command = Callable[[argparse.Namespace], int]

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from supervisor import logs
+from supervisor import events, logs
 from supervisor.config import Config
 from supervisor.errors import LockLost
 from supervisor.fate import failure_outcome, max_attempts_for
+from supervisor.kinds import GoneWorker, OnSuccess, Role
 from supervisor.lock import Lock
 from supervisor.models import JobRow, JobState
 from supervisor.policy import truncate_error
@@ -81,7 +82,7 @@ def reap_expired_leases(store: Store, limit: int = 500) -> int:
         if row.status == JobState.CANCELLING:
             reaped += int(store.finish_cancel(row.id))
             continue
-        error = f"lease expired (holder {row.locked_by} stopped without finishing)"
+        error = GoneWorker.LEASE_EXPIRED.said(f"holder {row.locked_by} stopped without finishing")
         if row.locked_by and fail_held_job(store, row, row.locked_by, error, only_expired=True):
             reaped += 1
     return reaped
@@ -128,9 +129,9 @@ def settle_stale_processes(store: Store, stale_after: float) -> int:
     stale = store.stale_processes(stale_after)
     settled = 0
     holding: set[str] = set()  # workers with a live lease still, and their masters
-    for process in (p for p in stale if p.role == "worker"):
+    for process in (p for p in stale if p.role == Role.WORKER):
         settled += settle_gone_worker(
-            store, process.name, "worker stopped beating", only_expired=True
+            store, process.name, GoneWorker.STOPPED_BEATING, only_expired=True
         )
         if store.held_by(process.name):
             holding.update({process.name, process.master or ""})
@@ -142,9 +143,9 @@ def prune_finished(store: Store, config: Config) -> int:
     """Delete kept done jobs, dead jobs and task results older than their pool's retention."""
     pruned = 0
     for pool in config.pools:
-        if pool.on_success == "keep":
+        if pool.on_success is OnSuccess.KEEP:
             pruned += store.purge("done", pool.retention, queue=pool.name)
-        if pool.on_success == "archive":
+        if pool.on_success is OnSuccess.ARCHIVE:
             pruned += store.purge_archive(pool.retention, queue=pool.name)
         pruned += store.purge("dead", pool.retention, queue=pool.name)
         pruned += store.purge("cancelled", pool.retention, queue=pool.name)
@@ -195,7 +196,10 @@ class Chores:
             look_after_parked(self.store, self.config)
         if report.reaped or report.settled or report.pruned:
             self.log.info(
-                "chores_done", reaped=report.reaped, settled=report.settled, pruned=report.pruned
+                events.CHORES_DONE,
+                reaped=report.reaped,
+                settled=report.settled,
+                pruned=report.pruned,
             )
         return report
 

@@ -23,7 +23,7 @@ from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
-from supervisor import logs
+from supervisor import events, logs
 from supervisor.config import ScheduleConfig
 from supervisor.errors import UsageError
 from supervisor.queue import build_job
@@ -104,7 +104,7 @@ def enqueue_due(
                     None,
                 )
             except UsageError as exc:
-                log.error("schedule_invalid", schedule=schedule.name, error=str(exc))
+                log.error(events.SCHEDULE_INVALID, schedule=schedule.name, error=str(exc))
                 continue
             job_id = store.enqueue_slot(schedule.name, slot, job)
             if job_id is not None:  # the caller logs what was enqueued (schedule_enqueued)

@@ -20,18 +20,17 @@ import dataclasses
 import json
 import os
 import signal
-import sys
 import time
-import traceback
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from supervisor import logs
+from supervisor import events, logs
 from supervisor.cluster.chores import Chores
 from supervisor.config import Config
 from supervisor.errors import DatabaseError
-from supervisor.proc import MASTER_SIGNALS, die_with_parent, set_title
+from supervisor.kinds import Role
+from supervisor.proc import die_with_parent, set_title
 from supervisor.store import Store, open_store
 
 # Counts no alert rule reads (scheduled, running, done) stop here on a tick: a queue of a
@@ -82,7 +81,7 @@ class TickReport:
 
     @classmethod
     def decode(cls, line: bytes) -> TickReport:
-        from supervisor.cluster.alerts.rules import AlertState
+        from supervisor.cluster.alerts.states import AlertState
 
         data = json.loads(line)
         memory = {k: AlertState(**v) for k, v in data.pop("alert_memory").items()}
@@ -91,7 +90,7 @@ class TickReport:
 
 def run_tick(config: Config, store: Store, given: TickInput) -> TickReport:
     """One check tick's work; database trouble is reported, never raised."""
-    log = logs.get(role="master", component="tick")
+    log = logs.get(role=Role.MASTER, component="tick")
     # The tick judges reachability on its own connection (with TICK_DB_TIMEOUT), not by the
     # master's shorter timeout: a loaded server that answers a heartbeat in a second is no
     # outage to alert about.
@@ -101,7 +100,7 @@ def run_tick(config: Config, store: Store, given: TickInput) -> TickReport:
         report.leader = Chores(store, config, owner=given.owner).run().leader
     except DatabaseError as exc:
         report.db_error = str(exc) or type(exc).__name__
-        log.warning("chores_skipped", error=report.db_error[:300])
+        log.warning(events.CHORES_SKIPPED, error=report.db_error[:300])
     # The database clock, so hosts with skewed clocks agree on cooldowns and slots; while
     # it cannot be read, ours corrected by the offset last seen (cooldowns were written
     # on the database clock: a host an hour behind would otherwise never send again).
@@ -121,21 +120,21 @@ def _enqueue_schedules(config: Config, store: Store, now: float, started_at: flo
     # hand-over must not make misfire = "skip" drop a slot that is only just due.
     from supervisor.cluster.schedules import enqueue_due
 
-    log = logs.get(role="master")
+    log = logs.get(role=Role.MASTER)
     grace = 2 * config.supervisor.check_interval
     try:
         for name, slot, job_id in enqueue_due(store, config.schedules, now, started_at, grace):
             when = datetime.fromtimestamp(slot, UTC).isoformat()
-            log.info("schedule_enqueued", schedule=name, slot=when, job_id=job_id)
+            log.info(events.SCHEDULE_ENQUEUED, schedule=name, slot=when, job_id=job_id)
     except DatabaseError as exc:
-        log.warning("schedules_skipped", error=str(exc))
+        log.warning(events.SCHEDULES_SKIPPED, error=str(exc))
 
 
 def _alerts(
     config: Config, store: Store, given: TickInput, report: TickReport, now: float
 ) -> dict[str, Any]:
     from supervisor.cluster.alerts.channels import AlertRunner
-    from supervisor.cluster.alerts.rules import Snapshot, stats_cap
+    from supervisor.cluster.alerts.states import Snapshot, stats_cap
 
     queues = []
     if report.leader and report.db_error is None:  # only the lease holder judges queues
@@ -155,14 +154,14 @@ def _alerts(
     runner = AlertRunner()
     runner.memory = dict(given.alert_memory)
     runner.run(store, config.alerts, snapshot, now)
-    report.alerts = _alert_labels(runner.states, given.host, report.leader)
+    report.alerts = alert_labels(runner.states, given.host, report.leader)
     return runner.memory
 
 
-def _alert_labels(states: dict[str, Any], host: str, leader: bool) -> list[list[Any]]:
+def alert_labels(states: dict[str, Any], host: str, leader: bool) -> list[list[Any]]:
     """[rule, queue, firing] per alert key this host may speak for; queue is the queue or
     pool, "" for db_unreachable. Queue rules only on the chores holder, which judged them."""
-    from supervisor.cluster.alerts.rules import QUEUE_RULES, is_host_key
+    from supervisor.cluster.alerts.states import QUEUE_RULES, is_host_key
 
     labels: list[list[Any]] = []
     for key, state in sorted(states.items()):
@@ -174,34 +173,20 @@ def _alert_labels(states: dict[str, Any], host: str, leader: bool) -> list[list[
     return labels
 
 
-def tick_main(config: Config, given: TickInput, report_fd: int, close_fds: list[int]) -> None:
-    """The tick process's outermost frame: never returns, never unwinds into master code."""
-    code = 1
-    try:
-        for sig in MASTER_SIGNALS:
-            signal.signal(sig, signal.SIG_DFL)
-        signal.set_wakeup_fd(-1)
-        signal.pthread_sigmask(signal.SIG_SETMASK, set())
-        for fd in close_fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        die_with_parent(signal.SIGKILL)
-        set_title("forkq: master check")
-        store = open_store(
-            config.database,
-            timeout=TICK_DB_TIMEOUT,
-            session_timeout=config.supervisor.db_session_timeout,
-        )
-        report = run_tick(config, store, given)
-        store.close()
-        os.write(report_fd, report.encode())
-        code = 0
-    except BaseException:
-        with contextlib.suppress(BaseException):
-            logs.get(role="master").error("tick_crashed", error=traceback.format_exc(limit=5))
-    finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+def tick_main(config: Config, given: TickInput, report_fd: int) -> int:
+    """The tick process's body (in proc.process_frame): run the tick, write its report."""
+    die_with_parent(signal.SIGKILL)
+    set_title("forkq: master check")
+    store = open_store(
+        config.database,
+        timeout=TICK_DB_TIMEOUT,
+        session_timeout=config.supervisor.db_session_timeout,
+    )
+    report = run_tick(config, store, given)
+    store.close()
+    os.write(report_fd, report.encode())
+    return 0
+
+
+def tick_crashed(error: str) -> None:
+    logs.get(role=Role.MASTER).error(events.TICK_CRASHED, error=error)

@@ -20,7 +20,6 @@ from typing import Any
 
 from supervisor.config.model import (
     MISFIRE_MODES,
-    ON_SUCCESS_MODES,
     AlertRule,
     AlertsConfig,
     CommandConfig,
@@ -34,17 +33,17 @@ from supervisor.config.model import (
     WebConfig,
 )
 from supervisor.config.sections import (
-    _WEB_FIELDS,
     LIMIT_NAME_CHARS,
-    _alerts,
-    _commands,
-    _database,
-    _limits,
-    _metrics,
-    _pools,
-    _Problems,
-    _schedules,
-    _supervisor,
+    WEB_FIELDS,
+    Problems,
+    read_alerts,
+    read_commands,
+    read_database,
+    read_limits,
+    read_metrics,
+    read_pools,
+    read_schedules,
+    read_supervisor,
 )
 from supervisor.config.values import MAX_SESSION_TIMEOUT, MIN_RATE_PERIOD, parse_listen
 from supervisor.errors import ConfigError
@@ -54,7 +53,6 @@ __all__ = [
     "MAX_SESSION_TIMEOUT",
     "MIN_RATE_PERIOD",
     "MISFIRE_MODES",
-    "ON_SUCCESS_MODES",
     "AlertRule",
     "AlertsConfig",
     "CommandConfig",
@@ -89,7 +87,7 @@ def load_config(path: str | os.PathLike[str] | None, database_url: str | None = 
 
 
 def build_config(raw: Mapping[str, Any], source: str, database_url: str | None = None) -> Config:
-    problems = _Problems(source)
+    problems = Problems(source)
     known = (
         "database", "supervisor", "pools", "alerts", "schedules", "web", "commands", "metrics",
         "limits",
@@ -97,15 +95,15 @@ def build_config(raw: Mapping[str, Any], source: str, database_url: str | None =
     for key in raw:
         if key not in known:
             problems.add(key, f"unknown section (expected one of: {', '.join(known)})")
-    database = _database(raw.get("database", {}), database_url, problems)
-    supervisor = _supervisor(raw.get("supervisor", {}), problems)
-    pools = _pools(raw.get("pools"), problems)
-    alerts = _alerts(raw.get("alerts", {}), problems)
-    schedules = _schedules(raw.get("schedules", {}), problems)
-    web = WebConfig(**problems.fields("web", raw.get("web", {}), _WEB_FIELDS))
-    commands = _commands(raw.get("commands", {}), problems)
-    metrics = _metrics(raw.get("metrics", {}), problems)
-    limits = _limits(raw.get("limits", {}), problems)
+    database = read_database(raw.get("database", {}), database_url, problems)
+    supervisor = read_supervisor(raw.get("supervisor", {}), problems)
+    pools = read_pools(raw.get("pools"), problems)
+    alerts = read_alerts(raw.get("alerts", {}), problems)
+    schedules = read_schedules(raw.get("schedules", {}), problems)
+    web = WebConfig(**problems.fields("web", raw.get("web", {}), WEB_FIELDS))
+    commands = read_commands(raw.get("commands", {}), problems)
+    metrics = read_metrics(raw.get("metrics", {}), problems)
+    limits = read_limits(raw.get("limits", {}), problems)
     problems.raise_if_any()
     assert database is not None
     return Config(

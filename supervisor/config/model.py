@@ -12,6 +12,7 @@ from typing import Any
 
 from supervisor.dburl import DatabaseURL
 from supervisor.durations import format_duration
+from supervisor.kinds import OnSuccess
 from supervisor.policy import (
     DEFAULT_BACKOFF_BASE,
     DEFAULT_BACKOFF_CAP,
@@ -19,7 +20,6 @@ from supervisor.policy import (
     DEFAULT_MAX_SNOOZES,
 )
 
-ON_SUCCESS_MODES = ("delete", "archive", "keep")
 MISFIRE_MODES = ("once", "skip")
 
 
@@ -32,7 +32,7 @@ class PoolConfig:
     max_jobs_per_child: int = 1000
     max_child_lifetime: float = 3600.0
     memory_limit_mb: int = 512
-    on_success: str = "delete"
+    on_success: OnSuccess = OnSuccess.DELETE
     retention: float = 7 * 86400.0
     claim_batch: int = 20  # jobs claimed per transaction
 

@@ -1,6 +1,6 @@
 """Each section of the file checked against its field spec, and the checks across
 fields (max_workers >= workers, a program that exists, a valid cron). Every problem is
-collected in _Problems, so one run reports them all."""
+collected in Problems, so one run reports them all."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from typing import Any
 
 from supervisor.config.model import (
     MISFIRE_MODES,
-    ON_SUCCESS_MODES,
     AlertRule,
     AlertsConfig,
     CommandConfig,
@@ -24,94 +23,95 @@ from supervisor.config.model import (
     SupervisorConfig,
 )
 from supervisor.config.values import (
-    _address,
-    _argv,
-    _bool,
-    _env_names,
-    _environment,
-    _int,
-    _json_table,
-    _listen,
-    _name,
-    _names,
-    _one_of,
-    _rate,
-    _seconds,
-    _session_timeout,
-    _str,
-    _str_list,
+    read_address,
+    read_argv,
+    read_bool,
+    read_env_names,
+    read_environment,
+    read_int,
+    read_json_table,
+    read_listen,
+    read_name,
+    read_names,
+    read_one_of,
+    read_rate,
+    read_seconds,
+    read_session_timeout,
+    read_str,
+    read_str_list,
 )
 from supervisor.dburl import DEFAULT_URL, DatabaseURL, parse_database_url
 from supervisor.errors import ConfigError, install_hint
+from supervisor.kinds import OnSuccess
 
-_WEB_FIELDS: dict[str, Callable[[Any], Any]] = {
-    "listen": _listen,
-    "read_only": _bool,
-    "trusted_proxy": _address,
+WEB_FIELDS: dict[str, Callable[[Any], Any]] = {
+    "listen": read_listen,
+    "read_only": read_bool,
+    "trusted_proxy": read_address,
 }
-_METRICS_FIELDS: dict[str, Callable[[Any], Any]] = {"listen": _listen}
+_METRICS_FIELDS: dict[str, Callable[[Any], Any]] = {"listen": read_listen}
 _COMMAND_FIELDS: dict[str, Callable[[Any], Any]] = {
-    "argv": _argv,
-    "queue": _name,
-    "timeout": _seconds(0.1),
-    "max_attempts": _int(1),
-    "backoff_base": _seconds(0),
-    "backoff_cap": _seconds(0),
-    "max_snoozes": _int(0),
-    "env": _environment,
-    "pass_env": _env_names,
+    "argv": read_argv,
+    "queue": read_name,
+    "timeout": read_seconds(0.1),
+    "max_attempts": read_int(1),
+    "backoff_base": read_seconds(0),
+    "backoff_cap": read_seconds(0),
+    "max_snoozes": read_int(0),
+    "env": read_environment,
+    "pass_env": read_env_names,
 }
 _SUPERVISOR_FIELDS: dict[str, Callable[[Any], Any]] = {
-    "handlers": _str_list,
-    "check_interval": _seconds(0.1),
-    "shutdown_timeout": _seconds(0),
-    "poll_interval": _seconds(0.005),
-    "heartbeat_interval": _seconds(0.1),
-    "process_stale_after": _seconds(1),
-    "chores_lease": _seconds(1),
-    "db_session_timeout": _session_timeout,
+    "handlers": read_str_list,
+    "check_interval": read_seconds(0.1),
+    "shutdown_timeout": read_seconds(0),
+    "poll_interval": read_seconds(0.005),
+    "heartbeat_interval": read_seconds(0.1),
+    "process_stale_after": read_seconds(1),
+    "chores_lease": read_seconds(1),
+    "db_session_timeout": read_session_timeout,
 }
 _POOL_FIELDS: dict[str, Callable[[Any], Any]] = {
-    "workers": _int(0),
-    "max_workers": _int(0),
-    "timeout": _seconds(0.1),
-    "max_jobs_per_child": _int(1),
-    "max_child_lifetime": _seconds(1),
-    "memory_limit_mb": _int(16),
-    "on_success": _one_of(ON_SUCCESS_MODES),
-    "retention": _seconds(0),
-    "claim_batch": _int(1),
+    "workers": read_int(0),
+    "max_workers": read_int(0),
+    "timeout": read_seconds(0.1),
+    "max_jobs_per_child": read_int(1),
+    "max_child_lifetime": read_seconds(1),
+    "memory_limit_mb": read_int(16),
+    "on_success": lambda v: OnSuccess(read_one_of(tuple(OnSuccess))(v)),
+    "retention": read_seconds(0),
+    "claim_batch": read_int(1),
 }
 _RULE_FIELDS: dict[str, Callable[[Any], Any]] = {
-    "max_ready": _int(0),
-    "max_age": _seconds(0),
-    "max_dead": _int(0),
-    "saturated_ticks": _int(1),
+    "max_ready": read_int(0),
+    "max_age": read_seconds(0),
+    "max_dead": read_int(0),
+    "saturated_ticks": read_int(1),
 }
 _ALERT_FIELDS: dict[str, Callable[[Any], Any]] = {
-    "webhook_url": _str,
-    "email_to": _str_list,
-    "email_from": _str,
-    "smtp_host": _str,
-    "smtp_port": _int(1),
-    "smtp_starttls": _bool,
-    "smtp_user": _str,
-    "smtp_timeout": _seconds(0.1),
-    "webhook_timeout": _seconds(0.1),
-    "cooldown": _seconds(0),
+    "webhook_url": read_str,
+    "email_to": read_str_list,
+    "email_from": read_str,
+    "smtp_host": read_str,
+    "smtp_port": read_int(1),
+    "smtp_starttls": read_bool,
+    "smtp_user": read_str,
+    "smtp_timeout": read_seconds(0.1),
+    "webhook_timeout": read_seconds(0.1),
+    "cooldown": read_seconds(0),
 }
 _SCHEDULE_FIELDS: dict[str, Callable[[Any], Any]] = {
-    "cron": _str,
-    "handler": _name,
-    "timezone": _str,
-    "queue": _name,
-    "payload": _json_table,
-    "priority": _int(-(2**31)),
-    "misfire": _one_of(MISFIRE_MODES),
+    "cron": read_str,
+    "handler": read_name,
+    "timezone": read_str,
+    "queue": read_name,
+    "payload": read_json_table,
+    "priority": read_int(-(2**31)),
+    "misfire": read_one_of(MISFIRE_MODES),
 }
 
 
-class _Problems:
+class Problems:
     """Collects every problem so the operator fixes the file in one pass."""
 
     def __init__(self, source: str) -> None:
@@ -144,13 +144,13 @@ class _Problems:
             raise ConfigError("\n".join(self.items))
 
 
-def _supervisor(table: Any, problems: _Problems) -> SupervisorConfig:
+def read_supervisor(table: Any, problems: Problems) -> SupervisorConfig:
     values = problems.fields("supervisor", table, _SUPERVISOR_FIELDS)
     return SupervisorConfig(**values)
 
 
-def _database(table: Any, override: str | None, problems: _Problems) -> DatabaseURL | None:
-    values = problems.fields("database", table, {"url": _str})
+def read_database(table: Any, override: str | None, problems: Problems) -> DatabaseURL | None:
+    values = problems.fields("database", table, {"url": read_str})
     env = os.environ.get("FORKQ_DATABASE_URL")
     url, origin = (
         (override, "--database")
@@ -166,7 +166,7 @@ def _database(table: Any, override: str | None, problems: _Problems) -> Database
         return None
 
 
-def _pools(table: Any, problems: _Problems) -> tuple[PoolConfig, ...]:
+def read_pools(table: Any, problems: Problems) -> tuple[PoolConfig, ...]:
     if table is None:
         return (PoolConfig(name="default"),)
     if not isinstance(table, dict) or not table:
@@ -184,7 +184,7 @@ def _pools(table: Any, problems: _Problems) -> tuple[PoolConfig, ...]:
     return tuple(pools)
 
 
-def _alerts(table: Any, problems: _Problems) -> AlertsConfig:
+def read_alerts(table: Any, problems: Problems) -> AlertsConfig:
     if not isinstance(table, dict):
         problems.add("alerts", f"expected a table, got {table!r}")
         return AlertsConfig()
@@ -214,7 +214,7 @@ def _alerts(table: Any, problems: _Problems) -> AlertsConfig:
     return AlertsConfig(**values, smtp_password=password, defaults=defaults, rules=rules)
 
 
-def _commands(table: Any, problems: _Problems) -> tuple[CommandConfig, ...]:
+def read_commands(table: Any, problems: Problems) -> tuple[CommandConfig, ...]:
     if not isinstance(table, dict):
         problems.add("commands", 'expected [commands."NAME"] tables')
         return ()
@@ -253,7 +253,7 @@ def _rule_dict(rule: AlertRule) -> dict[str, Any]:
     return {k: v for k, v in vars(rule).items() if v is not None}
 
 
-def _schedules(table: Any, problems: _Problems) -> tuple[ScheduleConfig, ...]:
+def read_schedules(table: Any, problems: Problems) -> tuple[ScheduleConfig, ...]:
     if not isinstance(table, dict):
         problems.add("schedules", "expected [schedules.NAME] tables")
         return ()
@@ -290,7 +290,7 @@ def _schedule_problem(values: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _metrics(table: Any, problems: _Problems) -> MetricsConfig:
+def read_metrics(table: Any, problems: Problems) -> MetricsConfig:
     values = problems.fields("metrics", table, _METRICS_FIELDS)
     if "listen" in values and importlib.util.find_spec("prometheus_client") is None:
         problems.add("metrics.listen", f"needs prometheus-client: {install_hint('metrics')}")
@@ -303,15 +303,15 @@ LIMIT_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWX
 
 
 _LIMIT_FIELDS: dict[str, Callable[[Any], Any]] = {
-    "handlers": _names(191),
-    "queues": _names(64),
-    "concurrency": _int(1),
-    "rate": _rate,
-    "per_key": _bool,
+    "handlers": read_names(191),
+    "queues": read_names(64),
+    "concurrency": read_int(1),
+    "rate": read_rate,
+    "per_key": read_bool,
 }
 
 
-def _limits(table: Any, problems: _Problems) -> tuple[LimitConfig, ...]:
+def read_limits(table: Any, problems: Problems) -> tuple[LimitConfig, ...]:
     if not isinstance(table, dict):
         problems.add("limits", "expected [limits.NAME] tables")
         return ()

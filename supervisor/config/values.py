@@ -15,7 +15,7 @@ MAX_SESSION_TIMEOUT = 31_536_000  # a year: the most wait_timeout takes
 MIN_RATE_PERIOD = 1.0  # seconds: a rate is counted in tenths of its period
 
 
-def _int(minimum: int = 0) -> Callable[[Any], int]:
+def read_int(minimum: int = 0) -> Callable[[Any], int]:
     def check(value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValueError(f"expected an integer, got {value!r}")
@@ -26,7 +26,7 @@ def _int(minimum: int = 0) -> Callable[[Any], int]:
     return check
 
 
-def _seconds(minimum: float = 0.0) -> Callable[[Any], float]:
+def read_seconds(minimum: float = 0.0) -> Callable[[Any], float]:
     def check(value: Any) -> float:
         seconds = parse_duration(value)
         if seconds < minimum:
@@ -36,9 +36,9 @@ def _seconds(minimum: float = 0.0) -> Callable[[Any], float]:
     return check
 
 
-def _session_timeout(value: Any) -> float:
+def read_session_timeout(value: Any) -> float:
     """0 (the server's default) or whole seconds up to a year (MariaDB's wait_timeout range)."""
-    seconds = _seconds(0)(value)
+    seconds = read_seconds(0)(value)
     if seconds and not 1 <= seconds <= MAX_SESSION_TIMEOUT:
         raise ValueError(
             f"must be 0 (the server's default) or 1 to {MAX_SESSION_TIMEOUT} seconds, got {value!r}"
@@ -48,26 +48,26 @@ def _session_timeout(value: Any) -> float:
     return seconds
 
 
-def _str(value: Any) -> str:
+def read_str(value: Any) -> str:
     if not isinstance(value, str):
         raise ValueError(f"expected a string, got {value!r}")
     return value
 
 
-def _name(value: Any) -> str:
-    text = _str(value)
+def read_name(value: Any) -> str:
+    text = read_str(value)
     if not text or len(text) > 64:
         raise ValueError("expected a name of 1 to 64 characters")
     return text
 
 
-def _bool(value: Any) -> bool:
+def read_bool(value: Any) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"expected true or false, got {value!r}")
     return value
 
 
-def _str_list(value: Any) -> tuple[str, ...]:
+def read_str_list(value: Any) -> tuple[str, ...]:
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -75,7 +75,7 @@ def _str_list(value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _one_of(choices: tuple[str, ...]) -> Callable[[Any], str]:
+def read_one_of(choices: tuple[str, ...]) -> Callable[[Any], str]:
     def check(value: Any) -> str:
         if value not in choices:
             raise ValueError(f"expected one of {', '.join(choices)}; got {value!r}")
@@ -84,14 +84,14 @@ def _one_of(choices: tuple[str, ...]) -> Callable[[Any], str]:
     return check
 
 
-def _table(value: Any) -> dict[str, Any]:
+def read_table(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError(f"expected a table, got {value!r}")
     return value
 
 
-def _json_table(value: Any) -> dict[str, Any]:
-    table = _table(value)
+def read_json_table(value: Any) -> dict[str, Any]:
+    table = read_table(value)
     try:
         json.dumps(table, allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -113,14 +113,14 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def _listen(value: Any) -> str:
-    parse_listen(_str(value))
+def read_listen(value: Any) -> str:
+    parse_listen(read_str(value))
     return str(value)
 
 
-def _address(value: Any) -> str:
+def read_address(value: Any) -> str:
     """An IP address as the server sees a peer's (`::1`, not `[::1]` or `0:0::1`)."""
-    text = _str(value).strip()
+    text = read_str(value).strip()
     if text.startswith("[") and text.endswith("]"):
         text = text[1:-1]
     try:
@@ -129,7 +129,7 @@ def _address(value: Any) -> str:
         raise ValueError(f"expected an IP address such as 127.0.0.1, got {value!r}") from None
 
 
-def _argv(value: Any) -> tuple[str, ...]:
+def read_argv(value: Any) -> tuple[str, ...]:
     if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
         raise ValueError(f"expected a non-empty list of strings, got {value!r}")
     if not value[0] or any("\0" in v for v in value):
@@ -137,9 +137,9 @@ def _argv(value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _environment(value: Any) -> dict[str, str]:
+def read_environment(value: Any) -> dict[str, str]:
     """Variables for a command: string to string, names exec accepts, none of forkq's own."""
-    table = _table(value)
+    table = read_table(value)
     for key, text in table.items():
         if not key or "=" in key or "\0" in key:
             raise ValueError(f"{key!r} is not a variable name")
@@ -150,8 +150,8 @@ def _environment(value: Any) -> dict[str, str]:
     return table
 
 
-def _env_names(value: Any) -> tuple[str, ...]:
-    names = _str_list(value)
+def read_env_names(value: Any) -> tuple[str, ...]:
+    names = read_str_list(value)
     for name in names:
         if not name or "=" in name or "\0" in name:
             raise ValueError(f"{name!r} is not a variable name")
@@ -160,9 +160,9 @@ def _env_names(value: Any) -> tuple[str, ...]:
     return names
 
 
-def _rate(value: Any) -> Rate:
+def read_rate(value: Any) -> Rate:
     """ "N/PERIOD": "100/1m", "5/2s", "1000/h" (a bare unit is one of it)."""
-    text = _str(value)
+    text = read_str(value)
     count, sep, period = text.partition("/")
     if not sep or not count.strip().isdigit():
         raise ValueError(f'expected "N/PERIOD" such as "100/1m", got {value!r}')
@@ -177,9 +177,9 @@ def _rate(value: Any) -> Rate:
     return Rate(int(count), seconds)
 
 
-def _names(most: int) -> Callable[[Any], tuple[str, ...]]:
+def read_names(most: int) -> Callable[[Any], tuple[str, ...]]:
     def check(value: Any) -> tuple[str, ...]:
-        names = _str_list(value)
+        names = read_str_list(value)
         bad = [n for n in names if not n or len(n) > most]
         if bad:
             raise ValueError(f"names have 1 to {most} characters, got {bad[0]!r}")

@@ -19,7 +19,7 @@ from typing import Any
 
 from django.db import close_old_connections, connections
 
-from supervisor import logs, registry
+from supervisor import events, logs, registry
 from supervisor.errors import ConfigError, Fail
 
 from . import django_results as results
@@ -78,7 +78,7 @@ def _setup_django() -> None:
     finally:
         connections.close_all()  # nothing of the master's crosses a fork
     logs.get().info(
-        "django_ready",
+        events.DJANGO_READY,
         settings=os.environ.get("DJANGO_SETTINGS_MODULE"),
         tasks=count,
         persistent_connections=persistent,
@@ -185,7 +185,7 @@ class Attempt:
             if held is not None and held["locked_by"]:
                 self.worker = str(held["locked_by"])  # the lease name, as forkq status shows
         except Exception as exc:  # the task still runs: its record is best effort
-            logs.get().warning("django_result_unreadable", job_id=self.job.id, error=str(exc))
+            logs.get().warning(events.DJANGO_RESULT_UNREADABLE, job_id=self.job.id, error=str(exc))
         job = {
             "id": self.job.id,
             "handler": self.job.handler,
@@ -240,7 +240,7 @@ class Attempt:
             with self.connection.wrap_database_errors:
                 self.store.save_result_on(self.connection.connection, {**saved, "id": self.job.id})
         except Exception as exc:
-            logs.get().warning("django_result_not_saved", job_id=self.job.id, error=str(exc))
+            logs.get().warning(events.DJANGO_RESULT_NOT_SAVED, job_id=self.job.id, error=str(exc))
         result = results.build_result(None, saved, task=self.task, result_id=str(self.job.id))
         task_finished.send(type(self.backend), task_result=result)
 

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from supervisor import events
 from supervisor.daemon import systemd
 from supervisor.daemon.signals import SignalQueue
 from supervisor.errors import ConnectionLost, SchemaError, TransientDatabaseError
@@ -47,13 +48,15 @@ def wait_for_database(log: Any, signals: SignalQueue, calls: Callable[[], T]) ->
             metrics.db_error()
             backoff = min(MAX_BACKOFF, max(0.5, backoff * 2))
             delay = backoff * random.uniform(0.8, 1.2)
-            event = "db_unreachable" if isinstance(exc, ConnectionLost) else "db_contention"
+            event = (
+                events.DB_UNREACHABLE if isinstance(exc, ConnectionLost) else events.DB_CONTENTION
+            )
             log.warning(event, error=str(exc), retry_in=round(delay, 2), note="waiting at boot")
             systemd.status(f"waiting for the database: {exc}")
             _sleep(signals, delay)
             continue
         if backoff:
-            log.info("db_reconnected")
+            log.info(events.DB_RECONNECTED)
         return result
     return None
 

@@ -21,9 +21,7 @@ import os
 import random
 import select
 import signal
-import sys
 import time
-import traceback
 from dataclasses import dataclass
 from functools import partial
 from types import FrameType
@@ -33,9 +31,10 @@ from supervisor.config import Config, PoolConfig
 from supervisor.daemon.decisions import recycle_after
 from supervisor.daemon.ledger import Ledger
 from supervisor.daemon.scoreboard import Scoreboard
+from supervisor.kinds import RetireReason, Role
 from supervisor.models import JobRow
 from supervisor.outcomes import Outcome
-from supervisor.proc import MASTER_SIGNALS, die_with_parent, hostname, node_id, set_title
+from supervisor.proc import die_with_parent, hostname, node_id, set_title
 from supervisor.store import Store, open_store
 from supervisor.work.descendants import become_subreaper, kill_leftovers
 from supervisor.work.worker import Worker
@@ -126,7 +125,7 @@ def child_main(config: Config, spec: ChildSpec) -> int:
     if os.getppid() != spec.master_pid:
         return 0  # the master died before we asked to follow it
     random.seed()
-    logs.bind(role="worker", pool=spec.pool.name, pid=os.getpid(), slot=spec.slot)
+    logs.bind(role=Role.WORKER, pool=spec.pool.name, pid=os.getpid(), slot=spec.slot)
     events = PipeEvents(spec)
     set_title(f"{events.label} starting")
     store = open_store(config.database, session_timeout=config.supervisor.db_session_timeout)
@@ -164,14 +163,14 @@ def _loop(worker: Worker, spec: ChildSpec, events: PipeEvents, signal_fd: int) -
         events.idle()
         wait = min(IDLE_RECHECK, max(0.05, recycler.retire_at - time.monotonic()))
         if not _wait_for_wake(spec.wake_fd, signal_fd, wait):
-            return "master gone"
+            return RetireReason.MASTER_GONE
         worker.retire_reason = worker.retire_check()  # an idle child ages too
-    return worker.retire_reason or "stopped"
+    return worker.retire_reason or RetireReason.STOPPED
 
 
 def _register(store: Store, spec: ChildSpec) -> int:
     store.register_process(
-        spec.name, hostname(), os.getpid(), "worker", spec.pool.name, spec.master_name, node_id()
+        spec.name, hostname(), os.getpid(), Role.WORKER, spec.pool.name, spec.master_name, node_id()
     )
     return 0
 
@@ -190,11 +189,11 @@ class Recycler:
 
     def __call__(self) -> str | None:
         if self.worker.stats.jobs >= self.max_jobs:
-            return f"max_jobs_per_child ({self.pool.max_jobs_per_child})"
+            return RetireReason.MAX_JOBS.said(self.pool.max_jobs_per_child)
         if time.monotonic() >= self.retire_at:
-            return "max_child_lifetime"
+            return RetireReason.MAX_LIFETIME.said()
         if self.rss() > self.memory_limit:
-            return f"memory_limit_mb ({self.pool.memory_limit_mb})"
+            return RetireReason.MEMORY.said(self.pool.memory_limit_mb)
         return None
 
 
@@ -236,35 +235,14 @@ def _wait_for_wake(wake_fd: int, signal_fd: int, timeout: float) -> bool:
         return True
 
 
-def reset_inherited_signals() -> None:
-    """Back to defaults before anything else runs in the child (the master's handlers only queue)."""
-    for sig in MASTER_SIGNALS:
-        signal.signal(sig, signal.SIG_DFL)
-    signal.set_wakeup_fd(-1)
-
-
-def run_child(config: Config, spec: ChildSpec, close_fds: list[int]) -> None:
-    """The child's outermost frame: never returns, never unwinds into master code."""
-    code = 1
+def run_child(config: Config, spec: ChildSpec) -> int:
+    """The child's body (in proc.process_frame): its work, then what its jobs left."""
     try:
-        reset_inherited_signals()
-        signal.pthread_sigmask(signal.SIG_SETMASK, set())
-        for fd in close_fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        code = child_main(config, spec)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    except BaseException:
-        try:
-            logs.get().error(events.CHILD_CRASHED, error=traceback.format_exc(limit=5))
-        except BaseException:
-            traceback.print_exc()
+        return child_main(config, spec)
     finally:
-        try:
-            with contextlib.suppress(Exception):
-                kill_leftovers(None)
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+        with contextlib.suppress(Exception):
+            kill_leftovers(None)
+
+
+def child_crashed(error: str) -> None:
+    logs.get().error(events.CHILD_CRASHED, error=error)

@@ -10,18 +10,18 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 from supervisor import events
 from supervisor.config import Config
-from supervisor.daemon.child import ChildSpec, run_child
+from supervisor.daemon.child import ChildSpec, child_crashed, run_child
 from supervisor.daemon.decisions import overtime_due, retire_deadline
 from supervisor.daemon.ledger import Ledger, LockFile
 from supervisor.daemon.scoreboard import Scoreboard
 from supervisor.daemon.state import Child, KillCause, PoolState, Termination
-from supervisor.proc import MASTER_SIGNALS, kill_group, process_name, reap
+from supervisor.kinds import RetireReason
+from supervisor.proc import fork_process, kill_group, process_name, reap
 
 KILL_GRACE = 3.0  # seconds past a job's timeout (the child's own soft timeout) before SIGTERM
 TERM_TO_KILL = 2.0  # seconds between SIGTERM and SIGKILL of an overtime child
@@ -63,25 +63,17 @@ class Children:
         token = process_name().rsplit(":", 1)[1]
         board = Scoreboard()
         ledger = Ledger(self.lock_file)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, MASTER_SIGNALS)
-        pid = os.fork()
-        if pid == 0:
+
+        def body() -> int:  # in the child
             ledger.slot = os.getpid()
+            name = f"{self.host}:{os.getpid()}:{token}"
             spec = ChildSpec(
-                pool.config,
-                slot,
-                f"{self.host}:{os.getpid()}:{token}",
-                os.getppid(),
-                status_w,
-                wake_r,
-                board,
-                self.master_name,
-                ledger,
-            )
-            run_child(config, spec, [status_r, wake_w, *close_fds, *self.fds()])
-        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+                pool.config, slot, name, os.getppid(), status_w, wake_r, board,
+                self.master_name, ledger,
+            )  # fmt: skip
+            return run_child(config, spec)
+
+        pid = fork_process(body, [status_r, wake_w, *close_fds, *self.fds()], child_crashed)
         with contextlib.suppress(OSError):  # the child does it too; whoever runs first wins
             os.setpgid(pid, pid)
         os.close(status_w)
@@ -214,7 +206,7 @@ class Children:
                 dues.append(entry.deadline + KILL_GRACE)
         return min(dues, default=None)
 
-    def retire(self, child: Child, now: float, reason: str, grace: float) -> None:
+    def retire(self, child: Child, now: float, reason: RetireReason, grace: float) -> None:
         """Ask a child to finish its current job and exit (shrink, HUP, TTOU, stop)."""
         if child.retiring:
             return
@@ -243,7 +235,9 @@ class Children:
         CANCEL_TERM_TO_KILL (the overtime path's second stage does it)."""
         if child.ending is not None:
             return
-        self.log.warning("job_cancel_kill", pool=child.pool, child_pid=child.pid, job_id=job_id)
+        self.log.warning(
+            events.JOB_CANCEL_KILL, pool=child.pool, child_pid=child.pid, job_id=job_id
+        )
         kill_group(child.pid, signal.SIGTERM)
         child.ending = Termination(KillCause.CANCEL, job_id, now + CANCEL_TERM_TO_KILL)
 

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from supervisor import events
 from supervisor.daemon.decisions import may_retry_db
 from supervisor.errors import ConnectionLost, DatabaseError
 from supervisor.observe import metrics
@@ -60,11 +61,11 @@ class DbGuard:
                 self.unreachable(str(exc))
                 return None
             metrics.db_error()  # reachable, but this call failed (e.g. a deadlock)
-            self.log.warning("db_call_failed", error=str(exc))
+            self.log.warning(events.DB_CALL_FAILED, error=str(exc))
             return None
         self.answered_at = time.monotonic()
         if self.error is not None:
-            self.log.info("db_reachable_again")
+            self.log.info(events.DB_REACHABLE_AGAIN)
             self.error, self.backoff = None, 0.0
         return result
 
@@ -72,7 +73,7 @@ class DbGuard:
         """Open the breaker: no call until the back-off has passed."""
         metrics.db_error()
         if self.error is None:
-            self.log.error("db_unreachable", error=error)
+            self.log.error(events.DB_UNREACHABLE, error=error)
         self.error = error
         self.backoff = min(self.timeout, max(0.5, self.backoff * 2))
         self.retry_at = time.monotonic() + self.backoff

@@ -16,8 +16,6 @@ import select
 import signal
 import time
 import traceback
-from collections.abc import Callable
-from typing import TypeVar
 
 from supervisor import events, logs, wake
 from supervisor.cluster.chores import CHORES_LOCK
@@ -29,18 +27,18 @@ from supervisor.daemon.dbguard import DbGuard
 from supervisor.daemon.handback import HandBacks
 from supervisor.daemon.pooling import Pooling
 from supervisor.daemon.settling import Settling
+from supervisor.daemon.shared import Shared
 from supervisor.daemon.signals import SignalQueue, arm_check_timer, disarm_check_timer
 from supervisor.daemon.state import Phase, PoolState, reloaded_pools
 from supervisor.daemon.ticks import CheckTicks
 from supervisor.daemon.timers import LoopTimers
 from supervisor.errors import ConfigError, ExitCode, SchemaError
+from supervisor.kinds import RetireReason, Role
 from supervisor.observe import metrics
 from supervisor.proc import hostname, node_id, process_name, set_title
 from supervisor.store import Store, open_store
 from supervisor.work.command import load_handlers
 from supervisor.work.descendants import become_subreaper
-
-T = TypeVar("T")
 
 MAX_SLEEP = 1.0  # the loop wakes at least this often (watchdog, deadlines)
 # The master's own queries give up after this: a stop or an overtime kill waits at most
@@ -51,52 +49,38 @@ STOP_MARGIN = 5.0  # seconds past shutdown_timeout the stop may take (settling, 
 
 class Master:
     def __init__(self, config: Config, config_path: str | None) -> None:
-        self.config = config
         self.config_path = config_path
-        self.host = hostname()
-        self.node = node_id()  # the machine and pid namespace our pids mean something in
-        self.name = process_name()
-        self.log = logs.get(role="master")
-        self.store: Store = self.open_store(config)
-        # The database clock minus ours, learned at boot and at every tick: schedules and
-        # alert cooldowns are judged on the database clock, also while it cannot be read.
-        self.clock_offset = 0.0
-        self.started_at = time.time()  # schedules start here; on the DB clock after boot
-        self.pools: dict[str, PoolState] = {p.name: PoolState(p) for p in config.pools}
-        self.children = Children(self.log, self.host, self.name)
+        host, name, log = hostname(), process_name(), logs.get(role=Role.MASTER)
+        self.children = Children(log, host, name)
         self.signals = SignalQueue()
-        self.stopping = False
         self.stop_deadline = 0.0
-        self.paused: set[str] = set()
-        self.guard = DbGuard(
-            self.log, DB_TIMEOUT, self.children.kill_overtime, self.stop_requested,
+        guard = DbGuard(
+            log, DB_TIMEOUT, self.children.kill_overtime, self.stop_requested,
             self.children.next_kill,
         )  # fmt: skip
+        pools = {p.name: PoolState(p) for p in config.pools}
+        # What the parts below share; reload() and the tick's report update it in place.
+        self.state = Shared(
+            config, open_store_for(config), log, guard, host, name, node_id(), pools
+        )
         self.listener: wake.WakeListener | None = None  # same-host nudges (wake.py)
         # The check tick runs on SIGALRM every check_interval, the first one interval after
         # boot: the chores do not compete with the first jobs of a restart.
         self.check_due = False
-        self.ticks = CheckTicks(self)
-        self.pooling = Pooling(self)
-        self.settling = Settling(self)
-        write = lambda owner, taken: self.db(lambda: self.store.hand_back(owner, taken))  # noqa: E731
-        self.handbacks = HandBacks(self.children, write, self.log)
+        self.ticks = CheckTicks(self.state, self.fds_for_fork, self.stop_requested)
+        self.pooling = Pooling(self.state, self.children, self.master_fds)
+        self.settling = Settling(self.state)
+        state = self.state
+        write = lambda owner, taken: state.db(lambda: state.store.hand_back(owner, taken))  # noqa: E731
+        self.handbacks = HandBacks(self.children, write, log)
         self.timers = LoopTimers.make(
             config.supervisor, time.monotonic(), systemd.watchdog_interval()
         )
 
-    def open_store(self, config: Config) -> Store:
-        session = config.supervisor.db_session_timeout
-        return open_store(config.database, timeout=DB_TIMEOUT, session_timeout=session)
-
-    def db(self, operation: Callable[[], T]) -> T | None:
-        """A master DB call through the circuit breaker; None when it failed or was skipped."""
-        return self.guard.call(operation)
-
     # --- signals -------------------------------------------------------------------------
 
     def stop_requested(self) -> bool:
-        return self.stopping or self.signals.stop_pending()
+        return self.state.stopping or self.signals.stop_pending()
 
     def handle_signals(self) -> None:
         while self.signals.pending:
@@ -116,18 +100,18 @@ class Master:
 
     def boot(self) -> bool:
         """False when a stop signal arrived while the database was waited for."""
-        self.signals.install(self.config.supervisor.check_interval)  # a stop ends the wait
-        if wait_for_database(self.log, self.signals, self.boot_db) is None:
+        self.signals.install(self.state.config.supervisor.check_interval)  # a stop ends the wait
+        if wait_for_database(self.state.log, self.signals, self.boot_db) is None:
             return False
         become_subreaper()  # what a hard-killed child's job leaves comes to us (kill_strays)
-        self.listener = wake.listen(self.config.database, self.log)
+        self.listener = wake.listen(self.state.config.database, self.state.log)
         set_title("forkq: master")
-        metrics.start(self.config, self.fds_for_fork)
-        self.log.info(
+        metrics.start(self.state.config, self.fds_for_fork)
+        self.state.log.info(
             events.MASTER_STARTED,
-            name=self.name,
-            pools={p: s.config.workers for p, s in self.pools.items()},
-            database=self.config.database.redacted(),
+            name=self.state.name,
+            pools={p: s.config.workers for p, s in self.state.pools.items()},
+            database=self.state.config.database.redacted(),
             pid=os.getpid(),
         )
         self.pooling.maintain(time.monotonic())
@@ -137,10 +121,12 @@ class Master:
 
     def boot_db(self) -> int:
         """The boot's database calls, tried again as a whole while the database is not ready."""
-        version = require_latest_schema(self.store)
-        self.clock_offset = self.store.db_now() - time.time()
-        self.started_at = time.time() + self.clock_offset
-        self.store.register_process(self.name, self.host, os.getpid(), "master", node=self.node)
+        version = require_latest_schema(self.state.store)
+        self.state.clock_offset = self.state.store.db_now() - time.time()
+        self.state.started_at = time.time() + self.state.clock_offset
+        self.state.store.register_process(
+            self.state.name, self.state.host, os.getpid(), Role.MASTER, node=self.state.node
+        )
         self.settling.settle_dead_local_processes()
         return version
 
@@ -151,12 +137,14 @@ class Master:
             return self.shutdown()
         while True:
             self.wait_for_events()
-            metrics.loop_turned(self.guard.answered_at, self.guard.error is not None)  # /healthz
+            metrics.loop_turned(
+                self.state.guard.answered_at, self.state.guard.error is not None
+            )  # /healthz
             self.handle_signals()
             now = time.monotonic()
             self.reap(now)
             self.handbacks.run(now)  # a drain hands back too: those jobs go to other hosts
-            if self.stopping:
+            if self.state.stopping:
                 if self.finish_stop(now):
                     break
                 if self.timers.cancel.due(now):
@@ -167,7 +155,7 @@ class Master:
             self.periodic(now)
             # A stop that arrived during slow database calls is acted on before any spawn.
             self.handle_signals()
-            if not self.stopping:
+            if not self.state.stopping:
                 self.pooling.maintain(time.monotonic())
         return self.shutdown()
 
@@ -205,7 +193,7 @@ class Master:
     def next_deadline(self) -> float:
         now = time.monotonic()
         dues = [self.children.next_kill(), self.handbacks.next_due()]
-        if self.stopping:  # no timers run while stopping but cancels, hand-backs and kills
+        if self.state.stopping:  # no timers run while stopping but cancels, hand-backs and kills
             dues += [self.stop_deadline, self.timers.cancel.next]
         else:
             idle = any(c.phase is Phase.IDLE for c in self.children)
@@ -223,7 +211,7 @@ class Master:
         if timers.scale.due(now):
             self.pooling.scale(now)
             metrics.record_pools(
-                {n: p.maximum for n, p in self.pools.items()},
+                {n: p.maximum for n, p in self.state.pools.items()},
                 [(c.pool, c.now_running is not None) for c in self.children],
             )
         if timers.cancel.due(now):
@@ -250,7 +238,7 @@ class Master:
     # --- the check tick ------------------------------------------------------------------
 
     def check_tick(self, now: float) -> None:
-        for pool in self.pools.values():  # counted in check ticks, as the alert rule says
+        for pool in self.state.pools.values():  # counted in check ticks, as the alert rule says
             pool.saturated_ticks = pool.saturated_ticks + 1 if pool.saturated else 0
         self.settling.settle_pending()
         self.pooling.report_status()
@@ -262,45 +250,49 @@ class Master:
         """HUP: re-read config and handlers; replace every child gracefully."""
         systemd.reloading()
         try:
-            config = load_config(self.config_path) if self.config_path else self.config
+            config = load_config(self.config_path) if self.config_path else self.state.config
             load_handlers(config, reload=True)
         except ConfigError as exc:
-            self.log.error(events.RELOAD_REFUSED, error=str(exc))
+            self.state.log.error(events.RELOAD_REFUSED, error=str(exc))
             systemd.ready()
             return
-        if config.database != self.config.database:
-            self.store.close()
-            self.store = self.open_store(config)
+        if config.database != self.state.config.database:
+            self.state.store.close()
+            self.state.store = open_store_for(config)
             if self.listener is not None:
                 self.listener.close()
-            self.listener = wake.listen(config.database, self.log)
-        self.config = config
+            self.listener = wake.listen(config.database, self.state.log)
+        self.state.config = config
         metrics.reload(config)
         # New intervals take effect now; the next tick takes the new chores lease.
         self.timers = LoopTimers.make(
             config.supervisor, time.monotonic(), systemd.watchdog_interval()
         )
         arm_check_timer(config.supervisor.check_interval)
-        self.pools = reloaded_pools(config.pools, self.pools)
+        self.state.pools = reloaded_pools(config.pools, self.state.pools)
         now = time.monotonic()
         for child in self.children:
-            self.children.retire(child, now, "reload", config.supervisor.shutdown_timeout)
-        self.log.info(events.CONFIG_RELOADED, pools={p: s.target for p, s in self.pools.items()})
+            self.children.retire(
+                child, now, RetireReason.RELOAD, config.supervisor.shutdown_timeout
+            )
+        self.state.log.info(
+            events.CONFIG_RELOADED, pools={p: s.target for p, s in self.state.pools.items()}
+        )
         systemd.ready()
 
     def begin_stop(self, graceful: bool, signame: str) -> None:
-        if self.stopping and graceful:
-            self.log.info("already_stopping", signal=signame)
+        if self.state.stopping and graceful:
+            self.state.log.info(events.ALREADY_STOPPING, signal=signame)
             return
-        self.stopping = True
+        self.state.stopping = True
         systemd.stopping()
         now = time.monotonic()
-        grace = self.config.supervisor.shutdown_timeout
+        grace = self.state.config.supervisor.shutdown_timeout
         self.stop_deadline = now + (grace if graceful else 0.0)
         # A shutdown_timeout raised by HUP past the unit's TimeoutStopSec still drains.
         systemd.extend_timeout(grace + STOP_MARGIN)
-        self.log.info(
-            "master_stopping",
+        self.state.log.info(
+            events.MASTER_STOPPING,
             signal=signame,
             graceful=graceful,
             shutdown_timeout=grace,
@@ -309,7 +301,7 @@ class Master:
         self.ticks.kill()  # a tick mid-chore is rolled back; the lease is released below
         for child in self.children:
             if graceful:
-                self.children.retire(child, now, "shutdown", grace)
+                self.children.retire(child, now, RetireReason.SHUTDOWN, grace)
             else:
                 self.children.kill(child)
 
@@ -320,7 +312,7 @@ class Master:
         if now >= self.stop_deadline:
             for child in self.children:
                 if not child.sigkilled:
-                    self.log.warning(
+                    self.state.log.warning(
                         events.CHILD_KILLED_AT_SHUTDOWN,
                         child_pid=child.pid,
                         job_id=child.now_running,
@@ -335,12 +327,20 @@ class Master:
             self.listener = None
         self.handbacks.write_pending()
         self.settling.settle_pending()
-        self.db(lambda: self.store.remove_processes([self.name]))
-        self.db(lambda: self.store.release_lock(CHORES_LOCK, self.name))
-        self.store.close()
-        left = {"unsettled": len(self.settling.unsettled), "unwritten": len(self.handbacks.unwritten)}
-        self.log.info("master_stopped", **left)
+        self.state.db(lambda: self.state.store.remove_processes([self.state.name]))
+        self.state.db(lambda: self.state.store.release_lock(CHORES_LOCK, self.state.name))
+        self.state.store.close()
+        left = {
+            "unsettled": len(self.settling.unsettled),
+            "unwritten": len(self.handbacks.unwritten),
+        }
+        self.state.log.info(events.MASTER_STOPPED, **left)
         return int(ExitCode.OK)
+
+
+def open_store_for(config: Config) -> Store:
+    session = config.supervisor.db_session_timeout
+    return open_store(config.database, timeout=DB_TIMEOUT, session_timeout=session)
 
 
 def run_daemon(config: Config, config_path: str | None) -> int:
@@ -354,7 +354,7 @@ def run_daemon(config: Config, config_path: str | None) -> int:
         except SchemaError as exc:  # an operator's step, not a defect: one line, exit 78
             raise ConfigError(f"{exc} ({config.database.redacted()})") from exc
         except Exception:  # a defect of ours: say so in the log before the traceback
-            master.log.error(events.MASTER_CRASHED, error=traceback.format_exc(limit=8))
+            master.state.log.error(events.MASTER_CRASHED, error=traceback.format_exc(limit=8))
             raise
     finally:
         metrics.shutdown()

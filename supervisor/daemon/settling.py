@@ -10,23 +10,21 @@ from __future__ import annotations
 
 import os
 from functools import partial
-from typing import TYPE_CHECKING
 
 from supervisor import events
 from supervisor.cluster.chores import settle_gone_worker, settle_owner
 from supervisor.daemon.decisions import counts_held, settle_reason
+from supervisor.daemon.shared import Shared
 from supervisor.daemon.state import Child
+from supervisor.kinds import GoneWorker, Role
 from supervisor.observe import metrics
 from supervisor.outcomes import Outcome
 from supervisor.proc import describe_exit
 
-if TYPE_CHECKING:
-    from supervisor.daemon.master import Master
-
 
 class Settling:
-    def __init__(self, master: Master) -> None:
-        self.master = master  # its store and log are replaced on reload: read them through it
+    def __init__(self, state: Shared) -> None:
+        self.state = state  # its store is replaced on reload: read it through the state
         # (owner name, running job, error, attempt counted, held jobs counted), settled when
         # the database answers
         self.unsettled: list[tuple[str, int | None, str, bool, bool]] = []
@@ -34,7 +32,7 @@ class Settling:
     def child_exited(self, child: Child, status: int) -> None:
         """A reaped child: count and log its exit, then settle what it held."""
         self.record_exit(child, status)
-        self.master.log.info(
+        self.state.log.info(
             events.CHILD_EXITED,
             pool=child.pool,
             child_pid=child.pid,
@@ -59,8 +57,8 @@ class Settling:
     def count_killed(self, child: Child, job_id: int, outcome: Outcome) -> None:
         """Count an attempt the master ended under the job's own queue and handler (SPEC).
         The child is gone with what it knew: one keyed read, on a rare path (a kill)."""
-        m = self.master
-        row = m.db(lambda: m.store.get_job(job_id))
+        s = self.state
+        row = s.db(lambda: s.store.get_job(job_id))
         if row is None:  # the database does not answer now: the pool is the queue it works
             metrics.job_settled(child.pool, outcome)
         else:
@@ -70,37 +68,37 @@ class Settling:
         """Settle what a dead child held, at once: its running job fails (attempt counted)
         unless we killed it for the operator's sake; what it had not started goes back,
         uncounted, unless it died before it started any job (decisions.counts_held)."""
-        m = self.master
+        s = self.state
         running = child.now_running
         reason = settle_reason(
             running=running,
             killed_job=child.killed_job,
             killed_timeout=child.ending.timeout if child.ending else 0.0,
             killed_by_master=child.sigkilled,
-            stopping=m.stopping,
+            stopping=s.stopping,
             retire_reason=child.exit_reason,
             exit_description=describe_exit(status),
         )
         cancelled = child.cancelled_job
         if cancelled is not None:  # first: settle_owner would end it cancelled unlogged
             self.count_killed(child, cancelled, Outcome.CANCELLED)
-            if m.db(lambda: m.store.finish_cancel(cancelled)):
-                m.log.warning(events.JOB_CANCELLED, job_id=cancelled, child_pid=child.pid)
+            if s.db(lambda: s.store.finish_cancel(cancelled)):
+                s.log.warning(events.JOB_CANCELLED, job_id=cancelled, child_pid=child.pid)
         held = counts_held(reason, running, child.jobs)
         self.unsettled.append((child.name, running, reason.message, reason.counts_attempt, held))
         self.settle_pending()
-        m.db(lambda: m.store.remove_processes([child.name]))
+        s.db(lambda: s.store.remove_processes([child.name]))
 
     def settle_pending(self) -> None:
-        m = self.master
+        s = self.state
         while self.unsettled:
             name, job_id, error, counted, held = self.unsettled[0]
-            settle = partial(settle_owner, m.store, name, job_id, error, counted, count_held=held)
-            if m.db(settle) is None:
+            settle = partial(settle_owner, s.store, name, job_id, error, counted, count_held=held)
+            if s.db(settle) is None:
                 return  # database down: try again on the next tick
             self.unsettled.pop(0)
             if job_id is not None:
-                m.log.warning(
+                s.log.warning(
                     events.JOB_SETTLED, job_id=job_id, error=error, attempt_counted=counted
                 )
 
@@ -111,14 +109,14 @@ class Settling:
         or container, even one with our hostname. Those rows, and rows without a node,
         are left to the stale-heartbeat path.
         """
-        m = self.master
-        gone = [p for p in m.store.list_processes() if p.node == m.node and not _pid_alive(p.pid)]
+        s = self.state
+        gone = [p for p in s.store.list_processes() if p.node == s.node and not _pid_alive(p.pid)]
         for process in gone:
-            if process.role == "worker":
-                settle_gone_worker(m.store, process.name, "worker gone (found at master start)")
-        m.store.remove_processes([p.name for p in gone])
+            if process.role == Role.WORKER:
+                settle_gone_worker(s.store, process.name, GoneWorker.FOUND_AT_BOOT)
+        s.store.remove_processes([p.name for p in gone])
         if gone:
-            m.log.info(events.STALE_PROCESSES_SETTLED, count=len(gone))
+            s.log.info(events.STALE_PROCESSES_SETTLED, count=len(gone))
 
 
 def _pid_alive(pid: int) -> bool:

@@ -10,6 +10,7 @@ from supervisor.config import PoolConfig
 from supervisor.daemon.decisions import CRASH_LOOP_AFTER
 from supervisor.daemon.ledger import Ledger
 from supervisor.daemon.scoreboard import Scoreboard
+from supervisor.kinds import OnSuccess
 
 
 @dataclass
@@ -104,7 +105,9 @@ class Child:
     buffer: bytes = b""
     # (job, its start) the master last took back this child's jobs for: once per job run
     handed_back: tuple[int, float] | None = None
-    on_success: str = "delete"  # its pool's mode when it was forked (what it writes itself)
+    on_success: OnSuccess = (
+        OnSuccess.DELETE
+    )  # its pool's mode when it was forked (what it writes itself)
 
     @property
     def reported(self) -> bool:

@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from functools import partial
 
 from supervisor import events
-from supervisor.cluster.tick import TickInput, TickReport, tick_main, tick_timeout
+from supervisor.cluster.tick import TickInput, TickReport, tick_crashed, tick_main, tick_timeout
 from supervisor.config import Config
+from supervisor.daemon.shared import Shared
 from supervisor.observe import metrics
-from supervisor.proc import MASTER_SIGNALS, describe_exit, kill_group
-
-if TYPE_CHECKING:
-    from supervisor.daemon.master import Master
+from supervisor.proc import describe_exit, fork_process, kill_group
 
 
 class TickProcess:
@@ -39,13 +37,8 @@ class TickProcess:
         cls, config: Config, given: TickInput, now: float, close_fds: list[int]
     ) -> TickProcess:
         report_r, report_w = os.pipe()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, MASTER_SIGNALS)
-        pid = os.fork()
-        if pid == 0:
-            tick_main(config, given, report_w, [report_r, *close_fds])
-        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        body = partial(tick_main, config, given, report_w)
+        pid = fork_process(body, [report_r, *close_fds], tick_crashed)
         os.close(report_w)
         os.set_blocking(report_r, False)
         return cls(pid, report_r, now)
@@ -81,8 +74,12 @@ class TickProcess:
 class CheckTicks:
     """The master's side of its check ticks (started on SIGALRM)."""
 
-    def __init__(self, master: Master) -> None:
-        self.master = master
+    def __init__(
+        self, state: Shared, fds: Callable[[], list[int]], stop_requested: Callable[[], bool]
+    ) -> None:
+        self.state = state  # the tick's report sets its clock offset and paused queues
+        self.fds_for_fork = fds  # what the tick closes first
+        self.stop_requested = stop_requested
         self.running: TickProcess | None = None
         self.alert_memory: dict[str, object] = {}  # host alert states, carried across ticks
         self.leader: bool | None = None  # the last tick's; None before the first
@@ -98,24 +95,24 @@ class CheckTicks:
 
     def start(self, now: float) -> None:
         """Fork a tick, unless one runs (a hung one is killed) or a stop was asked for."""
-        m = self.master
+        s = self.state
         if self.running is not None:
-            if now - self.running.started > tick_timeout(m.config.supervisor.check_interval):
-                m.log.warning("check_tick_killed", tick_pid=self.running.pid)
+            if now - self.running.started > tick_timeout(s.config.supervisor.check_interval):
+                s.log.warning(events.CHECK_TICK_KILLED, tick_pid=self.running.pid)
                 kill_group(self.running.pid, signal.SIGKILL)
             return
-        if m.stop_requested():  # no chores nor alerts while stopping
+        if self.stop_requested():  # no chores nor alerts while stopping
             return
         given = TickInput(
-            host=m.host,
-            owner=m.name,
-            started_at=m.started_at,
-            clock_offset=m.clock_offset,
-            saturated_ticks={name: p.saturated_ticks for name, p in m.pools.items()},
-            crash_looping={name for name, p in m.pools.items() if p.crash_looping},
+            host=s.host,
+            owner=s.name,
+            started_at=s.started_at,
+            clock_offset=s.clock_offset,
+            saturated_ticks={name: p.saturated_ticks for name, p in s.pools.items()},
+            crash_looping={name for name, p in s.pools.items() if p.crash_looping},
             alert_memory=dict(self.alert_memory),
         )
-        self.running = TickProcess.fork(m.config, given, now, m.fds_for_fork())
+        self.running = TickProcess.fork(s.config, given, now, self.fds_for_fork())
 
     def readable(self) -> None:
         """Its report pipe is readable: read it, and take the report once it is whole."""
@@ -123,17 +120,17 @@ class CheckTicks:
             self.take_report(self.running)
 
     def take_report(self, tick: TickProcess) -> None:
-        m = self.master
+        s = self.state
         if tick.unreadable:
-            m.log.error("check_tick_report_unreadable", error=tick.unreadable)
+            s.log.error(events.CHECK_TICK_REPORT_UNREADABLE, error=tick.unreadable)
         report = tick.report
         if report is None:
             return
         metrics.tick_report(report)
         self.alert_memory = report.alert_memory
-        m.clock_offset = report.clock_offset
+        s.clock_offset = report.clock_offset
         if report.paused is not None:
-            m.paused = set(report.paused)
+            s.paused = set(report.paused)
 
     def exited(self, status: int) -> None:
         tick, self.running = self.running, None
@@ -143,14 +140,14 @@ class CheckTicks:
             tick.drain()
             self.take_report(tick)
         if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
-            self.master.log.warning("check_tick_failed", status=describe_exit(status))
+            self.state.log.warning(events.CHECK_TICK_FAILED, status=describe_exit(status))
             return
         leader = bool(tick.report and tick.report.leader)
         took = round(time.monotonic() - tick.started, 3)
         # The tick's pulse: news at info only when the chores leadership changed (the
         # first tick says who leads); every other one at debug, or it is all that scrolls.
         changed, self.leader = leader != self.leader, leader
-        say = self.master.log.info if changed else self.master.log.debug
+        say = self.state.log.info if changed else self.state.log.debug
         say(events.CHECK_TICK, seconds=took, leader=leader)
 
     def kill(self) -> None:

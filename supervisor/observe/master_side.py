@@ -11,8 +11,9 @@ import signal
 import time
 from collections.abc import Callable
 
-from supervisor import logs
+from supervisor import events, logs
 from supervisor.config import Config
+from supervisor.kinds import Role
 from supervisor.observe.health import db_limit
 from supervisor.observe.shared import Check, Pulse, write_check
 
@@ -70,7 +71,7 @@ class MasterSide:
         self.server_started = 0.0
         self.failures = 0
         self.next_start = 0.0
-        self.log = logs.get(role="master", component="metrics")
+        self.log = logs.get(role=Role.MASTER, component="metrics")
 
     @staticmethod
     def now_times() -> tuple[float, float]:
@@ -80,7 +81,7 @@ class MasterSide:
         try:
             write_check(self.directory, check)
         except OSError as exc:  # a full disk: /healthz goes stale, jobs go on
-            self.log.warning("metrics_check_not_written", error=str(exc))
+            self.log.warning(events.METRICS_CHECK_NOT_WRITTEN, error=str(exc))
 
     def start_server(self, now: float) -> None:
         from supervisor.observe.server import bind, spawn
@@ -91,7 +92,7 @@ class MasterSide:
         except OSError as exc:
             self.failed(now)
             self.log.error(
-                "metrics_listen_failed",
+                events.METRICS_LISTEN_FAILED,
                 listen=self.listen,
                 error=str(exc),
                 retry_in=round(self.next_start - now, 1),
@@ -102,13 +103,13 @@ class MasterSide:
             self.server_pid = spawn(sock, self.directory, self.pulse, self.close_fds())
         except OSError as exc:  # fork failed (EAGAIN, ENOMEM)
             self.failed(now)
-            self.log.error("metrics_server_not_started", error=str(exc))
+            self.log.error(events.METRICS_SERVER_NOT_STARTED, error=str(exc))
             return
         finally:
             sock.close()  # the server has it; no child of ours may hold the port
         self.server_started = now
         self.log.info(
-            "metrics_serving",
+            events.METRICS_SERVING,
             listen=self.listen,
             port=port,
             server_pid=self.server_pid,
@@ -133,7 +134,7 @@ class MasterSide:
             self.failures = 0
         self.failed(now)
         self.log.error(
-            "metrics_server_exited",
+            events.METRICS_SERVER_EXITED,
             status=describe_exit(status),
             retry_in=round(self.next_start - now, 1),
         )

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from supervisor import registry
 from supervisor.config import Config
+from supervisor.kinds import ChildExit, RetireReason
 from supervisor.observe.health import db_limit
 from supervisor.observe.master_side import DIR_PREFIX, MasterSide, stale_after, sweep_stale
 from supervisor.observe.shared import Check
@@ -40,16 +41,7 @@ if TYPE_CHECKING:
 DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 # forkq_jobs_finished_total{outcome}: how an attempt ended (SPEC), one of the closed set
 # outcomes.Outcome; a timeout is killed by the master, or the worker's soft timeout.
-# forkq_child_exits_total{reason}: recycled (max_jobs, max_lifetime, memory), retired by
-# the master (pool shrinks, reload, shutdown), timeout (killed for a job past its
-# timeout), cancelled (killed for its job's cancel), killed (SIGKILLed at shutdown or
-# after ignoring SIGTERM when retired), crashed (a non-zero
-# exit or a signal nobody sent on purpose: a broken module, a segfault, the OOM
-# killer), exited (stopped for another reason, e.g. its master was gone).
-EXIT_REASONS = (
-    "max_jobs", "max_lifetime", "memory", "retired", "timeout", "cancelled", "killed",
-    "crashed", "exited",
-)  # fmt: skip
+EXIT_REASONS = tuple(ChildExit)  # forkq_child_exits_total{reason}: see kinds.ChildExit
 # Every series a daemon exports (SPEC "Metrics and health" names the first nine).
 SERIES = (
     "forkq_queue_jobs",  # {queue,status}: ready, scheduled, running, dead, done (kept)
@@ -206,26 +198,18 @@ def job_settled(queue: str, outcome: Outcome, handler: str = "") -> None:
 
 def exit_reason(
     exit_ok: bool, retire_reason: str, timed_out: bool, killed: bool, cancelled: bool = False
-) -> str:
-    """One of EXIT_REASONS for a child: what the master did to it, else how it ended."""
+) -> ChildExit:
+    """A child's label: what the master did to it, else how it ended, else why it went."""
     if timed_out:
-        return "timeout"
+        return ChildExit.TIMEOUT
     if cancelled:
-        return "cancelled"
+        return ChildExit.CANCELLED
     if killed:
-        return "killed"
+        return ChildExit.KILLED
     if not exit_ok:
-        return "crashed"
-    for prefix, reason in (
-        ("max_jobs_per_child", "max_jobs"),
-        ("max_child_lifetime", "max_lifetime"),
-        ("memory_limit_mb", "memory"),
-    ):
-        if retire_reason.startswith(prefix):
-            return reason
-    if retire_reason in ("reload", "shutdown", "pool shrinks", "pool removed"):
-        return "retired"
-    return "exited"
+        return ChildExit.CRASHED
+    reason = RetireReason.of(retire_reason)
+    return ChildExit.EXITED if reason is None else reason.exit
 
 
 def server_pid() -> int | None:

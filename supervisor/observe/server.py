@@ -13,20 +13,18 @@ import contextlib
 import os
 import signal
 import socket
-import sys
-import traceback
 from http.server import ThreadingHTTPServer
-from typing import NoReturn
 from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import MetricsHandler
 
-from supervisor import logs
+from supervisor import events, logs
 from supervisor.config import parse_listen
+from supervisor.kinds import Role
 from supervisor.observe.collect import ForkqCollector
 from supervisor.observe.shared import Pulse
-from supervisor.proc import MASTER_SIGNALS, die_with_parent, set_title
+from supervisor.proc import die_with_parent, fork_process, set_title
 
 REQUEST_TIMEOUT = 30.0  # seconds a client may take to send a request and read the answer
 
@@ -39,49 +37,23 @@ def bind(listen: str) -> socket.socket:
 
 
 def spawn(sock: socket.socket, directory: str, pulse: Pulse, close_fds: list[int]) -> int:
-    """Fork the server; its pid. Signals are blocked across the fork, as for children."""
+    """Fork the server (proc.fork_process); its pid."""
     master = os.getpid()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, MASTER_SIGNALS)
-    try:
-        pid = os.fork()
-        if pid == 0:
-            _main(sock, directory, pulse, master, close_fds)
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
-    return pid
 
-
-def _main(
-    sock: socket.socket, directory: str, pulse: Pulse, master: int, close_fds: list[int]
-) -> NoReturn:
-    """The server's outermost frame: never returns, never unwinds into master code."""
-    code = 1
-    try:
-        signal.set_wakeup_fd(-1)
-        for sig in MASTER_SIGNALS:
-            signal.signal(sig, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_SETMASK, set())
-        for fd in close_fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+    def body() -> int:  # in the server
         die_with_parent(signal.SIGKILL)
         if os.getppid() == master:  # else the master died before we asked to follow it
             set_title("forkq: master metrics")
             serve(sock, ForkqCollector(directory, pulse))
-        code = 0
-    except BaseException:
-        with contextlib.suppress(BaseException):
-            logs.get(role="master", component="metrics").error(
-                "metrics_server_crashed", error=traceback.format_exc(limit=5)
-            )
-    finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+        return 0
+
+    return fork_process(body, close_fds, _crashed)
+
+
+def _crashed(error: str) -> None:
+    logs.get(role=Role.MASTER, component="metrics").error(
+        events.METRICS_SERVER_CRASHED, error=error
+    )
 
 
 def serve(sock: socket.socket, collector: ForkqCollector) -> None:
@@ -123,8 +95,8 @@ class _Handler(MetricsHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass
         except Exception as exc:  # a torn file, a bug: a 500 and a log line, never a dead server
-            logs.get(role="master", component="metrics").error(
-                "metrics_scrape_failed", error=f"{type(exc).__name__}: {exc}"
+            logs.get(role=Role.MASTER, component="metrics").error(
+                events.METRICS_SCRAPE_FAILED, error=f"{type(exc).__name__}: {exc}"
             )
             with contextlib.suppress(OSError):
                 self._text(500, "metrics could not be collected: see the daemon's log")

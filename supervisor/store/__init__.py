@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from supervisor.dburl import DatabaseURL, parse_database_url
-from supervisor.store.base import PROMOTE_BATCH, SCHEDULE_AHEAD, SCHEMA_VERSION, Store
+from supervisor.store.base import Store
+from supervisor.store.core import PROMOTE_BATCH, SCHEDULE_AHEAD, SCHEMA_VERSION
 from supervisor.store.queries import SQL_DIR, backend_queries, schema_text
 
 __all__ = [

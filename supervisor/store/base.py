@@ -15,61 +15,9 @@ new holder.
 from __future__ import annotations
 
 from supervisor.store.cluster import ClusterOps
-from supervisor.store.core import (
-    AHEAD_US,
-    LIMITS_SCHEMA_VERSION,
-    NODE_SCHEMA_VERSION,
-    OLDEST_SCHEMA_VERSION,
-    PROMOTE_BATCH,
-    PURGE_CHUNK,
-    RESULTS_SCHEMA_VERSION,
-    SCHEDULE_AHEAD,
-    SCHEMA_VERSION,
-    STATS_CAP,
-    TRANSIENT_RETRIES,
-    StoreCore,
-    epoch,
-    micros,
-)
 from supervisor.store.jobs import JobOps
 from supervisor.store.operators import OperatorOps
-from supervisor.store.queries import (
-    SQL_DIR,
-    UPGRADE_PREFIX,
-    backend_queries,
-    load_queries,
-    schema_text,
-    split_script,
-    upgrade_statements,
-    upgrades,
-)
 from supervisor.store.views import ViewOps
-
-__all__ = [
-    "AHEAD_US",
-    "LIMITS_SCHEMA_VERSION",
-    "NODE_SCHEMA_VERSION",
-    "OLDEST_SCHEMA_VERSION",
-    "PROMOTE_BATCH",
-    "PURGE_CHUNK",
-    "RESULTS_SCHEMA_VERSION",
-    "SCHEDULE_AHEAD",
-    "SCHEMA_VERSION",
-    "SQL_DIR",
-    "STATS_CAP",
-    "TRANSIENT_RETRIES",
-    "UPGRADE_PREFIX",
-    "Store",
-    "StoreCore",
-    "backend_queries",
-    "epoch",
-    "load_queries",
-    "micros",
-    "schema_text",
-    "split_script",
-    "upgrade_statements",
-    "upgrades",
-]
 
 
 class Store(JobOps, OperatorOps, ClusterOps, ViewOps):

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from supervisor.errors import SchemaError
+from supervisor.kinds import OnSuccess
 from supervisor.models import HandBack, JobRow, JobState, QueueTimes, utc
 from supervisor.outcomes import SnoozeWritten
 from supervisor.store.core import (
@@ -86,9 +87,9 @@ class JobOps(StoreCore):
     def _complete(self, owner: str, ids: Sequence[int], mode: str) -> int:
         """Inside an open transaction (retried whole by the caller)."""
         params = self._params(owner=owner, ids=self._ids(ids))
-        if mode == "keep":
+        if mode == OnSuccess.KEEP:
             return self._execute("complete_keep", params)
-        if mode == "archive":
+        if mode == OnSuccess.ARCHIVE:
             self._execute("complete_archive_copy", params)
         return self._execute("complete_delete", params)
 

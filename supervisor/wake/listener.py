@@ -8,6 +8,7 @@ import socket
 import stat
 from typing import Any
 
+from supervisor import events
 from supervisor.dburl import DatabaseURL
 from supervisor.wake.places import (
     ENV_WAKE,
@@ -97,18 +98,18 @@ class WakeListener:
 def listen(url: DatabaseURL, log: Any) -> WakeListener | None:
     """The master's listener, or None (turned off, or binding failed: the poll remains)."""
     if not enabled():
-        log.info("wake_socket_off", reason=f"{ENV_WAKE}=0")
+        log.info(events.WAKE_SOCKET_OFF, reason=f"{ENV_WAKE}=0")
         return None
     try:
         listener = WakeListener.bind(database_identity(url))
     except (OSError, ValueError) as exc:
         log.warning(
-            "wake_socket_unavailable",
+            events.WAKE_SOCKET_UNAVAILABLE,
             error=str(exc),
             note="jobs enqueued on this host are found by the poll",
         )
         return None
-    log.info("wake_socket_bound", path=listener.path)
+    log.info(events.WAKE_SOCKET_BOUND, path=listener.path)
     return listener
 
 

@@ -10,7 +10,7 @@ from werkzeug.exceptions import BadRequest
 from werkzeug.utils import redirect
 from werkzeug.wrappers import Response
 
-from supervisor import logs
+from supervisor import events, logs
 from supervisor.models import CancelResult
 from supervisor.queue import build_job
 from supervisor.web.context import Context, job_id_of
@@ -153,7 +153,7 @@ def _queue(ctx: Context, *, required: bool) -> str | None:
 
 def _log(ctx: Context, action: str, **details: object) -> None:
     logs.get(component="web").info(
-        "web_action", action=action, client=ctx.request.remote_addr, **details
+        events.WEB_ACTION, action=action, client=ctx.request.remote_addr, **details
     )
 
 

@@ -22,7 +22,7 @@ from werkzeug.routing import Map, MapAdapter, RequestRedirect, Rule
 from werkzeug.utils import send_from_directory
 from werkzeug.wrappers import Request, Response
 
-from supervisor import logs
+from supervisor import events, logs
 from supervisor.config import Config, load_config
 from supervisor.errors import DatabaseError, ForkqError, SchemaError
 from supervisor.store import Store, open_store
@@ -118,7 +118,9 @@ class Dashboard:
             if self.read_only:
                 return context, _plain(403, "Forbidden: the dashboard is read-only")
             if not context.bearer and not self.guard.csrf_ok(session, request.form.get("csrf")):
-                self.log.warning("web_csrf_refused", endpoint=endpoint, client=request.remote_addr)
+                self.log.warning(
+                    events.WEB_CSRF_REFUSED, endpoint=endpoint, client=request.remote_addr
+                )
                 return context, _plain(403, "Forbidden: missing or wrong CSRF token")
         if endpoint == "logout" and not self.guard.csrf_ok(session, request.form.get("csrf")):
             return context, _plain(403, "Forbidden: missing or wrong CSRF token")
@@ -140,7 +142,7 @@ class Dashboard:
         except HTTPException as exc:
             return _plain(exc.code or 400, exc.description or exc.name)
         except (DatabaseError, SchemaError) as exc:
-            self.log.error("web_database_error", endpoint=endpoint, error=str(exc))
+            self.log.error(events.WEB_DATABASE_ERROR, endpoint=endpoint, error=str(exc))
             return context.render("error.html", status=503, message=str(exc))
         except ForkqError as exc:
             return context.render("error.html", status=400, message=str(exc))

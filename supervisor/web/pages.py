@@ -12,7 +12,7 @@ from werkzeug.exceptions import BadRequest
 from werkzeug.utils import redirect
 from werkzeug.wrappers import Response
 
-from supervisor import logs
+from supervisor import events, logs
 from supervisor.cluster.schedules import next_run
 from supervisor.config import ScheduleConfig
 from supervisor.models import JobState, Throughput
@@ -216,7 +216,7 @@ def login(ctx: Context) -> Response:
     if not guard.csrf_ok(ctx.session, form.get("csrf")):
         return ctx.render("login.html", status=403, error="the form expired: try again", next="/")
     if not guard.token_matches(form.get("token", "")):
-        logs.get(component="web").warning("web_login_failed", client=ctx.request.remote_addr)
+        logs.get(component="web").warning(events.WEB_LOGIN_FAILED, client=ctx.request.remote_addr)
         return ctx.render("login.html", status=401, error="wrong token", next=form.get("next", "/"))
     session = guard.login()
     ctx.session = session

@@ -10,7 +10,7 @@ import os
 import socket
 from typing import Any
 
-from supervisor import logs
+from supervisor import events, logs
 from supervisor.config import Config, parse_listen
 from supervisor.errors import ConfigError, ForkqError
 from supervisor.web.app import make_app_from_config
@@ -84,7 +84,7 @@ def serve(config: Config, listen: str | None = None, read_only: bool | None = No
         ) from exc
     shown = f"[{host}]" if ":" in host else host
     logs.get(component="web").info(
-        "web_listening",
+        events.WEB_LISTENING,
         url=f"http://{shown}:{port}/",
         read_only=read_only,
         auth="token" if token else "none (loopback only)",

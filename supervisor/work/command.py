@@ -48,10 +48,10 @@ import subprocess
 import time
 from typing import TYPE_CHECKING, Any
 
-from supervisor import logs, registry
+from supervisor import events, logs, registry
 from supervisor.errors import JobTimeout
-from supervisor.work.exits import ERROR_CHARS, CommandFailed, error_text, judge
-from supervisor.work.pipes import MAX_LINE_CHARS, MAX_LOGGED_LINES, Pipes
+from supervisor.work.exits import CommandFailed, error_text, judge
+from supervisor.work.pipes import Pipes
 
 if TYPE_CHECKING:
     from supervisor.config import CommandConfig, Config
@@ -59,19 +59,6 @@ if TYPE_CHECKING:
 COMMAND_KILL_GRACE = 1.0  # seconds from SIGTERM to SIGKILL of a timed-out program's tree
 KILL_WAIT = 5.0  # seconds to wait for a SIGKILLed program (one in D state)
 ENV_FROM_DAEMON = ("PATH", "LANG", "LC_ALL")
-
-# The command handler's names, importable from here as before the pipes (pipes.py) and
-# the reading of exit statuses (exits.py) moved out: tests and callers use this module.
-__all__ = [
-    "ERROR_CHARS",
-    "MAX_LINE_CHARS",
-    "MAX_LOGGED_LINES",
-    "CommandFailed",
-    "CommandHandler",
-    "kill_tree",
-    "load_handlers",
-    "spawn",
-]
 
 
 def load_handlers(config: Config, *, reload: bool = False) -> list[str]:
@@ -178,7 +165,7 @@ def kill_tree(proc: subprocess.Popen[bytes], log: Any, reason: str) -> None:
     deadline = time.monotonic() + KILL_WAIT  # SIGKILL is not death yet: until they are gone
     while time.monotonic() < deadline and any(map(_alive, forced)):
         time.sleep(0.01)
-    log.warning("command_killed", reason=reason, processes=len(tree), sigkilled=len(forced))
+    log.warning(events.COMMAND_KILLED, reason=reason, processes=len(tree), sigkilled=len(forced))
 
 
 def _alive(proc: Any) -> bool:

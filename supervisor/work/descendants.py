@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from supervisor import logs
+from supervisor import events, logs
 
 if TYPE_CHECKING:
     import psutil
@@ -126,7 +126,7 @@ def kill_leftovers(job_id: int | None) -> Sweep | None:
         return None
     result = sweep()
     logs.get().warning(
-        "job_leftovers_killed",
+        events.JOB_LEFTOVERS_KILLED,
         job_id=job_id,
         killed=result.killed,
         sigkilled=result.forced,

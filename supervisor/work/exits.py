@@ -13,6 +13,7 @@ import re
 import signal
 from typing import Any
 
+from supervisor import events
 from supervisor.durations import parse_duration
 from supervisor.errors import Fail, Retry, Snooze
 from supervisor.policy import MAX_DELAY
@@ -76,7 +77,7 @@ def retry_after(text: str, log: Any) -> tuple[float | None, str]:
     head, _, last = text.rpartition("\n")
     if last.startswith("forkq-snooze:"):
         reason = "not a duration of at most a year"
-        log.warning("command_snooze_ignored", line=last[:200], reason=reason)
+        log.warning(events.COMMAND_SNOOZE_IGNORED, line=last[:200], reason=reason)
         return None, text
     match = RETRY_AFTER.match(last)
     if not match:
@@ -86,7 +87,7 @@ def retry_after(text: str, log: Any) -> tuple[float | None, str]:
         if delay > MAX_RETRY_AFTER:
             raise ValueError(f"more than {MAX_RETRY_AFTER:g} seconds")
     except ValueError as exc:
-        log.warning("command_retry_after_ignored", line=last[:200], reason=str(exc))
+        log.warning(events.COMMAND_RETRY_AFTER_IGNORED, line=last[:200], reason=str(exc))
         return None, text
     return delay, head.rstrip()
 

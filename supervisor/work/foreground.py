@@ -13,11 +13,12 @@ import time
 from collections.abc import Sequence
 from types import FrameType
 
-from supervisor import logs
+from supervisor import events, logs
 from supervisor.cluster.chores import Chores
 from supervisor.cluster.promote import PROMOTE_INTERVAL, keep_schedule_of
 from supervisor.config import Config
 from supervisor.errors import ConnectionLost, ExitCode
+from supervisor.kinds import Role
 from supervisor.models import JobRow
 from supervisor.outcomes import Outcome
 from supervisor.proc import hostname, node_id, process_name, set_title
@@ -57,17 +58,17 @@ def run_foreground(
     label = f"{','.join(names)} worker"
     worker = Worker(store, config, names, owner, TitleEvents(label))
     worker.max_jobs = max_jobs
-    log = logs.get(role="worker", queues=names)
+    log = logs.get(role=Role.WORKER, queues=names)
     _stop_on_signals(worker)
     duties = Duties(worker, config, names)
     pool = ",".join(names)[:64]
-    store.register_process(owner, hostname(), os.getpid(), "worker", pool=pool, node=node_id())
-    log.info("worker_started", owner=owner, burst=burst, max_jobs=max_jobs)
+    store.register_process(owner, hostname(), os.getpid(), Role.WORKER, pool=pool, node=node_id())
+    log.info(events.WORKER_STARTED, owner=owner, burst=burst, max_jobs=max_jobs)
     try:
         _work(worker, duties, burst)
     finally:
         _leave(worker, duties.chores, store)
-    log.info("worker_stopped", jobs=worker.stats.jobs)
+    log.info(events.WORKER_STOPPED, jobs=worker.stats.jobs)
     return int(ExitCode.OK)
 
 

@@ -130,7 +130,7 @@ class Outbox:
         expected = sum(len(ids) for ids in done.values())
         if written < expected:
             self.log.warning(
-                "lease_lost", jobs=expected - written, note="another worker holds them now"
+                events.LEASE_LOST, jobs=expected - written, note="another worker holds them now"
             )
         for mode in list(done):
             self.pending.successes.pop(mode, None)
@@ -159,7 +159,7 @@ class Outbox:
             delay=failure.delay,
             max_attempts=failure.max_attempts,
         ):
-            self.log.warning("lease_lost", job_id=failure.job_id)
+            self.log.warning(events.LEASE_LOST, job_id=failure.job_id)
 
     def _end_unwritable(self, job_id: int, exc: Exception) -> None:
         """A failure or snooze the store refused: the job ends dead with the reason. If even
@@ -180,8 +180,8 @@ class Outbox:
             self.owner, snooze.job_id, snooze.delay, snooze.max_snoozes, snooze.reason
         )
         if result is SnoozeWritten.LOST:
-            self.log.warning("lease_lost", job_id=snooze.job_id)
+            self.log.warning(events.LEASE_LOST, job_id=snooze.job_id)
         elif result is SnoozeWritten.DEAD:  # snoozed past its max_snoozes: the store ended it dead
             self.log.warning(
-                "job_snoozed_too_often", job_id=snooze.job_id, max_snoozes=snooze.max_snoozes
+                events.JOB_SNOOZED_TOO_OFTEN, job_id=snooze.job_id, max_snoozes=snooze.max_snoozes
             )

@@ -15,6 +15,8 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Any
 
+from supervisor import events
+
 STDERR_TAIL = 4096  # bytes of stderr kept for last_error
 MAX_LOGGED_LINES = 1000  # per stream and job; the rest are counted, not logged
 MAX_LINE_CHARS = 2000  # a longer line is logged cut, with truncated=true
@@ -60,7 +62,7 @@ class Stream:
         line = raw.decode("utf-8", "replace").rstrip("\r")
         cut = len(line) > MAX_LINE_CHARS or len(raw) > MAX_LINE_CHARS * 4
         extra = {"truncated": True} if cut else {}
-        self.log.info("command_output", stream=self.name, line=line[:MAX_LINE_CHARS], **extra)
+        self.log.info(events.COMMAND_OUTPUT, stream=self.name, line=line[:MAX_LINE_CHARS], **extra)
         self.logged += 1
 
     def end(self) -> None:
@@ -72,7 +74,7 @@ class Stream:
         self.partial = b""
         if self.dropped:
             self.log.warning(
-                "command_output_capped", stream=self.name, lines_not_logged=self.dropped
+                events.COMMAND_OUTPUT_CAPPED, stream=self.name, lines_not_logged=self.dropped
             )
             self.dropped = 0
 

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from supervisor import logs, registry
+from supervisor import events, logs, registry
 from supervisor.config import Config, PoolConfig
 from supervisor.errors import ConnectionLost, DatabaseError, TransientDatabaseError
 from supervisor.fate import decide
@@ -36,20 +36,9 @@ from supervisor.observe import metrics
 from supervisor.outcomes import Outcome
 from supervisor.store import Store
 from supervisor.store import limits as flow
-from supervisor.work.attempt import JobContext, log_finished, run_attempt
+from supervisor.work.attempt import log_finished, run_attempt
 from supervisor.work.events import NoEvents, WorkerEvents
-from supervisor.work.guards import exit_if_forked, soft_timeout
 from supervisor.work.outbox import Outbox, Pending
-
-# Importable from here as before one attempt, the outcomes' writing and the guards moved
-# out of this module.
-__all__ = [
-    "JobContext",
-    "Pending",
-    "Worker",
-    "exit_if_forked",
-    "soft_timeout",
-]
 
 LEASE_MARGIN = 30.0  # seconds a lease outlives the job's timeout: the master kills first
 ACK_MAX_AGE = 0.2  # seconds a success may wait in the buffer before it is written
@@ -216,12 +205,14 @@ class Worker:
             metrics.db_error()
             self._backoff = min(MAX_BACKOFF, max(0.25, self._backoff * 2))
             delay = self._backoff * random.uniform(0.8, 1.2)
-            event = "db_unreachable" if isinstance(exc, ConnectionLost) else "db_contention"
+            event = (
+                events.DB_UNREACHABLE if isinstance(exc, ConnectionLost) else events.DB_CONTENTION
+            )
             self.log.warning(event, error=str(exc), retry_in=round(delay, 2))
             self.sleep(delay)
             return 0
         if self._backoff:
-            self.log.info("db_reconnected")
+            self.log.info(events.DB_RECONNECTED)
             self._backoff = 0.0
         return result
 
@@ -288,7 +279,7 @@ class Worker:
         try:
             self.store.release(self.owner, ids, count_attempt=False)
         except DatabaseError as exc:  # their leases expire and they run again
-            self.log.warning("release_failed", jobs=len(ids), error=str(exc))
+            self.log.warning(events.RELEASE_FAILED, jobs=len(ids), error=str(exc))
 
     def extend_lease(self, ids: Sequence[int]) -> bool:
         lease = max(self.pool(q).timeout for q in self.queues) + LEASE_MARGIN
@@ -310,7 +301,7 @@ class Worker:
         try:
             self.flush()
         except DatabaseError as exc:
-            self.log.warning("flush_failed", error=str(exc))
+            self.log.warning(events.FLUSH_FAILED, error=str(exc))
         if self.held:
             self.release_held()
 

@@ -32,7 +32,7 @@ def test_run_on_a_database_without_tables_names_schema_apply_and_exits_78(workdi
     url = f"sqlite:///{workdir / 'empty.db'}"
     result = forkq(workdir, "run", "-c", "forkq.toml", database=url)
     assert "forkq schema apply" in failed(result, 78)
-    assert "master_crashed" not in result.stdout  # an operator's step, not a defect
+    assert events.MASTER_CRASHED not in result.stdout  # an operator's step, not a defect
 
 
 def test_run_on_an_older_schema_names_schema_apply_and_exits_78(workdir: Path) -> None:
@@ -43,7 +43,7 @@ def test_run_on_an_older_schema_names_schema_apply_and_exits_78(workdir: Path) -
     result = forkq(workdir, "run", "-c", "forkq.toml", database=url)
     line = failed(result, 78)
     assert "forkq schema apply" in line and f"version {SCHEMA_VERSION - 1}" in line
-    assert "master_crashed" not in result.stdout
+    assert events.MASTER_CRASHED not in result.stdout
 
 
 # --- a database not there yet is waited for (issue 21.16) -----------------------------------
@@ -74,7 +74,7 @@ def test_run_waits_for_a_sqlite_file_another_connection_holds_locked(
     try:
         holder.execute("BEGIN EXCLUSIVE")
         daemon = daemons(db_url=sqlite_db_url).start()
-        daemon.wait_event("db_contention")  # it tried, and said it waits
+        daemon.wait_event(events.DB_CONTENTION)  # it tried, and said it waits
         assert daemon.alive(), daemon.describe()
         holder.execute("COMMIT")
     finally:
@@ -92,7 +92,7 @@ def test_a_stop_during_the_wait_for_the_database_ends_the_master_at_once(
     try:
         holder.execute("BEGIN EXCLUSIVE")
         daemon = daemons(db_url=sqlite_db_url).start()
-        daemon.wait_event("db_contention")
+        daemon.wait_event(events.DB_CONTENTION)
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait_exit(timeout=10) == 0, daemon.describe()
     finally:

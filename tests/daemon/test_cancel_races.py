@@ -16,7 +16,7 @@ from pathlib import Path
 from daemon_util import Daemon
 from util import sql, wait_until
 
-from supervisor import Queue
+from supervisor import Queue, events
 from supervisor.models import JobState
 
 FINAL = {JobState.DONE, JobState.CANCELLED}
@@ -89,7 +89,7 @@ def test_a_cancel_during_a_graceful_stop_is_carried_out(
         job_id = queue.enqueue("t.hang", {}, queue="work")
         wait_until(lambda: daemon.running(job_id), timeout=10, message="the job running")
         daemon.send_signal(signal.SIGTERM)
-        daemon.wait_event("master_stopping")
+        daemon.wait_event(events.MASTER_STOPPING)
         assert queue.cancel(job_id) is True
         wait_until(
             lambda: statuses(db_url, [job_id]) == {job_id: "cancelled"},

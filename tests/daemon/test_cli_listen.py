@@ -14,7 +14,7 @@ from cli_util import failed, forkq_env, workdir_fixture  # noqa: F401  (the `wor
 from daemon_util import Daemon, record_ids, render_config
 from util import python, wait_until
 
-from supervisor import Queue
+from supervisor import Queue, events
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ def test_a_taken_metrics_port_is_a_log_line_naming_it_and_jobs_still_run(
         text = render_config(sqlite_db_url, daemon.pools, daemon.supervisor)
         daemon.write_config(text=f'{text}\n[metrics]\nlisten = "{taken}"\n')
         daemon.start().wait_ready()
-        [event, *_] = daemon.wait_event("metrics_listen_failed")
+        [event, *_] = daemon.wait_event(events.METRICS_LISTEN_FAILED)
         assert event["listen"] == taken and "in use" in event["error"]
         record = tmp_path / "record.txt"
         job_id = Queue(sqlite_db_url).enqueue("t.record", {"file": str(record)}, queue="work")

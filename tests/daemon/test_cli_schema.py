@@ -19,7 +19,7 @@ from cli_util import (
 from util import SCHEMA_SQL, SQLITE_SCHEMA_SQL, database_name, free_tcp_port, mysql_connect, sql
 
 from supervisor import Queue
-from supervisor.cli import commands
+from supervisor.cli import common
 from supervisor.cli import parser as cli
 from supervisor.dburl import parse_database_url
 from supervisor.store import SCHEMA_VERSION, Store, open_store
@@ -228,7 +228,7 @@ def test_an_unexpected_exception_is_one_line_unless_debug(
         raise RuntimeError("disk on fire\nsecond line")
 
     monkeypatch.setattr(cli.logs, "setup", lambda **kwargs: None)
-    monkeypatch.setattr(commands, "open_store", explode)
+    monkeypatch.setattr(common, "open_store", explode)
     argv = ["status", "--database", "sqlite:///:memory:"] + (["--debug"] if debug else [])
     assert cli.main(argv) == 1
     err = capsys.readouterr().err
@@ -244,5 +244,5 @@ def test_ctrl_c_exits_130(monkeypatch: pytest.MonkeyPatch) -> None:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(cli.logs, "setup", lambda **kwargs: None)
-    monkeypatch.setattr(commands, "open_store", interrupted)
+    monkeypatch.setattr(common, "open_store", interrupted)
     assert cli.main(["jobs", "--database", "sqlite:///:memory:"]) == 130

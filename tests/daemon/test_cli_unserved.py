@@ -10,6 +10,7 @@ from pathlib import Path
 from cli_util import forkq, ok, workdir_fixture  # noqa: F401  (the `workdir` fixture)
 from daemon_util import Daemon
 
+from supervisor import events
 from supervisor.store import Store
 
 # clihandlers registers mail.send on queue "mail"; these pools do not serve it.
@@ -76,8 +77,8 @@ def test_boot_logs_a_registered_handler_whose_queue_no_pool_works(
     daemon = Daemon(tmp_path / "d", db_url, pools={"work": {"workers": 1}})
     try:
         daemon.start().wait_ready()
-        events = daemon.events("handler_queue_unserved")
-        assert {(e["handler"], e["queue"]) for e in events} >= {("t.noop", "default")}
+        unserved = daemon.events(events.HANDLER_QUEUE_UNSERVED)
+        assert {(e["handler"], e["queue"]) for e in unserved} >= {("t.noop", "default")}
         assert daemon.stop() == 0
     finally:
         daemon.kill_all()

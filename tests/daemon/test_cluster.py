@@ -11,7 +11,7 @@ from daemon_util import Daemon, daemons_fixture, render_config  # noqa: F401  (t
 from private_mariadb import Webhook
 from util import count_rows, wait_until
 
-from supervisor import Queue
+from supervisor import Queue, events
 from supervisor.store import Store
 
 Factory = Callable[..., Daemon]
@@ -91,8 +91,8 @@ queue = "work"
     )
     for daemon in pair:
         daemon.stop()
-    events = [e for d in pair for e in d.events("schedule_enqueued")]
-    slots = [e["slot"] for e in events]
+    enqueued = [e for d in pair for e in d.events(events.SCHEDULE_ENQUEUED)]
+    slots = [e["slot"] for e in enqueued]
     assert len(slots) == len(set(slots)), f"a slot was enqueued twice: {sorted(slots)}"
     assert len(slots) == count_rows(db_url, "forkq_schedule_slots")
     # Every slot's job ran (pool "work" deletes done jobs): nothing left behind.
@@ -123,7 +123,7 @@ max_ready = 0
             text=render_config(daemon.db_url, daemon.pools, daemon.supervisor) + extra
         )
         daemon.start().wait_ready()
-        daemon.wait_event("alert_send_failed", timeout=20)
+        daemon.wait_event(events.ALERT_SEND_FAILED, timeout=20)
         ids = [queue.enqueue("t.noop", {}, queue="work") for _ in range(200)]
         wait_until(
             lambda: count_rows(db_url, "forkq_jobs", "queue = 'work'") == 0,

@@ -24,7 +24,7 @@ from util import REPO_ROOT, unavailable
 
 from supervisor import Queue, events
 from supervisor.store import Store, open_store
-from supervisor.work.command import MAX_LINE_CHARS, MAX_LOGGED_LINES
+from supervisor.work.pipes import MAX_LINE_CHARS, MAX_LOGGED_LINES
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -56,7 +56,7 @@ def php() -> str:
 
 
 def output_events(daemon: Daemon, job_id: int, stream: str) -> list[dict[str, object]]:
-    return daemon.events("command_output", job_id=job_id, stream=stream)
+    return daemon.events(events.COMMAND_OUTPUT, job_id=job_id, stream=stream)
 
 
 # --- the PHP example ---------------------------------------------------------------------
@@ -155,7 +155,7 @@ def test_megabytes_on_both_pipes_never_stall_and_reach_the_log_capped(
         logged = output_events(daemon, loud, stream)
         assert len(logged) == MAX_LOGGED_LINES
         assert {e["line"] for e in logged} == {char * FOLD}
-        capped = daemon.events("command_output_capped", job_id=loud, stream=stream)
+        capped = daemon.events(events.COMMAND_OUTPUT_CAPPED, job_id=loud, stream=stream)
         assert [e["lines_not_logged"] for e in capped] == [total - MAX_LOGGED_LINES]
 
     lines = output_events(daemon, odd_id, "stdout")
@@ -264,7 +264,7 @@ def test_exit_75_retries_after_the_delay_on_the_last_stderr_line(
     assert rows["t.badhint"].last_error == (
         "retry requested: exit 75 (EX_TEMPFAIL): forkq-retry-after: soon"
     )
-    assert daemon.events("command_retry_after_ignored", job_id=ids["t.badhint"])
+    assert daemon.events(events.COMMAND_RETRY_AFTER_IGNORED, job_id=ids["t.badhint"])
     for row in rows.values():
         assert row.attempts == 1 and str(row.status) in ("scheduled", "ready")
     assert daemon.stop() == 0

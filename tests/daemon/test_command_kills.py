@@ -106,7 +106,7 @@ def test_timeout_kills_a_sigterm_deaf_program_and_its_grandchildren(
     row = wait_job(store, job_id, status_is("dead"), daemon)
     assert row.last_error == "timed out after 1s (attempt 1 of 1)"
     wait_all_gone(started)
-    [killed] = daemon.events("command_killed", job_id=job_id)
+    [killed] = daemon.events(events.COMMAND_KILLED, job_id=job_id)
     assert killed["reason"] == "JobTimeout"
     assert killed["sigkilled"] >= 2  # the program and its group's grandchild ignored SIGTERM
     # The child's own soft timeout did it: the master killed nobody, the child lives on.

@@ -14,7 +14,7 @@ import pytest
 from command_util import QUEUE, command_daemon, status_is, wait_job
 from daemon_util import Daemon, daemons_fixture  # noqa: F401  (the `daemons` fixture)
 
-from supervisor import Queue
+from supervisor import Queue, events
 from supervisor.store import Store, open_store
 
 pytestmark = pytest.mark.timeout(120)
@@ -58,7 +58,7 @@ def test_exit_75_with_forkq_snooze_comes_back_later_without_using_an_attempt(
     assert row.attempts == 0  # given back
     assert str(row.status) in ("scheduled", "ready")
     assert 100 <= row.run_at.timestamp() - store.db_now() <= 120
-    [finished] = daemon.events("job_finished", job_id=later)
+    [finished] = daemon.events(events.JOB_FINISHED, job_id=later)
     assert finished["outcome"] == "snoozed"
 
     # snoozes at once, twice, then is past the table's max_snoozes = 2: dead

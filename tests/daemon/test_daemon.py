@@ -131,8 +131,8 @@ def test_log_lines_of_many_children_never_splice_on_a_pipe(
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
         reader.join(timeout=10)
-    events = [json.loads(line) for line in lines]  # a spliced line raises here
-    finished = [e for e in events if e["event"] == "job_finished"]
+    logged = [json.loads(line) for line in lines]  # a spliced line raises here
+    finished = [e for e in logged if e["event"] == events.JOB_FINISHED]
     assert len(finished) >= 3000
     assert len({e["pid"] for e in finished}) >= 2, "the test needs several children writing"
 
@@ -187,11 +187,11 @@ def test_second_sigterm_during_the_drain_is_harmless(
     wait_running(daemon, job_id)
 
     daemon.send_signal(signal.SIGTERM)
-    daemon.wait_event("master_stopping")
+    daemon.wait_event(events.MASTER_STOPPING)
     daemon.send_signal(signal.SIGTERM)
 
     assert daemon.wait_exit(15) == 0
-    assert daemon.events("already_stopping")
+    assert daemon.events(events.ALREADY_STOPPING)
     row = get(store, job_id)
     assert (row.status, row.attempts) == (JobState.DONE, 1)
     assert daemon.events(events.CHILD_KILLED_AT_SHUTDOWN) == []

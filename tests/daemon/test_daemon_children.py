@@ -123,7 +123,7 @@ def test_child_is_recycled_after_max_jobs_per_child(
 
     wait_until(lambda: count_status(db_url, "done") == 20, timeout=20, message="20 jobs done")
     exits = daemon.wait_event(
-        "child_exited",
+        events.CHILD_EXITED,
         where=lambda e: "max_jobs_per_child" in (e.get("reason") or ""),
         count=3,
         timeout=5,
@@ -138,7 +138,7 @@ def test_child_is_recycled_after_max_child_lifetime_even_when_idle(daemons: Fact
     first = daemon.pool_children("work")
 
     exited = daemon.wait_event(
-        "child_exited", where=lambda e: e.get("reason") == "max_child_lifetime", timeout=8
+        events.CHILD_EXITED, where=lambda e: e.get("reason") == "max_child_lifetime", timeout=8
     )
     assert exited[0]["child_pid"] in first
     wait_until(
@@ -157,7 +157,7 @@ def test_child_is_recycled_after_max_child_lifetime_while_busy(
         [{"handler": "t.sleep", "payload": {"seconds": 0.1}, "queue": "work"} for _ in range(200)]
     )  # 20 s of work: the child must retire between two jobs, not when the backlog is gone
     exited = daemon.wait_event(
-        "child_exited", where=lambda e: e.get("reason") == "max_child_lifetime", timeout=8
+        events.CHILD_EXITED, where=lambda e: e.get("reason") == "max_child_lifetime", timeout=8
     )
     assert exited[0]["child_pid"] in first
     assert count_status(db_url, "done") < len(ids)
@@ -187,7 +187,7 @@ def test_child_over_its_memory_limit_is_recycled_after_the_job(
     row = wait_done(store, job_id)
     assert row.attempts == 1 and row.last_error is None
     exited = daemon.wait_event(
-        "child_exited", where=lambda e: "memory_limit_mb" in (e.get("reason") or ""), timeout=5
+        events.CHILD_EXITED, where=lambda e: "memory_limit_mb" in (e.get("reason") or ""), timeout=5
     )
     assert exited[0]["child_pid"] in first
     assert exited[0]["status"] == "exit 0"
@@ -209,7 +209,9 @@ def test_dynamic_pool_grows_with_backlog(daemons: Factory, queue: Queue, db_url:
         [{"handler": "t.sleep", "payload": {"seconds": 0.2}, "queue": "work"} for _ in range(200)]
     )
 
-    resized = daemon.wait_event("pool_resized", where=lambda e: e.get("size", 0) > 1, timeout=15)
+    resized = daemon.wait_event(
+        events.POOL_RESIZED, where=lambda e: e.get("size", 0) > 1, timeout=15
+    )
     assert resized[0]["pool"] == "work"
     most = wait_until(
         lambda: n if (n := len(daemon.pool_children("work"))) > 1 else None,
@@ -217,5 +219,5 @@ def test_dynamic_pool_grows_with_backlog(daemons: Factory, queue: Queue, db_url:
         message="more than one child",
     )
     assert most <= 4
-    assert all(e["size"] <= 4 for e in daemon.events("pool_resized"))
+    assert all(e["size"] <= 4 for e in daemon.events(events.POOL_RESIZED))
     assert daemon.stop(timeout=20) == 0

@@ -346,5 +346,5 @@ def test_a_reload_keeps_the_django_tasks_and_sets_django_up_once(
     daemon.send_signal(signal.SIGHUP)  # re-imports supervisor.contrib.django
     daemon.wait_event(events.CONFIG_RELOADED)
     assert finished(shop.add, shop.add.enqueue(3, 4).id).return_value == 7
-    assert len(daemon.events("django_ready")) == 1  # django.setup() ran once, at boot
+    assert len(daemon.events(events.DJANGO_READY)) == 1  # django.setup() ran once, at boot
     assert daemon.events(events.RELOAD_REFUSED) == []

@@ -19,7 +19,7 @@ import pytest
 from daemon_util import Daemon, render_config
 from util import sql, wait_until
 
-from supervisor import Queue
+from supervisor import Queue, events
 from supervisor.store import open_store
 
 SLOW = 4.0  # seconds a slow job sleeps: far longer than any wake-up or hand-back
@@ -89,7 +89,7 @@ def test_quick_jobs_never_wait_behind_a_slow_one_while_a_worker_is_free(
     worst = max(waits, key=lambda job_id: waits[job_id])
     # Behind a slow job a quick one would wait SLOW seconds; free workers take it at once.
     assert waits[worst] < SLOW / 4, f"job {worst} started {waits[worst]:.2f}s after enqueue"
-    assert daemon.events("jobs_handed_back"), daemon.describe()
+    assert daemon.events(events.JOBS_HANDED_BACK), daemon.describe()
 
 
 def test_running_counts_only_started_jobs_never_more_than_the_pool(
@@ -198,7 +198,7 @@ def test_cancelling_a_finished_quick_job_kills_nothing(
         timeout=20,
         message=f"both done ({daemon.describe()})",
     )
-    assert not daemon.events("job_cancel_kill"), daemon.describe()
+    assert not daemon.events(events.JOB_CANCEL_KILL), daemon.describe()
     assert child in daemon.pool_children("work"), "the slow job's child was not killed"
 
 

@@ -233,17 +233,17 @@ def assert_stop_leaves_nothing(daemon: Daemon) -> None:
 
 
 def leftovers_logged(daemon: Daemon, job_id: int) -> dict[str, object]:
-    events = daemon.wait_event(
-        "job_leftovers_killed", timeout=30, where=lambda e: e.get("job_id") == job_id
+    seen = daemon.wait_event(
+        events.JOB_LEFTOVERS_KILLED, timeout=30, where=lambda e: e.get("job_id") == job_id
     )
-    return events[-1]
+    return seen[-1]
 
 
 def finished(daemon: Daemon, job_id: int) -> dict[str, object]:
-    events = daemon.wait_event(
-        "job_finished", timeout=30, where=lambda e: e.get("job_id") == job_id
+    seen = daemon.wait_event(
+        events.JOB_FINISHED, timeout=30, where=lambda e: e.get("job_id") == job_id
     )
-    return events[-1]
+    return seen[-1]
 
 
 def ended_dead(queue: Queue, job_id: int) -> JobRow | None:

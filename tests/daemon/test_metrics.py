@@ -116,7 +116,7 @@ def total(samples: Samples, name: str, **labels: str) -> float:
 
 def serving(daemon: Daemon, base: str) -> str:
     """Wait for the server; the metrics directory the master made."""
-    [event] = daemon.wait_event("metrics_serving", timeout=20)
+    [event] = daemon.wait_event(events.METRICS_SERVING, timeout=20)
     wait_until(lambda: get(base + "/healthz")[0] == 200, timeout=20, message="/healthz 200")
     return str(event["directory"])
 
@@ -304,7 +304,7 @@ def test_without_the_metrics_section_there_is_no_server(
     daemon.start().wait_ready()
     titles = daemon.child_titles().values()
     assert "forkq: master metrics" not in titles
-    assert not daemon.events("metrics_serving")
+    assert not daemon.events(events.METRICS_SERVING)
     environment = psutil.Process(daemon.pool_children("work")[0]).environ()
     assert "PROMETHEUS_MULTIPROC_DIR" not in environment
     assert daemon.stop() == 0

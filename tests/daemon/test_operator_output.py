@@ -28,9 +28,9 @@ from aiosmtpd.controller import Controller
 from private_mariadb import Webhook
 from util import free_tcp_port, subprocess_env
 
-from supervisor import Queue
+from supervisor import Queue, events
 from supervisor.cluster.alerts.channels import AlertRunner
-from supervisor.cluster.alerts.rules import Snapshot
+from supervisor.cluster.alerts.states import Snapshot
 from supervisor.config import build_config
 from supervisor.store import Store
 
@@ -141,7 +141,7 @@ def test_the_console_log_shows_a_hostile_handler_name_as_escapes(
     result = forkq(
         tmp_path, db_url, "work", "--burst", "--queues", "work", FORKQ_LOG_FORMAT="console"
     )
-    assert "job_finished" in result.stdout, result.stdout
+    assert events.JOB_FINISHED in result.stdout, result.stdout
     assert_inert(result.stdout)
     assert_inert(result.stderr)
     assert "\\x1b]0;owned" in result.stdout

@@ -30,5 +30,5 @@ def test_an_idle_daemon_logs_no_tick_pulse_and_no_alert_sent_nowhere(
     ticks = daemon.events(events.CHECK_TICK)
     loud = [e for e in ticks if e.get("level") != "debug"]
     assert len(loud) == 1 and loud[0] == ticks[0], loud  # the first: who leads the chores
-    assert not daemon.events("alert_sent"), daemon.events("alert_sent")
+    assert not daemon.events(events.ALERT_SENT), daemon.events(events.ALERT_SENT)
     assert daemon.stop() == 0

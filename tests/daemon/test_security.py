@@ -26,6 +26,7 @@ from daemon_util import Daemon, render_config, title_of
 from private_mariadb import PrivateMariaDB, Webhook, private_mariadb  # noqa: F401
 from util import free_tcp_port, wait_until
 
+from supervisor import events
 from supervisor.cli import parser as cli
 from supervisor.store import open_store
 
@@ -146,7 +147,7 @@ def test_a_daemon_that_cannot_log_in_says_why_without_the_password(
     )
     try:
         daemon.start()
-        daemon.wait_event("db_unreachable", timeout=30, count=2)
+        daemon.wait_event(events.DB_UNREACHABLE, timeout=30, count=2)
         assert daemon.stop(timeout=20) == 0, daemon.describe()
         output = daemon.log_text() + daemon.stderr_text()
         assert "database unreachable" in output, output
@@ -186,8 +187,8 @@ def test_no_secret_in_logs_titles_or_alerts_while_the_database_and_smtp_fail(
     finally:
         daemon.kill_all()
     output = daemon.log_text() + daemon.stderr_text()
-    assert daemon.events("alert_send_failed"), "the SMTP failure was never logged"
-    assert daemon.events("db_unreachable"), "the outage was never logged"
+    assert daemon.events(events.ALERT_SEND_FAILED), "the SMTP failure was never logged"
+    assert daemon.events(events.DB_UNREACHABLE), "the outage was never logged"
     assert titles and all(t.startswith("forkq: ") for t in titles), titles
     assert leaks(output) == [] and WEBHOOK_TOKEN not in output, [
         line for line in output.splitlines() if leaks(line) or WEBHOOK_TOKEN in line

@@ -211,7 +211,7 @@ def test_a_per_user_dir_others_can_write_is_not_used(monkeypatch: pytest.MonkeyP
             WakeListener.bind("sqlite:/some/file.db")
         with structlog.testing.capture_logs() as captured:
             assert listen(parse_database_url("sqlite:///some/file.db"), logs.get()) is None
-        assert [e["event"] for e in captured] == ["wake_socket_unavailable"]
+        assert [e["event"] for e in captured] == [events.WAKE_SOCKET_UNAVAILABLE]
     finally:
         shutil.rmtree(temp, ignore_errors=True)
 
@@ -285,7 +285,7 @@ def test_a_nudge_can_be_turned_off(
         assert listener.drain() == set()
         with structlog.testing.capture_logs() as captured:
             assert listen(parse_database_url(sqlite_db_url), logs.get()) is None
-        assert [e["event"] for e in captured] == ["wake_socket_off"]
+        assert [e["event"] for e in captured] == [events.WAKE_SOCKET_OFF]
     finally:
         listener.close()
 
@@ -381,11 +381,11 @@ def test_binding_that_cannot_work_returns_none(
     monkeypatch.setenv(ENV_RUNTIME_DIR, str(runtime_dir / "file"))
     with structlog.testing.capture_logs() as captured:
         assert listen(parse_database_url("sqlite:///x.db"), logs.get()) is None
-    assert [e["event"] for e in captured] == ["wake_socket_unavailable"]
+    assert [e["event"] for e in captured] == [events.WAKE_SOCKET_UNAVAILABLE]
     monkeypatch.setenv(ENV_RUNTIME_DIR, str(runtime_dir / ("long-" * 30)))  # past AF_UNIX's 108
     with structlog.testing.capture_logs() as captured:
         assert listen(parse_database_url("sqlite:///x.db"), logs.get()) is None
-    assert [e["event"] for e in captured] == ["wake_socket_unavailable"]
+    assert [e["event"] for e in captured] == [events.WAKE_SOCKET_UNAVAILABLE]
 
 
 # --- what a hostile local process can send ---------------------------------------------------

@@ -31,7 +31,7 @@ def test_a_daemon_started_before_its_database_waits_for_it_and_runs_jobs(
     record = tmp_path / "record.txt"
     private_mariadb.stop()  # the host rebooted; the database is not up yet
     daemon = daemons(private_db_url).start()
-    daemon.wait_event("db_unreachable", timeout=30)
+    daemon.wait_event(events.DB_UNREACHABLE, timeout=30)
     assert daemon.alive(), daemon.describe()
     private_mariadb.start()
     daemon.wait_ready(timeout=60)

@@ -38,7 +38,7 @@ from supervisor.daemon.master import DB_TIMEOUT as MASTER_DB_TIMEOUT
 from supervisor.dburl import parse_database_url
 from supervisor.errors import ConnectionLost
 from supervisor.store import open_store
-from supervisor.store.base import TRANSIENT_RETRIES
+from supervisor.store.core import TRANSIENT_RETRIES
 from supervisor.work.worker import Worker
 
 # The classes PyMySQL raises, even after Django (install_as_MySQLdb) loaded a second
@@ -197,15 +197,15 @@ def test_daemon_survives_two_database_crashes_and_loses_no_job(
     # Workers backed off while the server was away instead of spinning (after a back-off
     # an idle child waits for the master's wake-up, which needs the database), and came
     # back; the master said once per outage that the database was gone.
-    unreachable = [e for e in daemon.events("db_unreachable") if e.get("role") == "worker"]
+    unreachable = [e for e in daemon.events(events.DB_UNREACHABLE) if e.get("role") == "worker"]
     assert unreachable, "no worker noticed the outage"
     assert all(float(e["retry_in"]) > 0 for e in unreachable)
     per_child = Counter(e.get("pid") for e in unreachable)
     assert max(per_child.values()) <= 20, f"a worker retried in a tight loop: {per_child}"
-    assert daemon.events("db_reconnected"), "no worker logged its reconnect"
-    master_said = [e for e in daemon.events("db_unreachable") if e.get("role") == "master"]
+    assert daemon.events(events.DB_RECONNECTED), "no worker logged its reconnect"
+    master_said = [e for e in daemon.events(events.DB_UNREACHABLE) if e.get("role") == "master"]
     assert len(outages) <= len(master_said) <= 2 * len(outages), master_said
-    assert len(daemon.events("db_reachable_again")) == len(master_said)
+    assert len(daemon.events(events.DB_REACHABLE_AGAIN)) == len(master_said)
 
     # The master alerted once the database went away and said when it came back.
     wait_until(
@@ -281,7 +281,7 @@ def test_server_side_kills_of_worker_connections_lose_and_hold_no_job(
         lost=len(lost),
         duplicates=len(runs) - len(counted),
         seconds=round(elapsed, 1),
-        lease_reaps=len([e for e in daemon.events("chores_done") if e.get("reaped")]),
+        lease_reaps=len([e for e in daemon.events(events.CHORES_DONE) if e.get("reaped")]),
         child_crashes=len(daemon.events(events.CHILD_CRASHED)),
     )
     assert kills >= 10, f"only {kills} connections were killed: the test did not test"
@@ -480,7 +480,7 @@ def test_a_stopped_database_server_holds_back_neither_a_kill_nor_a_stop(
         sent = time.time()
         first.send_signal(signal.SIGTERM)
         [stopping] = wait_until(
-            lambda: first.events("master_stopping"), timeout=5, message="SIGTERM acted on"
+            lambda: first.events(events.MASTER_STOPPING), timeout=5, message="SIGTERM acted on"
         )
         acted_after = _event_time(stopping) - sent
         assert acted_after < MASTER_DB_TIMEOUT + slack, acted_after

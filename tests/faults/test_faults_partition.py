@@ -215,7 +215,7 @@ def test_a_new_schedule_starts_at_boot_on_the_database_clock(
     booted = time.time()  # this process's clock is the database's (both on this machine)
     daemon.start().wait_ready()
     wait_until(lambda: len(daemon.events(events.CHECK_TICK)) >= 4, timeout=20, message="four ticks")
-    early = [e for e in daemon.events("schedule_enqueued") if slot_time(e) < booted - 1]
+    early = [e for e in daemon.events(events.SCHEDULE_ENQUEUED) if slot_time(e) < booted - 1]
     assert early == [], f"slots from before boot enqueued: {early}"
 
 

@@ -103,11 +103,11 @@ def test_daemon_killed_ten_times_loses_no_job(
     print(
         f"\n[fault figures] sqlite daemon kill -9 x{KILLS}: jobs={TOTAL}, faults={len(kills)}, "
         f"lost={len(lost)}, duplicates={duplicates}, most_runs_of_one_job={max(counted.values())}, "
-        f"seconds={elapsed:.1f}, masters={len(daemon.events('master_started'))}, "
+        f"seconds={elapsed:.1f}, masters={len(daemon.events(events.MASTER_STARTED))}, "
         f"dead_processes_settled_at_boot="
-        f"{sum(e.get('count', 0) for e in daemon.events('stale_processes_settled'))}, "
-        f"jobs_settled_by_chores={sum(e.get('settled', 0) for e in daemon.events('chores_done'))}, "
-        f"jobs_back_by_lease_expiry={sum(e.get('reaped', 0) for e in daemon.events('chores_done'))}, "
+        f"{sum(e.get('count', 0) for e in daemon.events(events.STALE_PROCESSES_SETTLED))}, "
+        f"jobs_settled_by_chores={sum(e.get('settled', 0) for e in daemon.events(events.CHORES_DONE))}, "
+        f"jobs_back_by_lease_expiry={sum(e.get('reaped', 0) for e in daemon.events(events.CHORES_DONE))}, "
         f"kills={kills}"
     )
     assert not lost, f"{len(lost)} jobs never ran: {sorted(lost)[:20]}"

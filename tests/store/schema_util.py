@@ -16,7 +16,7 @@ from util import (
 
 from supervisor.models import NewJob
 from supervisor.queue import build_job
-from supervisor.store.base import load_queries
+from supervisor.store.queries import load_queries
 
 MYSQL_DDL = ddl_columns(SCHEMA_SQL.read_text(encoding="utf-8"))
 SQLITE_DDL = ddl_columns(SQLITE_SCHEMA_SQL.read_text(encoding="utf-8"))

@@ -15,7 +15,7 @@ from util import mysql_connect
 
 from supervisor.models import NewJob
 from supervisor.store import Store, open_store
-from supervisor.store.base import micros
+from supervisor.store.core import micros
 
 SCHEDULED = 5_000
 DUE = 3
@@ -90,6 +90,8 @@ def test_a_claim_locks_and_reads_only_what_it_takes(mysql_store: Store, mysql_db
 def test_the_session_runs_read_committed(mysql_store: Store) -> None:
     store: Any = mysql_store
     with store._connection().cursor() as cursor:
-        cursor.execute("SHOW SESSION VARIABLES WHERE Variable_name IN ('tx_isolation', 'transaction_isolation')")
+        cursor.execute(
+            "SHOW SESSION VARIABLES WHERE Variable_name IN ('tx_isolation', 'transaction_isolation')"
+        )
         levels = {value for _, value in cursor.fetchall()}
     assert levels == {"READ-COMMITTED"}

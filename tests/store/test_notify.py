@@ -27,7 +27,7 @@ from supervisor.cluster.alerts.channels import (
     send_test,
     send_webhook,
 )
-from supervisor.cluster.alerts.rules import Notification, Snapshot
+from supervisor.cluster.alerts.states import Notification, Snapshot
 from supervisor.config import AlertsConfig, build_config
 from supervisor.models import QueueStats
 from supervisor.store import Store, open_store

@@ -32,8 +32,8 @@ from util import (
 
 from supervisor.dburl import parse_database_url
 from supervisor.store import SCHEMA_VERSION, open_store
-from supervisor.store.base import split_script, upgrade_statements, upgrades
 from supervisor.store.mysql import BATCH_INSERT_QUERIES
+from supervisor.store.queries import split_script, upgrade_statements, upgrades
 
 # --- the DDL text ----------------------------------------------------------------------------
 

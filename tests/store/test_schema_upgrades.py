@@ -37,7 +37,7 @@ from supervisor.dburl import parse_database_url
 from supervisor.proc import node_id
 from supervisor.queue import build_job
 from supervisor.store import SCHEMA_VERSION, open_store
-from supervisor.store.base import upgrades
+from supervisor.store.queries import upgrades
 
 
 def job_indexes(url: str) -> set[str]:

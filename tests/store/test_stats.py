@@ -16,7 +16,7 @@ import pytest
 import structlog
 from util import backend_of, connected, mysql_connect
 
-from supervisor.cli import commands
+from supervisor.cli import common
 from supervisor.cli import parser as cli
 from supervisor.models import NewJob, QueueStats
 from supervisor.store import Store
@@ -239,7 +239,7 @@ def test_status_marks_capped_counts_and_exact_counts_them(
     db_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     add_queue_of_every_kind(db_url)
-    monkeypatch.setattr(commands, "STATUS_CAP", 4)
+    monkeypatch.setattr(common, "STATUS_CAP", 4)
 
     assert cli.main(["status", "--database", db_url]) == 0
     row = next(line.split() for line in capsys.readouterr().out.splitlines() if line[:2] == "s ")

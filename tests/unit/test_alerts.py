@@ -4,13 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from supervisor.cluster.alerts.rules import (
-    AlertState,
-    Notification,
-    Snapshot,
-    evaluate,
-    stats_cap,
-)
+from supervisor.cluster.alerts.rules import evaluate
+from supervisor.cluster.alerts.states import AlertState, Notification, Snapshot, stats_cap
 from supervisor.config import AlertRule, AlertsConfig, build_config
 from supervisor.durations import format_duration as age
 from supervisor.models import QueueStats

@@ -25,8 +25,9 @@ import pytest
 from supervisor import logs
 from supervisor.config import CommandConfig
 from supervisor.errors import Fail, JobTimeout, Retry, Snooze
-from supervisor.work.command import ERROR_CHARS, CommandFailed, CommandHandler
-from supervisor.work.worker import soft_timeout
+from supervisor.work.command import CommandHandler
+from supervisor.work.exits import ERROR_CHARS, CommandFailed
+from supervisor.work.guards import soft_timeout
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from supervisor import events
 from supervisor.daemon.dbguard import DbGuard
 from supervisor.errors import TransientDatabaseError
 from supervisor.store import Store, open_store
@@ -61,7 +62,7 @@ def test_a_write_lock_that_outlasts_the_timeout_opens_the_breaker(
     breaker = guard(log, stopping)
     assert breaker.call(counted(store, calls)) is None
     assert calls == [1] and breaker.error is not None and "locked" in breaker.error
-    assert log.events == ["db_unreachable"]
+    assert log.events == [events.DB_UNREACHABLE]
     # Skipped, not waited for: the next calls before the back-off, and any while stopping.
     assert breaker.call(counted(store, calls)) is None
     stopping[0] = True
@@ -73,7 +74,7 @@ def test_a_write_lock_that_outlasts_the_timeout_opens_the_breaker(
     stopping[0] = False
     assert breaker.call(counted(store, calls)) == 0
     assert calls == [1, 1] and breaker.error is None
-    assert log.events == ["db_unreachable", "db_reachable_again"]
+    assert log.events == [events.DB_UNREACHABLE, events.DB_REACHABLE_AGAIN]
 
 
 def test_a_call_that_fails_at_once_opens_nothing() -> None:
@@ -88,4 +89,4 @@ def test_a_call_that_fails_at_once_opens_nothing() -> None:
     assert breaker.call(deadlock) is None
     assert breaker.error is None
     assert breaker.call(deadlock) is None
-    assert calls == [1, 1] and log.events == ["db_call_failed", "db_call_failed"]
+    assert calls == [1, 1] and log.events == [events.DB_CALL_FAILED, events.DB_CALL_FAILED]

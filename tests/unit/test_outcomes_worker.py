@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import structlog
 
-from supervisor import Fail, Retry, Snooze, registry
+from supervisor import Fail, Retry, Snooze, events, registry
 from supervisor.config import Config, PoolConfig
 from supervisor.dburl import parse_database_url
 from supervisor.models import JobRow, JobState, NewJob
@@ -115,7 +115,7 @@ def run_one(worker: Worker, handler: str, max_attempts: int) -> tuple[Outcome, d
     with structlog.testing.capture_logs() as captured:
         assert worker.work_once() == 1
         worker.flush()
-    [line] = [e for e in captured if e["event"] == "job_finished"]
+    [line] = [e for e in captured if e["event"] == events.JOB_FINISHED]
     assert isinstance(worker.events, Recorded)
     [(finished_id, outcome)] = worker.events.finished
     assert finished_id == line["job_id"] == job_id

@@ -3,8 +3,8 @@ holder only) and the alerts this host may speak for, through the pipe's JSON lin
 
 from __future__ import annotations
 
-from supervisor.cluster.alerts.rules import FIRING, OK, AlertState
-from supervisor.cluster.tick import TickReport, _alert_labels
+from supervisor.cluster.alerts.states import FIRING, OK, AlertState
+from supervisor.cluster.tick import TickReport, alert_labels
 from supervisor.models import QueueStats
 
 STATES = {
@@ -17,17 +17,17 @@ STATES = {
 
 
 def test_the_holder_speaks_for_queue_rules_and_every_host_for_its_own() -> None:
-    assert _alert_labels(STATES, "alpha", leader=True) == [
+    assert alert_labels(STATES, "alpha", leader=True) == [
         ["db_unreachable", "", False],
         ["max_age", "work", False],
         ["max_ready", "work", True],
         ["saturated", "work", True],
     ]
-    assert _alert_labels(STATES, "alpha", leader=False) == [
+    assert alert_labels(STATES, "alpha", leader=False) == [
         ["db_unreachable", "", False],
         ["saturated", "work", True],
     ]
-    assert _alert_labels(STATES, "beta", leader=False) == [["crash_loop", "mail", True]]
+    assert alert_labels(STATES, "beta", leader=False) == [["crash_loop", "mail", True]]
 
 
 def test_queue_figures_and_alerts_survive_the_pipe() -> None:

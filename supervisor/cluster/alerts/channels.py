@@ -22,14 +22,9 @@ from email.utils import formatdate, make_msgid
 from typing import Any
 from urllib.parse import urlsplit
 
-from supervisor import logs
-from supervisor.cluster.alerts.rules import (
-    AlertState,
-    Notification,
-    Snapshot,
-    evaluate,
-    is_host_key,
-)
+from supervisor import events, logs
+from supervisor.cluster.alerts.rules import evaluate
+from supervisor.cluster.alerts.states import AlertState, Notification, Snapshot, is_host_key
 from supervisor.config import AlertsConfig
 from supervisor.errors import DatabaseError
 from supervisor.escaping import for_chat, for_header, for_terminal, lines_for_terminal
@@ -223,7 +218,7 @@ class AlertRunner:
         try:
             rows = store.load_alerts()
         except DatabaseError as exc:
-            self.log.warning("alert_states_unavailable", error=str(exc)[:300])
+            self.log.warning(events.ALERT_STATES_UNAVAILABLE, error=str(exc)[:300])
             return dict(self.memory), str(exc) or type(exc).__name__
         states = {key: AlertState.from_store(row) for key, row in rows.items()}
         # This host's own keys: memory wins, it saw what the database could not record.
@@ -250,16 +245,24 @@ class AlertRunner:
                 else:
                     new.pop(note.key, None)
                 self.log.warning(
-                    "alert_send_failed", key=note.key, kind=note.kind, text=note.text, errors=errors
+                    events.ALERT_SEND_FAILED,
+                    key=note.key,
+                    kind=note.kind,
+                    text=note.text,
+                    errors=errors,
                 )
                 continue
             if errors:
                 self.log.warning(
-                    "alert_send_failed", key=note.key, kind=note.kind, errors=errors, partial=True
+                    events.ALERT_SEND_FAILED,
+                    key=note.key,
+                    kind=note.kind,
+                    errors=errors,
+                    partial=True,
                 )
             sent_on = [r.channel for r in results if r.ok]
             if sent_on:  # with no channel configured it went nowhere: no line says it was sent
-                event = "alert_resolved" if note.kind == "resolved" else "alert_sent"
+                event = events.ALERT_RESOLVED if note.kind == "resolved" else events.ALERT_SENT
                 self.log.info(event, key=note.key, kind=note.kind, text=note.text, channels=sent_on)
             sent.append(note)
         return sent
@@ -271,5 +274,5 @@ class AlertRunner:
             try:
                 store.save_alert(key, state.state, state.detail, state.since, state.notified_at)
             except DatabaseError as exc:
-                self.log.warning("alert_state_not_saved", key=key, error=str(exc)[:300])
+                self.log.warning(events.ALERT_STATE_NOT_SAVED, key=key, error=str(exc)[:300])
                 return

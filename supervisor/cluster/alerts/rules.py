@@ -29,27 +29,15 @@ from typing import Any
 from supervisor.cluster.alerts.checks import checks
 from supervisor.cluster.alerts.states import (
     FIRING,
-    HOST_RULES,
     OK,
-    QUEUE_RULES,
-    STATS_FLOOR,
     AlertState,
     Check,
     Kind,
     Notification,
     Snapshot,
-    host_key,
-    is_host_key,
-    rule_for,
-    stats_cap,
 )
 from supervisor.config import AlertsConfig
 from supervisor.durations import format_duration as age
-
-__all__ = [
-    "FIRING", "HOST_RULES", "OK", "QUEUE_RULES", "STATS_FLOOR", "AlertState", "Check",
-    "Notification", "Snapshot", "evaluate", "host_key", "is_host_key", "rule_for", "stats_cap",
-]  # fmt: skip
 
 
 def evaluate(

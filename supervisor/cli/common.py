@@ -1,0 +1,82 @@
+"""What every `forkq` sub-command shares: its config (-c, $FORKQ_CONFIG, --database),
+the refusal of a missing SQLite file, its store, and where `forkq status` stops counting."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tomllib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from supervisor.config import Config, load_config
+from supervisor.errors import ForkqError
+from supervisor.status import STATUS_CAP
+from supervisor.store import Store, open_store
+
+# Commands that may create an SQLite file (SPEC), or never open one (`alerts test`), or
+# report a missing one as a failed check (`check`). Every other command refuses a missing
+# file: `forkq status` in the wrong directory must not leave a new empty database there.
+MAY_CREATE = ("run", "work", "schema", "alerts", "check")
+
+
+def command_config(args: argparse.Namespace) -> Config:
+    """-c FILE, else $FORKQ_CONFIG, else the built-in defaults; a named missing file is fatal."""
+    path = args.config or os.environ.get("FORKQ_CONFIG") or None
+    config = load_config(path, args.database)
+    if getattr(args, "command", None) not in MAY_CREATE:
+        missing = missing_database(args, config)
+        if missing is not None:
+            raise ForkqError(missing)
+    return config
+
+
+def missing_database(args: argparse.Namespace, config: Config) -> str | None:
+    """What to say when the config names an SQLite file that does not exist, else None."""
+    url = config.database
+    if url.backend != "sqlite" or url.path == ":memory:" or os.path.exists(url.path):
+        return None
+    return (
+        f"no SQLite database at {os.path.abspath(url.path)} ({url.redacted()}, from"
+        f" {database_origin(args)}): fix the URL, or create the database with"
+        " `forkq schema apply`"
+    )
+
+
+def database_origin(args: argparse.Namespace) -> str:
+    """Where the database URL came from, in the order load_config weighs them."""
+    if args.database:
+        return "--database"
+    if os.environ.get("FORKQ_DATABASE_URL"):
+        return "FORKQ_DATABASE_URL"
+    path = args.config or os.environ.get("FORKQ_CONFIG")
+    flag = "-c" if args.config else "FORKQ_CONFIG"
+    if path and "url" in _database_table(path):
+        return f"[database] url of {path} ({flag})"
+    return "the default: no --database, FORKQ_DATABASE_URL or [database] url in a config"
+
+
+def _database_table(path: str) -> dict[str, Any]:
+    """The config file's [database] table (load_config read it a moment ago)."""
+    with open(path, "rb") as file:
+        table = tomllib.load(file).get("database", {})
+    return table if isinstance(table, dict) else {}
+
+
+@contextmanager
+def command_store(config: Config, *, schema: bool = True) -> Iterator[Store]:
+    """The store, closed afterwards; with `schema`, refuse a missing or old schema first."""
+    store = open_store(config.database)
+    try:
+        if schema:
+            store.require_schema()
+        yield store
+    finally:
+        store.close()
+
+
+def status_cap(args: argparse.Namespace) -> int | None:
+    """Where `forkq status` stops counting: STATUS_CAP (the one parser.py's --exact help
+    names), or nowhere with --exact."""
+    return None if args.exact else STATUS_CAP
