@@ -579,6 +579,26 @@ INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status, uniqu
  IF(run_at > NOW(6) + INTERVAL %(ahead_us)s MICROSECOND, 'scheduled', 'ready'),
  %(unique_key)s, %(max_attempts)s, %(limit_key)s);
 
+-- name: insert_job_grouped
+-- A job with a group_key (its tenant in a fair pool; any run_at, keys or not): both keys
+-- named. Only such jobs name group_key, so an older schema still takes the others.
+INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status, unique_key, max_attempts,
+                        limit_key, group_key)
+VALUES (%(queue)s, %(handler)s, %(payload)s, %(priority)s,
+        COALESCE(FROM_UNIXTIME(%(run_at)s), NOW(6) + INTERVAL %(delay_us)s MICROSECOND),
+        IF(run_at > NOW(6) + INTERVAL %(ahead_us)s MICROSECOND, 'scheduled', 'ready'),
+        %(unique_key)s, %(max_attempts)s, %(limit_key)s, %(group_key)s)
+ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id);
+
+-- name: insert_jobs_head_grouped
+INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status, unique_key, max_attempts, limit_key, group_key) VALUES;
+
+-- name: insert_jobs_row_grouped
+(%(queue)s, %(handler)s, %(payload)s, %(priority)s,
+ COALESCE(FROM_UNIXTIME(%(run_at)s), NOW(6) + INTERVAL %(delay_us)s MICROSECOND),
+ IF(run_at > NOW(6) + INTERVAL %(ahead_us)s MICROSECOND, 'scheduled', 'ready'),
+ %(unique_key)s, %(max_attempts)s, %(limit_key)s, %(group_key)s);
+
 -- name: claim_select_limited
 -- claim_select for a queue some limit covers: the same order, from forkq_jobs_limit, whose
 -- range leaves out the parked jobs (limit_wait <> ''); with handler and limit_key, which
@@ -880,3 +900,19 @@ CREATE TABLE IF NOT EXISTS forkq_limits (
   KEY forkq_limits_wake (wake_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq flow control: one row per [limits.NAME] bucket; claims lock it to decide, so no limit is exceeded across hosts';
 UPDATE forkq_schema SET version = 7, applied_at = NOW(6) WHERE id = 1 AND version < 7;
+
+-- name: upgrade_to_8
+-- Version 8 adds fair share within a queue: forkq_jobs.group_key and the generated column
+-- tenant (instant changes, no table copy; a virtual column is added alone), the index of
+-- fair claims (built online: reads and writes go on), and forkq_tenants.
+ALTER TABLE forkq_jobs ADD COLUMN group_key VARCHAR(191) NULL DEFAULT NULL COMMENT 'the tenant of the job in a fair pool ([pools.X] fair = true): tenants take turns at the queue; NULL: its limit_key is its tenant', ALGORITHM=INSTANT;
+ALTER TABLE forkq_jobs ADD COLUMN tenant VARCHAR(191) AS (COALESCE(group_key, limit_key, '')) VIRTUAL COMMENT 'generated, never written: the job''s tenant in a fair pool (group_key, else limit_key, else empty)', ALGORITHM=INSTANT;
+ALTER TABLE forkq_jobs ADD INDEX forkq_jobs_tenant (queue, status, tenant, priority DESC, run_at, id), ALGORITHM=INPLACE, LOCK=NONE;
+CREATE TABLE IF NOT EXISTS forkq_tenants (
+  queue        VARCHAR(64)  NOT NULL COMMENT 'a queue of a fair pool',
+  tenant       VARCHAR(191) NOT NULL COMMENT 'a tenant with ready jobs in that queue (forkq_jobs.tenant)',
+  last_served  BIGINT       NOT NULL DEFAULT 0 COMMENT 'database clock in microseconds when a claim last took the tenant''s head job; 0: never, served first',
+  PRIMARY KEY (queue, tenant),
+  KEY forkq_tenants_turn (queue, last_served, tenant)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq fair share: the round-robin cursor of fair queues, one row per tenant with ready jobs; a claim serves the least recently served first and deletes the row of a tenant it finds without any';
+UPDATE forkq_schema SET version = 8, applied_at = NOW(6) WHERE id = 1 AND version < 8;

@@ -506,6 +506,17 @@ VALUES (:queue, :handler, :payload, :priority, COALESCE(:run_at, :now + :delay_u
 ON CONFLICT (unique_key) DO UPDATE SET unique_key = excluded.unique_key
 RETURNING id;
 
+-- name: insert_job_grouped
+-- A job with a group_key (its tenant in a fair pool): both keys named (schema 8).
+INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status, enqueued_at, unique_key,
+                        max_attempts, limit_key, group_key)
+VALUES (:queue, :handler, :payload, :priority, COALESCE(:run_at, :now + :delay_us / 1000000.0),
+        CASE WHEN COALESCE(:run_at, :now + :delay_us / 1000000.0) > :now + :ahead_us / 1000000.0
+             THEN 'scheduled' ELSE 'ready' END,
+        :now, :unique_key, :max_attempts, :limit_key, :group_key)
+ON CONFLICT (unique_key) DO UPDATE SET unique_key = excluded.unique_key
+RETURNING id;
+
 -- name: claim_select_limited
 SELECT id, handler, payload, priority, attempts, max_attempts, unique_key, limit_key,
        run_at AS run_at_s, enqueued_at AS enqueued_at_s
@@ -738,3 +749,20 @@ CREATE TABLE IF NOT EXISTS forkq_limits (
 CREATE INDEX IF NOT EXISTS forkq_limits_wake ON forkq_limits (wake_at);
 UPDATE forkq_schema SET version = 7, applied_at = (julianday('now') - 2440587.5) * 86400.0
 WHERE id = 1 AND version < 7;
+
+-- name: upgrade_to_8
+-- Version 8 adds forkq_jobs.group_key and the generated column tenant, the index of fair
+-- claims, and forkq_tenants (see mysql.sql).
+ALTER TABLE forkq_jobs ADD COLUMN group_key TEXT NULL;
+ALTER TABLE forkq_jobs ADD COLUMN tenant TEXT GENERATED ALWAYS AS (COALESCE(group_key, limit_key, '')) VIRTUAL;
+CREATE INDEX IF NOT EXISTS forkq_jobs_tenant
+  ON forkq_jobs (queue, status, tenant, priority DESC, run_at, id);
+CREATE TABLE IF NOT EXISTS forkq_tenants (
+  queue        TEXT    NOT NULL,
+  tenant       TEXT    NOT NULL,
+  last_served  INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (queue, tenant)
+);
+CREATE INDEX IF NOT EXISTS forkq_tenants_turn ON forkq_tenants (queue, last_served, tenant);
+UPDATE forkq_schema SET version = 8, applied_at = (julianday('now') - 2440587.5) * 86400.0
+WHERE id = 1 AND version < 8;
