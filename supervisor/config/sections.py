@@ -81,6 +81,7 @@ _POOL_FIELDS: dict[str, Callable[[Any], Any]] = {
     "on_success": _one_of(ON_SUCCESS_MODES),
     "retention": _seconds(0),
     "claim_batch": _int(1),
+    "fair": _bool,
 }
 _RULE_FIELDS: dict[str, Callable[[Any], Any]] = {
     "max_ready": _int(0),

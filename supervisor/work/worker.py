@@ -35,7 +35,7 @@ from supervisor.fate import decide
 from supervisor.models import JobRow
 from supervisor.observe import metrics
 from supervisor.outcomes import Outcome
-from supervisor.store import Store
+from supervisor.store import Store, fair
 from supervisor.store import limits as flow
 from supervisor.work.attempt import JobContext, log_finished, run_attempt
 from supervisor.work.guards import exit_if_forked, soft_timeout
@@ -186,12 +186,13 @@ class Worker:
             self.outbox.forget_written_elsewhere()
             done = self.pending.successes
             size, lease = self.claim_size(pool, queue), pool.timeout + LEASE_MARGIN
-            if self.limits:
-                batch, written = flow.complete_and_claim(
-                    self.store, self.limits, done, queue, self.owner, size, lease
-                )
+            claim = (done, queue, self.owner, size, lease)
+            if pool.fair:  # tenants take turns (never under limits: fair.check_config)
+                batch, written = fair.complete_and_claim(self.store, *claim)
+            elif self.limits:
+                batch, written = flow.complete_and_claim(self.store, self.limits, *claim)
             else:
-                batch, written = self.store.complete_and_claim(done, queue, self.owner, size, lease)
+                batch, written = self.store.complete_and_claim(*claim)
             self.outbox.acknowledged(done, written)
             if batch:
                 self._lease_until = time.monotonic() + pool.timeout + LEASE_MARGIN

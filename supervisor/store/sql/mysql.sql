@@ -823,6 +823,73 @@ SET status = %(status)s, run_at = NOW(6) + INTERVAL %(delay_us)s MICROSECOND,
 WHERE id = %(id)s AND status = 'running' AND locked_by = %(owner)s
   AND snoozes < %(max_snoozes)s;
 
+-- Fair share within a queue (SPEC "Fair share within a queue", supervisor/store/fair.py).
+-- A job's tenant is the generated column forkq_jobs.tenant (group_key, else limit_key, else
+-- ''); forkq_tenants is the round-robin cursor of a fair queue. Every statement reads a
+-- bounded number of rows, whatever the number of tenants and jobs.
+
+-- name: fair_first_tenant
+-- The first tenant with ready jobs in the queue (one dive in forkq_jobs_tenant), and
+-- whether forkq_tenants knows it (last_served NULL: not yet).
+SELECT j.tenant, t.last_served
+FROM (SELECT tenant FROM forkq_jobs FORCE INDEX (forkq_jobs_tenant)
+      WHERE queue = %(queue)s AND status = 'ready'
+      ORDER BY tenant LIMIT 1) AS j
+LEFT JOIN forkq_tenants t ON t.queue = %(queue)s AND t.tenant = j.tenant;
+
+-- name: fair_next_tenant
+-- The next one after %(after)s: a claim walks the tenants one a claim, so a tenant of a raw
+-- INSERT (or one whose row a claim deleted) comes into the round.
+SELECT j.tenant, t.last_served
+FROM (SELECT tenant FROM forkq_jobs FORCE INDEX (forkq_jobs_tenant)
+      WHERE queue = %(queue)s AND status = 'ready' AND tenant > %(after)s
+      ORDER BY tenant LIMIT 1) AS j
+LEFT JOIN forkq_tenants t ON t.queue = %(queue)s AND t.tenant = j.tenant;
+
+-- name: fair_add_tenant
+-- A tenant never served (last_served 0): first in the round.
+INSERT IGNORE INTO forkq_tenants (queue, tenant) VALUES (%(queue)s, %(tenant)s);
+
+-- name: fair_turn
+-- The tenants served least recently, locked: a concurrent claim skips them and serves the
+-- next ones, so one tenant's jobs are claimed by one claim at a time, in order.
+SELECT tenant FROM forkq_tenants FORCE INDEX (forkq_tenants_turn)
+WHERE queue = %(queue)s
+ORDER BY last_served, tenant
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: fair_heads
+-- Each tenant's head job (priority, run_at, id): one dive in forkq_jobs_tenant each; NULL
+-- when it has no ready job due now.
+SELECT b.tenant,
+       (SELECT j.id FROM forkq_jobs j FORCE INDEX (forkq_jobs_tenant)
+        WHERE j.queue = %(queue)s AND j.status = 'ready' AND j.tenant = b.tenant
+          AND j.run_at <= NOW(6)
+        ORDER BY j.priority DESC, j.run_at, j.id
+        LIMIT 1) AS head
+FROM JSON_TABLE(%(tenants)s, '$[*]' COLUMNS (
+       tenant VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) AS b;
+
+-- name: fair_lock
+-- The heads, locked (one skipped is another's: its tenant waits for the next claim), with
+-- claim_select's columns.
+SELECT id, handler, payload, priority, attempts, max_attempts, unique_key, limit_key, tenant,
+       UNIX_TIMESTAMP(run_at) + 0e0 AS run_at_s, UNIX_TIMESTAMP(enqueued_at) + 0e0 AS enqueued_at_s
+FROM forkq_jobs
+WHERE id IN %(ids)s AND status = 'ready'
+FOR UPDATE SKIP LOCKED;
+
+-- name: fair_served
+-- The tenants served by this claim go to the back of the round (database clock, in us).
+UPDATE forkq_tenants SET last_served = CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)
+WHERE queue = %(queue)s AND tenant IN %(names)s;
+
+-- name: fair_forget
+-- Tenants found without a ready job: their rows go (locked by this claim); the walk of
+-- fair_next_tenant brings a tenant back once it has ready jobs again.
+DELETE FROM forkq_tenants WHERE queue = %(queue)s AND tenant IN %(names)s;
+
 -- Schema upgrades: `upgrade_to_N` runs once on a database at version N-1 (`forkq schema apply`).
 -- Each holds everything version N adds (new tables included), one statement a line ending
 -- in `;`, and records version N last: `forkq schema print --upgrade-from M` prints exactly

@@ -672,6 +672,55 @@ SET status = :status, run_at = :now + :delay_us / 1000000.0,
 WHERE id = :id AND status = 'running' AND locked_by = :owner
   AND snoozes < :max_snoozes;
 
+-- Fair share within a queue (see mysql.sql and supervisor/store/fair.py). Claims run under
+-- BEGIN IMMEDIATE: one at a time, so nothing is skipped as locked.
+
+-- name: fair_first_tenant
+SELECT j.tenant, t.last_served
+FROM (SELECT tenant FROM forkq_jobs INDEXED BY forkq_jobs_tenant
+      WHERE queue = :queue AND status = 'ready'
+      ORDER BY tenant LIMIT 1) AS j
+LEFT JOIN forkq_tenants t ON t.queue = :queue AND t.tenant = j.tenant;
+
+-- name: fair_next_tenant
+SELECT j.tenant, t.last_served
+FROM (SELECT tenant FROM forkq_jobs INDEXED BY forkq_jobs_tenant
+      WHERE queue = :queue AND status = 'ready' AND tenant > :after
+      ORDER BY tenant LIMIT 1) AS j
+LEFT JOIN forkq_tenants t ON t.queue = :queue AND t.tenant = j.tenant;
+
+-- name: fair_add_tenant
+INSERT OR IGNORE INTO forkq_tenants (queue, tenant) VALUES (:queue, :tenant);
+
+-- name: fair_turn
+SELECT tenant FROM forkq_tenants INDEXED BY forkq_tenants_turn
+WHERE queue = :queue
+ORDER BY last_served, tenant
+LIMIT :limit;
+
+-- name: fair_heads
+SELECT b.value AS tenant,
+       (SELECT j.id FROM forkq_jobs j INDEXED BY forkq_jobs_tenant
+        WHERE j.queue = :queue AND j.status = 'ready' AND j.tenant = b.value
+          AND j.run_at <= :now
+        ORDER BY j.priority DESC, j.run_at, j.id
+        LIMIT 1) AS head
+FROM json_each(:tenants) AS b;
+
+-- name: fair_lock
+SELECT id, handler, payload, priority, attempts, max_attempts, unique_key, limit_key, tenant,
+       run_at AS run_at_s, enqueued_at AS enqueued_at_s
+FROM forkq_jobs
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'ready';
+
+-- name: fair_served
+UPDATE forkq_tenants SET last_served = CAST(:now * 1000000 AS INTEGER)
+WHERE queue = :queue AND tenant IN (SELECT value FROM json_each(:names));
+
+-- name: fair_forget
+DELETE FROM forkq_tenants
+WHERE queue = :queue AND tenant IN (SELECT value FROM json_each(:names));
+
 -- Schema upgrades: `upgrade_to_N` runs once on a database at version N-1 (`forkq schema apply`).
 -- Each holds everything version N adds, one statement a line ending in `;`, and records
 -- version N last (`forkq schema print --upgrade-from M` prints exactly these).
