@@ -38,7 +38,7 @@ from supervisor.store.buckets import LimitPlan
 from supervisor.store.core import micros
 from supervisor.store.jobs import _claimed
 
-SLACK = 4  # tenant rows a claim locks beyond its size: some may have no ready job
+SLACK = 4  # tenant rows a claim locks beyond its size (at most double): some may have no job
 
 # Where this process's walk through each queue's tenants is (None: start again at the first).
 _walk: dict[str, str | None] = {}
@@ -91,7 +91,9 @@ def _fair_rows(store: Store, queue: str, size: int) -> list[dict[str, Any]]:
     in turn order; the tenants' rows stamped or deleted."""
     turn = [
         r["tenant"]
-        for r in store._fetchall("fair_turn", store._params(queue=queue, limit=size + SLACK))
+        for r in store._fetchall(
+            "fair_turn", store._params(queue=queue, limit=size + min(size, SLACK))
+        )
     ]
     if not turn:
         return []
