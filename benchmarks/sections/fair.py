@@ -60,6 +60,7 @@ def run(bench: Any, deadline: Any) -> None:
 def clear(bench: Any) -> None:
     bench.b.reset()  # forkq_tenants too
     fair._walk.clear()
+    fair._steps.clear()
 
 
 def enqueue(queue: Queue, n: int, tenants: int, **spec: Any) -> None:

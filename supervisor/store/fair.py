@@ -6,14 +6,15 @@ forkq_jobs.tenant). forkq_tenants holds a row per tenant with ready jobs in a fa
 with when a claim last served it: the round-robin cursor. One claim, in one transaction:
 
 1. walks one step through the queue's tenants (one dive in the index forkq_jobs_tenant,
-   from where this process's last step ended) and adds the tenant it finds if it has no
-   row (last_served 0: served first). So the tenants of raw INSERTs, and tenants whose row
-   went, come (back) into the round without anything done at enqueue;
+   from where this process's last step ended) and looks at the tenant of the latest ready
+   job, and adds a row for either if it has none (last_served 0: served first). So the
+   tenants of raw INSERTs, newcomers, and tenants whose row went come (back) into the
+   round without anything done at enqueue;
 2. locks the rows of the tenants served least recently (SKIP LOCKED: a concurrent claim
-   takes the next ones, so one tenant is served by one claim at a time, in its order);
-3. reads each one's head job (priority, run_at, id: one dive each) and locks those;
-4. sends the served tenants to the back of the round (last_served = now), deletes the
-   rows of those found without a ready job, and claims the jobs as the plain claim does.
+   takes the next ones, so one tenant is served by one claim at a time, in its order),
+   with each one's head job (priority, run_at, id: one dive each), and locks those jobs;
+3. deletes the rows of the tenants found without a ready job, claims the jobs as the
+   plain claim does and sends their tenants to the back of the round (last_served = now).
 
 A claim takes up to `size` jobs, at most one per tenant. When it finds none while every
 tenant with work is locked by other claims, it takes the queue's head as the plain claim
@@ -26,12 +27,11 @@ Not under [limits]: a fair pool whose queue a limit covers is a configuration er
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from supervisor.config import Config
-from supervisor.errors import ConfigError
+from supervisor.errors import ConfigError, TransientDatabaseError
 from supervisor.models import JobRow
 from supervisor.store.base import Store
 from supervisor.store.buckets import LimitPlan
@@ -40,8 +40,12 @@ from supervisor.store.jobs import _claimed
 
 SLACK = 4  # tenant rows a claim locks beyond its size (at most double): some may have no job
 
-# Where this process's walk through each queue's tenants is (None: start again at the first).
+WALK_EVERY = 4  # claims per step of the walk (producers' jobs with a group_key join at once)
+
+# Where this process's walk through each queue's tenants is (None: start again at the first),
+# and how many claims it made there.
 _walk: dict[str, str | None] = {}
+_steps: dict[str, int] = {}
 
 
 def complete_and_claim(
@@ -54,66 +58,72 @@ def complete_and_claim(
 ) -> tuple[list[JobRow], int]:
     """Store.complete_and_claim for a fair pool: the head jobs of the tenants served least
     recently, one each, up to `size`; and the previous batch's successes recorded."""
-    _discover(store, queue)
+    _steps[queue] = step = _steps.get(queue, 0) + 1
+    if step % WALK_EVERY == 1:
+        _discover(store, queue)
 
     def attempt() -> tuple[list[JobRow], int]:
         with store._tx():
             completed = sum(store._complete(owner, ids, mode) for mode, ids in done.items() if ids)
-            rows = _fair_rows(store, queue, size) or store._fetchall(
-                "claim_select", store._params(queue=queue, limit=size)
-            )
+            rows = _fair_rows(store, queue, size)
             if rows:
-                ids = [row["id"] for row in rows]
-                params = store._params(
-                    owner=owner, ids=store._ids(ids), first=ids[0], lease_us=micros(lease)
-                )
-                store._execute("claim_update", params)
+                _take(store, queue, rows, "fair_claim_update", owner, lease)
+            else:  # every tenant with work is another claim's now: the queue's head
+                rows = store._fetchall("claim_select", store._params(queue=queue, limit=size))
+                _take(store, queue, rows, "claim_update", owner, lease)
         return [_claimed(row, queue, owner) for row in rows], completed
 
     return store._retrying(attempt)
 
 
 def _discover(store: Store, queue: str) -> None:
-    """One step of this process's walk through the queue's tenants (outside the claim's
-    transaction: it waits on no tenant row the claim will lock)."""
+    """One step of this process's walk through the queue's tenants, and a look at the
+    tenant of the latest ready job (a newcomer, most often); a tenant without a row gets
+    one. Outside the claim's transaction: it waits on no row the claim locks."""
     after = _walk.get(queue)
     if after is None:
         rows = store._rows("fair_first_tenant", queue=queue)
     else:
         rows = store._rows("fair_next_tenant", queue=queue, after=after)
-    _walk[queue] = rows[0]["tenant"] if rows else None
-    if rows and rows[0]["last_served"] is None:
-        store._run("fair_add_tenant", queue=queue, tenant=rows[0]["tenant"])
+    # With no tenant after `after`, the walk starts again at the first.
+    _walk[queue] = next((row["tenant"] for row in rows if row["walk"]), None)
+    for tenant in {row["tenant"] for row in rows if row["last_served"] is None}:
+        store._run("fair_add_tenant", queue=queue, tenant=tenant)
 
 
 def _fair_rows(store: Store, queue: str, size: int) -> list[dict[str, Any]]:
     """Inside the claim's transaction: the head rows of the tenants next in turn, locked,
-    in turn order; the tenants' rows stamped or deleted."""
-    turn = [
-        r["tenant"]
-        for r in store._fetchall(
-            "fair_turn", store._params(queue=queue, limit=size + min(size, SLACK))
-        )
-    ]
-    if not turn:
-        return []
-    heads = {
-        r["tenant"]: r["head"]
-        for r in store._fetchall("fair_heads", store._params(queue=queue, tenants=json.dumps(turn)))
-    }
-    empty = [tenant for tenant in turn if heads.get(tenant) is None]
-    wanted = [heads[tenant] for tenant in turn if heads.get(tenant) is not None][:size]
+    in turn order; the rows of tenants found without a ready job deleted."""
+    limit = size + min(size, SLACK)
+    turn = store._fetchall("fair_turn", store._params(queue=queue, limit=limit))
+    empty = [r["tenant"] for r in turn if r["head"] is None]
+    wanted = [int(r["head"]) for r in turn if r["head"] is not None][:size]
     locked: dict[int, dict[str, Any]] = {}
     if wanted:
         params = store._params(ids=store._ids(wanted))
         locked = {int(r["id"]): r for r in store._fetchall("fair_lock", params)}
-    rows = [locked[int(head)] for head in wanted if int(head) in locked]
     if empty:
         store._execute("fair_forget", store._params(queue=queue, names=store._ids(empty)))
-    if rows:
+    return [locked[head] for head in wanted if head in locked]
+
+
+def _take(
+    store: Store, queue: str, rows: list[dict[str, Any]], update: str, owner: str, lease: float
+) -> None:
+    """Claim the rows (the first starts now); after a fair pick, their tenants go to the
+    back of the round (in the same statement on MySQL, in fair_served on SQLite)."""
+    if not rows:
+        return
+    ids = [row["id"] for row in rows]
+    params = store._params(owner=owner, ids=store._ids(ids), first=ids[0], lease_us=micros(lease))
+    changed = store._execute(update, params)
+    if update != "fair_claim_update":
+        return
+    if store.backend == "sqlite":
         served = store._ids(sorted({row["tenant"] for row in rows}))
         store._execute("fair_served", store._params(queue=queue, names=served))
-    return rows
+    elif changed != 2 * len(ids):  # a job and its tenant's row each: never a job alone
+        raise TransientDatabaseError(f"fair claim changed {changed} rows for {len(ids)} jobs")
 
 
 def check_config(config: Config, handler_queues: Mapping[str, str]) -> None:

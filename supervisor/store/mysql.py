@@ -6,6 +6,7 @@ the connection they run on, and driver errors translated: mysql_session.py.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import weakref
@@ -155,6 +156,8 @@ class MySQLStore(MySQLSession):
             for statement in self._statements(conn, rows, keyed):
                 cursor.execute(statement)
                 ids.extend(int(row[0]) for row in cursor.fetchall())
+            if rounds := sorted({(j.queue, j.group_key) for j in jobs if j.group_key is not None}):
+                cursor.execute(self.queries["join_rounds"], {"pairs": json.dumps(rounds)})
             return ids
 
     def _statements(self, conn: Connection, rows: list[str], keyed: str = "") -> Iterator[str]:
@@ -210,7 +213,10 @@ class MySQLStore(MySQLSession):
                 if size > limit:
                     raise PayloadTooLarge(_too_large("the job", size, limit))
             cursor.execute(self.queries[query], bound)
-            return int(cursor.lastrowid)
+            job_id = int(cursor.lastrowid)
+            if params.get("group_key") is not None:  # its tenant joins its queue's round
+                cursor.execute(self.queries["join_round"], _bound("join_round", params))
+            return job_id
 
     def _packet_limit(self, connection: Any) -> int:
         """The session's max_allowed_packet (read-only in a session: read once each).

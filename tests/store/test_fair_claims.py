@@ -25,8 +25,10 @@ LEASE = 60.0
 def fresh_walk() -> Iterator[None]:
     """Each test's database is new: the walk through its tenants starts at the first."""
     fair._walk.clear()
+    fair._steps.clear()
     yield
     fair._walk.clear()
+    fair._steps.clear()
 
 
 def put(queue: Queue, tenant: str | None, n: int, **options: object) -> list[int]:
@@ -102,6 +104,22 @@ def test_scheduled_jobs_wait_and_a_raw_insert_joins_the_round(
     assert claim(store) == []
     job = store.get_job(later)
     assert job is not None and job.status == "scheduled"
+
+
+def test_tenants_of_producers_jobs_join_the_round_at_enqueue(
+    store: Store, queue: Queue, db_url: str
+) -> None:
+    """Queue.enqueue and enqueue_many add the row of a group_key's tenant in its queue (a
+    raw INSERT leaves it to the claims' walk); a job without one adds none."""
+    queue.enqueue("t.fair", {}, queue=QUEUE, group_key="one")
+    put(queue, "many", 2)
+    queue.enqueue("t.fair", {}, queue=QUEUE, limit_key="keyed")
+    queue.enqueue("t.fair", {}, queue="other", group_key="elsewhere")
+    assert sorted(sql(db_url, "SELECT queue, tenant, last_served FROM forkq_tenants")) == [
+        (QUEUE, "many", 0),
+        (QUEUE, "one", 0),
+        ("other", "elsewhere", 0),
+    ]
 
 
 def test_concurrent_claims_never_take_a_job_twice(db_url: str, queue: Queue) -> None:

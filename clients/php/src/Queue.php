@@ -22,7 +22,9 @@ use WeakMap;
 final class Queue
 {
     /** The options enqueue() takes; any other key is an error, never ignored. */
-    public const OPTIONS = ['queue', 'delay', 'run_at', 'priority', 'unique_key', 'limit_key', 'group_key', 'max_attempts'];
+    public const OPTIONS = [
+        'queue', 'delay', 'run_at', 'priority', 'unique_key', 'limit_key', 'group_key', 'max_attempts',
+    ];
 
     /** A job due later than this (microseconds) is stored 'scheduled' (SCHEDULE_AHEAD in Python). */
     private const AHEAD_US = 2000000;
@@ -228,7 +230,25 @@ final class Queue
         [$sql, $values] = self::grouped($sql, $values, $job);
         self::checkPacket($pdo, $sql, $values);
         self::execute($pdo, $sql, $values);
-        return (int) $pdo->lastInsertId();
+        $id = (int) $pdo->lastInsertId();
+        self::joinRound($pdo, 'INSERT IGNORE', $job);
+        return $id;
+    }
+
+    /**
+     * A job with a group_key: its tenant joins its queue's round of a fair pool at once
+     * (join_round in supervisor/store/sql/).
+     *
+     * @param array<string, mixed> $job
+     */
+    private static function joinRound(PDO $pdo, string $insert, array $job): void
+    {
+        if ($job['group_key'] !== null) {
+            self::execute($pdo, $insert . ' INTO forkq_tenants (queue, tenant) VALUES (:queue, :tenant)', [
+                'queue' => $job['queue'],
+                'tenant' => $job['group_key'],
+            ]);
+        }
     }
 
     /**
@@ -308,13 +328,15 @@ final class Queue
         [$insert, $values] = self::grouped(self::SQLITE_INSERT, $values, $job);
         if ($job['unique_key'] === null) {
             self::execute($pdo, $insert, $values);
-            return (int) $pdo->lastInsertId();
+            $id = (int) $pdo->lastInsertId();
+        } else {
+            // RETURNING: the statement is finished only once its row has been read.
+            $statement = self::execute($pdo, $insert . self::SQLITE_UNIQUE, $values);
+            $id = (int) $statement->fetchAll(PDO::FETCH_COLUMN, 0)[0];
+            $statement->closeCursor();
         }
-        // RETURNING: the statement is finished only once its row has been read.
-        $statement = self::execute($pdo, $insert . self::SQLITE_UNIQUE, $values);
-        $ids = $statement->fetchAll(PDO::FETCH_COLUMN, 0);
-        $statement->closeCursor();
-        return (int) $ids[0];
+        self::joinRound($pdo, 'INSERT OR IGNORE', $job);
+        return $id;
     }
 
     /** @param array<string, mixed> $values */

@@ -828,60 +828,92 @@ WHERE id = %(id)s AND status = 'running' AND locked_by = %(owner)s
 -- ''); forkq_tenants is the round-robin cursor of a fair queue. Every statement reads a
 -- bounded number of rows, whatever the number of tenants and jobs.
 
+-- name: join_round
+-- A producer's job with a group_key: its tenant joins its queue's round now (a tenant new
+-- to the round is served first), whether the queue's pool is fair or not: a row costs a
+-- claim nothing until a fair claim reaches it, and a fair claim deletes it once empty.
+INSERT IGNORE INTO forkq_tenants (queue, tenant) VALUES (%(queue)s, %(group_key)s);
+
+-- name: join_rounds
+-- The same for a batch (MariaDB's multi-row insert): a JSON array of [queue, tenant] pairs.
+INSERT IGNORE INTO forkq_tenants (queue, tenant)
+SELECT b.queue, b.tenant
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (
+       queue VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[0]',
+       tenant VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[1]')) AS b
+ORDER BY b.queue, b.tenant;
+
 -- name: fair_first_tenant
--- The first tenant with ready jobs in the queue (one dive in forkq_jobs_tenant), and
--- whether forkq_tenants knows it (last_served NULL: not yet).
-SELECT j.tenant, t.last_served
-FROM (SELECT tenant FROM forkq_jobs FORCE INDEX (forkq_jobs_tenant)
-      WHERE queue = %(queue)s AND status = 'ready'
-      ORDER BY tenant LIMIT 1) AS j
-LEFT JOIN forkq_tenants t ON t.queue = %(queue)s AND t.tenant = j.tenant;
+-- The first tenant with ready jobs in the queue (one dive in forkq_jobs_tenant) and the
+-- tenant of the latest due ready job (one dive in forkq_jobs_status: a newcomer), each with
+-- last_served from forkq_tenants (NULL: no row yet).
+SELECT d.tenant, d.walk, t.last_served
+FROM ((SELECT tenant, 1 AS walk FROM forkq_jobs FORCE INDEX (forkq_jobs_tenant)
+       WHERE queue = %(queue)s AND status = 'ready'
+       ORDER BY tenant LIMIT 1)
+      UNION ALL
+      (SELECT tenant, 0 AS walk FROM forkq_jobs FORCE INDEX (forkq_jobs_status)
+       WHERE status = 'ready' AND queue = %(queue)s
+       ORDER BY run_at DESC LIMIT 1)) AS d
+LEFT JOIN forkq_tenants t ON t.queue = %(queue)s AND t.tenant = d.tenant;
 
 -- name: fair_next_tenant
--- The next one after %(after)s: a claim walks the tenants one a claim, so a tenant of a raw
--- INSERT (or one whose row a claim deleted) comes into the round.
-SELECT j.tenant, t.last_served
-FROM (SELECT tenant FROM forkq_jobs FORCE INDEX (forkq_jobs_tenant)
-      WHERE queue = %(queue)s AND status = 'ready' AND tenant > %(after)s
-      ORDER BY tenant LIMIT 1) AS j
-LEFT JOIN forkq_tenants t ON t.queue = %(queue)s AND t.tenant = j.tenant;
+-- The same with the next tenant after %(after)s: a process walks the tenants a step a
+-- claim, so a tenant of a raw INSERT (or one whose row a claim deleted) joins the round.
+SELECT d.tenant, d.walk, t.last_served
+FROM ((SELECT tenant, 1 AS walk FROM forkq_jobs FORCE INDEX (forkq_jobs_tenant)
+       WHERE queue = %(queue)s AND status = 'ready' AND tenant > %(after)s
+       ORDER BY tenant LIMIT 1)
+      UNION ALL
+      (SELECT tenant, 0 AS walk FROM forkq_jobs FORCE INDEX (forkq_jobs_status)
+       WHERE status = 'ready' AND queue = %(queue)s
+       ORDER BY run_at DESC LIMIT 1)) AS d
+LEFT JOIN forkq_tenants t ON t.queue = %(queue)s AND t.tenant = d.tenant;
 
 -- name: fair_add_tenant
 -- A tenant never served (last_served 0): first in the round.
 INSERT IGNORE INTO forkq_tenants (queue, tenant) VALUES (%(queue)s, %(tenant)s);
 
 -- name: fair_turn
--- The tenants served least recently, locked: a concurrent claim skips them and serves the
--- next ones, so one tenant's jobs are claimed by one claim at a time, in order.
-SELECT tenant FROM forkq_tenants FORCE INDEX (forkq_tenants_turn)
-WHERE queue = %(queue)s
-ORDER BY last_served, tenant
-LIMIT %(limit)s
-FOR UPDATE SKIP LOCKED;
-
--- name: fair_heads
--- Each tenant's head job (priority, run_at, id): one dive in forkq_jobs_tenant each; NULL
--- when it has no ready job due now.
-SELECT b.tenant,
+-- The tenants served least recently, locked (SKIP LOCKED: a concurrent claim serves the
+-- next ones, so one tenant's jobs are claimed by one claim at a time, in order), each with
+-- its head job (priority, run_at, id: one dive in forkq_jobs_tenant, not locked here);
+-- head NULL when it has no ready job due now.
+SELECT t.tenant,
        (SELECT j.id FROM forkq_jobs j FORCE INDEX (forkq_jobs_tenant)
-        WHERE j.queue = %(queue)s AND j.status = 'ready' AND j.tenant = b.tenant
+        WHERE j.queue = t.queue AND j.status = 'ready' AND j.tenant = t.tenant
           AND j.run_at <= NOW(6)
         ORDER BY j.priority DESC, j.run_at, j.id
         LIMIT 1) AS head
-FROM JSON_TABLE(%(tenants)s, '$[*]' COLUMNS (
-       tenant VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) AS b;
+FROM forkq_tenants t FORCE INDEX (forkq_tenants_turn)
+WHERE t.queue = %(queue)s
+ORDER BY t.last_served, t.tenant
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
 
 -- name: fair_lock
 -- The heads, locked (one skipped is another's: its tenant waits for the next claim), with
 -- claim_select's columns.
 SELECT id, handler, payload, priority, attempts, max_attempts, unique_key, limit_key, tenant,
        UNIX_TIMESTAMP(run_at) + 0e0 AS run_at_s, UNIX_TIMESTAMP(enqueued_at) + 0e0 AS enqueued_at_s
-FROM forkq_jobs
+FROM forkq_jobs FORCE INDEX (PRIMARY)
 WHERE id IN %(ids)s AND status = 'ready'
 FOR UPDATE SKIP LOCKED;
 
+-- name: fair_claim_update
+-- claim_update, and the served tenants sent to the back of the round (last_served: the
+-- database clock in us) in the same statement. Every job's tenant row is locked by this
+-- transaction (fair_turn): the statement changes two rows a job.
+UPDATE forkq_jobs j
+JOIN forkq_tenants t ON t.queue = j.queue AND t.tenant = j.tenant
+SET j.status = 'running', j.locked_by = %(owner)s, j.attempts = j.attempts + 1,
+    j.started_at = IF(j.id = %(first)s, NOW(6), NULL),
+    j.locked_until = NOW(6) + INTERVAL %(lease_us)s MICROSECOND,
+    t.last_served = CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)
+WHERE j.id IN %(ids)s;
+
 -- name: fair_served
--- The tenants served by this claim go to the back of the round (database clock, in us).
+-- SQLite's (fair_claim_update does it here).
 UPDATE forkq_tenants SET last_served = CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)
 WHERE queue = %(queue)s AND tenant IN %(names)s;
 

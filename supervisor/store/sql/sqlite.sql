@@ -675,43 +675,65 @@ WHERE id = :id AND status = 'running' AND locked_by = :owner
 -- Fair share within a queue (see mysql.sql and supervisor/store/fair.py). Claims run under
 -- BEGIN IMMEDIATE: one at a time, so nothing is skipped as locked.
 
+-- name: join_round
+-- A producer's job with a group_key: its tenant joins its queue's round now (mysql.sql).
+INSERT OR IGNORE INTO forkq_tenants (queue, tenant) VALUES (:queue, :group_key);
+
+-- name: join_rounds
+INSERT OR IGNORE INTO forkq_tenants (queue, tenant)
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(:pairs);
+
 -- name: fair_first_tenant
-SELECT j.tenant, t.last_served
-FROM (SELECT tenant FROM forkq_jobs INDEXED BY forkq_jobs_tenant
-      WHERE queue = :queue AND status = 'ready'
-      ORDER BY tenant LIMIT 1) AS j
-LEFT JOIN forkq_tenants t ON t.queue = :queue AND t.tenant = j.tenant;
+SELECT d.tenant, d.walk, t.last_served
+FROM (SELECT * FROM (SELECT tenant, 1 AS walk FROM forkq_jobs INDEXED BY forkq_jobs_tenant
+                     WHERE queue = :queue AND status = 'ready'
+                     ORDER BY tenant LIMIT 1)
+      UNION ALL
+      SELECT * FROM (SELECT tenant, 0 AS walk FROM forkq_jobs INDEXED BY forkq_jobs_status
+                     WHERE status = 'ready' AND queue = :queue
+                     ORDER BY run_at DESC LIMIT 1)) AS d
+LEFT JOIN forkq_tenants t ON t.queue = :queue AND t.tenant = d.tenant;
 
 -- name: fair_next_tenant
-SELECT j.tenant, t.last_served
-FROM (SELECT tenant FROM forkq_jobs INDEXED BY forkq_jobs_tenant
-      WHERE queue = :queue AND status = 'ready' AND tenant > :after
-      ORDER BY tenant LIMIT 1) AS j
-LEFT JOIN forkq_tenants t ON t.queue = :queue AND t.tenant = j.tenant;
+SELECT d.tenant, d.walk, t.last_served
+FROM (SELECT * FROM (SELECT tenant, 1 AS walk FROM forkq_jobs INDEXED BY forkq_jobs_tenant
+                     WHERE queue = :queue AND status = 'ready' AND tenant > :after
+                     ORDER BY tenant LIMIT 1)
+      UNION ALL
+      SELECT * FROM (SELECT tenant, 0 AS walk FROM forkq_jobs INDEXED BY forkq_jobs_status
+                     WHERE status = 'ready' AND queue = :queue
+                     ORDER BY run_at DESC LIMIT 1)) AS d
+LEFT JOIN forkq_tenants t ON t.queue = :queue AND t.tenant = d.tenant;
 
 -- name: fair_add_tenant
 INSERT OR IGNORE INTO forkq_tenants (queue, tenant) VALUES (:queue, :tenant);
 
 -- name: fair_turn
-SELECT tenant FROM forkq_tenants INDEXED BY forkq_tenants_turn
-WHERE queue = :queue
-ORDER BY last_served, tenant
-LIMIT :limit;
-
--- name: fair_heads
-SELECT b.value AS tenant,
+SELECT t.tenant,
        (SELECT j.id FROM forkq_jobs j INDEXED BY forkq_jobs_tenant
-        WHERE j.queue = :queue AND j.status = 'ready' AND j.tenant = b.value
+        WHERE j.queue = t.queue AND j.status = 'ready' AND j.tenant = t.tenant
           AND j.run_at <= :now
         ORDER BY j.priority DESC, j.run_at, j.id
         LIMIT 1) AS head
-FROM json_each(:tenants) AS b;
+FROM forkq_tenants t INDEXED BY forkq_tenants_turn
+WHERE t.queue = :queue
+ORDER BY t.last_served, t.tenant
+LIMIT :limit;
 
 -- name: fair_lock
+-- By id (`+status`: not by an index on status, which the planner would pick otherwise).
 SELECT id, handler, payload, priority, attempts, max_attempts, unique_key, limit_key, tenant,
        run_at AS run_at_s, enqueued_at AS enqueued_at_s
 FROM forkq_jobs
-WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'ready';
+WHERE id IN (SELECT value FROM json_each(:ids)) AND +status = 'ready';
+
+-- name: fair_claim_update
+-- claim_update; the tenants' last_served is fair_served's here (no multi-table UPDATE).
+UPDATE forkq_jobs
+SET status = 'running', locked_by = :owner, attempts = attempts + 1,
+    started_at = CASE WHEN id = :first THEN :now END,
+    locked_until = :now + :lease_us / 1000000.0
+WHERE id IN (SELECT value FROM json_each(:ids));
 
 -- name: fair_served
 UPDATE forkq_tenants SET last_served = CAST(:now * 1000000 AS INTEGER)
