@@ -126,6 +126,13 @@ def _take(
         raise TransientDatabaseError(f"fair claim changed {changed} rows for {len(ids)} jobs")
 
 
+def prune_rounds(store: Store, config: Config) -> int:
+    """The chores: delete the round rows of queues no pool of `config` makes fair (jobs with
+    a group_key enqueued to a plain queue join a round nobody serves); how many went."""
+    fair = ["", *(pool.name for pool in config.pools if pool.fair)]  # "": never a queue
+    return store._in_chunks("fair_prune", queues=store._ids(fair))
+
+
 def check_config(config: Config, handler_queues: Mapping[str, str]) -> None:
     """Refuse a fair pool whose queue a [limits.NAME] covers (by its queues, or a handler
     registered to it): a fair claim does not keep limits."""

@@ -11,6 +11,7 @@ from dataclasses import replace
 import pytest
 from util import backend_of, sql
 
+from supervisor.cluster.chores import Chores
 from supervisor.config import LimitConfig, build_config
 from supervisor.errors import ConfigError
 from supervisor.models import JobRow
@@ -120,6 +121,16 @@ def test_tenants_of_producers_jobs_join_the_round_at_enqueue(
         (QUEUE, "one", 0),
         ("other", "elsewhere", 0),
     ]
+
+
+def test_the_chores_prune_rounds_of_queues_no_pool_makes_fair(
+    store: Store, queue: Queue, db_url: str
+) -> None:
+    put(queue, "kept", 1)
+    queue.enqueue("t.fair", {}, queue="plain", group_key="nobody-serves-this")
+    raw = {"database": {"url": db_url}, "pools": {QUEUE: {"fair": True}, "plain": {}}}
+    assert Chores(store, build_config(raw, "forkq.toml")).run().leader
+    assert sql(db_url, "SELECT queue, tenant FROM forkq_tenants") == [(QUEUE, "kept")]
 
 
 def test_concurrent_claims_never_take_a_job_twice(db_url: str, queue: Queue) -> None:

@@ -843,6 +843,11 @@ FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (
        tenant VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[1]')) AS b
 ORDER BY b.queue, b.tenant;
 
+-- name: fair_prune
+-- The chores: rows of queues no pool makes fair (a producer's group_key in a plain queue),
+-- a chunk at a time. A fair queue's rows go as its claims find them empty.
+DELETE FROM forkq_tenants WHERE queue NOT IN %(queues)s LIMIT %(limit)s;
+
 -- name: fair_first_tenant
 -- The first tenant with ready jobs in the queue (one dive in forkq_jobs_tenant) and the
 -- tenant of the latest due ready job (one dive in forkq_jobs_status: a newcomer), each with

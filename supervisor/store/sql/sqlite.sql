@@ -683,6 +683,11 @@ INSERT OR IGNORE INTO forkq_tenants (queue, tenant) VALUES (:queue, :group_key);
 INSERT OR IGNORE INTO forkq_tenants (queue, tenant)
 SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(:pairs);
 
+-- name: fair_prune
+DELETE FROM forkq_tenants WHERE rowid IN (
+  SELECT rowid FROM forkq_tenants
+  WHERE queue NOT IN (SELECT value FROM json_each(:queues)) LIMIT :limit);
+
 -- name: fair_first_tenant
 SELECT d.tenant, d.walk, t.last_served
 FROM (SELECT * FROM (SELECT tenant, 1 AS walk FROM forkq_jobs INDEXED BY forkq_jobs_tenant
