@@ -13,8 +13,9 @@ with when a claim last served it: the round-robin cursor. One claim, in one tran
 2. locks the rows of the tenants served least recently (SKIP LOCKED: a concurrent claim
    takes the next ones, so one tenant is served by one claim at a time, in its order),
    with each one's head job (priority, run_at, id: one dive each), and locks those jobs;
-3. deletes the rows of the tenants found without a ready job, claims the jobs as the
-   plain claim does and sends their tenants to the back of the round (last_served = now).
+3. deletes the rows of the tenants found without a ready or running job (those with one
+   running go to the back of the round: a job handed back finds its tenant there), claims
+   the jobs as the plain claim does and sends their tenants to the back of the round.
 
 A claim takes up to `size` jobs, at most one per tenant. When it finds none while every
 tenant with work is locked by other claims, it takes the queue's head as the plain claim
@@ -102,8 +103,10 @@ def _fair_rows(store: Store, queue: str, size: int) -> list[dict[str, Any]]:
     if wanted:
         params = store._params(ids=store._ids(wanted))
         locked = {int(r["id"]): r for r in store._fetchall("fair_lock", params)}
-    if empty:
-        store._execute("fair_forget", store._params(queue=queue, names=store._ids(empty)))
+    if empty:  # rows go, or to the back of the round while the tenant has jobs running
+        params = store._params(queue=queue, names=store._ids(empty))
+        if store._execute("fair_forget", params) < len(empty):
+            store._execute("fair_skip", params)
     return [locked[head] for head in wanted if head in locked]
 
 

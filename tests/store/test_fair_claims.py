@@ -133,6 +133,27 @@ def test_the_chores_prune_rounds_of_queues_no_pool_makes_fair(
     assert sql(db_url, "SELECT queue, tenant FROM forkq_tenants") == [(QUEUE, "kept")]
 
 
+def test_a_tenant_keeps_its_turn_while_its_jobs_run_and_leaves_once_done(
+    store: Store, queue: Queue, db_url: str
+) -> None:
+    """A tenant found with nothing ready but a job running stays in the round (at its
+    back): the job handed back is ready again in turn. With nothing left it goes."""
+    [x] = put(queue, "X", 1)
+    put(queue, "Y", 5)
+
+    def tenants() -> list[str]:
+        return sorted(t for (t,) in sql(db_url, "SELECT tenant FROM forkq_tenants"))
+
+    assert [row.id for row in claim(store)] == [x]
+    claim(store, 2)  # X has nothing ready: it stays, behind Y
+    assert tenants() == ["X", "Y"]
+    store.release("h1", [x])  # handed back: ready again, its tenant still in the round
+    assert x in [row.id for row in claim(store, 2)]
+    store.complete("h1", [x], "delete")
+    claim(store, 2)
+    assert tenants() == ["Y"]
+
+
 def test_concurrent_claims_never_take_a_job_twice(db_url: str, queue: Queue) -> None:
     if backend_of(db_url) != "mysql":
         pytest.skip("SQLite claims one at a time (BEGIN IMMEDIATE)")

@@ -923,9 +923,19 @@ UPDATE forkq_tenants SET last_served = CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS 
 WHERE queue = %(queue)s AND tenant IN %(names)s;
 
 -- name: fair_forget
--- Tenants found without a ready job: their rows go (locked by this claim); the walk of
--- fair_next_tenant brings a tenant back once it has ready jobs again.
-DELETE FROM forkq_tenants WHERE queue = %(queue)s AND tenant IN %(names)s;
+-- Tenants found without a ready job: the rows (locked by this claim) of those without a
+-- running one either go (a producer's next job, or the walk, brings a tenant back)...
+DELETE FROM forkq_tenants
+WHERE queue = %(queue)s AND tenant IN %(names)s
+  AND NOT EXISTS (SELECT 1 FROM forkq_jobs j FORCE INDEX (forkq_jobs_tenant)
+                  WHERE j.queue = forkq_tenants.queue AND j.status IN ('running', 'cancelling')
+                    AND j.tenant = forkq_tenants.tenant);
+
+-- name: fair_skip
+-- ...and the others go to the back of the round: a job of theirs handed back, released or
+-- reaped is ready again with its tenant still in the round.
+UPDATE forkq_tenants SET last_served = CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)
+WHERE queue = %(queue)s AND tenant IN %(names)s;
 
 -- Schema upgrades: `upgrade_to_N` runs once on a database at version N-1 (`forkq schema apply`).
 -- Each holds everything version N adds (new tables included), one statement a line ending

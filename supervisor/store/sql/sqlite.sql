@@ -746,6 +746,13 @@ WHERE queue = :queue AND tenant IN (SELECT value FROM json_each(:names));
 
 -- name: fair_forget
 DELETE FROM forkq_tenants
+WHERE queue = :queue AND tenant IN (SELECT value FROM json_each(:names))
+  AND NOT EXISTS (SELECT 1 FROM forkq_jobs j INDEXED BY forkq_jobs_tenant
+                  WHERE j.queue = forkq_tenants.queue AND j.status IN ('running', 'cancelling')
+                    AND j.tenant = forkq_tenants.tenant);
+
+-- name: fair_skip
+UPDATE forkq_tenants SET last_served = CAST(:now * 1000000 AS INTEGER)
 WHERE queue = :queue AND tenant IN (SELECT value FROM json_each(:names));
 
 -- Schema upgrades: `upgrade_to_N` runs once on a database at version N-1 (`forkq schema apply`).
