@@ -2,20 +2,22 @@
 within a queue").
 
 A job's tenant is its group_key, else its limit_key, else '' (the generated column
-forkq_jobs.tenant). forkq_tenants holds a row per tenant with ready jobs in a fair queue,
-with when a claim last served it: the round-robin cursor. One claim, in one transaction:
+forkq_jobs.tenant). forkq_tenants holds a row per tenant with jobs in a fair queue, with
+when a claim last served it: the round-robin cursor. A tenant joins the round when a
+producer enqueues a job with a group_key (join_round, with the job); the claims find the
+others (raw INSERTs, jobs with only a limit_key, tenants whose row went): every
+WALK_EVERY-th claim of a process takes one step of a walk through the queue's tenants
+(one dive in the index forkq_jobs_tenant) and looks at the tenant of the latest ready job,
+adding a row for either if it has none (last_served 0: served first). Then the claim, in
+one transaction:
 
-1. walks one step through the queue's tenants (one dive in the index forkq_jobs_tenant,
-   from where this process's last step ended) and looks at the tenant of the latest ready
-   job, and adds a row for either if it has none (last_served 0: served first). So the
-   tenants of raw INSERTs, newcomers, and tenants whose row went come (back) into the
-   round without anything done at enqueue;
-2. locks the rows of the tenants served least recently (SKIP LOCKED: a concurrent claim
+1. locks the rows of the tenants served least recently (SKIP LOCKED: a concurrent claim
    takes the next ones, so one tenant is served by one claim at a time, in its order),
    with each one's head job (priority, run_at, id: one dive each), and locks those jobs;
-3. deletes the rows of the tenants found without a ready or running job (those with one
-   running go to the back of the round: a job handed back finds its tenant there), claims
-   the jobs as the plain claim does and sends their tenants to the back of the round.
+2. deletes the rows of the tenants found without a ready or running job (those with one
+   running go to the back of the round: a job handed back finds its tenant there);
+3. claims the jobs as the plain claim does and sends their tenants to the back of the
+   round (last_served = now).
 
 A claim takes up to `size` jobs, at most one per tenant. When it finds none while every
 tenant with work is locked by other claims, it takes the queue's head as the plain claim
@@ -94,7 +96,7 @@ def _discover(store: Store, queue: str) -> None:
 
 def _fair_rows(store: Store, queue: str, size: int) -> list[dict[str, Any]]:
     """Inside the claim's transaction: the head rows of the tenants next in turn, locked,
-    in turn order; the rows of tenants found without a ready job deleted."""
+    in turn order; the rows of tenants found without a ready job deleted or skipped."""
     limit = size + min(size, SLACK)
     turn = store._fetchall("fair_turn", store._params(queue=queue, limit=limit))
     empty = [r["tenant"] for r in turn if r["head"] is None]
