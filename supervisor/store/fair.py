@@ -99,17 +99,12 @@ def _fair_rows(store: Store, queue: str, size: int) -> list[dict[str, Any]]:
     in turn order; the rows of tenants found without a ready job deleted or skipped."""
     limit = size + min(size, SLACK)
     turn = store._fetchall("fair_turn", store._params(queue=queue, limit=limit))
-    empty = [r["tenant"] for r in turn if r["head"] is None]
-    wanted = [int(r["head"]) for r in turn if r["head"] is not None][:size]
-    locked: dict[int, dict[str, Any]] = {}
-    if wanted:
-        params = store._params(ids=store._ids(wanted))
-        locked = {int(r["id"]): r for r in store._fetchall("fair_lock", params)}
+    empty = [r["tenant"] for r in turn if r["id"] is None and r["any_ready"] is None]
     if empty:  # rows go, or to the back of the round while the tenant has jobs running
         params = store._params(queue=queue, names=store._ids(empty))
         if store._execute("fair_forget", params) < len(empty):
             store._execute("fair_skip", params)
-    return [locked[head] for head in wanted if head in locked]
+    return [row for row in turn if row["id"] is not None][:size]
 
 
 def _take(
@@ -125,7 +120,7 @@ def _take(
     if update != "fair_claim_update":
         return
     if store.backend == "sqlite":
-        served = store._ids(sorted({row["tenant"] for row in rows}))
+        served = store._ids(sorted(row["tenant"] for row in rows))
         store._execute("fair_served", store._params(queue=queue, names=served))
     elif changed != 2 * len(ids):  # a job and its tenant's row each: never a job alone
         raise TransientDatabaseError(f"fair claim changed {changed} rows for {len(ids)} jobs")

@@ -882,27 +882,25 @@ INSERT IGNORE INTO forkq_tenants (queue, tenant) VALUES (%(queue)s, %(tenant)s);
 -- name: fair_turn
 -- The tenants served least recently, locked (SKIP LOCKED: a concurrent claim serves the
 -- next ones, so one tenant's jobs are claimed by one claim at a time, in order), each with
--- its head job (priority, run_at, id: one dive in forkq_jobs_tenant, not locked here);
--- head NULL when it has no ready job due now.
+-- its head job (priority, run_at, id: one dive in forkq_jobs_tenant), locked too and with
+-- claim_select's columns. No head (id NULL): none ready (any_ready NULL), or another's.
 SELECT t.tenant,
-       (SELECT j.id FROM forkq_jobs j FORCE INDEX (forkq_jobs_tenant)
-        WHERE j.queue = t.queue AND j.status = 'ready' AND j.tenant = t.tenant
-          AND j.run_at <= NOW(6)
-        ORDER BY j.priority DESC, j.run_at, j.id
-        LIMIT 1) AS head
+       (SELECT 1 FROM forkq_jobs e FORCE INDEX (forkq_jobs_tenant)
+        WHERE e.queue = t.queue AND e.status = 'ready' AND e.tenant = t.tenant LIMIT 1) AS any_ready,
+       j.id, j.handler, j.payload, j.priority, j.attempts, j.max_attempts, j.unique_key,
+       j.limit_key, UNIX_TIMESTAMP(j.run_at) + 0e0 AS run_at_s,
+       UNIX_TIMESTAMP(j.enqueued_at) + 0e0 AS enqueued_at_s
 FROM forkq_tenants t FORCE INDEX (forkq_tenants_turn)
+LEFT JOIN forkq_jobs j FORCE INDEX (PRIMARY)
+  ON j.id = (SELECT h.id FROM forkq_jobs h FORCE INDEX (forkq_jobs_tenant)
+             WHERE h.queue = t.queue AND h.status = 'ready' AND h.tenant = t.tenant
+               AND h.run_at <= NOW(6)
+             ORDER BY h.priority DESC, h.run_at, h.id
+             LIMIT 1)
+ AND j.status = 'ready'
 WHERE t.queue = %(queue)s
 ORDER BY t.last_served, t.tenant
 LIMIT %(limit)s
-FOR UPDATE SKIP LOCKED;
-
--- name: fair_lock
--- The heads, locked (one skipped is another's: its tenant waits for the next claim), with
--- claim_select's columns.
-SELECT id, handler, payload, priority, attempts, max_attempts, unique_key, limit_key, tenant,
-       UNIX_TIMESTAMP(run_at) + 0e0 AS run_at_s, UNIX_TIMESTAMP(enqueued_at) + 0e0 AS enqueued_at_s
-FROM forkq_jobs FORCE INDEX (PRIMARY)
-WHERE id IN %(ids)s AND status = 'ready'
 FOR UPDATE SKIP LOCKED;
 
 -- name: fair_claim_update

@@ -715,22 +715,20 @@ INSERT OR IGNORE INTO forkq_tenants (queue, tenant) VALUES (:queue, :tenant);
 
 -- name: fair_turn
 SELECT t.tenant,
-       (SELECT j.id FROM forkq_jobs j INDEXED BY forkq_jobs_tenant
-        WHERE j.queue = t.queue AND j.status = 'ready' AND j.tenant = t.tenant
-          AND j.run_at <= :now
-        ORDER BY j.priority DESC, j.run_at, j.id
-        LIMIT 1) AS head
+       (SELECT 1 FROM forkq_jobs e INDEXED BY forkq_jobs_tenant
+        WHERE e.queue = t.queue AND e.status = 'ready' AND e.tenant = t.tenant LIMIT 1) AS any_ready,
+       j.id, j.handler, j.payload, j.priority, j.attempts, j.max_attempts, j.unique_key,
+       j.limit_key, j.run_at AS run_at_s, j.enqueued_at AS enqueued_at_s
 FROM forkq_tenants t INDEXED BY forkq_tenants_turn
+LEFT JOIN forkq_jobs j
+  ON j.id = (SELECT h.id FROM forkq_jobs h INDEXED BY forkq_jobs_tenant
+             WHERE h.queue = t.queue AND h.status = 'ready' AND h.tenant = t.tenant
+               AND h.run_at <= :now
+             ORDER BY h.priority DESC, h.run_at, h.id
+             LIMIT 1)
 WHERE t.queue = :queue
 ORDER BY t.last_served, t.tenant
 LIMIT :limit;
-
--- name: fair_lock
--- By id (`+status`: not by an index on status, which the planner would pick otherwise).
-SELECT id, handler, payload, priority, attempts, max_attempts, unique_key, limit_key, tenant,
-       run_at AS run_at_s, enqueued_at AS enqueued_at_s
-FROM forkq_jobs
-WHERE id IN (SELECT value FROM json_each(:ids)) AND +status = 'ready';
 
 -- name: fair_claim_update
 -- claim_update; the tenants' last_served is fair_served's here (no multi-table UPDATE).
