@@ -35,12 +35,15 @@ CREATE TABLE IF NOT EXISTS forkq_jobs (
   limit_key    VARCHAR(191) NULL DEFAULT NULL COMMENT 'the bucket of a [limits.NAME] with per_key: e.g. a tenant; NULL shares one bucket',
   snoozes      INT          NOT NULL DEFAULT 0 COMMENT 'times its handler asked to run it later (Snooze) without using an attempt; past the handler''s max_snoozes it ends dead',
   limit_wait   VARCHAR(256) NOT NULL DEFAULT '' COMMENT 'the limit bucket (NAME, or NAME/KEY with per_key) this ready job waits on: not claimed until that bucket has room; empty when claimable',
+  group_key    VARCHAR(191) NULL DEFAULT NULL COMMENT 'the tenant of the job in a fair pool ([pools.X] fair = true): tenants take turns at the queue; NULL: its limit_key is its tenant',
+  tenant       VARCHAR(191) AS (COALESCE(group_key, limit_key, '')) VIRTUAL COMMENT 'generated, never written: the job''s tenant in a fair pool (group_key, else limit_key, else empty)',
   PRIMARY KEY (id),
   UNIQUE KEY forkq_jobs_unique_key (unique_key),
   KEY forkq_jobs_claim (queue, status, priority DESC, run_at, id),
   KEY forkq_jobs_status (status, queue, run_at),
   KEY forkq_jobs_finished (finished_at),
-  KEY forkq_jobs_limit (status, limit_wait, queue, priority DESC, run_at, id)
+  KEY forkq_jobs_limit (status, limit_wait, queue, priority DESC, run_at, id),
+  KEY forkq_jobs_tenant (queue, status, tenant, priority DESC, run_at, id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq jobs: one row per job';
 
 CREATE TABLE IF NOT EXISTS forkq_jobs_archive (
@@ -150,6 +153,14 @@ CREATE TABLE IF NOT EXISTS forkq_limits (
   KEY forkq_limits_wake (wake_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq flow control: one row per [limits.NAME] bucket; claims lock it to decide, so no limit is exceeded across hosts';
 
+CREATE TABLE IF NOT EXISTS forkq_tenants (
+  queue        VARCHAR(64)  NOT NULL COMMENT 'a queue of a fair pool',
+  tenant       VARCHAR(191) NOT NULL COMMENT 'a tenant with jobs in that queue (forkq_jobs.tenant)',
+  last_served  BIGINT       NOT NULL DEFAULT 0 COMMENT 'database clock in microseconds when a claim last took the tenant''s head job; 0: never, served first',
+  PRIMARY KEY (queue, tenant),
+  KEY forkq_tenants_turn (queue, last_served, tenant)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq fair share: the round-robin cursor of fair queues, one row per tenant with ready jobs; a claim serves the least recently served first and deletes the row of a tenant it finds with no job ready or running';
+
 CREATE TABLE IF NOT EXISTS forkq_schema (
   id           TINYINT      NOT NULL COMMENT 'always 1',
   version      INT          NOT NULL COMMENT 'schema version applied',
@@ -158,4 +169,4 @@ CREATE TABLE IF NOT EXISTS forkq_schema (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq schema version';
 
 -- The version this file creates; kept if the database already records one.
-INSERT IGNORE INTO forkq_schema (id, version) VALUES (1, 7);
+INSERT IGNORE INTO forkq_schema (id, version) VALUES (1, 8);

@@ -173,7 +173,13 @@ class MySQLBackend(Backend):
 
     def reset(self) -> None:
         self._exec("TRUNCATE forkq_jobs")
-        for table in ("forkq_jobs_archive", "forkq_processes", "forkq_locks", "forkq_alerts"):
+        for table in (
+            "forkq_jobs_archive",
+            "forkq_processes",
+            "forkq_locks",
+            "forkq_alerts",
+            "forkq_tenants",
+        ):
             self._exec(f"DELETE FROM {table}")
 
     def raw_insert_loop(self, n: int) -> float:
@@ -378,6 +384,7 @@ class SQLiteBackend(Backend):
             "forkq_processes",
             "forkq_locks",
             "forkq_alerts",
+            "forkq_tenants",
         ):
             db.execute(f"DELETE FROM {table}")
         db.execute("COMMIT")

@@ -85,6 +85,7 @@ class JobRow:
     limit_key: str | None = None  # its bucket of a [limits.NAME] with per_key
     snoozes: int = 0  # Snooze requests so far (none of them an attempt)
     limit_wait: str = ""  # the limit bucket it is parked on while ready; "" when claimable
+    group_key: str | None = None  # its tenant in a fair pool (None: the limit_key is)
 
     @classmethod
     def from_mapping(cls, row: dict[str, Any]) -> JobRow:
@@ -109,6 +110,7 @@ class JobRow:
             limit_key=row.get("limit_key"),
             snoozes=int(row.get("snoozes") or 0),
             limit_wait=str(row.get("limit_wait") or ""),
+            group_key=row.get("group_key"),  # schema version 8
         )
 
     @property
@@ -204,6 +206,7 @@ class NewJob:
     unique_key: str | None = None
     max_attempts: int | None = None
     limit_key: str | None = None  # the bucket of a per_key limit (e.g. a tenant)
+    group_key: str | None = None  # its tenant in a fair pool (None: the limit_key is)
 
 
 @dataclass(frozen=True)

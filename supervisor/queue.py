@@ -33,6 +33,7 @@ ENQUEUE_KEYS = frozenset(
         "unique_key",
         "max_attempts",
         "limit_key",
+        "group_key",
     }
 )
 
@@ -63,6 +64,7 @@ class Queue:
         unique_key: str | None = None,
         max_attempts: int | None = None,
         limit_key: str | None = None,
+        group_key: str | None = None,
         connection: Any = None,
     ) -> int:
         """Add one job and return its id (the existing job's id when `unique_key` is taken).
@@ -74,10 +76,20 @@ class Queue:
         commit came first; either way the poll finds it within `poll_interval`.
 
         `limit_key` names the job's bucket in a `[limits.NAME]` with `per_key` (a tenant,
-        an account): see SPEC "Flow control".
+        an account): see SPEC "Flow control". `group_key` names its tenant in a fair
+        pool (`[pools.X] fair = true`); without one its limit_key is its tenant.
         """
         job = build_job(
-            handler, payload, queue, delay, run_at, priority, unique_key, max_attempts, limit_key
+            handler,
+            payload,
+            queue,
+            delay,
+            run_at,
+            priority,
+            unique_key,
+            max_attempts,
+            limit_key,
+            group_key,
         )
         if connection is not None:
             job_id = self.store.insert_on(connection, job)
@@ -107,6 +119,7 @@ class Queue:
                     spec.get("unique_key"),
                     spec.get("max_attempts"),
                     spec.get("limit_key"),
+                    spec.get("group_key"),
                 )
             )
         ids = self.store.insert_many(built)
@@ -142,6 +155,7 @@ def build_job(
     unique_key: str | None,
     max_attempts: int | None,
     limit_key: str | None = None,
+    group_key: str | None = None,
 ) -> NewJob:
     """Check and encode one job. The queue defaults to the handler's registered queue."""
     if not isinstance(handler, str) or not handler or len(handler) > 191:
@@ -156,6 +170,7 @@ def build_job(
     _check_key("limit_key", limit_key)
     if not bucket_key_ok(limit_key):
         raise UsageError("limit_key must not hold a NUL character")
+    _check_key("group_key", group_key)
     if max_attempts is None and registered is not None:
         max_attempts = registered.max_attempts
     _check_max_attempts(max_attempts)
@@ -169,6 +184,7 @@ def build_job(
         unique_key,
         max_attempts,
         limit_key,
+        group_key,
     )
 
 
@@ -193,7 +209,7 @@ def _check_priority(priority: int) -> None:
 
 
 def _check_key(name: str, key: str | None) -> None:
-    """unique_key and limit_key: None, or a string that fits their 191-character columns."""
+    """unique_key, limit_key and group_key: None, or a string that fits their 191-character columns."""
     if key is not None and (not isinstance(key, str) or not key or len(key) > 191):
         raise UsageError(f"{name} must be a string of 1 to 191 characters")
 

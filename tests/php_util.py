@@ -162,7 +162,8 @@ def run_php_fixture(php: str, db_url: str, tmp_path: Path) -> Php:
 # --- reading what was stored -------------------------------------------------------------------
 
 COLUMNS = (
-    "id, queue, handler, payload, priority, status, unique_key, limit_key, max_attempts, attempts"
+    "id, queue, handler, payload, priority, status, unique_key, limit_key, max_attempts, attempts,"
+    " group_key"
 )
 
 
@@ -172,7 +173,7 @@ def jobs(db_url: str) -> dict[int, dict[str, Any]]:
         times = "UNIX_TIMESTAMP(run_at), UNIX_TIMESTAMP(enqueued_at)"
     else:
         times = "run_at, enqueued_at"
-    names = [*COLUMNS.split(", "), "run_at_s", "enqueued_at_s"]
+    names = [*COLUMNS.replace(" ", "").split(","), "run_at_s", "enqueued_at_s"]
     rows = sql(db_url, f"SELECT {COLUMNS}, {times} FROM forkq_jobs ORDER BY id")
     found = {}
     for row in rows:

@@ -22,6 +22,7 @@ from . import (
     commands,
     drain,
     enqueue,
+    fair,
     idle,
     latency,
     limits,
@@ -50,6 +51,7 @@ SECTIONS: dict[str, float] = {  # name -> hard deadline in seconds
     "trickle": 200.0,
     "commands": 150.0,
     "limits": 300.0,
+    "fair": 420.0,
 }
 MODULES: dict[str, ModuleType] = {
     "enqueue": enqueue,
@@ -66,6 +68,7 @@ MODULES: dict[str, ModuleType] = {
     "trickle": trickle,
     "commands": commands,
     "limits": limits,
+    "fair": fair,
 }
 PRIVATE = ("claims", "tick", "wake", "silent", "trickle")  # on databases of their own
 GROUPS = {"scale+": ["scale", *PRIVATE]}  # --sections aliases
@@ -87,6 +90,7 @@ METHOD = [
     *trickle.METHOD,
     *commands.METHOD,
     *limits.METHOD,
+    *fair.METHOD,
 ]
 REPRODUCE = scale_common.REPRODUCE
 

@@ -18,7 +18,7 @@ from supervisor.kinds import GoneWorker, OnSuccess, Role
 from supervisor.lock import Lock
 from supervisor.models import JobRow, JobState
 from supervisor.policy import truncate_error
-from supervisor.store import Store
+from supervisor.store import Store, fair
 from supervisor.store.limits import look_after_parked
 
 CHORES_LOCK = "forkq:chores"
@@ -194,6 +194,7 @@ class Chores:
         report.pruned = prune_finished(self.store, self.config)
         if self.config.limits:  # jobs parked on a limit: none forgotten (store/limits.py)
             look_after_parked(self.store, self.config)
+        fair.prune_rounds(self.store, self.config)  # rows of rounds nobody serves
         if report.reaped or report.settled or report.pruned:
             self.log.info(
                 events.CHORES_DONE,

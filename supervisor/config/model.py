@@ -35,6 +35,7 @@ class PoolConfig:
     on_success: OnSuccess = OnSuccess.DELETE
     retention: float = 7 * 86400.0
     claim_batch: int = 20  # jobs claimed per transaction
+    fair: bool = False  # tenants (group_key, else limit_key) take turns: store/fair.py
 
     def __post_init__(self) -> None:
         if self.max_workers == 0:  # the one place this default is decided

@@ -81,6 +81,7 @@ _POOL_FIELDS: dict[str, Callable[[Any], Any]] = {
     "on_success": lambda v: OnSuccess(read_one_of(tuple(OnSuccess))(v)),
     "retention": read_seconds(0),
     "claim_batch": read_int(1),
+    "fair": read_bool,
 }
 _RULE_FIELDS: dict[str, Callable[[Any], Any]] = {
     "max_ready": read_int(0),

@@ -21,7 +21,7 @@ from supervisor.store.queries import upgrade_statements
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 7  # what `forkq schema apply` creates
+SCHEMA_VERSION = 8  # what `forkq schema apply` creates
 # The oldest schema this code runs on: version 2 only dropped an index, version 3 only
 # documents the `scheduled` status in a column comment, and without version 4's
 # forkq_processes.node the rows this code writes have no node (see register_process).
@@ -30,6 +30,8 @@ NODE_SCHEMA_VERSION = 4  # forkq_processes.node exists from this version on
 RESULTS_SCHEMA_VERSION = 6  # forkq_results (task results of supervisor.contrib.django)
 # forkq_limits, forkq_jobs.limit_wait and .snoozes: [limits] and counted snoozes need it.
 LIMITS_SCHEMA_VERSION = 7
+# forkq_jobs.group_key and .tenant, forkq_tenants: fair pools and jobs with a group_key need it.
+FAIR_SCHEMA_VERSION = 8
 # A job due later than this is stored `scheduled`, outside the claim's index range, and
 # made `ready` this long before it is due (by the master's poll or `forkq work`), so a
 # claim never walks the jobs waiting for later and is still on time to the microsecond.
@@ -240,6 +242,7 @@ class StoreCore(ABC):
             "unique_key": job.unique_key,
             "max_attempts": job.max_attempts,
             "limit_key": job.limit_key,
+            "group_key": job.group_key,
             "ahead_us": AHEAD_US,
         }
 
@@ -248,7 +251,9 @@ class StoreCore(ABC):
         """The named INSERT for one job: deduplicating only when it has a unique key, and
         computing run_at only when it is not "now" (each costs the server per insert).
         Only a job with a limit_key names that column (schema 5), so a producer on an
-        older schema still enqueues every other job."""
+        older schema still enqueues every other job; likewise group_key (schema 8)."""
+        if params.get("group_key") is not None:
+            return "insert_job_grouped"
         if params.get("limit_key") is not None:
             return "insert_job_keyed"
         if params["unique_key"] is not None:

@@ -64,7 +64,7 @@ class JobOps(StoreCore):
                         owner=owner, ids=self._ids(ids), first=ids[0], lease_us=micros(lease)
                     )
                     self._execute("claim_update", params)
-            return [_claimed(row, queue, owner) for row in rows], completed
+            return [claimed_job(row, queue, owner) for row in rows], completed
 
         return self._retrying(attempt)
 
@@ -250,7 +250,7 @@ class JobOps(StoreCore):
         return int(self._rows("count_ready", queue=queue, cap=cap)[0]["n"])
 
 
-def _claimed(row: dict[str, Any], queue: str, owner: str) -> JobRow:
+def claimed_job(row: dict[str, Any], queue: str, owner: str) -> JobRow:
     """The row as it is after claim_update, without reading it back.
 
     claim_select reads only the columns a worker uses; the lease and time columns it

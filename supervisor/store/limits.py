@@ -50,7 +50,7 @@ from supervisor.store.buckets import (
     wake_at,
 )
 from supervisor.store.core import micros
-from supervisor.store.jobs import _claimed
+from supervisor.store.jobs import claimed_job
 from supervisor.store.limit_locks import BucketLocks
 
 # The chores' side and `forkq status` (limit_upkeep.py), importable from here as before.
@@ -143,14 +143,14 @@ class _Claim(BucketLocks):
             rows = self.select("claim_select", limit)
             if not any(self.plan.covers(r["handler"], self.queue) for r in rows):
                 self.take(rows, final=True)
-                return [_claimed(r, self.queue, self.owner) for r in rows]
+                return [claimed_job(r, self.queue, self.owner) for r in rows]
             # A job of a limited handler in a queue no limit names: from now on this
             # queue is claimed under limits (the rows this select locked are ours still).
             self.store.require_limits_schema()
             self.plan.limited_queues.add(self.queue)
         rows = self.select("claim_select_limited", limit)
         if not due and self.reserved(rows, freed):
-            return [_claimed(r, self.queue, self.owner) for r in rows]
+            return [claimed_job(r, self.queue, self.owner) for r in rows]
         step = self.decide(rows, set(due) | set(freed), limit, first=True)
         step.full = step.full and len(rows) >= limit
         claimed = list(step.jobs)
@@ -270,7 +270,7 @@ class _Claim(BucketLocks):
         unparked = sum(self.hand_on(b) for b in sorted(held))
         ran = set(decision.run)
         taken = [r for r in rows if int(r["id"]) in ran]
-        jobs = [_claimed(r, self.queue, self.owner) for r in taken]
+        jobs = [claimed_job(r, self.queue, self.owner) for r in taken]
         parked = sum(len(ids) for ids in decision.park.values())
         return _Step(
             jobs,

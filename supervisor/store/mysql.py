@@ -6,6 +6,7 @@ the connection they run on, and driver errors translated: mysql_session.py.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import weakref
@@ -35,6 +36,8 @@ BATCH_INSERT_QUERIES = frozenset(
         "insert_jobs_tail",
         "insert_jobs_head_keyed",  # a batch with a limit_key: the column named (schema 5)
         "insert_jobs_row_keyed",
+        "insert_jobs_head_grouped",  # a batch with a group_key: both keys named (schema 8)
+        "insert_jobs_row_grouped",
     }
 )
 INSERT_CHUNK = 1000  # rows per multi-row INSERT
@@ -145,6 +148,7 @@ class MySQLStore(MySQLSession):
         """MariaDB: one multi-row INSERT ... RETURNING id; each row's values escaped by the driver."""
         conn = self._connection()
         keyed = "_keyed" if any(j.limit_key is not None for j in jobs) else ""
+        keyed = "_grouped" if any(j.group_key is not None for j in jobs) else keyed
         with self._errors(), conn.cursor() as cursor:
             row = self.queries[f"insert_jobs_row{keyed}"]
             rows = [cursor.mogrify(row, self.job_params(j)) for j in jobs]
@@ -152,6 +156,8 @@ class MySQLStore(MySQLSession):
             for statement in self._statements(conn, rows, keyed):
                 cursor.execute(statement)
                 ids.extend(int(row[0]) for row in cursor.fetchall())
+            if rounds := sorted({(j.queue, j.group_key) for j in jobs if j.group_key is not None}):
+                cursor.execute(self.queries["join_rounds"], {"pairs": json.dumps(rounds)})
             return ids
 
     def _statements(self, conn: Connection, rows: list[str], keyed: str = "") -> Iterator[str]:
@@ -207,7 +213,10 @@ class MySQLStore(MySQLSession):
                 if size > limit:
                     raise PayloadTooLarge(_too_large("the job", size, limit))
             cursor.execute(self.queries[query], bound)
-            return int(cursor.lastrowid)
+            job_id = int(cursor.lastrowid)
+            if params.get("group_key") is not None:  # its tenant joins its queue's round
+                cursor.execute(self.queries["join_round"], _bound("join_round", params))
+            return job_id
 
     def _packet_limit(self, connection: Any) -> int:
         """The session's max_allowed_packet (read-only in a session: read once each).

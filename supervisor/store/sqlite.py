@@ -169,7 +169,13 @@ class SQLiteStore(Store):
         def attempt() -> list[int]:
             with self._transaction():
                 now = self._params()
-                return [self._insert_job({**now, **self.job_params(job)}) for job in jobs]
+                ids = [
+                    self._insert_job({**now, **self.job_params(j), "join_alone": False})
+                    for j in jobs
+                ]
+                if rounds := sorted({(j.queue, j.group_key) for j in jobs if j.group_key}):
+                    self._execute("join_rounds", {"pairs": json.dumps(rounds)})
+                return ids
 
         return self._retrying(attempt) if jobs else []
 
@@ -191,6 +197,12 @@ class SQLiteStore(Store):
         """One job's INSERT on `connection` (ours or the caller's); its id."""
         _check_length(connection, params["payload"])
         cursor = connection.execute(self.queries[self.insert_query(params)], params)
+        if params.get("group_key") is not None:  # its tenant joins its queue's round (a
+            # batch's join at once: insert_many)
+            rows = cursor.fetchall()  # the RETURNING row, read before the next statement
+            if params.get("join_alone", True):
+                connection.execute(self.queries["join_round"], params)
+            return int(rows[0]["id"] if isinstance(rows[0], dict) else rows[0][0])
         if params["unique_key"] is None:
             assert cursor.lastrowid is not None  # set by every successful INSERT
             return cursor.lastrowid

@@ -34,7 +34,7 @@ from supervisor.fate import decide
 from supervisor.models import JobRow
 from supervisor.observe import metrics
 from supervisor.outcomes import Outcome
-from supervisor.store import Store
+from supervisor.store import Store, fair
 from supervisor.store import limits as flow
 from supervisor.work.attempt import log_finished, run_attempt
 from supervisor.work.events import NoEvents, WorkerEvents
@@ -124,7 +124,7 @@ class Worker:
             self.outbox.forget_written_elsewhere()
             done = self.pending.successes
             size, lease = self.claim_size(pool, queue), pool.timeout + LEASE_MARGIN
-            batch = self._claim(done, queue, size, lease)
+            batch = self._claim(pool, done, queue, size, lease)
             if batch:
                 self._lease_until = time.monotonic() + pool.timeout + LEASE_MARGIN
                 self.held = list(batch)
@@ -139,19 +139,20 @@ class Worker:
         return 0
 
     def _claim(
-        self, done: dict[str, list[int]], queue: str, size: int, lease: float
+        self, pool: PoolConfig, done: dict[str, list[int]], queue: str, size: int, lease: float
     ) -> list[JobRow]:
         """Write `done` and claim up to `size` jobs in one transaction. The ledger knows a
         claim is under way until it knows what it took (a cancel waits for that)."""
         self.events.claiming()
         batch: list[JobRow] = []
+        claim = (done, queue, self.owner, size, lease)
         try:
-            if self.limits:
-                batch, written = flow.complete_and_claim(
-                    self.store, self.limits, done, queue, self.owner, size, lease
-                )
+            if pool.fair:  # tenants take turns (never under limits: fair.check_config)
+                batch, written = fair.complete_and_claim(self.store, *claim)
+            elif self.limits:
+                batch, written = flow.complete_and_claim(self.store, self.limits, *claim)
             else:
-                batch, written = self.store.complete_and_claim(done, queue, self.owner, size, lease)
+                batch, written = self.store.complete_and_claim(*claim)
         finally:
             self.events.claimed([row.id for row in batch])
         self.outbox.acknowledged(done, written)

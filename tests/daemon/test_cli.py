@@ -52,6 +52,8 @@ def test_enqueue_prints_the_id_and_stores_every_option(
         "welcome-42",
         "--max-attempts",
         "3",
+        "--group-key",
+        "shop-9",
         database=db_url,
     )
     job_id = int(ok(out).strip())
@@ -60,6 +62,7 @@ def test_enqueue_prints_the_id_and_stores_every_option(
     assert (row.handler, row.queue, row.priority) == ("mail.send", "urgent", 7)
     assert json.loads(row.payload) == {"to": "a@example.com", "n": [1, 2]}
     assert (row.unique_key, row.max_attempts, row.status) == ("welcome-42", 3, JobState.SCHEDULED)
+    assert row.group_key == "shop-9"
     assert row.run_at - row.enqueued_at > timedelta(minutes=59)
 
 

@@ -101,7 +101,7 @@ import os
 
 from supervisor.store import jobs
 
-_claimed = jobs._claimed
+_claimed = jobs.claimed_job
 
 
 def claimed(row, queue, owner):
@@ -110,7 +110,7 @@ def claimed(row, queue, owner):
     return _claimed(row, queue, owner)
 
 
-jobs._claimed = claimed
+jobs.claimed_job = claimed
 """
 QUEUE = "work"
 POISON, GOOD = 8, 5

@@ -39,7 +39,7 @@ def live_columns(url: str) -> dict[str, set[str]]:
         rows = [
             (table, column[1])
             for (table,) in tables
-            for column in sql(url, f"PRAGMA table_info({table})")
+            for column in sql(url, f"PRAGMA table_xinfo({table})")  # generated columns too
         ]
     out: dict[str, set[str]] = {}
     for table, column in rows:

@@ -36,6 +36,8 @@ from php_util import (
 )
 from util import backend_of, count_rows, sql, unavailable
 
+from supervisor.store import fair, open_store
+
 # --- the files themselves ----------------------------------------------------------------------
 
 
@@ -475,6 +477,30 @@ def test_a_payload_of_the_wrong_type_is_a_type_error(run_php: Php, db_url: str) 
     [result] = run_php("out(attempt(fn () => Queue::enqueue($pdo, 'h', 'a string')));")
     assert result["error"] == "TypeError" and "$payload" in result["message"]
     assert count_rows(db_url, "forkq_jobs") == 0
+
+
+def test_a_group_key_is_stored_and_its_tenant_joins_the_round(run_php: Php, db_url: str) -> None:
+    """group_key: the job's tenant in a fair pool, served in turn by the fair claim."""
+    [flood, small] = run_php(
+        """Queue::enqueue($pdo, 'h', [], ['queue' => 'shared', 'group_key' => 'big']);
+        out(Queue::enqueue($pdo, 'h', [], ['queue' => 'shared', 'group_key' => 'big']));
+        out(Queue::enqueue($pdo, 'h', [], ['queue' => 'shared', 'group_key' => 'small',
+            'unique_key' => 'u-1']));"""
+    )
+    assert jobs(db_url)[small]["group_key"] == "small"
+    # Both tenants joined the queue's round at enqueue, not first seen by a claim.
+    assert sorted(sql(db_url, "SELECT queue, tenant FROM forkq_tenants")) == [
+        ("shared", "big"),
+        ("shared", "small"),
+    ]
+    store = open_store(db_url)
+    try:
+        claimed = [fair.complete_and_claim(store, {}, "shared", "h1", 1, 60.0)[0] for _ in "ab"]
+    finally:
+        store.close()
+    stored = jobs(db_url)
+    assert [stored[batch[0].id]["group_key"] for batch in claimed] == ["big", "small"]
+    assert flood not in [batch[0].id for batch in claimed]  # the big tenant's first came first
 
 
 def test_names_and_numbers_at_their_limits_are_accepted(run_php: Php, db_url: str) -> None:

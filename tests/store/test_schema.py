@@ -51,6 +51,7 @@ def test_schema_files_declare_every_forkq_table() -> None:
         "forkq_throughput",
         "forkq_results",
         "forkq_limits",
+        "forkq_tenants",
         "forkq_schema",
     }
     assert set(MYSQL_DDL) == expected

@@ -105,9 +105,27 @@ def innodb_table_id(url: str) -> int:
     return int(table_id)
 
 
+def undo_version_8(url: str) -> None:
+    """Take away what version 8 added (forkq_tenants, forkq_jobs.group_key and .tenant and
+    the index forkq_jobs_tenant)."""
+    sql(url, "DROP TABLE forkq_tenants")
+    if backend_of(url) == "mysql":
+        sql(
+            url,
+            "ALTER TABLE forkq_jobs DROP INDEX forkq_jobs_tenant, DROP COLUMN tenant,"
+            " DROP COLUMN group_key",
+        )
+    else:
+        sql(url, "DROP INDEX forkq_jobs_tenant")
+        sql(url, "ALTER TABLE forkq_jobs DROP COLUMN tenant")
+        sql(url, "ALTER TABLE forkq_jobs DROP COLUMN group_key")
+    sql(url, "UPDATE forkq_schema SET version = 7")
+
+
 def undo_version_7(url: str) -> None:
-    """Take away what version 7 added (forkq_limits, forkq_jobs.snoozes and .limit_wait and
-    the index forkq_jobs_limit)."""
+    """Take away what versions 8 and 7 added (then forkq_limits, forkq_jobs.snoozes and
+    .limit_wait and the index forkq_jobs_limit)."""
+    undo_version_8(url)
     sql(url, "DROP TABLE forkq_limits")
     if backend_of(url) == "mysql":
         sql(
@@ -304,8 +322,15 @@ def test_the_schema_file_leaves_an_old_database_old_and_printed_upgrades_upgrade
     statements = [part.strip() for part in printed.stdout.split(";\n") if part.strip()]
     # Only what versions 3 to 5 add: the one table new since version 2, no full DDL.
     created = {s.split()[5] for s in statements if s.startswith("CREATE TABLE IF NOT EXISTS")}
-    assert created == {"forkq_throughput", "forkq_results", "forkq_limits"}
-    new_tables = ("forkq_throughput", "forkq_results", "forkq_limits", "forkq_jobs_limit")
+    assert created == {"forkq_throughput", "forkq_results", "forkq_limits", "forkq_tenants"}
+    new_tables = (
+        "forkq_throughput",
+        "forkq_results",
+        "forkq_limits",
+        "forkq_jobs_limit",
+        "forkq_tenants",
+        "forkq_jobs_tenant",
+    )
     assert not any(
         s.startswith("CREATE") and not any(table in s for table in new_tables) for s in statements
     )
@@ -376,12 +401,40 @@ def test_a_version_6_database_is_upgraded_to_7_in_place(db_url: str) -> None:
         assert "forkq_limits" not in live_columns(db_url)
         assert store.require_schema() == 6  # the daemon still runs on version 6
         table_id = innodb_table_id(db_url) if backend_of(db_url) == "mysql" else 0
-        assert store.apply_schema() == SCHEMA_VERSION == 7
-        assert recorded_version(db_url) == 7
+        assert store.apply_schema() == SCHEMA_VERSION
+        assert recorded_version(db_url) == SCHEMA_VERSION
         assert live_columns(db_url) == declared(MYSQL_DDL)
         assert "forkq_jobs_limit" in job_indexes(db_url)
         job = store.get_job(job_id)
         assert job is not None and (job.snoozes, job.limit_wait) == (0, "")
+        if backend_of(db_url) == "mysql":
+            assert innodb_table_id(db_url) == table_id
+    finally:
+        store.close()
+
+
+def test_a_version_7_database_is_upgraded_to_8_in_place(db_url: str) -> None:
+    """Version 8 adds forkq_jobs.group_key and the generated column tenant (instant
+    columns), the index forkq_jobs_tenant (built online, no table copy) and forkq_tenants;
+    a job enqueued before gets its limit_key as its tenant, and is claimable as ever."""
+    store = open_store(db_url)
+    try:
+        keyed = store.enqueue(
+            build_job("schema.keep", {}, "default", 0.0, None, 0, None, None, limit_key="shop-1")
+        )
+        undo_version_8(db_url)
+        assert {"group_key", "tenant"}.isdisjoint(live_columns(db_url)["forkq_jobs"])
+        assert "forkq_tenants" not in live_columns(db_url)
+        assert store.require_schema() == 7  # the daemon still runs on version 7
+        plain = store.enqueue(_job())  # a producer on version 7
+        table_id = innodb_table_id(db_url) if backend_of(db_url) == "mysql" else 0
+        assert store.apply_schema() == SCHEMA_VERSION == 8
+        assert recorded_version(db_url) == 8
+        assert live_columns(db_url) == declared(MYSQL_DDL)
+        assert "forkq_jobs_tenant" in job_indexes(db_url)
+        tenants = dict(sql(db_url, "SELECT id, tenant FROM forkq_jobs"))
+        assert tenants == {keyed: "shop-1", plain: ""}
+        assert sorted(job.id for job in store.claim("default", "t", 10, lease=30)) == [keyed, plain]
         if backend_of(db_url) == "mysql":
             assert innodb_table_id(db_url) == table_id
     finally:

@@ -23,7 +23,9 @@ use WeakMap;
 final class Queue
 {
     /** The options enqueue() takes; any other key is an error, never ignored. */
-    public const OPTIONS = ['queue', 'delay', 'run_at', 'priority', 'unique_key', 'limit_key', 'max_attempts'];
+    public const OPTIONS = [
+        'queue', 'delay', 'run_at', 'priority', 'unique_key', 'limit_key', 'group_key', 'max_attempts',
+    ];
 
     /** A job due later than this (microseconds) is stored 'scheduled' (SCHEDULE_AHEAD in Python). */
     private const AHEAD_US = 2000000;
@@ -78,7 +80,7 @@ final class Queue
      *
      * @param array<mixed>|object $payload JSON-encodable; an empty array is stored as {}
      * @param array<string, mixed> $options queue, delay, run_at, priority, unique_key,
-     *     limit_key, max_attempts (null for any of them means its default)
+     *     limit_key, group_key, max_attempts (null for any of them means its default)
      *
      * @throws InvalidArgumentException a bad handler, option or payload (nothing written)
      * @throws \PDOException the database refused the INSERT
@@ -108,6 +110,7 @@ final class Queue
      * @param array<mixed> $options
      * @return array{queue: string, handler: string, payload: string, priority: int,
      *     delay: int|float, run_at: ?string, unique_key: ?string, limit_key: ?string,
+     *     group_key: ?string,
      *     max_attempts: ?int}
      */
     private static function build(string $handler, array|object $payload, array $options): array
@@ -147,6 +150,7 @@ final class Queue
             'run_at' => self::epoch($option('run_at')),
             'unique_key' => self::key($option('unique_key'), 'unique_key'),
             'limit_key' => self::key($option('limit_key'), 'limit_key'),
+            'group_key' => self::key($option('group_key'), 'group_key'),
             'max_attempts' => $maxAttempts,
         ];
     }
@@ -228,9 +232,45 @@ final class Queue
                 'unique_key' => $job['unique_key'],
             ];
         }
+        [$sql, $values] = self::grouped($sql, $values, $job);
         self::checkPacket($pdo, $sql, $values);
         self::execute($pdo, $sql, $values);
-        return (int) $pdo->lastInsertId();
+        $id = (int) $pdo->lastInsertId();
+        self::joinRound($pdo, 'INSERT IGNORE', $job);
+        return $id;
+    }
+
+    /**
+     * A job with a group_key: its tenant joins its queue's round of a fair pool at once
+     * (join_round in supervisor/store/sql/).
+     *
+     * @param array<string, mixed> $job
+     */
+    private static function joinRound(PDO $pdo, string $insert, array $job): void
+    {
+        if ($job['group_key'] !== null) {
+            self::execute($pdo, $insert . ' INTO forkq_tenants (queue, tenant) VALUES (:queue, :tenant)', [
+                'queue' => $job['queue'],
+                'tenant' => $job['group_key'],
+            ]);
+        }
+    }
+
+    /**
+     * The INSERT with group_key named beside limit_key, for a job that has one (its tenant
+     * in a fair pool, schema version 8); other jobs never name the column.
+     *
+     * @param array<string, mixed> $values
+     * @param array<string, mixed> $job
+     * @return array{0: string, 1: array<string, mixed>}
+     */
+    private static function grouped(string $sql, array $values, array $job): array
+    {
+        if ($job['group_key'] === null) {
+            return [$sql, $values];
+        }
+        $sql = str_replace([' limit_key', ':limit_key'], [' limit_key, group_key', ':limit_key, :group_key'], $sql);
+        return [$sql, $values + ['group_key' => $job['group_key']]];
     }
 
     /**
@@ -290,15 +330,18 @@ final class Queue
             'limit_key' => $job['limit_key'],
             'unique_key' => $job['unique_key'],
         ];
+        [$insert, $values] = self::grouped(self::SQLITE_INSERT, $values, $job);
         if ($job['unique_key'] === null) {
-            self::execute($pdo, self::SQLITE_INSERT, $values);
-            return (int) $pdo->lastInsertId();
+            self::execute($pdo, $insert, $values);
+            $id = (int) $pdo->lastInsertId();
+        } else {
+            // RETURNING: the statement is finished only once its row has been read.
+            $statement = self::execute($pdo, $insert . self::SQLITE_UNIQUE, $values);
+            $id = (int) $statement->fetchAll(PDO::FETCH_COLUMN, 0)[0];
+            $statement->closeCursor();
         }
-        // RETURNING: the statement is finished only once its row has been read.
-        $statement = self::execute($pdo, self::SQLITE_INSERT . self::SQLITE_UNIQUE, $values);
-        $ids = $statement->fetchAll(PDO::FETCH_COLUMN, 0);
-        $statement->closeCursor();
-        return (int) $ids[0];
+        self::joinRound($pdo, 'INSERT OR IGNORE', $job);
+        return $id;
     }
 
     /** @param array<string, mixed> $values */

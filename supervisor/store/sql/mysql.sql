@@ -581,6 +581,26 @@ INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status, uniqu
  IF(run_at > NOW(6) + INTERVAL %(ahead_us)s MICROSECOND, 'scheduled', 'ready'),
  %(unique_key)s, %(max_attempts)s, %(limit_key)s);
 
+-- name: insert_job_grouped
+-- A job with a group_key (its tenant in a fair pool; any run_at, keys or not): both keys
+-- named. Only such jobs name group_key, so an older schema still takes the others.
+INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status, unique_key, max_attempts,
+                        limit_key, group_key)
+VALUES (%(queue)s, %(handler)s, %(payload)s, %(priority)s,
+        COALESCE(FROM_UNIXTIME(%(run_at)s), NOW(6) + INTERVAL %(delay_us)s MICROSECOND),
+        IF(run_at > NOW(6) + INTERVAL %(ahead_us)s MICROSECOND, 'scheduled', 'ready'),
+        %(unique_key)s, %(max_attempts)s, %(limit_key)s, %(group_key)s)
+ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id);
+
+-- name: insert_jobs_head_grouped
+INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status, unique_key, max_attempts, limit_key, group_key) VALUES;
+
+-- name: insert_jobs_row_grouped
+(%(queue)s, %(handler)s, %(payload)s, %(priority)s,
+ COALESCE(FROM_UNIXTIME(%(run_at)s), NOW(6) + INTERVAL %(delay_us)s MICROSECOND),
+ IF(run_at > NOW(6) + INTERVAL %(ahead_us)s MICROSECOND, 'scheduled', 'ready'),
+ %(unique_key)s, %(max_attempts)s, %(limit_key)s, %(group_key)s);
+
 -- name: claim_select_limited
 -- claim_select for a queue some limit covers: the same order, from forkq_jobs_limit, whose
 -- range leaves out the parked jobs (limit_wait <> ''); with handler and limit_key, which
@@ -811,6 +831,118 @@ SET status = %(status)s, run_at = NOW(6) + INTERVAL %(delay_us)s MICROSECOND,
 WHERE id = %(id)s AND status = 'running' AND locked_by = %(owner)s
   AND snoozes < %(max_snoozes)s;
 
+-- Fair share within a queue (SPEC "Fair share within a queue", supervisor/store/fair.py).
+-- A job's tenant is the generated column forkq_jobs.tenant (group_key, else limit_key, else
+-- ''); forkq_tenants is the round-robin cursor of a fair queue. Every statement reads a
+-- bounded number of rows, whatever the number of tenants and jobs.
+
+-- name: join_round
+-- A producer's job with a group_key: its tenant joins its queue's round now (a tenant new
+-- to the round is served first), whether the queue's pool is fair or not: a row costs a
+-- claim nothing until a fair claim reaches it, and a fair claim deletes it once empty.
+INSERT IGNORE INTO forkq_tenants (queue, tenant) VALUES (%(queue)s, %(group_key)s);
+
+-- name: join_rounds
+-- The same for a batch (MariaDB's multi-row insert): a JSON array of [queue, tenant] pairs.
+INSERT IGNORE INTO forkq_tenants (queue, tenant)
+SELECT b.queue, b.tenant
+FROM JSON_TABLE(%(pairs)s, '$[*]' COLUMNS (
+       queue VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[0]',
+       tenant VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[1]')) AS b
+ORDER BY b.queue, b.tenant;
+
+-- name: fair_prune
+-- The chores: rows of queues no pool makes fair (a producer's group_key in a plain queue),
+-- a chunk at a time. A fair queue's rows go as its claims find them empty.
+DELETE FROM forkq_tenants WHERE queue NOT IN %(queues)s LIMIT %(limit)s;
+
+-- name: fair_first_tenant
+-- The first tenant with ready jobs in the queue (one dive in forkq_jobs_tenant) and the
+-- tenant of the latest due ready job (one dive in forkq_jobs_status: a newcomer), each with
+-- last_served from forkq_tenants (NULL: no row yet).
+SELECT d.tenant, d.walk, t.last_served
+FROM ((SELECT tenant, 1 AS walk FROM forkq_jobs FORCE INDEX (forkq_jobs_tenant)
+       WHERE queue = %(queue)s AND status = 'ready'
+       ORDER BY tenant LIMIT 1)
+      UNION ALL
+      (SELECT tenant, 0 AS walk FROM forkq_jobs FORCE INDEX (forkq_jobs_status)
+       WHERE status = 'ready' AND queue = %(queue)s
+       ORDER BY run_at DESC LIMIT 1)) AS d
+LEFT JOIN forkq_tenants t ON t.queue = %(queue)s AND t.tenant = d.tenant;
+
+-- name: fair_next_tenant
+-- The same with the next tenant after %(after)s: a process walks the tenants a step a
+-- claim, so a tenant of a raw INSERT (or one whose row a claim deleted) joins the round.
+SELECT d.tenant, d.walk, t.last_served
+FROM ((SELECT tenant, 1 AS walk FROM forkq_jobs FORCE INDEX (forkq_jobs_tenant)
+       WHERE queue = %(queue)s AND status = 'ready' AND tenant > %(after)s
+       ORDER BY tenant LIMIT 1)
+      UNION ALL
+      (SELECT tenant, 0 AS walk FROM forkq_jobs FORCE INDEX (forkq_jobs_status)
+       WHERE status = 'ready' AND queue = %(queue)s
+       ORDER BY run_at DESC LIMIT 1)) AS d
+LEFT JOIN forkq_tenants t ON t.queue = %(queue)s AND t.tenant = d.tenant;
+
+-- name: fair_add_tenant
+-- A tenant never served (last_served 0): first in the round.
+INSERT IGNORE INTO forkq_tenants (queue, tenant) VALUES (%(queue)s, %(tenant)s);
+
+-- name: fair_turn
+-- The tenants served least recently, locked (SKIP LOCKED: a concurrent claim serves the
+-- next ones, so one tenant's jobs are claimed by one claim at a time, in order), each with
+-- its head job (priority, run_at, id: one dive in forkq_jobs_tenant), locked too and with
+-- claim_select's columns. No head (id NULL): none ready (any_ready NULL), or another's.
+SELECT t.tenant,
+       (SELECT 1 FROM forkq_jobs e FORCE INDEX (forkq_jobs_tenant)
+        WHERE e.queue = t.queue AND e.status = 'ready' AND e.tenant = t.tenant LIMIT 1) AS any_ready,
+       j.id, j.handler, j.payload, j.priority, j.attempts, j.max_attempts, j.unique_key,
+       j.limit_key, UNIX_TIMESTAMP(j.run_at) + 0e0 AS run_at_s,
+       UNIX_TIMESTAMP(j.enqueued_at) + 0e0 AS enqueued_at_s
+FROM forkq_tenants t FORCE INDEX (forkq_tenants_turn)
+LEFT JOIN forkq_jobs j FORCE INDEX (PRIMARY)
+  ON j.id = (SELECT h.id FROM forkq_jobs h FORCE INDEX (forkq_jobs_tenant)
+             WHERE h.queue = t.queue AND h.status = 'ready' AND h.tenant = t.tenant
+               AND h.run_at <= NOW(6)
+             ORDER BY h.priority DESC, h.run_at, h.id
+             LIMIT 1)
+ AND j.status = 'ready'
+WHERE t.queue = %(queue)s
+ORDER BY t.last_served, t.tenant
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: fair_claim_update
+-- claim_update, and the served tenants sent to the back of the round (last_served: the
+-- database clock in us) in the same statement. Every job's tenant row is locked by this
+-- transaction (fair_turn): the statement changes two rows a job.
+UPDATE forkq_jobs j
+JOIN forkq_tenants t ON t.queue = j.queue AND t.tenant = j.tenant
+SET j.status = 'running', j.locked_by = %(owner)s, j.attempts = LEAST(j.attempts, 2147483646) + 1,
+    j.started_at = IF(j.id = %(first)s, NOW(6), NULL),
+    j.locked_until = NOW(6) + INTERVAL %(lease_us)s MICROSECOND,
+    t.last_served = CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)
+WHERE j.id IN %(ids)s;
+
+-- name: fair_served
+-- SQLite's (fair_claim_update does it here).
+UPDATE forkq_tenants SET last_served = CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)
+WHERE queue = %(queue)s AND tenant IN %(names)s;
+
+-- name: fair_forget
+-- Tenants found without a ready job: the rows (locked by this claim) of those without a
+-- running one either go (a producer's next job, or the walk, brings a tenant back)...
+DELETE FROM forkq_tenants
+WHERE queue = %(queue)s AND tenant IN %(names)s
+  AND NOT EXISTS (SELECT 1 FROM forkq_jobs j FORCE INDEX (forkq_jobs_tenant)
+                  WHERE j.queue = forkq_tenants.queue AND j.status IN ('running', 'cancelling')
+                    AND j.tenant = forkq_tenants.tenant);
+
+-- name: fair_skip
+-- ...and the others go to the back of the round: a job of theirs handed back, released or
+-- reaped is ready again with its tenant still in the round.
+UPDATE forkq_tenants SET last_served = CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)
+WHERE queue = %(queue)s AND tenant IN %(names)s;
+
 -- Schema upgrades: `upgrade_to_N` runs once on a database at version N-1 (`forkq schema apply`).
 -- Each holds everything version N adds (new tables included), one statement a line ending
 -- in `;`, and records version N last: `forkq schema print --upgrade-from M` prints exactly
@@ -888,3 +1020,19 @@ CREATE TABLE IF NOT EXISTS forkq_limits (
   KEY forkq_limits_wake (wake_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq flow control: one row per [limits.NAME] bucket; claims lock it to decide, so no limit is exceeded across hosts';
 UPDATE forkq_schema SET version = 7, applied_at = NOW(6) WHERE id = 1 AND version < 7;
+
+-- name: upgrade_to_8
+-- Version 8 adds fair share within a queue: forkq_jobs.group_key and the generated column
+-- tenant (instant changes, no table copy; a virtual column is added alone), the index of
+-- fair claims (built online: reads and writes go on), and forkq_tenants.
+ALTER TABLE forkq_jobs ADD COLUMN group_key VARCHAR(191) NULL DEFAULT NULL COMMENT 'the tenant of the job in a fair pool ([pools.X] fair = true): tenants take turns at the queue; NULL: its limit_key is its tenant', ALGORITHM=INSTANT;
+ALTER TABLE forkq_jobs ADD COLUMN tenant VARCHAR(191) AS (COALESCE(group_key, limit_key, '')) VIRTUAL COMMENT 'generated, never written: the job''s tenant in a fair pool (group_key, else limit_key, else empty)', ALGORITHM=INSTANT;
+ALTER TABLE forkq_jobs ADD INDEX forkq_jobs_tenant (queue, status, tenant, priority DESC, run_at, id), ALGORITHM=INPLACE, LOCK=NONE;
+CREATE TABLE IF NOT EXISTS forkq_tenants (
+  queue        VARCHAR(64)  NOT NULL COMMENT 'a queue of a fair pool',
+  tenant       VARCHAR(191) NOT NULL COMMENT 'a tenant with jobs in that queue (forkq_jobs.tenant)',
+  last_served  BIGINT       NOT NULL DEFAULT 0 COMMENT 'database clock in microseconds when a claim last took the tenant''s head job; 0: never, served first',
+  PRIMARY KEY (queue, tenant),
+  KEY forkq_tenants_turn (queue, last_served, tenant)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq fair share: the round-robin cursor of fair queues, one row per tenant with ready jobs; a claim serves the least recently served first and deletes the row of a tenant it finds with no job ready or running';
+UPDATE forkq_schema SET version = 8, applied_at = NOW(6) WHERE id = 1 AND version < 8;

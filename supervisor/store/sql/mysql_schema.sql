@@ -1,1 +1,172 @@
-../../../schema.sql
+-- forkq schema for MySQL 8.0+ / MariaDB 10.6+: the data contract.
+--
+-- Idempotent: every statement can run again on a database that already has it
+-- (`forkq schema apply` does, and then upgrades older versions). This file alone,
+-- applied with the mysql client (`mysql app < schema.sql`), gives a database that
+-- `forkq run` accepts: its last statement records the schema version on a new
+-- database and leaves an older database's version as it is (upgrade that one with
+-- `forkq schema apply`, or the statements `forkq schema print --upgrade-from N` prints).
+--
+-- Any program can enqueue with one statement; every other column defaults:
+--   INSERT INTO forkq_jobs (queue, handler, payload)
+--   VALUES ('email', 'email.send', '{"to": "a@example.com"}');
+--
+-- Times are TIMESTAMP(6): stored in UTC and shown in the session's time_zone, so
+-- a client whose session runs in another zone still compares them correctly.
+-- forkq's own sessions use time_zone '+00:00'.
+
+CREATE TABLE IF NOT EXISTS forkq_jobs (
+  id           BIGINT UNSIGNED NOT NULL AUTO_INCREMENT COMMENT 'job id; the FIFO tie-breaker among equal priority and run_at',
+  queue        VARCHAR(64)  NOT NULL DEFAULT 'default' COMMENT 'the queue (business type) whose pool runs this job',
+  handler      VARCHAR(191) NOT NULL COMMENT 'registered handler name, e.g. email.send; an unknown name ends the job dead, it is never imported',
+  payload      LONGTEXT     NOT NULL COMMENT 'JSON text given to the handler; text that is not JSON ends the job dead',
+  status       VARCHAR(16)  NOT NULL DEFAULT 'ready' COMMENT 'ready | scheduled | running | done | dead',
+  priority     INT          NOT NULL DEFAULT 0 COMMENT 'higher runs first within a queue',
+  run_at       TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'not claimed before this time (delay, backoff)',
+  attempts     INT          NOT NULL DEFAULT 0 COMMENT 'attempts started so far',
+  max_attempts INT          NULL DEFAULT NULL COMMENT 'attempts before dead; NULL means the handler''s default (10 unless the handler says)',
+  unique_key   VARCHAR(191) NULL DEFAULT NULL COMMENT 'idempotency key: a second enqueue with the same key returns this job''s id',
+  locked_by    VARCHAR(128) NULL DEFAULT NULL COMMENT 'lease holder (host:pid:token) while running',
+  locked_until TIMESTAMP(6) NULL DEFAULT NULL COMMENT 'lease expiry; past it the job returns to ready and the attempt counts',
+  last_error   TEXT         NULL COMMENT 'the last failure, kept for retries and dead jobs',
+  enqueued_at  TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'when the job was enqueued',
+  started_at   TIMESTAMP(6) NULL DEFAULT NULL COMMENT 'when the latest attempt was claimed',
+  finished_at  TIMESTAMP(6) NULL DEFAULT NULL COMMENT 'when it became done or dead; retention counts from here',
+  limit_key    VARCHAR(191) NULL DEFAULT NULL COMMENT 'the bucket of a [limits.NAME] with per_key: e.g. a tenant; NULL shares one bucket',
+  snoozes      INT          NOT NULL DEFAULT 0 COMMENT 'times its handler asked to run it later (Snooze) without using an attempt; past the handler''s max_snoozes it ends dead',
+  limit_wait   VARCHAR(256) NOT NULL DEFAULT '' COMMENT 'the limit bucket (NAME, or NAME/KEY with per_key) this ready job waits on: not claimed until that bucket has room; empty when claimable',
+  group_key    VARCHAR(191) NULL DEFAULT NULL COMMENT 'the tenant of the job in a fair pool ([pools.X] fair = true): tenants take turns at the queue; NULL: its limit_key is its tenant',
+  tenant       VARCHAR(191) AS (COALESCE(group_key, limit_key, '')) VIRTUAL COMMENT 'generated, never written: the job''s tenant in a fair pool (group_key, else limit_key, else empty)',
+  PRIMARY KEY (id),
+  UNIQUE KEY forkq_jobs_unique_key (unique_key),
+  KEY forkq_jobs_claim (queue, status, priority DESC, run_at, id),
+  KEY forkq_jobs_status (status, queue, run_at),
+  KEY forkq_jobs_finished (finished_at),
+  KEY forkq_jobs_limit (status, limit_wait, queue, priority DESC, run_at, id),
+  KEY forkq_jobs_tenant (queue, status, tenant, priority DESC, run_at, id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq jobs: one row per job';
+
+CREATE TABLE IF NOT EXISTS forkq_jobs_archive (
+  id           BIGINT UNSIGNED NOT NULL COMMENT 'the id the job had in forkq_jobs',
+  queue        VARCHAR(64)  NOT NULL COMMENT 'as in forkq_jobs',
+  handler      VARCHAR(191) NOT NULL COMMENT 'as in forkq_jobs',
+  payload      LONGTEXT     NOT NULL COMMENT 'as in forkq_jobs',
+  status       VARCHAR(16)  NOT NULL COMMENT 'always done',
+  priority     INT          NOT NULL COMMENT 'as in forkq_jobs',
+  run_at       TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'as in forkq_jobs',
+  attempts     INT          NOT NULL COMMENT 'attempts it took',
+  max_attempts INT          NULL DEFAULT NULL COMMENT 'as in forkq_jobs',
+  unique_key   VARCHAR(191) NULL DEFAULT NULL COMMENT 'as in forkq_jobs (no longer reserved once archived)',
+  locked_by    VARCHAR(128) NULL DEFAULT NULL COMMENT 'the worker that finished it',
+  locked_until TIMESTAMP(6) NULL DEFAULT NULL COMMENT 'unused once archived',
+  last_error   TEXT         NULL COMMENT 'the last failure before it succeeded',
+  enqueued_at  TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'as in forkq_jobs',
+  started_at   TIMESTAMP(6) NULL DEFAULT NULL COMMENT 'when the successful attempt started',
+  finished_at  TIMESTAMP(6) NULL DEFAULT NULL COMMENT 'when it finished',
+  archived_at  TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'when it was moved here',
+  PRIMARY KEY (id),
+  KEY forkq_jobs_archive_finished (finished_at)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq finished jobs of pools with on_success = archive';
+
+CREATE TABLE IF NOT EXISTS forkq_queues (
+  queue        VARCHAR(64)  NOT NULL COMMENT 'queue name',
+  paused       TINYINT      NOT NULL DEFAULT 0 COMMENT '1 while paused: workers claim nothing from it',
+  updated_at   TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'last pause or resume',
+  PRIMARY KEY (queue)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq per-queue switches';
+
+CREATE TABLE IF NOT EXISTS forkq_processes (
+  name         VARCHAR(128) NOT NULL COMMENT 'host:pid:token; workers hold job leases under this name',
+  host         VARCHAR(255) NOT NULL COMMENT 'host name',
+  pid          INT          NOT NULL COMMENT 'process id on that host',
+  role         VARCHAR(16)  NOT NULL COMMENT 'master | worker',
+  pool         VARCHAR(64)  NULL DEFAULT NULL COMMENT 'the pool (queue) a worker serves',
+  master       VARCHAR(128) NULL DEFAULT NULL COMMENT 'name of the master that forked this worker',
+  started_at   TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'when it started',
+  heartbeat_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'last sign of life; stale rows are pruned and their jobs settled',
+  node         VARCHAR(64)  NULL DEFAULT NULL COMMENT 'kernel boot id and pid namespace (proc.node_id); a master judges by pid only rows of its own node; NULL in rows written before version 4',
+  PRIMARY KEY (name),
+  KEY forkq_processes_heartbeat (heartbeat_at)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq masters and workers across all hosts';
+
+CREATE TABLE IF NOT EXISTS forkq_locks (
+  name         VARCHAR(191) NOT NULL COMMENT 'lock name',
+  owner        VARCHAR(191) NULL DEFAULT NULL COMMENT 'host:pid:token of the holder',
+  acquired_at  TIMESTAMP(6) NULL DEFAULT NULL COMMENT 'when the holder took it',
+  expires_at   TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'past this anyone may take it (database clock)',
+  PRIMARY KEY (name)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq distributed leases (lock_by / expire_at design)';
+
+CREATE TABLE IF NOT EXISTS forkq_schedule_slots (
+  schedule     VARCHAR(64)  NOT NULL COMMENT 'name of [schedules.NAME]',
+  slot         TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'the due time this row enqueued (UTC)',
+  job_id       BIGINT UNSIGNED NULL DEFAULT NULL COMMENT 'the job enqueued for the slot',
+  enqueued_at  TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'when',
+  PRIMARY KEY (schedule, slot)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq schedule slots: one row per enqueued slot, so a slot runs once across hosts';
+
+CREATE TABLE IF NOT EXISTS forkq_alerts (
+  alert_key    VARCHAR(191) NOT NULL COMMENT 'rule:queue, e.g. max_ready:email',
+  state        VARCHAR(16)  NOT NULL DEFAULT 'ok' COMMENT 'ok | firing',
+  detail       TEXT         NULL COMMENT 'JSON: the figure, the threshold, the last message',
+  since        TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'when the state last changed',
+  notified_at  TIMESTAMP(6) NULL DEFAULT NULL COMMENT 'when a message was last sent; the cooldown counts from here',
+  PRIMARY KEY (alert_key)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq alert state, shared by the cluster so one message goes out';
+
+CREATE TABLE IF NOT EXISTS forkq_throughput (
+  minute       TIMESTAMP(6) NOT NULL COMMENT 'the minute the counts are for (UTC, database clock)',
+  queue        VARCHAR(64)  NOT NULL COMMENT 'queue name',
+  host         VARCHAR(255) NOT NULL COMMENT 'the host whose workers finished them',
+  done         INT          NOT NULL DEFAULT 0 COMMENT 'jobs that succeeded',
+  failed       INT          NOT NULL DEFAULT 0 COMMENT 'attempts that failed (retried or dead)',
+  PRIMARY KEY (minute, queue, host)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq jobs finished per minute, per queue and host (the dashboard''s chart); pruned after a day';
+
+CREATE TABLE IF NOT EXISTS forkq_results (
+  job_id       BIGINT UNSIGNED NOT NULL COMMENT 'the job (forkq_jobs.id) this is the result of: a Django TaskResult id (supervisor.contrib.django)',
+  queue        VARCHAR(64)  NOT NULL COMMENT 'the job''s queue: the result is pruned with its pool''s retention',
+  status       VARCHAR(16)  NOT NULL COMMENT 'how the latest recorded attempt ended: succeeded | failed',
+  payload      LONGTEXT     NOT NULL COMMENT 'the job''s payload (JSON), kept for the result once the job row is gone',
+  return_value LONGTEXT     NULL COMMENT 'JSON text of what the task returned (status succeeded)',
+  errors       LONGTEXT     NOT NULL COMMENT 'JSON list, one object per failed attempt: attempt, exception class path, traceback',
+  workers      TEXT         NOT NULL COMMENT 'JSON list of the workers (host:pid) of the recorded attempts, in order',
+  enqueued_at  TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'when the job was enqueued',
+  started_at   TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'when the first recorded attempt started',
+  attempted_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'when the latest recorded attempt started',
+  finished_at  TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'when the latest recorded attempt ended; retention counts from here',
+  PRIMARY KEY (job_id),
+  KEY forkq_results_finished (queue, finished_at)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq task results (the Django Tasks backend): one row per job, written at the end of each attempt';
+
+CREATE TABLE IF NOT EXISTS forkq_limits (
+  name          VARCHAR(64)  NOT NULL COMMENT 'the [limits.NAME] this bucket belongs to',
+  limit_key     VARCHAR(191) NOT NULL DEFAULT '' COMMENT 'the jobs'' limit_key for a per_key limit; empty for the one bucket of a limit without per_key (and for jobs without a key)',
+  rate_slice_us BIGINT       NULL DEFAULT NULL COMMENT 'length of one rate slice in microseconds (a tenth of the rate''s period); NULL without a rate',
+  rate_base     BIGINT       NULL DEFAULT NULL COMMENT 'number of the oldest slice counted (database clock in microseconds / rate_slice_us)',
+  rate_counts   VARCHAR(255) NULL DEFAULT NULL COMMENT 'jobs started in each slice from rate_base on, comma-separated (11 slices: the period and the slice now running)',
+  running_counted INT        NULL DEFAULT NULL COMMENT 'the bucket''s running jobs as last counted in forkq_jobs (under this row''s lock); NULL: never counted',
+  running_added INT          NOT NULL DEFAULT 0 COMMENT 'jobs claimed into the bucket since that count: counted + added bounds its running jobs from above, so a claim far from the limit need not count them',
+  wake_at       TIMESTAMP(6) NULL DEFAULT NULL COMMENT 'when claims look again at the jobs parked on this bucket (forkq_jobs.limit_wait); NULL when none are',
+  updated_at    TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'the last claim or unpark that wrote this row',
+  PRIMARY KEY (name, limit_key),
+  KEY forkq_limits_wake (wake_at)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq flow control: one row per [limits.NAME] bucket; claims lock it to decide, so no limit is exceeded across hosts';
+
+CREATE TABLE IF NOT EXISTS forkq_tenants (
+  queue        VARCHAR(64)  NOT NULL COMMENT 'a queue of a fair pool',
+  tenant       VARCHAR(191) NOT NULL COMMENT 'a tenant with jobs in that queue (forkq_jobs.tenant)',
+  last_served  BIGINT       NOT NULL DEFAULT 0 COMMENT 'database clock in microseconds when a claim last took the tenant''s head job; 0: never, served first',
+  PRIMARY KEY (queue, tenant),
+  KEY forkq_tenants_turn (queue, last_served, tenant)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq fair share: the round-robin cursor of fair queues, one row per tenant with ready jobs; a claim serves the least recently served first and deletes the row of a tenant it finds with no job ready or running';
+
+CREATE TABLE IF NOT EXISTS forkq_schema (
+  id           TINYINT      NOT NULL COMMENT 'always 1',
+  version      INT          NOT NULL COMMENT 'schema version applied',
+  applied_at   TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'when',
+  PRIMARY KEY (id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq schema version';
+
+-- The version this file creates; kept if the database already records one.
+INSERT IGNORE INTO forkq_schema (id, version) VALUES (1, 8);

@@ -506,6 +506,17 @@ VALUES (:queue, :handler, :payload, :priority, COALESCE(:run_at, :now + :delay_u
 ON CONFLICT (unique_key) DO UPDATE SET unique_key = excluded.unique_key
 RETURNING id;
 
+-- name: insert_job_grouped
+-- A job with a group_key (its tenant in a fair pool): both keys named (schema 8).
+INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status, enqueued_at, unique_key,
+                        max_attempts, limit_key, group_key)
+VALUES (:queue, :handler, :payload, :priority, COALESCE(:run_at, :now + :delay_us / 1000000.0),
+        CASE WHEN COALESCE(:run_at, :now + :delay_us / 1000000.0) > :now + :ahead_us / 1000000.0
+             THEN 'scheduled' ELSE 'ready' END,
+        :now, :unique_key, :max_attempts, :limit_key, :group_key)
+ON CONFLICT (unique_key) DO UPDATE SET unique_key = excluded.unique_key
+RETURNING id;
+
 -- name: claim_select_limited
 SELECT id, handler, payload, priority, attempts, max_attempts, unique_key, limit_key,
        run_at AS run_at_s, enqueued_at AS enqueued_at_s
@@ -667,6 +678,87 @@ SET status = :status, run_at = :now + :delay_us / 1000000.0,
 WHERE id = :id AND status = 'running' AND locked_by = :owner
   AND snoozes < :max_snoozes;
 
+-- Fair share within a queue (see mysql.sql and supervisor/store/fair.py). Claims run under
+-- BEGIN IMMEDIATE: one at a time, so nothing is skipped as locked.
+
+-- name: join_round
+-- A producer's job with a group_key: its tenant joins its queue's round now (mysql.sql).
+INSERT OR IGNORE INTO forkq_tenants (queue, tenant) VALUES (:queue, :group_key);
+
+-- name: join_rounds
+INSERT OR IGNORE INTO forkq_tenants (queue, tenant)
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(:pairs);
+
+-- name: fair_prune
+DELETE FROM forkq_tenants WHERE rowid IN (
+  SELECT rowid FROM forkq_tenants
+  WHERE queue NOT IN (SELECT value FROM json_each(:queues)) LIMIT :limit);
+
+-- name: fair_first_tenant
+SELECT d.tenant, d.walk, t.last_served
+FROM (SELECT * FROM (SELECT tenant, 1 AS walk FROM forkq_jobs INDEXED BY forkq_jobs_tenant
+                     WHERE queue = :queue AND status = 'ready'
+                     ORDER BY tenant LIMIT 1)
+      UNION ALL
+      SELECT * FROM (SELECT tenant, 0 AS walk FROM forkq_jobs INDEXED BY forkq_jobs_status
+                     WHERE status = 'ready' AND queue = :queue
+                     ORDER BY run_at DESC LIMIT 1)) AS d
+LEFT JOIN forkq_tenants t ON t.queue = :queue AND t.tenant = d.tenant;
+
+-- name: fair_next_tenant
+SELECT d.tenant, d.walk, t.last_served
+FROM (SELECT * FROM (SELECT tenant, 1 AS walk FROM forkq_jobs INDEXED BY forkq_jobs_tenant
+                     WHERE queue = :queue AND status = 'ready' AND tenant > :after
+                     ORDER BY tenant LIMIT 1)
+      UNION ALL
+      SELECT * FROM (SELECT tenant, 0 AS walk FROM forkq_jobs INDEXED BY forkq_jobs_status
+                     WHERE status = 'ready' AND queue = :queue
+                     ORDER BY run_at DESC LIMIT 1)) AS d
+LEFT JOIN forkq_tenants t ON t.queue = :queue AND t.tenant = d.tenant;
+
+-- name: fair_add_tenant
+INSERT OR IGNORE INTO forkq_tenants (queue, tenant) VALUES (:queue, :tenant);
+
+-- name: fair_turn
+SELECT t.tenant,
+       (SELECT 1 FROM forkq_jobs e INDEXED BY forkq_jobs_tenant
+        WHERE e.queue = t.queue AND e.status = 'ready' AND e.tenant = t.tenant LIMIT 1) AS any_ready,
+       j.id, j.handler, j.payload, j.priority, j.attempts, j.max_attempts, j.unique_key,
+       j.limit_key, j.run_at AS run_at_s, j.enqueued_at AS enqueued_at_s
+FROM forkq_tenants t INDEXED BY forkq_tenants_turn
+LEFT JOIN forkq_jobs j
+  ON j.id = (SELECT h.id FROM forkq_jobs h INDEXED BY forkq_jobs_tenant
+             WHERE h.queue = t.queue AND h.status = 'ready' AND h.tenant = t.tenant
+               AND h.run_at <= :now
+             ORDER BY h.priority DESC, h.run_at, h.id
+             LIMIT 1)
+WHERE t.queue = :queue
+ORDER BY t.last_served, t.tenant
+LIMIT :limit;
+
+-- name: fair_claim_update
+-- claim_update; the tenants' last_served is fair_served's here (no multi-table UPDATE).
+UPDATE forkq_jobs
+SET status = 'running', locked_by = :owner, attempts = attempts + 1,
+    started_at = CASE WHEN id = :first THEN :now END,
+    locked_until = :now + :lease_us / 1000000.0
+WHERE id IN (SELECT value FROM json_each(:ids));
+
+-- name: fair_served
+UPDATE forkq_tenants SET last_served = CAST(:now * 1000000 AS INTEGER)
+WHERE queue = :queue AND tenant IN (SELECT value FROM json_each(:names));
+
+-- name: fair_forget
+DELETE FROM forkq_tenants
+WHERE queue = :queue AND tenant IN (SELECT value FROM json_each(:names))
+  AND NOT EXISTS (SELECT 1 FROM forkq_jobs j INDEXED BY forkq_jobs_tenant
+                  WHERE j.queue = forkq_tenants.queue AND j.status IN ('running', 'cancelling')
+                    AND j.tenant = forkq_tenants.tenant);
+
+-- name: fair_skip
+UPDATE forkq_tenants SET last_served = CAST(:now * 1000000 AS INTEGER)
+WHERE queue = :queue AND tenant IN (SELECT value FROM json_each(:names));
+
 -- Schema upgrades: `upgrade_to_N` runs once on a database at version N-1 (`forkq schema apply`).
 -- Each holds everything version N adds, one statement a line ending in `;`, and records
 -- version N last (`forkq schema print --upgrade-from M` prints exactly these).
@@ -744,3 +836,20 @@ CREATE TABLE IF NOT EXISTS forkq_limits (
 CREATE INDEX IF NOT EXISTS forkq_limits_wake ON forkq_limits (wake_at);
 UPDATE forkq_schema SET version = 7, applied_at = (julianday('now') - 2440587.5) * 86400.0
 WHERE id = 1 AND version < 7;
+
+-- name: upgrade_to_8
+-- Version 8 adds forkq_jobs.group_key and the generated column tenant, the index of fair
+-- claims, and forkq_tenants (see mysql.sql).
+ALTER TABLE forkq_jobs ADD COLUMN group_key TEXT NULL;
+ALTER TABLE forkq_jobs ADD COLUMN tenant TEXT GENERATED ALWAYS AS (COALESCE(group_key, limit_key, '')) VIRTUAL;
+CREATE INDEX IF NOT EXISTS forkq_jobs_tenant
+  ON forkq_jobs (queue, status, tenant, priority DESC, run_at, id);
+CREATE TABLE IF NOT EXISTS forkq_tenants (
+  queue        TEXT    NOT NULL,
+  tenant       TEXT    NOT NULL,
+  last_served  INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (queue, tenant)
+);
+CREATE INDEX IF NOT EXISTS forkq_tenants_turn ON forkq_tenants (queue, last_served, tenant);
+UPDATE forkq_schema SET version = 8, applied_at = (julianday('now') - 2440587.5) * 86400.0
+WHERE id = 1 AND version < 8;

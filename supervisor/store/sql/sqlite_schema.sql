@@ -22,13 +22,17 @@ CREATE TABLE IF NOT EXISTS forkq_jobs (
   finished_at  REAL    NULL,
   limit_key    TEXT    NULL, -- the bucket of a [limits.NAME] with per_key
   snoozes      INTEGER NOT NULL DEFAULT 0, -- Snooze requests, never attempts
-  limit_wait   TEXT    NOT NULL DEFAULT '' -- the limit bucket a ready job is parked on
+  limit_wait   TEXT    NOT NULL DEFAULT '', -- the limit bucket a ready job is parked on
+  group_key    TEXT    NULL, -- its tenant in a fair pool; NULL: the limit_key is
+  tenant       TEXT    GENERATED ALWAYS AS (COALESCE(group_key, limit_key, '')) VIRTUAL
 );
 CREATE INDEX IF NOT EXISTS forkq_jobs_claim ON forkq_jobs (queue, status, priority DESC, run_at, id);
 CREATE INDEX IF NOT EXISTS forkq_jobs_status ON forkq_jobs (status, queue, run_at);
 CREATE INDEX IF NOT EXISTS forkq_jobs_finished ON forkq_jobs (finished_at);
 CREATE INDEX IF NOT EXISTS forkq_jobs_limit
   ON forkq_jobs (status, limit_wait, queue, priority DESC, run_at, id);
+CREATE INDEX IF NOT EXISTS forkq_jobs_tenant
+  ON forkq_jobs (queue, status, tenant, priority DESC, run_at, id);
 
 CREATE TABLE IF NOT EXISTS forkq_jobs_archive (
   id           INTEGER PRIMARY KEY,
@@ -131,6 +135,14 @@ CREATE TABLE IF NOT EXISTS forkq_limits (
 );
 CREATE INDEX IF NOT EXISTS forkq_limits_wake ON forkq_limits (wake_at);
 
+CREATE TABLE IF NOT EXISTS forkq_tenants (
+  queue        TEXT    NOT NULL, -- a queue of a fair pool
+  tenant       TEXT    NOT NULL, -- a tenant with ready jobs there (forkq_jobs.tenant)
+  last_served  INTEGER NOT NULL DEFAULT 0, -- microseconds; 0: never served
+  PRIMARY KEY (queue, tenant)
+);
+CREATE INDEX IF NOT EXISTS forkq_tenants_turn ON forkq_tenants (queue, last_served, tenant);
+
 CREATE TABLE IF NOT EXISTS forkq_schema (
   id           INTEGER NOT NULL PRIMARY KEY,
   version      INTEGER NOT NULL,
@@ -138,4 +150,4 @@ CREATE TABLE IF NOT EXISTS forkq_schema (
 );
 
 -- The version this file creates; kept if the database already records one.
-INSERT OR IGNORE INTO forkq_schema (id, version) VALUES (1, 7);
+INSERT OR IGNORE INTO forkq_schema (id, version) VALUES (1, 8);

@@ -1,0 +1,148 @@
+"""Fair share within a queue: the claim of a pool with `fair = true` (SPEC "Fair share
+within a queue").
+
+A job's tenant is its group_key, else its limit_key, else '' (the generated column
+forkq_jobs.tenant). forkq_tenants holds a row per tenant with jobs in a fair queue, with
+when a claim last served it: the round-robin cursor. A tenant joins the round when a
+producer enqueues a job with a group_key (join_round, with the job); the claims find the
+others (raw INSERTs, jobs with only a limit_key, tenants whose row went): every
+WALK_EVERY-th claim of a process takes one step of a walk through the queue's tenants
+(one dive in the index forkq_jobs_tenant) and looks at the tenant of the latest ready job,
+adding a row for either if it has none (last_served 0: served first). Then the claim, in
+one transaction:
+
+1. locks the rows of the tenants served least recently (SKIP LOCKED: a concurrent claim
+   takes the next ones, so one tenant is served by one claim at a time, in its order),
+   with each one's head job (priority, run_at, id: one dive each), and locks those jobs;
+2. deletes the rows of the tenants found without a ready or running job (those with one
+   running go to the back of the round: a job handed back finds its tenant there);
+3. claims the jobs as the plain claim does and sends their tenants to the back of the
+   round (last_served = now).
+
+A claim takes up to `size` jobs, at most one per tenant. When it finds none while every
+tenant with work is locked by other claims, it takes the queue's head as the plain claim
+does: a worker never idles beside a backlog. What a claim reads is bounded by `size`
+(tenant rows, dives), whatever the number of tenants and jobs: no scan of the backlog.
+
+Not under [limits]: a fair pool whose queue a limit covers is a configuration error
+(`check_config`, called where the handlers are loaded).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from supervisor.config import Config
+from supervisor.errors import ConfigError, TransientDatabaseError
+from supervisor.models import JobRow
+from supervisor.store.base import Store
+from supervisor.store.buckets import LimitPlan
+from supervisor.store.core import micros
+from supervisor.store.jobs import claimed_job
+
+SLACK = 4  # tenant rows a claim locks beyond its size (at most double): some may have no job
+
+WALK_EVERY = 4  # claims per step of the walk (producers' jobs with a group_key join at once)
+
+# Where this process's walk through each queue's tenants is (None: start again at the first),
+# and how many claims it made there.
+_walk: dict[str, str | None] = {}
+_steps: dict[str, int] = {}
+
+
+def complete_and_claim(
+    store: Store,
+    done: Mapping[str, Sequence[int]],
+    queue: str,
+    owner: str,
+    size: int,
+    lease: float,
+) -> tuple[list[JobRow], int]:
+    """Store.complete_and_claim for a fair pool: the head jobs of the tenants served least
+    recently, one each, up to `size`; and the previous batch's successes recorded."""
+    _steps[queue] = step = _steps.get(queue, 0) + 1
+    if step % WALK_EVERY == 1:
+        _discover(store, queue)
+
+    def attempt() -> tuple[list[JobRow], int]:
+        with store._tx():
+            completed = sum(store._complete(owner, ids, mode) for mode, ids in done.items() if ids)
+            rows = _fair_rows(store, queue, size)
+            if rows:
+                _take(store, queue, rows, "fair_claim_update", owner, lease)
+            else:  # every tenant with work is another claim's now: the queue's head
+                rows = store._fetchall("claim_select", store._params(queue=queue, limit=size))
+                _take(store, queue, rows, "claim_update", owner, lease)
+        return [claimed_job(row, queue, owner) for row in rows], completed
+
+    return store._retrying(attempt)
+
+
+def _discover(store: Store, queue: str) -> None:
+    """One step of this process's walk through the queue's tenants, and a look at the
+    tenant of the latest ready job (a newcomer, most often); a tenant without a row gets
+    one. Outside the claim's transaction: it waits on no row the claim locks."""
+    after = _walk.get(queue)
+    if after is None:
+        rows = store._rows("fair_first_tenant", queue=queue)
+    else:
+        rows = store._rows("fair_next_tenant", queue=queue, after=after)
+    # With no tenant after `after`, the walk starts again at the first.
+    _walk[queue] = next((row["tenant"] for row in rows if row["walk"]), None)
+    for tenant in {row["tenant"] for row in rows if row["last_served"] is None}:
+        store._run("fair_add_tenant", queue=queue, tenant=tenant)
+
+
+def _fair_rows(store: Store, queue: str, size: int) -> list[dict[str, Any]]:
+    """Inside the claim's transaction: the head rows of the tenants next in turn, locked,
+    in turn order; the rows of tenants found without a ready job deleted or skipped."""
+    limit = size + min(size, SLACK)
+    turn = store._fetchall("fair_turn", store._params(queue=queue, limit=limit))
+    empty = [r["tenant"] for r in turn if r["id"] is None and r["any_ready"] is None]
+    if empty:  # rows go, or to the back of the round while the tenant has jobs running
+        params = store._params(queue=queue, names=store._ids(empty))
+        if store._execute("fair_forget", params) < len(empty):
+            store._execute("fair_skip", params)
+    return [row for row in turn if row["id"] is not None][:size]
+
+
+def _take(
+    store: Store, queue: str, rows: list[dict[str, Any]], update: str, owner: str, lease: float
+) -> None:
+    """Claim the rows (the first starts now); after a fair pick, their tenants go to the
+    back of the round (in the same statement on MySQL, in fair_served on SQLite)."""
+    if not rows:
+        return
+    ids = [row["id"] for row in rows]
+    params = store._params(owner=owner, ids=store._ids(ids), first=ids[0], lease_us=micros(lease))
+    changed = store._execute(update, params)
+    if update != "fair_claim_update":
+        return
+    if store.backend == "sqlite":
+        served = store._ids(sorted(row["tenant"] for row in rows))
+        store._execute("fair_served", store._params(queue=queue, names=served))
+    elif changed != 2 * len(ids):  # a job and its tenant's row each: never a job alone
+        raise TransientDatabaseError(f"fair claim changed {changed} rows for {len(ids)} jobs")
+
+
+def prune_rounds(store: Store, config: Config) -> int:
+    """The chores: delete the round rows of queues no pool of `config` makes fair (jobs with
+    a group_key enqueued to a plain queue join a round nobody serves); how many went."""
+    fair = ["", *(pool.name for pool in config.pools if pool.fair)]  # "": never a queue
+    return store._in_chunks("fair_prune", queues=store._ids(fair))
+
+
+def check_config(config: Config, handler_queues: Mapping[str, str]) -> None:
+    """Refuse a fair pool whose queue a [limits.NAME] covers (by its queues, or a handler
+    registered to it): a fair claim does not keep limits."""
+    fair = {pool.name for pool in config.pools if pool.fair}
+    if not fair or not config.limits:
+        return
+    limited = sorted(fair & LimitPlan(config.limits, handler_queues).limited_queues)
+    if limited:
+        raise ConfigError(
+            f"{config.source}: pools.{limited[0]}.fair: a fair pool cannot be under [limits]"
+            f" (a limit covers queue {limited[0]!r} or a handler of it): drop fair = true"
+            " or the limit"
+        )
