@@ -7,13 +7,12 @@ from __future__ import annotations
 
 from supervisor import registry
 from supervisor.models import JobRow
-from supervisor.outcomes import Attempt, Outcome
+from supervisor.outcomes import Attempt, Fate, Outcome
 from supervisor.policy import (
     DEFAULT_BACKOFF_BASE,
     DEFAULT_BACKOFF_CAP,
     DEFAULT_MAX_ATTEMPTS,
-    Fate,
-    after_failure,
+    failure_fate,
 )
 
 
@@ -22,10 +21,10 @@ def max_attempts_for(row: JobRow) -> int:
     return row.max_attempts or (registered.max_attempts if registered else DEFAULT_MAX_ATTEMPTS)
 
 
-def failure_outcome(row: JobRow, error: str, requested_delay: float | None = None) -> Fate:
+def failure_fate_for(row: JobRow, error: str, requested_delay: float | None = None) -> Fate:
     """After a failed attempt: retry with the handler's backoff while attempts are left, else dead."""
     registered = registry.get(row.handler)
-    return after_failure(
+    return failure_fate(
         row.attempts,
         max_attempts_for(row),
         error,
@@ -35,7 +34,7 @@ def failure_outcome(row: JobRow, error: str, requested_delay: float | None = Non
     )
 
 
-def decide(row: JobRow, attempt: Attempt) -> tuple[Outcome, Fate | None]:
+def fate_of_attempt(row: JobRow, attempt: Attempt) -> tuple[Outcome, Fate | None]:
     """What became of the job after `attempt`, and for a failure the fate to write.
 
     A failure that asked for a retry (RETRY) on the job's last attempt ends DEAD: the
@@ -47,7 +46,7 @@ def decide(row: JobRow, attempt: Attempt) -> tuple[Outcome, Fate | None]:
         return attempt.outcome, None
     if attempt.permanent:
         return Outcome.DEAD, Fate(dead=True, delay=0.0, error=attempt.error)
-    fate = failure_outcome(row, attempt.error, attempt.delay)
+    fate = failure_fate_for(row, attempt.error, attempt.delay)
     if attempt.outcome is Outcome.TIMEOUT:
         return Outcome.TIMEOUT, fate
     return (Outcome.DEAD if fate.dead else Outcome.RETRY), fate

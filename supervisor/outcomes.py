@@ -26,7 +26,7 @@ class Attempt(NamedTuple):
 
     DONE, SNOOZED, RETRY (failed: another attempt may mend it) or DEAD (failed for
     good). A RETRY is what the attempt asked for, not yet what happens: with its
-    attempts used up the job ends DEAD (fate.py's `decide`). A NamedTuple: it unpacks,
+    attempts used up the job ends DEAD (fate.py's `fate_of_attempt`). A NamedTuple: it unpacks,
     and equals the plain tuple the worker passed around before it had a type.
     """
 
@@ -34,6 +34,16 @@ class Attempt(NamedTuple):
     error: str  # the failure, or the snooze's reason; "" when done
     delay: float | None  # the snooze's, or the retry's the handler asked for
     permanent: bool  # dead whatever attempts are left (Fail, unknown handler, bad payload)
+
+
+@dataclass(frozen=True)
+class Fate:
+    """What happens to a job after a failed attempt: policy.py computes it from numbers,
+    fate.py from a job and its handler's settings."""
+
+    dead: bool
+    delay: float  # seconds before the next attempt (ignored when dead)
+    error: str
 
 
 class SnoozeWritten(StrEnum):

@@ -8,7 +8,8 @@ from __future__ import annotations
 import math
 import numbers
 import random
-from dataclasses import dataclass
+
+from supervisor.outcomes import Fate
 
 DEFAULT_MAX_ATTEMPTS = 10
 DEFAULT_BACKOFF_BASE = 2.0  # seconds
@@ -52,16 +53,7 @@ def backoff_delay(
     return ceiling / 2.0 + draw * ceiling / 2.0
 
 
-@dataclass(frozen=True)
-class Fate:
-    """What happens to a job after a failed attempt."""
-
-    dead: bool
-    delay: float  # seconds before the next attempt (ignored when dead)
-    error: str
-
-
-def after_failure(
+def failure_fate(
     attempts: int,
     max_attempts: int,
     error: str,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from supervisor import events, logs
 from supervisor.config import Config
 from supervisor.errors import LockLost
-from supervisor.fate import failure_outcome, max_attempts_for
+from supervisor.fate import failure_fate_for, max_attempts_for
 from supervisor.kinds import GoneWorker, OnSuccess, Role
 from supervisor.lock import Lock
 from supervisor.models import JobRow, JobState
@@ -28,7 +28,7 @@ def fail_held_job(
     store: Store, row: JobRow, owner: str, error: str, *, only_expired: bool = False
 ) -> bool:
     """Record a failed attempt for a job whose holder is gone: retry with backoff, or dead."""
-    decision = failure_outcome(row, error)
+    decision = failure_fate_for(row, error)
     return store.fail(
         owner,
         row.id,

@@ -5,7 +5,7 @@ oban's executor ends in one of a few results: it returned (DONE); it raised Snoo
 (SNOOZED: back later, no attempt used); it raised Retry or any other exception, or ran
 into the soft timeout (RETRY: failed, another attempt may mend it); it raised Fail, or
 its handler is unknown or its payload no JSON (DEAD: failed for good). What then
-becomes of the job is fate.py's `decide`: a RETRY with no attempt left ends DEAD.
+becomes of the job is fate.py's `fate_of_attempt`: a RETRY with no attempt left ends DEAD.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def run_attempt(row: JobRow, timeout: float, worker: LeaseHolder) -> Attempt:
                 exit_if_forked(worker.pid)
     except JobTimeout as exc:  # a command's carries its stderr tail
         what = f"timed out after {timeout:g}s"
-        # A failed attempt (retried or dead by fate.decide), counted as `timeout` (SPEC).
+        # A failed attempt (retried or dead by fate.fate_of_attempt), counted as `timeout` (SPEC).
         return Attempt(
             Outcome.TIMEOUT, with_stderr(what, str(exc)) if str(exc) else what, None, False
         )
@@ -99,7 +99,7 @@ def run_attempt(row: JobRow, timeout: float, worker: LeaseHolder) -> Attempt:
 def log_finished(
     log: Any, row: JobRow, attempt: Attempt, outcome: Outcome, duration: float
 ) -> None:
-    """The one canonical line per finished attempt, with the outcome `decide` gave it."""
+    """The one canonical line per finished attempt, with the outcome `fate_of_attempt` gave it."""
     calm = outcome in (Outcome.DONE, Outcome.SNOOZED)
     (log.info if calm else log.warning)(
         events.JOB_FINISHED,

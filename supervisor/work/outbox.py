@@ -19,10 +19,10 @@ from typing import Any
 
 from supervisor import events, registry
 from supervisor.errors import ConnectionLost, TransientDatabaseError
-from supervisor.fate import failure_outcome, max_attempts_for
+from supervisor.fate import failure_fate_for, max_attempts_for
 from supervisor.models import JobRow
-from supervisor.outcomes import SnoozeWritten
-from supervisor.policy import DEFAULT_MAX_SNOOZES, Fate, truncate_error
+from supervisor.outcomes import Fate, SnoozeWritten
+from supervisor.policy import DEFAULT_MAX_SNOOZES, truncate_error
 from supervisor.store import Store
 from supervisor.work.attempt import text_of
 
@@ -96,7 +96,7 @@ class Outbox:
         self.pending.oldest = self.pending.oldest or time.monotonic()
 
     def failure(self, row: JobRow, fate: Fate) -> None:
-        """A failed attempt's fate, as fate.py's `decide` gave it."""
+        """A failed attempt's fate, as fate.py's `fate_of_attempt` gave it."""
         error = truncate_error(fate.error)
         self.pending.failures.append(
             Failure(row.id, error, fate.dead, fate.delay, max_attempts_for(row))
@@ -108,7 +108,7 @@ class Outbox:
         snooze is a retry, so attempts still bound it)."""
         if not self.store.snoozes_counted():
             error = f"snoozed ({reason}); schema 7 counts snoozes"
-            self.failure(row, failure_outcome(row, error, delay))
+            self.failure(row, failure_fate_for(row, error, delay))
             return
         registered = registry.get(row.handler)
         most = registered.max_snoozes if registered else DEFAULT_MAX_SNOOZES

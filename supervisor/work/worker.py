@@ -15,7 +15,7 @@ The first job of a batch starts at once; the others are `claimed`, not `running`
 until they start (SPEC: running means a handler has started).
 
 One attempt (running the handler, what it came to) is attempt.py's; what becomes of
-the job after it is fate.py's `decide`; the writing of outcomes is outbox.py's; the
+the job after it is fate.py's `fate_of_attempt`; the writing of outcomes is outbox.py's; the
 soft timeout and a forked handler's copy are guards.py's.
 """
 
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from supervisor import events, logs, registry
 from supervisor.config import Config, PoolConfig
 from supervisor.errors import ConnectionLost, DatabaseError, TransientDatabaseError
-from supervisor.fate import decide
+from supervisor.fate import fate_of_attempt
 from supervisor.models import JobRow
 from supervisor.observe import metrics
 from supervisor.outcomes import Outcome
@@ -250,7 +250,7 @@ class Worker:
         self.stats.jobs += 1
         # What happens to the job, not what the attempt asked: a retry with no attempt
         # left is dead, and the metric, the event and the log line say so.
-        outcome, fate = decide(row, attempt)
+        outcome, fate = fate_of_attempt(row, attempt)
         metrics.job_finished(row.queue, row.handler, outcome, duration)  # a no-op while off
         try:
             if fate is not None:
