@@ -16,7 +16,7 @@ from supervisor.errors import UsageError
 from supervisor.lock import Lock
 from supervisor.models import JobRow, NewJob
 from supervisor.store import Store, open_store
-from supervisor.store.buckets import bucket_key_ok
+from supervisor.store.limits.buckets import bucket_key_ok
 from supervisor.wake import Nudger
 
 # One encoder for every payload: json.dumps with options builds a new one per call.

@@ -10,7 +10,7 @@ from typing import Any
 from supervisor.config import Config
 from supervisor.models import ProcessRow, QueueStats
 from supervisor.store import Store
-from supervisor.store.limits import bucket_status
+from supervisor.store.limits.upkeep import bucket_status
 
 # `forkq status` counts up to this many jobs per queue and status ("100000+" past it),
 # so it stays fast on a table of millions; --exact counts them all.

@@ -28,7 +28,8 @@ from harness import wait_for
 from scale_env import daemon, read_records, running
 
 from supervisor import Queue
-from supervisor.store import fair, open_store
+from supervisor.store import open_store
+from supervisor.store.limits import fair
 
 QUEUE = "fairq"
 WORKERS = 4

@@ -18,8 +18,9 @@ from supervisor.kinds import GoneWorker, OnSuccess, Role
 from supervisor.lock import Lock
 from supervisor.models import JobRow, JobState
 from supervisor.policy import truncate_error
-from supervisor.store import Store, fair
-from supervisor.store.limits import look_after_parked
+from supervisor.store import Store
+from supervisor.store.limits import fair
+from supervisor.store.limits.upkeep import look_after_parked
 
 CHORES_LOCK = "forkq:chores"
 
@@ -192,7 +193,7 @@ class Chores:
             self.store, self.config.supervisor.process_stale_after
         )
         report.pruned = prune_finished(self.store, self.config)
-        if self.config.limits:  # jobs parked on a limit: none forgotten (store/limits.py)
+        if self.config.limits:  # jobs parked on a limit: none forgotten (store/limits/claims.py)
             look_after_parked(self.store, self.config)
         fair.prune_rounds(self.store, self.config)  # rows of rounds nobody serves
         if report.reaped or report.settled or report.pruned:

@@ -35,7 +35,7 @@ class PoolConfig:
     on_success: OnSuccess = OnSuccess.DELETE
     retention: float = 7 * 86400.0
     claim_batch: int = 20  # jobs claimed per transaction
-    fair: bool = False  # tenants (group_key, else limit_key) take turns: store/fair.py
+    fair: bool = False  # tenants (group_key, else limit_key) take turns: store/limits/fair.py
 
     def __post_init__(self) -> None:
         if self.max_workers == 0:  # the one place this default is decided
@@ -135,7 +135,7 @@ class LimitConfig:
 
     It covers the jobs of `handlers` and every job of `queues`; `concurrency` caps how
     many of them run at once, `rate` how many start per period; with `per_key`, each
-    `limit_key` has its own bucket. How claims keep it: supervisor/store/limits.py.
+    `limit_key` has its own bucket. How claims keep it: supervisor/store/limits/claims.py.
     """
 
     name: str

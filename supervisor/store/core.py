@@ -10,7 +10,7 @@ import random
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -173,6 +173,37 @@ class StoreCore(ABC):
     def _tx(self) -> Iterator[None]:
         with self._transaction():
             yield
+
+    # --- the seam flow control speaks through (store/limits/) ----------------------------
+    # Its claims write the jobs table under rules of their own, as named statements in
+    # transactions they shape: they use these, never the plumbing's private names.
+
+    def transaction(self) -> AbstractContextManager[None]:
+        return self._tx()
+
+    def statement(self, name: str, params: dict[str, Any]) -> int:
+        return self._execute(name, params)
+
+    def query(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        return self._fetchall(name, params)
+
+    def bind(self, **values: Any) -> dict[str, Any]:
+        return self._params(**values)
+
+    def bind_ids(self, ids: Sequence[int | str]) -> Any:
+        return self._ids(ids)
+
+    def retrying(self, operation: Callable[[], T]) -> T:
+        return self._retrying(operation)
+
+    def run(self, query: str, /, **values: Any) -> int:
+        return self._run(query, **values)
+
+    def rows(self, query: str, /, **values: Any) -> list[dict[str, Any]]:
+        return self._rows(query, **values)
+
+    def in_chunks(self, query: str, /, **values: Any) -> int:
+        return self._in_chunks(query, **values)
 
     # --- schema --------------------------------------------------------------------------
 

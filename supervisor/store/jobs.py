@@ -55,7 +55,9 @@ class JobOps(StoreCore):
         def attempt() -> tuple[list[JobRow], int]:
             with self._tx():
                 completed = sum(
-                    self._complete(owner, ids, mode) for mode, ids in done.items() if ids
+                    self.complete_in_transaction(owner, ids, mode)
+                    for mode, ids in done.items()
+                    if ids
                 )
                 rows = self._fetchall("claim_select", self._params(queue=queue, limit=limit))
                 if rows:
@@ -80,11 +82,11 @@ class JobOps(StoreCore):
 
         def attempt() -> int:
             with self._tx():
-                return self._complete(owner, ids, mode)
+                return self.complete_in_transaction(owner, ids, mode)
 
         return self._retrying(attempt)
 
-    def _complete(self, owner: str, ids: Sequence[int], mode: str) -> int:
+    def complete_in_transaction(self, owner: str, ids: Sequence[int], mode: str) -> int:
         """Inside an open transaction (retried whole by the caller)."""
         params = self._params(owner=owner, ids=self._ids(ids))
         if mode == OnSuccess.KEEP:
@@ -181,7 +183,7 @@ class JobOps(StoreCore):
         def attempt() -> int:
             with self._tx():
                 if taken.successes:
-                    self._complete(owner, taken.successes, taken.on_success)
+                    self.complete_in_transaction(owner, taken.successes, taken.on_success)
                 returned = 0
                 if taken.unstarted:
                     returned = self._execute(
@@ -273,7 +275,7 @@ def claimed_job(row: dict[str, Any], queue: str, owner: str) -> JobRow:
         enqueued_at=utc(row["enqueued_at_s"]) or datetime.now(UTC),  # whatever the row holds
         started_at=None,
         finished_at=None,
-        limit_key=row.get("limit_key"),  # read by claims under [limits] (store/limits.py)
+        limit_key=row.get("limit_key"),  # read by claims under [limits] (store/limits/claims.py)
     )
 
 

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from supervisor import events, logs, registry
 from supervisor.errors import JobTimeout
-from supervisor.store import fair
+from supervisor.store.limits import fair
 from supervisor.work.exits import CommandFailed, error_text, judge
 from supervisor.work.pipes import Pipes
 

@@ -34,8 +34,9 @@ from supervisor.fate import fate_of_attempt
 from supervisor.models import JobRow
 from supervisor.observe import metrics
 from supervisor.outcomes import Outcome
-from supervisor.store import Store, fair
+from supervisor.store import Store
 from supervisor.store import limits as flow
+from supervisor.store.limits.claims import plan_for
 from supervisor.work.attempt import log_finished, run_attempt
 from supervisor.work.events import NoEvents, WorkerEvents
 from supervisor.work.outbox import Outbox, Pending
@@ -86,7 +87,7 @@ class Worker:
         self._job_time = 0.0  # seconds a job of the last batch took on average
         self.max_jobs: int | None = None  # `forkq work --max-jobs`: claim no more than this
         # [limits]: None without any, and then claims are exactly as without the feature.
-        self.limits = flow.plan_for(config, _handler_queues())
+        self.limits = plan_for(config, _handler_queues())
 
     # --- settings per queue --------------------------------------------------------------
 
@@ -145,14 +146,11 @@ class Worker:
         claim is under way until it knows what it took (a cancel waits for that)."""
         self.events.claiming()
         batch: list[JobRow] = []
-        claim = (done, queue, self.owner, size, lease)
         try:
-            if pool.fair:  # tenants take turns (never under limits: fair.check_config)
-                batch, written = fair.complete_and_claim(self.store, *claim)
-            elif self.limits:
-                batch, written = flow.complete_and_claim(self.store, self.limits, *claim)
-            else:
-                batch, written = self.store.complete_and_claim(*claim)
+            batch, written = flow.claim(
+                self.store, done, queue, self.owner, size, lease,
+                limits=self.limits or None, fair_share=pool.fair,
+            )  # fmt: skip
         finally:
             self.events.claimed([row.id for row in batch])
         self.outbox.acknowledged(done, written)

@@ -1,4 +1,4 @@
-"""Claims of a fair pool on both backends (supervisor/store/fair.py): tenants take turns,
+"""Claims of a fair pool on both backends (supervisor/store/limits/fair.py): tenants take turns,
 the least recently served first, each tenant's jobs in priority / run_at / id order; a
 tenant is a job's group_key, else its limit_key. In-process, with the store's own paths."""
 
@@ -16,7 +16,8 @@ from supervisor.config import LimitConfig, build_config
 from supervisor.errors import ConfigError
 from supervisor.models import JobRow
 from supervisor.queue import Queue
-from supervisor.store import Store, fair, open_store
+from supervisor.store import Store, open_store
+from supervisor.store.limits import fair
 
 QUEUE = "fair"
 LEASE = 60.0

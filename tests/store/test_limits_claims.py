@@ -1,4 +1,4 @@
-"""Claims under [limits] on both backends (supervisor/store/limits.py): what runs, what
+"""Claims under [limits] on both backends (supervisor/store/limits/claims.py): what runs, what
 waits, and what a waiting job costs. In-process, with several stores as several hosts."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from supervisor.config import LimitConfig, Rate
 from supervisor.models import JobRow, JobState, NewJob
 from supervisor.queue import Queue
 from supervisor.store import Store, open_store
-from supervisor.store import limits as flow
-from supervisor.store.buckets import LimitPlan
+from supervisor.store.limits import claims as flow
+from supervisor.store.limits.buckets import LimitPlan
 
 LEASE = 60.0
 MAIL = LimitConfig("mail", handlers=("m.send",), concurrency=2, per_key=True)

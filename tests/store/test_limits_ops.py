@@ -18,8 +18,9 @@ from supervisor.dburl import parse_database_url
 from supervisor.errors import UsageError
 from supervisor.models import JobState, NewJob
 from supervisor.store import Store
-from supervisor.store import limits as flow
-from supervisor.store.buckets import LimitPlan
+from supervisor.store.limits import claims as flow
+from supervisor.store.limits.buckets import LimitPlan
+from supervisor.store.limits.upkeep import look_after_parked
 from supervisor.work.worker import Worker
 
 OWNER = "test:1:limits"
@@ -240,7 +241,7 @@ def test_jobs_parked_on_a_limit_gone_from_the_config_are_let_go(store: Store, db
     sql(db_url, "DELETE FROM forkq_limits")  # as if pruned, or never written
     kept = LimitConfig("other", queues=("email",), concurrency=10)
     config = Config(database=parse_database_url(db_url), limits=(kept,))
-    assert flow.look_after_parked(store, config) >= 1
+    assert look_after_parked(store, config) >= 1
     assert sql(db_url, "SELECT name FROM forkq_limits WHERE wake_at IS NOT NULL") == [("gone",)]
     after = LimitPlan([kept], {})
     flow.complete_and_claim(store, after, {}, "email", OWNER, 10, 60)  # looks at "gone"

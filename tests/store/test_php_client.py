@@ -36,7 +36,8 @@ from php_util import (
 )
 from util import backend_of, count_rows, sql, unavailable
 
-from supervisor.store import fair, open_store
+from supervisor.store import open_store
+from supervisor.store.limits import fair
 
 # --- the files themselves ----------------------------------------------------------------------
 

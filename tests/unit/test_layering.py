@@ -150,12 +150,6 @@ def test_the_check_counts_an_import_for_the_type_checker(tmp_path: Path) -> None
     assert imports(sample, typing=False) == set()
 
 
-# Left to the limits work (store/limits*.py, issue 23.4), which another change reshapes.
-PRIVATE_IMPORTS_LEFT = {
-    "supervisor.store.limit_upkeep imports _window",
-}
-
-
 def test_no_module_imports_another_s_private_name() -> None:
     """A name two modules share is public in its home (cli/common.py, config/values.py)."""
     found = set()
@@ -167,4 +161,4 @@ def test_no_module_imports_another_s_private_name() -> None:
                     for a in node.names
                     if a.name.startswith("_")
                 }
-    assert sorted(found - PRIVATE_IMPORTS_LEFT) == []
+    assert sorted(found) == []

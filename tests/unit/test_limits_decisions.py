@@ -1,4 +1,4 @@
-"""Flow control's pure decisions (supervisor/store/buckets.py) and its config, at fixed times."""
+"""Flow control's pure decisions (supervisor/store/limits/buckets.py) and its config, at fixed times."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from supervisor.config import LimitConfig, Rate, build_config
 from supervisor.errors import ConfigError, Snooze
-from supervisor.store.buckets import (
+from supervisor.store.limits.buckets import (
     RATE_SLICES,
     RECHECK,
     Bucket,

@@ -37,9 +37,9 @@ from supervisor.config import Config
 from supervisor.errors import ConfigError, TransientDatabaseError
 from supervisor.models import JobRow
 from supervisor.store.base import Store
-from supervisor.store.buckets import LimitPlan
 from supervisor.store.core import micros
 from supervisor.store.jobs import claimed_job
+from supervisor.store.limits.buckets import LimitPlan
 
 SLACK = 4  # tenant rows a claim locks beyond its size (at most double): some may have no job
 
@@ -66,17 +66,19 @@ def complete_and_claim(
         _discover(store, queue)
 
     def attempt() -> tuple[list[JobRow], int]:
-        with store._tx():
-            completed = sum(store._complete(owner, ids, mode) for mode, ids in done.items() if ids)
+        with store.transaction():
+            completed = sum(
+                store.complete_in_transaction(owner, ids, mode) for mode, ids in done.items() if ids
+            )
             rows = _fair_rows(store, queue, size)
             if rows:
                 _take(store, queue, rows, "fair_claim_update", owner, lease)
             else:  # every tenant with work is another claim's now: the queue's head
-                rows = store._fetchall("claim_select", store._params(queue=queue, limit=size))
+                rows = store.query("claim_select", store.bind(queue=queue, limit=size))
                 _take(store, queue, rows, "claim_update", owner, lease)
         return [claimed_job(row, queue, owner) for row in rows], completed
 
-    return store._retrying(attempt)
+    return store.retrying(attempt)
 
 
 def _discover(store: Store, queue: str) -> None:
@@ -85,25 +87,25 @@ def _discover(store: Store, queue: str) -> None:
     one. Outside the claim's transaction: it waits on no row the claim locks."""
     after = _walk.get(queue)
     if after is None:
-        rows = store._rows("fair_first_tenant", queue=queue)
+        rows = store.rows("fair_first_tenant", queue=queue)
     else:
-        rows = store._rows("fair_next_tenant", queue=queue, after=after)
+        rows = store.rows("fair_next_tenant", queue=queue, after=after)
     # With no tenant after `after`, the walk starts again at the first.
     _walk[queue] = next((row["tenant"] for row in rows if row["walk"]), None)
     for tenant in {row["tenant"] for row in rows if row["last_served"] is None}:
-        store._run("fair_add_tenant", queue=queue, tenant=tenant)
+        store.run("fair_add_tenant", queue=queue, tenant=tenant)
 
 
 def _fair_rows(store: Store, queue: str, size: int) -> list[dict[str, Any]]:
     """Inside the claim's transaction: the head rows of the tenants next in turn, locked,
     in turn order; the rows of tenants found without a ready job deleted or skipped."""
     limit = size + min(size, SLACK)
-    turn = store._fetchall("fair_turn", store._params(queue=queue, limit=limit))
+    turn = store.query("fair_turn", store.bind(queue=queue, limit=limit))
     empty = [r["tenant"] for r in turn if r["id"] is None and r["any_ready"] is None]
     if empty:  # rows go, or to the back of the round while the tenant has jobs running
-        params = store._params(queue=queue, names=store._ids(empty))
-        if store._execute("fair_forget", params) < len(empty):
-            store._execute("fair_skip", params)
+        params = store.bind(queue=queue, names=store.bind_ids(empty))
+        if store.statement("fair_forget", params) < len(empty):
+            store.statement("fair_skip", params)
     return [row for row in turn if row["id"] is not None][:size]
 
 
@@ -115,13 +117,13 @@ def _take(
     if not rows:
         return
     ids = [row["id"] for row in rows]
-    params = store._params(owner=owner, ids=store._ids(ids), first=ids[0], lease_us=micros(lease))
-    changed = store._execute(update, params)
+    params = store.bind(owner=owner, ids=store.bind_ids(ids), first=ids[0], lease_us=micros(lease))
+    changed = store.statement(update, params)
     if update != "fair_claim_update":
         return
     if store.backend == "sqlite":
-        served = store._ids(sorted(row["tenant"] for row in rows))
-        store._execute("fair_served", store._params(queue=queue, names=served))
+        served = store.bind_ids(sorted(row["tenant"] for row in rows))
+        store.statement("fair_served", store.bind(queue=queue, names=served))
     elif changed != 2 * len(ids):  # a job and its tenant's row each: never a job alone
         raise TransientDatabaseError(f"fair claim changed {changed} rows for {len(ids)} jobs")
 
@@ -130,7 +132,7 @@ def prune_rounds(store: Store, config: Config) -> int:
     """The chores: delete the round rows of queues no pool of `config` makes fair (jobs with
     a group_key enqueued to a plain queue join a round nobody serves); how many went."""
     fair = ["", *(pool.name for pool in config.pools if pool.fair)]  # "": never a queue
-    return store._in_chunks("fair_prune", queues=store._ids(fair))
+    return store.in_chunks("fair_prune", queues=store.bind_ids(fair))
 
 
 def check_config(config: Config, handler_queues: Mapping[str, str]) -> None:

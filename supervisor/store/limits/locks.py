@@ -12,7 +12,7 @@ from typing import Any, cast
 
 from supervisor.config import LimitConfig
 from supervisor.store.base import Store
-from supervisor.store.buckets import Bucket, LimitPlan, RateWindow, room_in, slice_us
+from supervisor.store.limits.buckets import Bucket, LimitPlan, RateWindow, room_in, slice_us
 
 
 class BucketLocks:
@@ -57,7 +57,7 @@ class BucketLocks:
         missing = [b for b in ordered if b not in rows]
         if missing:
             pairs = json.dumps([b.pair() for b in missing])
-            self.store._execute("limit_insert", self.store._params(buckets=pairs))
+            self.store.statement("limit_insert", self.store.bind(buckets=pairs))
             rows.update(self.fetch_locked(missing))
         self.states.update(rows)
         self.now = self.now or float(next(iter(rows.values()))["now"])
@@ -72,7 +72,7 @@ class BucketLocks:
             self.added[bucket] = int(state["running_added"] or 0)
             if not self.keeps_bound:
                 self.counted[bucket], self.added[bucket] = int(running_all or 0), 0
-            window = _window(limit, state, self.now)
+            window = rate_window(limit, state, self.now)
             if window is not None:
                 self.windows[bucket] = window
             if limit is not None and limit.concurrency is not None:
@@ -82,7 +82,7 @@ class BucketLocks:
                     or self.bound(bucket) + demand[bucket] > limit.concurrency
                 )
         if recount:  # exact counts, from forkq_jobs itself, for every bucket held
-            usage = self.store._fetchall("limit_usage", self.store._params())
+            usage = self.store.query("limit_usage", self.store.bind())
             exact = self.plan.running(usage, self.states)
             for bucket in self.states:
                 self.counted[bucket], self.added[bucket] = exact[bucket], 0
@@ -93,11 +93,11 @@ class BucketLocks:
     def fetch_locked(self, buckets: Sequence[Bucket]) -> dict[Bucket, dict[str, Any]]:
         if len(buckets) == 1:
             [one] = buckets
-            params = self.store._params(name=one.name, key=one.key)
-            rows = self.store._fetchall("limit_lock_one", params)
+            params = self.store.bind(name=one.name, key=one.key)
+            rows = self.store.query("limit_lock_one", params)
         else:
-            pairs = self.store._ids(cast(Any, [b.pair() for b in buckets]))
-            rows = self.store._fetchall("limit_lock", self.store._params(buckets=pairs))
+            pairs = self.store.bind_ids(cast(Any, [b.pair() for b in buckets]))
+            rows = self.store.query("limit_lock", self.store.bind(buckets=pairs))
         return {Bucket(r["name"], r["limit_key"]): r for r in rows}
 
     def changed(self) -> list[list[Any]]:
@@ -122,7 +122,9 @@ class BucketLocks:
         return states
 
 
-def _window(limit: LimitConfig | None, state: Mapping[str, Any], now: float) -> RateWindow | None:
+def rate_window(
+    limit: LimitConfig | None, state: Mapping[str, Any], now: float
+) -> RateWindow | None:
     length = None if limit is None else slice_us(limit)
     if length is None:
         return None

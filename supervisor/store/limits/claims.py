@@ -25,7 +25,7 @@ A queue no limit covers is claimed as without limits: the same two statements, n
 A worker also looks, every LOOK_EVERY seconds, at buckets whose wake_at has come (a rate
 window that frees a slot, a slot freed by a job the master settled or a lease reaped)
 and unparks what fits. The pure decisions are in buckets.py; the bucket rows a claim
-locks, in limit_locks.py; the chores' pass and `forkq status`, in limit_upkeep.py.
+locks, in limits/locks.py; the chores' pass and `forkq status`, in limits/upkeep.py.
 """
 
 from __future__ import annotations
@@ -40,7 +40,9 @@ from typing import Any
 from supervisor.config import Config
 from supervisor.models import JobRow
 from supervisor.store.base import Store
-from supervisor.store.buckets import (
+from supervisor.store.core import micros
+from supervisor.store.jobs import claimed_job
+from supervisor.store.limits.buckets import (
     Bucket,
     Candidate,
     LimitPlan,
@@ -49,20 +51,7 @@ from supervisor.store.buckets import (
     decide,
     wake_at,
 )
-from supervisor.store.core import micros
-from supervisor.store.jobs import claimed_job
-from supervisor.store.limit_locks import BucketLocks
-
-# The chores' side and `forkq status` (limit_upkeep.py), importable from here as before.
-from supervisor.store.limit_upkeep import BucketStatus, bucket_status, look_after_parked
-
-__all__ = [
-    "BucketStatus",
-    "bucket_status",
-    "complete_and_claim",
-    "look_after_parked",
-    "plan_for",
-]
+from supervisor.store.limits.locks import BucketLocks
 
 LOOK_EVERY = 0.1  # seconds between one worker's looks at buckets whose wake_at has come
 LOOK_BUCKETS = 8  # due buckets one look takes on
@@ -94,17 +83,19 @@ def complete_and_claim(
             plan.next_look = now + LOOK_EVERY
             due = [
                 Bucket(r["name"], r["limit_key"])
-                for r in store._rows("limit_due", limit=LOOK_BUCKETS)
+                for r in store.rows("limit_due", limit=LOOK_BUCKETS)
             ]
     freed, plan.freed = plan.freed, Counter()
 
     def attempt() -> tuple[list[JobRow], int]:
-        with store._tx():
-            completed = sum(store._complete(owner, ids, mode) for mode, ids in done.items() if ids)
+        with store.transaction():
+            completed = sum(
+                store.complete_in_transaction(owner, ids, mode) for mode, ids in done.items() if ids
+            )
             claim = _Claim(store, plan, queue, owner, lease)
             return claim.run(limit, limited, due, freed), completed
 
-    return store._retrying(attempt)
+    return store.retrying(attempt)
 
 
 @dataclass
@@ -187,51 +178,51 @@ class _Claim(BucketLocks):
         limit = self.plan.limits[bucket.name]
         if limit.concurrency is None or limit.rate is not None:
             return False
-        params = self.store._params(
+        params = self.store.bind(
             owner=self.owner,
-            ids=self.store._ids([r["id"] for r in rows]),
+            ids=self.store.bind_ids([r["id"] for r in rows]),
             lease_us=micros(self.lease),
             name=bucket.name,
             key=bucket.key,
             count=len(rows),
             concurrency=limit.concurrency,
         )
-        return self.store._execute("claim_update_reserve", params) > 0
+        return self.store.statement("claim_update_reserve", params) > 0
 
     def select(self, query: str, limit: int) -> list[dict[str, Any]]:
         """The claim's rows; under limits, without those no bucket can hold (ended dead)."""
-        params = self.store._params(queue=self.queue, limit=max(1, limit))
-        rows = self.store._fetchall(query, params)
+        params = self.store.bind(queue=self.queue, limit=max(1, limit))
+        rows = self.store.query(query, params)
         if query != "claim_select_limited":
             return rows
         refused = [int(r["id"]) for r in rows if not bucket_key_ok(r["limit_key"])]
         if not refused:
             return rows
-        params = self.store._params(ids=self.store._ids(refused), error=REFUSED_KEY)
-        self.store._execute("limit_refuse", params)
+        params = self.store.bind(ids=self.store.bind_ids(refused), error=REFUSED_KEY)
+        self.store.statement("limit_refuse", params)
         return [r for r in rows if int(r["id"]) not in refused]
 
     def take(self, rows: Sequence[dict[str, Any]], *, final: bool) -> None:
         """Claim `rows`; with `final`, write the buckets' new state too: on MySQL in the
         same statement (a multi-table UPDATE), on SQLite (one table a statement) after it."""
         states = self.changed() if final else []
-        params = self.store._params(
+        params = self.store.bind(
             owner=self.owner,
-            ids=self.store._ids([r["id"] for r in rows]),
+            ids=self.store.bind_ids([r["id"] for r in rows]),
             first=rows[0]["id"] if rows else 0,  # claim_update: the batch's first starts now
             lease_us=micros(self.lease),
             started=self.now,
             states=json.dumps(states),
         )
         if rows and not self.now:
-            self.store._execute("claim_update", params)  # no bucket locked: none is covered
+            self.store.statement("claim_update", params)  # no bucket locked: none is covered
         elif rows and states and self.store.backend == "mysql":
-            self.store._execute("claim_update_limited", params)
+            self.store.statement("claim_update_limited", params)
             return
         elif rows:
-            self.store._execute("claim_update_at", params)
+            self.store.statement("claim_update_at", params)
         if states:
-            self.store._execute("limit_save", params)
+            self.store.statement("limit_save", params)
 
     # --- the decision ------------------------------------------------------------------------
 
@@ -258,8 +249,8 @@ class _Claim(BucketLocks):
         heads = self.heads({b for c in candidates for b in c.buckets if self.has_parked(b)})
         decision = decide(candidates, self.room_left(), heads, most)
         for bucket, ids in sorted(decision.park.items()):
-            self.store._execute(
-                "limit_park", self.store._params(bucket=bucket.id, ids=self.store._ids(ids))
+            self.store.statement(
+                "limit_park", self.store.bind(bucket=bucket.id, ids=self.store.bind_ids(ids))
             )
             self.wake[bucket] = self.now  # it has parked jobs now: hand_on says when to look
         self.started.update(decision.started)
@@ -287,11 +278,11 @@ class _Claim(BucketLocks):
         """The first job parked on each of `buckets` in this queue, as a claim position."""
         if not buckets:
             return {}
-        params = self.store._params(
+        params = self.store.bind(
             queue=self.queue, buckets=json.dumps(sorted(b.id for b in buckets))
         )
         found = {}
-        for row in self.store._fetchall("limit_heads", params):
+        for row in self.store.query("limit_heads", params):
             if row["head"] is not None:
                 head = json.loads(row["head"]) if isinstance(row["head"], str) else row["head"]
                 found[Bucket.parse(row["bucket"])] = (
@@ -312,13 +303,11 @@ class _Claim(BucketLocks):
         if left > 0:
             most = min(left, UNPARK_MOST)
             for query in ("unpark_select_queue", "unpark_select"):  # this queue's first
-                params = self.store._params(
-                    bucket=bucket.id, queue=self.queue, limit=most - len(ids)
-                )
-                found = [int(r["id"]) for r in self.store._fetchall(query, params)]
+                params = self.store.bind(bucket=bucket.id, queue=self.queue, limit=most - len(ids))
+                found = [int(r["id"]) for r in self.store.query(query, params)]
                 if found:
-                    params = self.store._params(ids=self.store._ids(found))
-                    self.store._execute("unpark_update", params)
+                    params = self.store.bind(ids=self.store.bind_ids(found))
+                    self.store.statement("unpark_update", params)
                     ids += found
                 if len(ids) >= most:
                     break

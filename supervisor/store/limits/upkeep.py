@@ -10,9 +10,9 @@ from typing import Any, cast
 
 from supervisor.config import Config
 from supervisor.store.base import Store
-from supervisor.store.buckets import Bucket, LimitPlan
 from supervisor.store.core import PURGE_CHUNK, micros
-from supervisor.store.limit_locks import _window
+from supervisor.store.limits.buckets import Bucket, LimitPlan
+from supervisor.store.limits.locks import rate_window
 
 LOOK_PARKED = 200  # buckets with parked jobs the chores look at per tick
 
@@ -28,32 +28,32 @@ def look_after_parked(store: Store, config: Config) -> int:
     parked: list[Bucket] = []
     after = ""
     while len(parked) < LOOK_PARKED:
-        after = store._rows("parked_bucket_after", after=after)[0]["limit_wait"]
+        after = store.rows("parked_bucket_after", after=after)[0]["limit_wait"]
         if after is None:
             break
         parked.append(Bucket.parse(after))
     written = 0
     if parked:
         pairs = json.dumps([b.pair() for b in sorted(set(parked))])
-        written += store._run("limit_wake", buckets=pairs)
+        written += store.run("limit_wake", buckets=pairs)
     periods = [limit.rate.period for limit in config.limits if limit.rate is not None]
     age = 1.2 * max(periods, default=0.0) + 60.0
 
     def prune() -> int:
-        with store._tx():
+        with store.transaction():
             idle = [
                 (r["name"], r["limit_key"])
-                for r in store._fetchall(
-                    "limit_idle", store._params(age_us=micros(age), limit=PURGE_CHUNK)
+                for r in store.query(
+                    "limit_idle", store.bind(age_us=micros(age), limit=PURGE_CHUNK)
                 )
             ]
             if not idle:
                 return 0
-            return store._execute(
-                "limit_delete", store._params(buckets=store._ids(cast(Any, idle)))
+            return store.statement(
+                "limit_delete", store.bind(buckets=store.bind_ids(cast(Any, idle)))
             )
 
-    return written + store._retrying(prune)
+    return written + store.retrying(prune)
 
 
 @dataclass(frozen=True)
@@ -79,17 +79,17 @@ def bucket_status(store: Store, config: Config, cap: int = 100_000) -> list[Buck
     if not config.limits or not store.has_limits_schema():
         return []
     plan = LimitPlan(config.limits, {})
-    rows = {Bucket(r["name"], r["limit_key"]): r for r in store._rows("limit_rows", limit=1000)}
-    waiting_rows = store._rows("limit_waiting", limit=cap + 1)
+    rows = {Bucket(r["name"], r["limit_key"]): r for r in store.rows("limit_rows", limit=1000)}
+    waiting_rows = store.rows("limit_waiting", limit=cap + 1)
     waiting = {Bucket.parse(r["limit_wait"]): int(r["n"]) for r in waiting_rows}
     capped = sum(waiting.values()) > cap
     buckets = set(rows) | set(waiting) | {Bucket(x.name) for x in config.limits if not x.per_key}
-    running = plan.running(store._rows("limit_usage"), buckets)
+    running = plan.running(store.rows("limit_usage"), buckets)
     now = store.db_now()
     out = []
     for bucket in sorted(buckets):
         limit = plan.limits.get(bucket.name)
-        window = None if limit is None else _window(limit, rows.get(bucket, _EMPTY), now)
+        window = None if limit is None else rate_window(limit, rows.get(bucket, _EMPTY), now)
         idle = not running[bucket] and not waiting.get(bucket) and not (window and window.used)
         if limit is None and idle:
             continue
