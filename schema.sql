@@ -102,6 +102,22 @@ CREATE TABLE IF NOT EXISTS forkq_schedule_slots (
   PRIMARY KEY (schedule, slot)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq schedule slots: one row per enqueued slot, so a slot runs once across hosts';
 
+CREATE TABLE IF NOT EXISTS forkq_schedules (
+  name         VARCHAR(64)  NOT NULL COMMENT 'the schedule added at runtime (forkq schedule add NAME); a [schedules.NAME] of the config file of the same name is the file''s and this row is ignored',
+  cron         VARCHAR(255) NOT NULL COMMENT 'the cron expression (five fields, or six with seconds)',
+  handler      VARCHAR(191) NOT NULL COMMENT 'the handler of the jobs it enqueues',
+  queue        VARCHAR(64)  NULL DEFAULT NULL COMMENT 'the queue of its jobs; NULL: the handler''s registered queue',
+  timezone     VARCHAR(64)  NOT NULL DEFAULT 'UTC' COMMENT 'the IANA time zone the cron expression is read in',
+  payload      TEXT         NOT NULL COMMENT 'JSON object: the payload of every job it enqueues',
+  priority     INT          NOT NULL DEFAULT 0 COMMENT 'the priority of its jobs',
+  misfire      VARCHAR(16)  NOT NULL DEFAULT 'once' COMMENT 'once | skip: what slots missed while no host ran do on recovery',
+  paused       TINYINT      NOT NULL DEFAULT 0 COMMENT '1: no slot is enqueued until resumed',
+  since        TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'slots due before this are never run: set when added and when resumed (database clock)',
+  changed_by   VARCHAR(191) NULL DEFAULT NULL COMMENT 'who last added, paused or resumed it (user@host, or the dashboard''s client)',
+  updated_at   TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'when it was last changed',
+  PRIMARY KEY (name)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq schedules added at runtime, beside the config file''s [schedules.NAME]; their slots are recorded in forkq_schedule_slots like the file''s';
+
 CREATE TABLE IF NOT EXISTS forkq_alerts (
   alert_key    VARCHAR(191) NOT NULL COMMENT 'rule:queue, e.g. max_ready:email',
   state        VARCHAR(16)  NOT NULL DEFAULT 'ok' COMMENT 'ok | firing',
@@ -158,4 +174,4 @@ CREATE TABLE IF NOT EXISTS forkq_schema (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq schema version';
 
 -- The version this file creates; kept if the database already records one.
-INSERT IGNORE INTO forkq_schema (id, version) VALUES (1, 7);
+INSERT IGNORE INTO forkq_schema (id, version) VALUES (1, 9);

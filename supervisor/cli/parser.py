@@ -33,6 +33,7 @@ from supervisor.cli.jobs import (
     cmd_show,
 )
 from supervisor.cli.overview import cmd_locks, cmd_schedules, cmd_status
+from supervisor.cli.schedule import cmd_schedule, schedule_parser
 from supervisor.cli.tables import ERROR_PREFIX, PROG
 from supervisor.config import parse_listen
 from supervisor.durations import parse_duration
@@ -189,6 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
     command("check", cmd_check, "check config, handlers, database and schema")
     _json_flag(command("locks", cmd_locks, "the cluster-wide lease locks"))
     _json_flag(command("schedules", cmd_schedules, "the cron schedules and their next runs"))
+    schedule_parser(
+        command("schedule", cmd_schedule, "add, pause, resume, remove schedules"), common
+    )
     _web_parser(command("web", cmd_web, "serve the web dashboard"))
     alerts = command("alerts", cmd_alerts, "alert channels")
     alerts.add_argument("action", choices=("test",), help="send a test alert to every channel")

@@ -43,6 +43,7 @@ from supervisor.store.queries import (
     upgrade_statements,
     upgrades,
 )
+from supervisor.store.schedules import ScheduleOps
 from supervisor.store.views import ViewOps
 
 __all__ = [
@@ -72,5 +73,5 @@ __all__ = [
 ]
 
 
-class Store(JobOps, OperatorOps, ClusterOps, ViewOps):
+class Store(JobOps, OperatorOps, ClusterOps, ScheduleOps, ViewOps):
     """One database connection (opened lazily, reopened after a fork or a loss)."""

@@ -3,6 +3,7 @@ schedule slot enqueued once (both backends)."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -163,3 +164,38 @@ saturated_ticks = 2
         assert daemon.alive()
     finally:
         hook.close()
+
+
+def test_a_schedule_added_at_runtime_fires_once_per_slot_across_two_daemons(
+    daemons: Factory, db_url: str
+) -> None:
+    pair = start_pair(daemons, "")
+
+    def schedule(*args: str) -> None:  # `forkq schedule ...` with app1's config
+        command = [*pair[0].command, "schedule", *args, "-c", str(pair[0].config_path)]
+        subprocess.run(command, env=pair[0].environment(), check=True, timeout=60)
+
+    # Added while both run: whichever holds the chores lease enqueues it from then on.
+    schedule("add", "rt", "--cron", "* * * * * */2", "--handler", "t.noop", "--queue", "work")
+    wait_until(
+        lambda: count_rows(db_url, "forkq_schedule_slots") >= 4,
+        timeout=30,
+        message="fewer than 4 slots of the runtime schedule enqueued",
+    )
+    schedule("pause", "rt")
+    # A tick that read the schedule before the pause may still enqueue one more slot.
+    time.sleep(2.5)
+    paused_at = count_rows(db_url, "forkq_schedule_slots")
+    holds(
+        lambda: count_rows(db_url, "forkq_schedule_slots") == paused_at,
+        4.0,
+        "a paused schedule enqueued a slot",
+    )
+    for daemon in pair:
+        daemon.stop()
+    events = [e for d in pair for e in d.events("schedule_enqueued")]
+    slots = [e["slot"] for e in events]
+    assert {e["schedule"] for e in events} == {"rt"}
+    assert len(slots) == len(set(slots)), f"a slot was enqueued twice: {sorted(slots)}"
+    assert len(slots) == count_rows(db_url, "forkq_schedule_slots")
+    assert count_rows(db_url, "forkq_jobs") == 0  # every slot's job ran

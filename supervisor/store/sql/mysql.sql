@@ -378,6 +378,31 @@ WHERE schedule = %(schedule)s AND slot = FROM_UNIXTIME(%(slot)s);
 -- name: last_slot
 SELECT UNIX_TIMESTAMP(MAX(slot)) AS slot FROM forkq_schedule_slots WHERE schedule = %(schedule)s;
 
+-- name: schedule_add
+-- A schedule added at runtime; a name already added is a duplicate key (the caller says so).
+INSERT INTO forkq_schedules
+  (name, cron, handler, queue, timezone, payload, priority, misfire, paused, since, changed_by, updated_at)
+VALUES (%(name)s, %(cron)s, %(handler)s, %(queue)s, %(timezone)s, %(payload)s, %(priority)s,
+        %(misfire)s, 0, NOW(6), %(by)s, NOW(6));
+
+-- name: schedule_pause
+UPDATE forkq_schedules SET paused = 1, changed_by = %(by)s, updated_at = NOW(6)
+WHERE name = %(name)s AND paused = 0;
+
+-- name: schedule_resume
+-- Slots that fell due while it was paused are not run: `since` moves to now.
+UPDATE forkq_schedules SET paused = 0, since = NOW(6), changed_by = %(by)s, updated_at = NOW(6)
+WHERE name = %(name)s AND paused = 1;
+
+-- name: schedule_remove
+DELETE FROM forkq_schedules WHERE name = %(name)s;
+
+-- name: schedule_list
+-- Every schedule added at runtime: a handful of rows, read once per check tick.
+SELECT name, cron, handler, queue, timezone, payload, priority, misfire, paused,
+       UNIX_TIMESTAMP(since) AS since, changed_by, UNIX_TIMESTAMP(updated_at) AS updated_at
+FROM forkq_schedules ORDER BY name;
+
 -- name: load_alerts
 SELECT alert_key, state, detail, UNIX_TIMESTAMP(since) AS since, UNIX_TIMESTAMP(notified_at) AS notified_at
 FROM forkq_alerts;
@@ -880,3 +905,23 @@ CREATE TABLE IF NOT EXISTS forkq_limits (
   KEY forkq_limits_wake (wake_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq flow control: one row per [limits.NAME] bucket; claims lock it to decide, so no limit is exceeded across hosts';
 UPDATE forkq_schema SET version = 7, applied_at = NOW(6) WHERE id = 1 AND version < 7;
+
+-- name: upgrade_to_9
+-- Version 9 adds forkq_schedules: schedules added at runtime (`forkq schedule add`). A new
+-- table: nothing else is touched, so it does not depend on version 8.
+CREATE TABLE IF NOT EXISTS forkq_schedules (
+  name         VARCHAR(64)  NOT NULL COMMENT 'the schedule added at runtime (forkq schedule add NAME); a [schedules.NAME] of the config file of the same name is the file''s and this row is ignored',
+  cron         VARCHAR(255) NOT NULL COMMENT 'the cron expression (five fields, or six with seconds)',
+  handler      VARCHAR(191) NOT NULL COMMENT 'the handler of the jobs it enqueues',
+  queue        VARCHAR(64)  NULL DEFAULT NULL COMMENT 'the queue of its jobs; NULL: the handler''s registered queue',
+  timezone     VARCHAR(64)  NOT NULL DEFAULT 'UTC' COMMENT 'the IANA time zone the cron expression is read in',
+  payload      TEXT         NOT NULL COMMENT 'JSON object: the payload of every job it enqueues',
+  priority     INT          NOT NULL DEFAULT 0 COMMENT 'the priority of its jobs',
+  misfire      VARCHAR(16)  NOT NULL DEFAULT 'once' COMMENT 'once | skip: what slots missed while no host ran do on recovery',
+  paused       TINYINT      NOT NULL DEFAULT 0 COMMENT '1: no slot is enqueued until resumed',
+  since        TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'slots due before this are never run: set when added and when resumed (database clock)',
+  changed_by   VARCHAR(191) NULL DEFAULT NULL COMMENT 'who last added, paused or resumed it (user@host, or the dashboard''s client)',
+  updated_at   TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'when it was last changed',
+  PRIMARY KEY (name)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq schedules added at runtime, beside the config file''s [schedules.NAME]; their slots are recorded in forkq_schedule_slots like the file''s';
+UPDATE forkq_schema SET version = 9, applied_at = NOW(6) WHERE id = 1 AND version < 9;

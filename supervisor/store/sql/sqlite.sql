@@ -338,6 +338,31 @@ UPDATE forkq_schedule_slots SET job_id = :job_id WHERE schedule = :schedule AND 
 -- name: last_slot
 SELECT MAX(slot) AS slot FROM forkq_schedule_slots WHERE schedule = :schedule;
 
+-- name: schedule_add
+-- A schedule added at runtime; a name already added is a duplicate key (the caller says so).
+INSERT INTO forkq_schedules
+  (name, cron, handler, queue, timezone, payload, priority, misfire, paused, since, changed_by, updated_at)
+VALUES (:name, :cron, :handler, :queue, :timezone, :payload, :priority,
+        :misfire, 0, :now, :by, :now);
+
+-- name: schedule_pause
+UPDATE forkq_schedules SET paused = 1, changed_by = :by, updated_at = :now
+WHERE name = :name AND paused = 0;
+
+-- name: schedule_resume
+-- Slots that fell due while it was paused are not run: `since` moves to now.
+UPDATE forkq_schedules SET paused = 0, since = :now, changed_by = :by, updated_at = :now
+WHERE name = :name AND paused = 1;
+
+-- name: schedule_remove
+DELETE FROM forkq_schedules WHERE name = :name;
+
+-- name: schedule_list
+-- Every schedule added at runtime: a handful of rows, read once per check tick.
+SELECT name, cron, handler, queue, timezone, payload, priority, misfire, paused,
+       since, changed_by, updated_at
+FROM forkq_schedules ORDER BY name;
+
 -- name: load_alerts
 SELECT alert_key, state, detail, since, notified_at FROM forkq_alerts;
 
@@ -738,3 +763,22 @@ CREATE TABLE IF NOT EXISTS forkq_limits (
 CREATE INDEX IF NOT EXISTS forkq_limits_wake ON forkq_limits (wake_at);
 UPDATE forkq_schema SET version = 7, applied_at = (julianday('now') - 2440587.5) * 86400.0
 WHERE id = 1 AND version < 7;
+
+-- name: upgrade_to_9
+-- Version 9 adds forkq_schedules (see mysql.sql).
+CREATE TABLE IF NOT EXISTS forkq_schedules (
+  name         TEXT    NOT NULL PRIMARY KEY,
+  cron         TEXT    NOT NULL,
+  handler      TEXT    NOT NULL,
+  queue        TEXT    NULL,
+  timezone     TEXT    NOT NULL DEFAULT 'UTC',
+  payload      TEXT    NOT NULL,
+  priority     INTEGER NOT NULL DEFAULT 0,
+  misfire      TEXT    NOT NULL DEFAULT 'once',
+  paused       INTEGER NOT NULL DEFAULT 0,
+  since        REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+  changed_by   TEXT    NULL,
+  updated_at   REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0)
+);
+UPDATE forkq_schema SET version = 9, applied_at = (julianday('now') - 2440587.5) * 86400.0
+WHERE id = 1 AND version < 9;

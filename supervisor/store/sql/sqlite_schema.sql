@@ -85,6 +85,21 @@ CREATE TABLE IF NOT EXISTS forkq_schedule_slots (
   PRIMARY KEY (schedule, slot)
 );
 
+CREATE TABLE IF NOT EXISTS forkq_schedules (
+  name         TEXT    NOT NULL PRIMARY KEY,
+  cron         TEXT    NOT NULL,
+  handler      TEXT    NOT NULL,
+  queue        TEXT    NULL,
+  timezone     TEXT    NOT NULL DEFAULT 'UTC',
+  payload      TEXT    NOT NULL,
+  priority     INTEGER NOT NULL DEFAULT 0,
+  misfire      TEXT    NOT NULL DEFAULT 'once',
+  paused       INTEGER NOT NULL DEFAULT 0,
+  since        REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+  changed_by   TEXT    NULL,
+  updated_at   REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0)
+);
+
 CREATE TABLE IF NOT EXISTS forkq_alerts (
   alert_key    TEXT    NOT NULL PRIMARY KEY,
   state        TEXT    NOT NULL DEFAULT 'ok',
@@ -138,4 +153,4 @@ CREATE TABLE IF NOT EXISTS forkq_schema (
 );
 
 -- The version this file creates; kept if the database already records one.
-INSERT OR IGNORE INTO forkq_schema (id, version) VALUES (1, 7);
+INSERT OR IGNORE INTO forkq_schema (id, version) VALUES (1, 9);
