@@ -163,8 +163,17 @@ def processes(ctx: Context) -> Response:
 def schedules(ctx: Context) -> Response:
     store = ctx.store
     now = store.db_now()
-    entries = [_schedule(store, s, now) for s in ctx.config.schedules]
-    return ctx.render("schedules.html", nav="schedules", schedules=entries, now=now)
+    names = {s.name for s in ctx.config.schedules}
+    every = [*ctx.config.schedules, *store.runtime_schedules()]
+    entries = [_schedule(store, s, now) | {"shadowed": _shadowed(s, names)} for s in every]
+    return ctx.render(
+        "schedules.html", nav="schedules", schedules=entries, now=now, source=ctx.config.source
+    )
+
+
+def _shadowed(schedule: ScheduleConfig, file_names: set[str]) -> bool:
+    """A runtime row named like a file schedule: the file's wins, the row is ignored."""
+    return schedule.since is not None and schedule.name in file_names
 
 
 def _schedule(store: Store, schedule: ScheduleConfig, now: float) -> dict[str, Any]:
