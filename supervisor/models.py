@@ -74,6 +74,7 @@ class JobRow:
     limit_key: str | None = None  # its bucket of a [limits.NAME] with per_key
     snoozes: int = 0  # Snooze requests so far (none of them an attempt)
     limit_wait: str = ""  # the limit bucket it is parked on while ready; "" when claimable
+    tags: str | None = None  # JSON list given at enqueue (schema 9); None: none
 
     @classmethod
     def from_mapping(cls, row: dict[str, Any]) -> JobRow:
@@ -98,6 +99,7 @@ class JobRow:
             limit_key=row.get("limit_key"),
             snoozes=int(row.get("snoozes") or 0),
             limit_wait=str(row.get("limit_wait") or ""),
+            tags=row.get("tags"),
         )
 
     @property
@@ -144,6 +146,7 @@ class JobListing:
     host: str | None = None
     pid: int | None = None
     archived: bool = False
+    tags: str | None = None  # JSON text as stored (a job's page only)
 
     @classmethod
     def from_mapping(cls, row: dict[str, Any], archived: bool = False) -> JobListing:
@@ -167,6 +170,7 @@ class JobListing:
             host=row.get("host"),
             pid=None if row.get("pid") is None else int(row["pid"]),
             archived=archived,
+            tags=row.get("tags"),
         )
 
 
@@ -193,6 +197,7 @@ class NewJob:
     unique_key: str | None = None
     max_attempts: int | None = None
     limit_key: str | None = None  # the bucket of a per_key limit (e.g. a tenant)
+    tags: tuple[str, ...] | None = None  # for the dashboard's tag:NAME search
 
 
 @dataclass(frozen=True)

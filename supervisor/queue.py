@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
 import socket
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,6 +33,7 @@ ENQUEUE_KEYS = frozenset(
         "unique_key",
         "max_attempts",
         "limit_key",
+        "tags",
     }
 )
 
@@ -63,6 +65,7 @@ class Queue:
         max_attempts: int | None = None,
         limit_key: str | None = None,
         connection: Any = None,
+        tags: Sequence[str] | None = None,
     ) -> int:
         """Add one job and return its id (the existing job's id when `unique_key` is taken).
 
@@ -73,11 +76,13 @@ class Queue:
         commit came first; either way the poll finds it within `poll_interval`.
 
         `limit_key` names the job's bucket in a `[limits.NAME]` with `per_key` (a tenant,
-        an account): see SPEC "Flow control".
+        an account): see SPEC "Flow control". `tags` (up to 20 names of 1 to 64
+        characters) are for the dashboard's `tag:NAME` search.
         """
         job = build_job(
             handler, payload, queue, delay, run_at, priority, unique_key, max_attempts, limit_key
         )
+        job = with_tags(job, tags)
         if connection is not None:
             job_id = self.store.insert_on(connection, job)
         else:
@@ -108,6 +113,7 @@ class Queue:
                     spec.get("limit_key"),
                 )
             )
+            built[-1] = with_tags(built[-1], spec.get("tags"))
         ids = self.store.insert_many(built)
         if self.nudger is not None:
             self.nudger.nudge_jobs(built)
@@ -167,6 +173,21 @@ def build_job(
         max_attempts,
         limit_key,
     )
+
+
+MOST_TAGS = 20
+
+
+def with_tags(job: NewJob, tags: Any) -> NewJob:
+    """`job` carrying `tags`, checked: a list of up to MOST_TAGS names of 1 to 64 characters."""
+    if tags is None:
+        return job
+    if isinstance(tags, str) or not isinstance(tags, Sequence):
+        raise UsageError("tags must be a list of names")
+    names = list(dict.fromkeys(tags))
+    if len(names) > MOST_TAGS or not all(isinstance(t, str) and 0 < len(t) <= 64 for t in names):
+        raise UsageError(f"tags: up to {MOST_TAGS} names of 1 to 64 characters")
+    return dataclasses.replace(job, tags=tuple(names) or None)
 
 
 def _checked_time(delay: float, run_at: datetime | None) -> datetime | None:

@@ -37,6 +37,7 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
             priority=args.priority,
             unique_key=args.unique_key,
             limit_key=args.limit_key,
+            tags=args.tags,
             max_attempts=args.max_attempts,
         )
     print(job_id)

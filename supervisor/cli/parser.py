@@ -251,6 +251,9 @@ def _enqueue_parser(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--priority", metavar="P", type=_int, default=0, help="higher runs first")
     sub.add_argument("--unique-key", metavar="K")
     sub.add_argument("--limit-key", metavar="K", help="its bucket of a [limits.NAME] with per_key")
+    sub.add_argument(
+        "--tag", metavar="NAME", action="append", dest="tags", help="a tag (repeatable)"
+    )
     sub.add_argument("--max-attempts", metavar="N", type=_positive_int)
 
 

@@ -84,5 +84,6 @@ def _require_table(store: Store) -> None:
     version = store.schema_version() or 0
     if version < SCHEDULES_SCHEMA_VERSION:
         raise SchemaError(
-            f"schema version {version} has no forkq_schedules: run `forkq schema apply`"
+            f"runtime schedules need schema version {SCHEDULES_SCHEMA_VERSION} (this database"
+            f" has {version}): run `forkq schema apply`"
         )

@@ -6,6 +6,7 @@ concern, put together as `Store` in base.py.
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from abc import ABC, abstractmethod
@@ -226,6 +227,7 @@ class StoreCore(ABC):
             "unique_key": job.unique_key,
             "max_attempts": job.max_attempts,
             "limit_key": job.limit_key,
+            "tags": json.dumps(list(job.tags), separators=(",", ":")) if job.tags else None,
             "ahead_us": AHEAD_US,
         }
 
@@ -235,6 +237,8 @@ class StoreCore(ABC):
         computing run_at only when it is not "now" (each costs the server per insert).
         Only a job with a limit_key names that column (schema 5), so a producer on an
         older schema still enqueues every other job."""
+        if params.get("tags") is not None:  # only a tagged job names the column (schema 9)
+            return "insert_job_tagged"
         if params.get("limit_key") is not None:
             return "insert_job_keyed"
         if params["unique_key"] is not None:

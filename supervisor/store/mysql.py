@@ -35,6 +35,8 @@ BATCH_INSERT_QUERIES = frozenset(
         "insert_jobs_tail",
         "insert_jobs_head_keyed",  # a batch with a limit_key: the column named (schema 5)
         "insert_jobs_row_keyed",
+        "insert_jobs_head_tagged",  # a batch with tags: the column named (schema 9)
+        "insert_jobs_row_tagged",
     }
 )
 INSERT_CHUNK = 1000  # rows per multi-row INSERT
@@ -145,6 +147,7 @@ class MySQLStore(MySQLSession):
         """MariaDB: one multi-row INSERT ... RETURNING id; each row's values escaped by the driver."""
         conn = self._connection()
         keyed = "_keyed" if any(j.limit_key is not None for j in jobs) else ""
+        keyed = "_tagged" if any(j.tags for j in jobs) else keyed
         with self._errors(), conn.cursor() as cursor:
             row = self.queries[f"insert_jobs_row{keyed}"]
             rows = [cursor.mogrify(row, self.job_params(j)) for j in jobs]

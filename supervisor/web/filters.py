@@ -61,6 +61,15 @@ def first_line(text: str | None, width: int = 120) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
+def tag_list(text: str | None) -> list[str]:
+    """The tags of a job's `tags` column (a JSON list); nothing if it holds anything else."""
+    try:
+        tags = json.loads(text) if text else []
+    except ValueError:
+        return []
+    return [str(t) for t in tags] if isinstance(tags, list) else []
+
+
 def install(env: jinja2.Environment) -> None:
     env.filters.update(
         when=when,
@@ -69,4 +78,5 @@ def install(env: jinja2.Environment) -> None:
         shown=shown,
         pretty_payload=pretty_payload,
         first_line=first_line,
+        tag_list=tag_list,
     )

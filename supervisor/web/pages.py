@@ -24,9 +24,10 @@ from supervisor.status import (
     status_document,
 )
 from supervisor.store import Store
+from supervisor.web import search
 from supervisor.web.chart import HOURS, throughput_chart
 from supervisor.web.context import Context, job_id_of
-from supervisor.web.listing import Filters, job_page
+from supervisor.web.listing import PAGE, Filters, job_page
 from supervisor.web.security import SESSION_COOKIE, SESSION_LIFETIME
 
 # The overview counts as `forkq status` does (STATUS_CAP), so the two always agree; the
@@ -70,6 +71,8 @@ def jobs(ctx: Context) -> Response:
     found = _find(ctx, find)
     if found is not None:
         return found
+    if args.get("q", "").strip():
+        return _search(ctx, args.get("q", "").strip()[:1000])
     filters = Filters(
         queue=_name(args.get("queue"), 64),
         status=_name(args.get("status"), 16),
@@ -84,7 +87,32 @@ def jobs(ctx: Context) -> Response:
         filters=filters,
         statuses=STATUSES,
         not_found=find or None,  # a `find` that led to no job
+        q=None,
         before=_int(args.get("before")),
+        now=ctx.store.db_now(),
+    )
+
+
+def _search(ctx: Context, text: str) -> Response:
+    """The jobs matching a search, among the newest SEARCH_WINDOW (see web/search.py)."""
+    before = _int(ctx.request.args.get("before"))
+    found, problem = None, None
+    try:
+        found = search.run(ctx.store, search.parse(text), before, PAGE)
+    except search.SearchError as exc:
+        problem = str(exc)
+    return ctx.render(
+        "jobs.html",
+        status=400 if problem else 200,
+        nav="jobs",
+        page=None,
+        found=found,
+        q=text,
+        problem=problem,
+        filters=Filters(),
+        statuses=STATUSES,
+        not_found=None,
+        before=before,
         now=ctx.store.db_now(),
     )
 

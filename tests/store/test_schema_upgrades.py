@@ -105,9 +105,18 @@ def innodb_table_id(url: str) -> int:
     return int(table_id)
 
 
+def undo_version_9(url: str) -> None:
+    """Take away what version 9 added (forkq_schedules, forkq_jobs.tags). Version 8 (fair
+    share) is on its own branch: the merge undoes it between 9 and 7."""
+    sql(url, "DROP TABLE forkq_schedules")
+    sql(url, "ALTER TABLE forkq_jobs DROP COLUMN tags")
+    sql(url, "UPDATE forkq_schema SET version = 7")
+
+
 def undo_version_7(url: str) -> None:
-    """Take away what version 7 added (forkq_limits, forkq_jobs.snoozes and .limit_wait and
-    the index forkq_jobs_limit)."""
+    """Take away what versions 9 and 7 added (then forkq_limits, forkq_jobs.snoozes and
+    .limit_wait and the index forkq_jobs_limit)."""
+    undo_version_9(url)
     sql(url, "DROP TABLE forkq_limits")
     if backend_of(url) == "mysql":
         sql(
@@ -304,8 +313,14 @@ def test_the_schema_file_leaves_an_old_database_old_and_printed_upgrades_upgrade
     statements = [part.strip() for part in printed.stdout.split(";\n") if part.strip()]
     # Only what versions 3 to 5 add: the one table new since version 2, no full DDL.
     created = {s.split()[5] for s in statements if s.startswith("CREATE TABLE IF NOT EXISTS")}
-    assert created == {"forkq_throughput", "forkq_results", "forkq_limits"}
-    new_tables = ("forkq_throughput", "forkq_results", "forkq_limits", "forkq_jobs_limit")
+    assert created == {"forkq_throughput", "forkq_results", "forkq_limits", "forkq_schedules"}
+    new_tables = (
+        "forkq_throughput",
+        "forkq_results",
+        "forkq_limits",
+        "forkq_jobs_limit",
+        "forkq_schedules",
+    )
     assert not any(
         s.startswith("CREATE") and not any(table in s for table in new_tables) for s in statements
     )
@@ -376,8 +391,8 @@ def test_a_version_6_database_is_upgraded_to_7_in_place(db_url: str) -> None:
         assert "forkq_limits" not in live_columns(db_url)
         assert store.require_schema() == 6  # the daemon still runs on version 6
         table_id = innodb_table_id(db_url) if backend_of(db_url) == "mysql" else 0
-        assert store.apply_schema() == SCHEMA_VERSION == 7
-        assert recorded_version(db_url) == 7
+        assert store.apply_schema() == SCHEMA_VERSION
+        assert recorded_version(db_url) == SCHEMA_VERSION
         assert live_columns(db_url) == declared(MYSQL_DDL)
         assert "forkq_jobs_limit" in job_indexes(db_url)
         job = store.get_job(job_id)
@@ -386,3 +401,26 @@ def test_a_version_6_database_is_upgraded_to_7_in_place(db_url: str) -> None:
             assert innodb_table_id(db_url) == table_id
     finally:
         store.close()
+
+
+def test_a_version_7_database_is_upgraded_to_9_in_place(db_url: str) -> None:
+    """Version 9 adds forkq_jobs.tags (an instant column: no table copy) and forkq_schedules;
+    a job enqueued before keeps its row and has no tags."""
+    store = open_store(db_url)
+    try:
+        job_id = store.enqueue(_job())
+        undo_version_9(db_url)
+        assert "tags" not in live_columns(db_url)["forkq_jobs"]
+        assert "forkq_schedules" not in live_columns(db_url)
+        table_id = innodb_table_id(db_url) if backend_of(db_url) == "mysql" else 0
+        assert store.apply_schema() == SCHEMA_VERSION == 9
+        assert recorded_version(db_url) == 9
+        assert live_columns(db_url) == declared(MYSQL_DDL)
+        job = store.get_job(job_id)
+        assert job is not None and job.tags is None
+        assert store.runtime_schedules() == []
+        if backend_of(db_url) == "mysql":
+            assert innodb_table_id(db_url) == table_id
+    finally:
+        store.close()
+

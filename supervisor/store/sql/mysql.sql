@@ -500,6 +500,26 @@ WHERE id < %(before)s AND id >= %(floor)s
 ORDER BY id DESC
 LIMIT %(limit)s;
 
+-- name: web_jobs_search
+-- The dashboard's search: web_jobs_window's range of the primary key (the newest jobs,
+-- bounded by the caller) with the search terms; JSON is read only from rows that hold it.
+SELECT id, queue, handler, status, priority, attempts, max_attempts, unique_key, locked_by,
+       locked_until, run_at, enqueued_at, started_at, finished_at,
+       LEFT(last_error, 300) AS last_error, LEFT(payload, 120) AS payload
+FROM forkq_jobs FORCE INDEX (PRIMARY)
+WHERE id < %(before)s AND id >= %(floor)s
+  AND (%(queue)s IS NULL OR queue = %(queue)s)
+  AND (%(status)s IS NULL OR status = %(status)s)
+  AND (%(handler)s IS NULL OR handler = %(handler)s)
+  AND (%(error)s IS NULL OR LOWER(last_error) LIKE %(error)s ESCAPE '!')
+  AND (%(tag)s IS NULL
+       OR (CASE WHEN JSON_VALID(tags) THEN JSON_CONTAINS(tags, JSON_QUOTE(%(tag)s)) END) = 1)
+  AND (%(path)s IS NULL
+       OR (CASE WHEN JSON_VALID(payload) THEN JSON_UNQUOTE(JSON_EXTRACT(payload, %(path)s)) END)
+          = %(value)s)
+ORDER BY id DESC
+LIMIT %(limit)s;
+
 -- name: web_count_status
 -- Jobs of one status, counted up to %(limit)s: an index range (forkq_jobs_status).
 SELECT COUNT(*) AS n FROM (SELECT 1 FROM forkq_jobs
@@ -603,6 +623,26 @@ INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status, uniqu
  COALESCE(FROM_UNIXTIME(%(run_at)s), NOW(6) + INTERVAL %(delay_us)s MICROSECOND),
  IF(run_at > NOW(6) + INTERVAL %(ahead_us)s MICROSECOND, 'scheduled', 'ready'),
  %(unique_key)s, %(max_attempts)s, %(limit_key)s);
+
+-- name: insert_job_tagged
+-- A job with tags (any run_at, unique key or limit_key): insert_job_keyed's columns and
+-- tags. Only tagged jobs name the column, so an older schema still takes the others.
+INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status, unique_key, max_attempts,
+                        limit_key, tags)
+VALUES (%(queue)s, %(handler)s, %(payload)s, %(priority)s,
+        COALESCE(FROM_UNIXTIME(%(run_at)s), NOW(6) + INTERVAL %(delay_us)s MICROSECOND),
+        IF(run_at > NOW(6) + INTERVAL %(ahead_us)s MICROSECOND, 'scheduled', 'ready'),
+        %(unique_key)s, %(max_attempts)s, %(limit_key)s, %(tags)s)
+ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id);
+
+-- name: insert_jobs_head_tagged
+INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status, unique_key, max_attempts, limit_key, tags) VALUES;
+
+-- name: insert_jobs_row_tagged
+(%(queue)s, %(handler)s, %(payload)s, %(priority)s,
+ COALESCE(FROM_UNIXTIME(%(run_at)s), NOW(6) + INTERVAL %(delay_us)s MICROSECOND),
+ IF(run_at > NOW(6) + INTERVAL %(ahead_us)s MICROSECOND, 'scheduled', 'ready'),
+ %(unique_key)s, %(max_attempts)s, %(limit_key)s, %(tags)s);
 
 -- name: claim_select_limited
 -- claim_select for a queue some limit covers: the same order, from forkq_jobs_limit, whose
@@ -907,8 +947,9 @@ CREATE TABLE IF NOT EXISTS forkq_limits (
 UPDATE forkq_schema SET version = 7, applied_at = NOW(6) WHERE id = 1 AND version < 7;
 
 -- name: upgrade_to_9
--- Version 9 adds forkq_schedules: schedules added at runtime (`forkq schedule add`). A new
--- table: nothing else is touched, so it does not depend on version 8.
+-- Version 9 adds forkq_jobs.tags (an instant change, no table copy) and forkq_schedules:
+-- schedules added at runtime (`forkq schedule add`). It does not depend on version 8.
+ALTER TABLE forkq_jobs ADD COLUMN tags TEXT NULL DEFAULT NULL COMMENT 'JSON list of strings given at enqueue (tags=[...]), for the dashboard''s tag:NAME search; NULL: none', ALGORITHM=INSTANT;
 CREATE TABLE IF NOT EXISTS forkq_schedules (
   name         VARCHAR(64)  NOT NULL COMMENT 'the schedule added at runtime (forkq schedule add NAME); a [schedules.NAME] of the config file of the same name is the file''s and this row is ignored',
   cron         VARCHAR(255) NOT NULL COMMENT 'the cron expression (five fields, or six with seconds)',

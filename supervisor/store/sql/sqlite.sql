@@ -449,6 +449,23 @@ WHERE id < :before AND id >= :floor
 ORDER BY id DESC
 LIMIT :limit;
 
+-- name: web_jobs_search
+SELECT id, queue, handler, status, priority, attempts, max_attempts, unique_key, locked_by,
+       locked_until, run_at, enqueued_at, started_at, finished_at,
+       SUBSTR(last_error, 1, 300) AS last_error, SUBSTR(payload, 1, 120) AS payload
+FROM forkq_jobs NOT INDEXED
+WHERE id < :before AND id >= :floor
+  AND (:queue IS NULL OR queue = :queue)
+  AND (:status IS NULL OR status = :status)
+  AND (:handler IS NULL OR handler = :handler)
+  AND (:error IS NULL OR LOWER(last_error) LIKE :error ESCAPE '!')
+  AND (:tag IS NULL
+       OR (CASE WHEN json_valid(tags) THEN EXISTS (SELECT 1 FROM json_each(tags) WHERE value = :tag) END))
+  AND (:path IS NULL
+       OR (CASE WHEN json_valid(payload) THEN CAST(json_extract(payload, :path) AS TEXT) END) = :value)
+ORDER BY id DESC
+LIMIT :limit;
+
 -- name: web_count_status
 SELECT COUNT(*) AS n FROM (SELECT 1 FROM forkq_jobs INDEXED BY forkq_jobs_status
   WHERE status = :status
@@ -528,6 +545,16 @@ VALUES (:queue, :handler, :payload, :priority, COALESCE(:run_at, :now + :delay_u
         CASE WHEN COALESCE(:run_at, :now + :delay_us / 1000000.0) > :now + :ahead_us / 1000000.0
              THEN 'scheduled' ELSE 'ready' END,
         :now, :unique_key, :max_attempts, :limit_key)
+ON CONFLICT (unique_key) DO UPDATE SET unique_key = excluded.unique_key
+RETURNING id;
+
+-- name: insert_job_tagged
+INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status, enqueued_at, unique_key,
+                        max_attempts, limit_key, tags)
+VALUES (:queue, :handler, :payload, :priority, COALESCE(:run_at, :now + :delay_us / 1000000.0),
+        CASE WHEN COALESCE(:run_at, :now + :delay_us / 1000000.0) > :now + :ahead_us / 1000000.0
+             THEN 'scheduled' ELSE 'ready' END,
+        :now, :unique_key, :max_attempts, :limit_key, :tags)
 ON CONFLICT (unique_key) DO UPDATE SET unique_key = excluded.unique_key
 RETURNING id;
 
@@ -765,7 +792,8 @@ UPDATE forkq_schema SET version = 7, applied_at = (julianday('now') - 2440587.5)
 WHERE id = 1 AND version < 7;
 
 -- name: upgrade_to_9
--- Version 9 adds forkq_schedules (see mysql.sql).
+-- Version 9 adds forkq_jobs.tags and forkq_schedules (see mysql.sql).
+ALTER TABLE forkq_jobs ADD COLUMN tags TEXT NULL;
 CREATE TABLE IF NOT EXISTS forkq_schedules (
   name         TEXT    NOT NULL PRIMARY KEY,
   cron         TEXT    NOT NULL,
