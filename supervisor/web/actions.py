@@ -18,6 +18,7 @@ from supervisor.config import schedule_from
 from supervisor.errors import ConfigError, UsageError
 from supervisor.models import CancelResult
 from supervisor.queue import build_job
+from supervisor.web.bulk import jobs_bulk
 from supervisor.web.context import Context, job_id_of
 from supervisor.web.security import SESSION_COOKIE, SESSION_LIFETIME
 
@@ -204,6 +205,7 @@ ACTIONS: dict[str, Callable[..., Response]] = {
     "queue_resume": queue_resume,
     "schedule_run": schedule_run,
     "schedule_add": schedule_add,
+    "jobs_bulk": jobs_bulk,
     "schedule_pause": lambda ctx: schedule_change(ctx, "pause"),
     "schedule_resume": lambda ctx: schedule_change(ctx, "resume"),
     "schedule_remove": lambda ctx: schedule_change(ctx, "remove"),

@@ -88,6 +88,7 @@ def jobs(ctx: Context) -> Response:
         statuses=STATUSES,
         not_found=find or None,  # a `find` that led to no job
         q=None,
+        problem=None,
         before=_int(args.get("before")),
         now=ctx.store.db_now(),
     )
