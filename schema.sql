@@ -36,6 +36,7 @@ CREATE TABLE IF NOT EXISTS forkq_jobs (
   snoozes      INT          NOT NULL DEFAULT 0 COMMENT 'times its handler asked to run it later (Snooze) without using an attempt; past the handler''s max_snoozes it ends dead',
   limit_wait   VARCHAR(256) NOT NULL DEFAULT '' COMMENT 'the limit bucket (NAME, or NAME/KEY with per_key) this ready job waits on: not claimed until that bucket has room; empty when claimable',
   tags         TEXT         NULL DEFAULT NULL COMMENT 'JSON list of strings given at enqueue (tags=[...]), for the dashboard''s tag:NAME search; NULL: none',
+  progress     VARCHAR(400) NULL DEFAULT NULL COMMENT 'JSON object of percent, message and at (epoch seconds): what its handler last reported (job.progress, or a command''s forkq-progress: line), at most one write a second; NULL: none',
   PRIMARY KEY (id),
   UNIQUE KEY forkq_jobs_unique_key (unique_key),
   KEY forkq_jobs_claim (queue, status, priority DESC, run_at, id),

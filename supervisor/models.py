@@ -75,6 +75,7 @@ class JobRow:
     snoozes: int = 0  # Snooze requests so far (none of them an attempt)
     limit_wait: str = ""  # the limit bucket it is parked on while ready; "" when claimable
     tags: str | None = None  # JSON list given at enqueue (schema 9); None: none
+    progress: str | None = None  # JSON its handler last reported (schema 9); None: none
 
     @classmethod
     def from_mapping(cls, row: dict[str, Any]) -> JobRow:
@@ -100,6 +101,7 @@ class JobRow:
             snoozes=int(row.get("snoozes") or 0),
             limit_wait=str(row.get("limit_wait") or ""),
             tags=row.get("tags"),
+            progress=row.get("progress"),
         )
 
     @property
@@ -147,6 +149,7 @@ class JobListing:
     pid: int | None = None
     archived: bool = False
     tags: str | None = None  # JSON text as stored (a job's page only)
+    progress: str | None = None  # JSON {"percent", "message", "at"} its handler last reported
 
     @classmethod
     def from_mapping(cls, row: dict[str, Any], archived: bool = False) -> JobListing:
@@ -171,6 +174,7 @@ class JobListing:
             pid=None if row.get("pid") is None else int(row["pid"]),
             archived=archived,
             tags=row.get("tags"),
+            progress=row.get("progress"),
         )
 
 

@@ -70,6 +70,18 @@ def tag_list(text: str | None) -> list[str]:
     return [str(t) for t in tags] if isinstance(tags, list) else []
 
 
+def progress_text(text: str | None) -> str:
+    """A job's reported progress as "40% rows 4000/10000"; "" if none or unreadable."""
+    try:
+        report = json.loads(text) if text else None
+        if not isinstance(report, dict):
+            return ""
+        percent = float(report["percent"])
+    except (ValueError, TypeError, KeyError):
+        return ""
+    return f"{percent:g}% {report.get('message') or ''!s}".strip()
+
+
 def install(env: jinja2.Environment) -> None:
     env.filters.update(
         when=when,
@@ -79,4 +91,5 @@ def install(env: jinja2.Environment) -> None:
         pretty_payload=pretty_payload,
         first_line=first_line,
         tag_list=tag_list,
+        progress_text=progress_text,
     )

@@ -106,10 +106,11 @@ def innodb_table_id(url: str) -> int:
 
 
 def undo_version_9(url: str) -> None:
-    """Take away what version 9 added (forkq_schedules, forkq_jobs.tags). Version 8 (fair
+    """Take away what version 9 added (forkq_schedules, forkq_jobs.tags and .progress). Version 8 (fair
     share) is on its own branch: the merge undoes it between 9 and 7."""
     sql(url, "DROP TABLE forkq_schedules")
     sql(url, "ALTER TABLE forkq_jobs DROP COLUMN tags")
+    sql(url, "ALTER TABLE forkq_jobs DROP COLUMN progress")
     sql(url, "UPDATE forkq_schema SET version = 7")
 
 
@@ -410,7 +411,7 @@ def test_a_version_7_database_is_upgraded_to_9_in_place(db_url: str) -> None:
     try:
         job_id = store.enqueue(_job())
         undo_version_9(db_url)
-        assert "tags" not in live_columns(db_url)["forkq_jobs"]
+        assert {"tags", "progress"}.isdisjoint(live_columns(db_url)["forkq_jobs"])
         assert "forkq_schedules" not in live_columns(db_url)
         table_id = innodb_table_id(db_url) if backend_of(db_url) == "mysql" else 0
         assert store.apply_schema() == SCHEMA_VERSION == 9
@@ -423,4 +424,3 @@ def test_a_version_7_database_is_upgraded_to_9_in_place(db_url: str) -> None:
             assert innodb_table_id(db_url) == table_id
     finally:
         store.close()
-

@@ -378,6 +378,11 @@ WHERE schedule = %(schedule)s AND slot = FROM_UNIXTIME(%(slot)s);
 -- name: last_slot
 SELECT UNIX_TIMESTAMP(MAX(slot)) AS slot FROM forkq_schedule_slots WHERE schedule = %(schedule)s;
 
+-- name: set_progress
+-- What a running job's handler reports (job.progress): only while this worker holds it.
+UPDATE forkq_jobs SET progress = %(progress)s
+WHERE id = %(id)s AND status = 'running' AND locked_by = %(owner)s;
+
 -- name: schedule_add
 -- A schedule added at runtime; a name already added is a duplicate key (the caller says so).
 INSERT INTO forkq_schedules
@@ -566,7 +571,7 @@ SELECT * FROM forkq_processes WHERE name = %(name)s;
 SELECT j.id, j.queue, j.handler, j.status, j.priority, j.attempts, j.max_attempts,
        j.unique_key, j.locked_by, j.locked_until, j.run_at, j.enqueued_at, j.started_at,
        j.finished_at, LEFT(j.last_error, 300) AS last_error, LEFT(j.payload, 120) AS payload,
-       p.host AS host, p.pid AS pid
+       j.progress, p.host AS host, p.pid AS pid
 FROM forkq_jobs j FORCE INDEX (forkq_jobs_status)
 LEFT JOIN forkq_processes p ON p.name = j.locked_by
 WHERE j.status IN ('running', 'cancelling') AND (%(queue)s IS NULL OR j.queue = %(queue)s)
@@ -947,9 +952,9 @@ CREATE TABLE IF NOT EXISTS forkq_limits (
 UPDATE forkq_schema SET version = 7, applied_at = NOW(6) WHERE id = 1 AND version < 7;
 
 -- name: upgrade_to_9
--- Version 9 adds forkq_jobs.tags (an instant change, no table copy) and forkq_schedules:
+-- Version 9 adds forkq_jobs.tags and .progress (an instant change, no table copy) and forkq_schedules:
 -- schedules added at runtime (`forkq schedule add`). It does not depend on version 8.
-ALTER TABLE forkq_jobs ADD COLUMN tags TEXT NULL DEFAULT NULL COMMENT 'JSON list of strings given at enqueue (tags=[...]), for the dashboard''s tag:NAME search; NULL: none', ALGORITHM=INSTANT;
+ALTER TABLE forkq_jobs ADD COLUMN tags TEXT NULL DEFAULT NULL COMMENT 'JSON list of strings given at enqueue (tags=[...]), for the dashboard''s tag:NAME search; NULL: none', ADD COLUMN progress VARCHAR(400) NULL DEFAULT NULL COMMENT 'JSON object of percent, message and at (epoch seconds): what its handler last reported (job.progress, or a command''s forkq-progress: line), at most one write a second; NULL: none', ALGORITHM=INSTANT;
 CREATE TABLE IF NOT EXISTS forkq_schedules (
   name         VARCHAR(64)  NOT NULL COMMENT 'the schedule added at runtime (forkq schedule add NAME); a [schedules.NAME] of the config file of the same name is the file''s and this row is ignored',
   cron         VARCHAR(255) NOT NULL COMMENT 'the cron expression (five fields, or six with seconds)',

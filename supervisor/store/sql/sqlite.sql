@@ -338,6 +338,10 @@ UPDATE forkq_schedule_slots SET job_id = :job_id WHERE schedule = :schedule AND 
 -- name: last_slot
 SELECT MAX(slot) AS slot FROM forkq_schedule_slots WHERE schedule = :schedule;
 
+-- name: set_progress
+UPDATE forkq_jobs SET progress = :progress
+WHERE id = :id AND status = 'running' AND locked_by = :owner;
+
 -- name: schedule_add
 -- A schedule added at runtime; a name already added is a duplicate key (the caller says so).
 INSERT INTO forkq_schedules
@@ -507,7 +511,7 @@ SELECT * FROM forkq_processes WHERE name = :name;
 SELECT j.id, j.queue, j.handler, j.status, j.priority, j.attempts, j.max_attempts,
        j.unique_key, j.locked_by, j.locked_until, j.run_at, j.enqueued_at, j.started_at,
        j.finished_at, SUBSTR(j.last_error, 1, 300) AS last_error,
-       SUBSTR(j.payload, 1, 120) AS payload, p.host AS host, p.pid AS pid
+       SUBSTR(j.payload, 1, 120) AS payload, j.progress, p.host AS host, p.pid AS pid
 FROM forkq_jobs j INDEXED BY forkq_jobs_status
 LEFT JOIN forkq_processes p ON p.name = j.locked_by
 WHERE j.status IN ('running', 'cancelling') AND (:queue IS NULL OR j.queue = :queue)
@@ -792,8 +796,9 @@ UPDATE forkq_schema SET version = 7, applied_at = (julianday('now') - 2440587.5)
 WHERE id = 1 AND version < 7;
 
 -- name: upgrade_to_9
--- Version 9 adds forkq_jobs.tags and forkq_schedules (see mysql.sql).
+-- Version 9 adds forkq_jobs.tags and .progress and forkq_schedules (see mysql.sql).
 ALTER TABLE forkq_jobs ADD COLUMN tags TEXT NULL;
+ALTER TABLE forkq_jobs ADD COLUMN progress TEXT NULL;
 CREATE TABLE IF NOT EXISTS forkq_schedules (
   name         TEXT    NOT NULL PRIMARY KEY,
   cron         TEXT    NOT NULL,

@@ -23,7 +23,8 @@ CREATE TABLE IF NOT EXISTS forkq_jobs (
   limit_key    TEXT    NULL, -- the bucket of a [limits.NAME] with per_key
   snoozes      INTEGER NOT NULL DEFAULT 0, -- Snooze requests, never attempts
   limit_wait   TEXT    NOT NULL DEFAULT '', -- the limit bucket a ready job is parked on
-  tags         TEXT    NULL -- JSON list of strings given at enqueue; NULL: none
+  tags         TEXT    NULL, -- JSON list of strings given at enqueue; NULL: none
+  progress     TEXT    NULL -- JSON {"percent", "message", "at"} its handler last reported
 );
 CREATE INDEX IF NOT EXISTS forkq_jobs_claim ON forkq_jobs (queue, status, priority DESC, run_at, id);
 CREATE INDEX IF NOT EXISTS forkq_jobs_status ON forkq_jobs (status, queue, run_at);
