@@ -37,6 +37,8 @@ CREATE TABLE IF NOT EXISTS forkq_jobs (
   limit_wait   VARCHAR(256) NOT NULL DEFAULT '' COMMENT 'the limit bucket (NAME, or NAME/KEY with per_key) this ready job waits on: not claimed until that bucket has room; empty when claimable',
   group_key    VARCHAR(191) NULL DEFAULT NULL COMMENT 'the tenant of the job in a fair pool ([pools.X] fair = true): tenants take turns at the queue; NULL: its limit_key is its tenant',
   tenant       VARCHAR(191) AS (COALESCE(group_key, limit_key, '')) VIRTUAL COMMENT 'generated, never written: the job''s tenant in a fair pool (group_key, else limit_key, else empty)',
+  tags         TEXT         NULL DEFAULT NULL COMMENT 'JSON list of strings given at enqueue (tags=[...]), for the dashboard''s tag:NAME search; NULL: none',
+  progress     VARCHAR(400) NULL DEFAULT NULL COMMENT 'JSON object of percent, message and at (epoch seconds): what its handler last reported (job.progress, or a command''s forkq-progress: line), at most one write a second; NULL: none',
   PRIMARY KEY (id),
   UNIQUE KEY forkq_jobs_unique_key (unique_key),
   KEY forkq_jobs_claim (queue, status, priority DESC, run_at, id),
@@ -105,6 +107,22 @@ CREATE TABLE IF NOT EXISTS forkq_schedule_slots (
   PRIMARY KEY (schedule, slot)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq schedule slots: one row per enqueued slot, so a slot runs once across hosts';
 
+CREATE TABLE IF NOT EXISTS forkq_schedules (
+  name         VARCHAR(64)  NOT NULL COMMENT 'the schedule added at runtime (forkq schedule add NAME); a [schedules.NAME] of the config file of the same name is the file''s and this row is ignored',
+  cron         VARCHAR(255) NOT NULL COMMENT 'the cron expression (five fields, or six with seconds)',
+  handler      VARCHAR(191) NOT NULL COMMENT 'the handler of the jobs it enqueues',
+  queue        VARCHAR(64)  NULL DEFAULT NULL COMMENT 'the queue of its jobs; NULL: the handler''s registered queue',
+  timezone     VARCHAR(64)  NOT NULL DEFAULT 'UTC' COMMENT 'the IANA time zone the cron expression is read in',
+  payload      TEXT         NOT NULL COMMENT 'JSON object: the payload of every job it enqueues',
+  priority     INT          NOT NULL DEFAULT 0 COMMENT 'the priority of its jobs',
+  misfire      VARCHAR(16)  NOT NULL DEFAULT 'once' COMMENT 'once | skip: what slots missed while no host ran do on recovery',
+  paused       TINYINT      NOT NULL DEFAULT 0 COMMENT '1: no slot is enqueued until resumed',
+  since        TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'slots due before this are never run: set when added and when resumed (database clock)',
+  changed_by   VARCHAR(191) NULL DEFAULT NULL COMMENT 'who last added, paused or resumed it (user@host, or the dashboard''s client)',
+  updated_at   TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'when it was last changed',
+  PRIMARY KEY (name)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq schedules added at runtime, beside the config file''s [schedules.NAME]; their slots are recorded in forkq_schedule_slots like the file''s';
+
 CREATE TABLE IF NOT EXISTS forkq_alerts (
   alert_key    VARCHAR(191) NOT NULL COMMENT 'rule:queue, e.g. max_ready:email',
   state        VARCHAR(16)  NOT NULL DEFAULT 'ok' COMMENT 'ok | firing',
@@ -169,4 +187,4 @@ CREATE TABLE IF NOT EXISTS forkq_schema (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq schema version';
 
 -- The version this file creates; kept if the database already records one.
-INSERT IGNORE INTO forkq_schema (id, version) VALUES (1, 8);
+INSERT IGNORE INTO forkq_schema (id, version) VALUES (1, 9);

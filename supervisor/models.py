@@ -86,6 +86,8 @@ class JobRow:
     snoozes: int = 0  # Snooze requests so far (none of them an attempt)
     limit_wait: str = ""  # the limit bucket it is parked on while ready; "" when claimable
     group_key: str | None = None  # its tenant in a fair pool (None: the limit_key is)
+    tags: str | None = None  # JSON list given at enqueue (schema 9); None: none
+    progress: str | None = None  # JSON its handler last reported (schema 9); None: none
 
     @classmethod
     def from_mapping(cls, row: dict[str, Any]) -> JobRow:
@@ -111,6 +113,8 @@ class JobRow:
             snoozes=int(row.get("snoozes") or 0),
             limit_wait=str(row.get("limit_wait") or ""),
             group_key=row.get("group_key"),  # schema version 8
+            tags=row.get("tags"),
+            progress=row.get("progress"),
         )
 
     @property
@@ -157,6 +161,8 @@ class JobListing:
     host: str | None = None
     pid: int | None = None
     archived: bool = False
+    tags: str | None = None  # JSON text as stored (a job's page only)
+    progress: str | None = None  # JSON {"percent", "message", "at"} its handler last reported
 
     @classmethod
     def from_mapping(cls, row: dict[str, Any], archived: bool = False) -> JobListing:
@@ -180,6 +186,8 @@ class JobListing:
             host=row.get("host"),
             pid=None if row.get("pid") is None else int(row["pid"]),
             archived=archived,
+            tags=row.get("tags"),
+            progress=row.get("progress"),
         )
 
 
@@ -207,6 +215,7 @@ class NewJob:
     max_attempts: int | None = None
     limit_key: str | None = None  # the bucket of a per_key limit (e.g. a tenant)
     group_key: str | None = None  # its tenant in a fair pool (None: the limit_key is)
+    tags: tuple[str, ...] | None = None  # for the dashboard's tag:NAME search
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
 import socket
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,6 +35,7 @@ ENQUEUE_KEYS = frozenset(
         "max_attempts",
         "limit_key",
         "group_key",
+        "tags",
     }
 )
 
@@ -66,6 +68,7 @@ class Queue:
         limit_key: str | None = None,
         group_key: str | None = None,
         connection: Any = None,
+        tags: Sequence[str] | None = None,
     ) -> int:
         """Add one job and return its id (the existing job's id when `unique_key` is taken).
 
@@ -77,7 +80,8 @@ class Queue:
 
         `limit_key` names the job's bucket in a `[limits.NAME]` with `per_key` (a tenant,
         an account): see SPEC "Flow control". `group_key` names its tenant in a fair
-        pool (`[pools.X] fair = true`); without one its limit_key is its tenant.
+        pool (`[pools.X] fair = true`); without one its limit_key is its tenant. `tags` (up
+        to 20 names of 1 to 64 characters) are for the dashboard's `tag:NAME` search.
         """
         job = build_job(
             handler,
@@ -91,6 +95,7 @@ class Queue:
             limit_key,
             group_key,
         )
+        job = with_tags(job, tags)
         if connection is not None:
             job_id = self.store.insert_on(connection, job)
         else:
@@ -122,6 +127,7 @@ class Queue:
                     spec.get("group_key"),
                 )
             )
+            built[-1] = with_tags(built[-1], spec.get("tags"))
         ids = self.store.insert_many(built)
         if self.nudger is not None:
             self.nudger.nudge_jobs(built)
@@ -186,6 +192,21 @@ def build_job(
         limit_key,
         group_key,
     )
+
+
+MOST_TAGS = 20
+
+
+def with_tags(job: NewJob, tags: Any) -> NewJob:
+    """`job` carrying `tags`, checked: a list of up to MOST_TAGS names of 1 to 64 characters."""
+    if tags is None:
+        return job
+    if isinstance(tags, str) or not isinstance(tags, Sequence):
+        raise UsageError("tags must be a list of names")
+    names = list(dict.fromkeys(tags))
+    if len(names) > MOST_TAGS or not all(isinstance(t, str) and 0 < len(t) <= 64 for t in names):
+        raise UsageError(f"tags: up to {MOST_TAGS} names of 1 to 64 characters")
+    return dataclasses.replace(job, tags=tuple(names) or None)
 
 
 def _checked_time(delay: float, run_at: datetime | None) -> datetime | None:

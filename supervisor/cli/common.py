@@ -4,6 +4,7 @@ the refusal of a missing SQLite file, its store, and where `forkq status` stops 
 from __future__ import annotations
 
 import argparse
+import getpass
 import os
 import tomllib
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ from typing import Any
 
 from supervisor.config import Config, load_config
 from supervisor.errors import ForkqError
+from supervisor.proc import hostname
 from supervisor.status import STATUS_CAP
 from supervisor.store import Store, open_store
 
@@ -80,3 +82,12 @@ def status_cap(args: argparse.Namespace) -> int | None:
     """Where `forkq status` stops counting: STATUS_CAP (the one parser.py's --exact help
     names), or nowhere with --exact."""
     return None if args.exact else STATUS_CAP
+
+
+def operator_name() -> str:
+    """user@host of whoever runs this command, for the last_error of what it cancels."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a bare container)
+        user = f"uid {os.getuid()}"
+    return f"{user}@{hostname()}"

@@ -4,20 +4,17 @@ queue's jobs, at a time."""
 from __future__ import annotations
 
 import argparse
-import getpass
-import os
 import sys
 from collections.abc import Callable, Sequence
 
 from supervisor import registry
-from supervisor.cli.common import command_config, command_store
+from supervisor.cli.common import command_config, command_store, operator_name
 from supervisor.cli.tables import WARNING_PREFIX, cell, first_line, plural, print_json, table
 from supervisor.config import Config
 from supervisor.durations import format_duration
 from supervisor.errors import ExitCode, ForkqError, JobNotFound, UsageError
 from supervisor.escaping import for_terminal, lines_for_terminal
 from supervisor.models import CancelResult, JobRow, JobState
-from supervisor.proc import hostname
 from supervisor.queue import Queue
 from supervisor.store import Store
 from supervisor.work.command import load_handlers
@@ -38,6 +35,7 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
             unique_key=args.unique_key,
             limit_key=args.limit_key,
             group_key=args.group_key,
+            tags=args.tags,
             max_attempts=args.max_attempts,
         )
     print(job_id)
@@ -141,7 +139,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     a done, dead or unknown job is named, with exit 1 (SPEC: Job lifecycle)."""
     config = command_config(args)
     with command_store(config) as store:
-        results = store.cancel_jobs(args.ids, by=f"{_operator()} (forkq cancel)")
+        results = store.cancel_jobs(args.ids, by=f"{operator_name()} (forkq cancel)")
     cancelled = sum(1 for r in results.values() if r == CancelResult.CANCELLED)
     stopping = sum(1 for r in results.values() if r == CancelResult.CANCELLING)
     print(f"cancelled {plural(cancelled, 'job')}")
@@ -153,13 +151,6 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return int(ExitCode.OK)
 
 
-def _operator() -> str:
-    """user@host of whoever runs this command, for the last_error of what it cancels."""
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):  # no name for this uid (a bare container)
-        user = f"uid {os.getuid()}"
-    return f"{user}@{hostname()}"
 
 
 def _each_job(

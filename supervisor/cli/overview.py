@@ -9,7 +9,7 @@ from typing import Any
 
 from supervisor.cli.common import command_config, command_store, status_cap
 from supervisor.cli.tables import AtLeast, cell, print_json, table
-from supervisor.config import Config
+from supervisor.config import Config, ScheduleConfig
 from supervisor.durations import format_duration
 from supervisor.errors import ExitCode
 from supervisor.models import QueueStats
@@ -136,6 +136,7 @@ def cmd_schedules(args: argparse.Namespace) -> int:
         print("no schedules configured")
     else:
         headers = ("NAME", "CRON", "TIMEZONE", "HANDLER", "QUEUE", "LAST SLOT", "NEXT RUN")
+        headers += ("SOURCE", "STATE")  # type: ignore[assignment]
         rows = [{**e, "queue": e["queue"] or "(handler's)"}.values() for e in entries]
         print(table(headers, [tuple(row) for row in rows]))
     return int(ExitCode.OK)
@@ -148,7 +149,9 @@ def _schedule_entries(config: Config, store: Store) -> list[dict[str, Any]]:
 
     now = store.db_now()  # the clock the schedules are enqueued by
     entries = []
-    for s in config.schedules:
+    runtime = store.runtime_schedules() if (store.schema_version() or 0) >= 9 else []
+    names = {s.name for s in config.schedules}
+    for s in [*config.schedules, *runtime]:
         try:
             upcoming: float | None = next_run(s.cron, s.timezone, now)
         except ValueError:  # a valid expression that never comes due (Feb 30)
@@ -162,9 +165,19 @@ def _schedule_entries(config: Config, store: Store) -> list[dict[str, Any]]:
                 "queue": s.queue,  # None: the handler's registered queue
                 "last_slot": _from_epoch(store.last_slot(s.name)),
                 "next_run": _from_epoch(upcoming),
+                "source": "runtime" if s.since is not None else "file",
+                "state": _state(s, names),
             }
         )
     return entries
+
+
+def _state(schedule: ScheduleConfig, file_names: set[str]) -> str:
+    if schedule.since is None:
+        return "active"
+    if schedule.name in file_names:
+        return "ignored: the file's"
+    return "paused" if schedule.paused else "active"
 
 
 def _from_epoch(seconds: float | None) -> datetime | None:

@@ -33,6 +33,7 @@ from supervisor.cli.jobs import (
     cmd_show,
 )
 from supervisor.cli.overview import cmd_locks, cmd_schedules, cmd_status
+from supervisor.cli.schedule import cmd_schedule, schedule_parser
 from supervisor.cli.tables import ERROR_PREFIX, PROG
 from supervisor.config import parse_listen
 from supervisor.durations import parse_duration
@@ -190,6 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
     command("check", cmd_check, "check config, handlers, database and schema")
     _json_flag(command("locks", cmd_locks, "the cluster-wide lease locks"))
     _json_flag(command("schedules", cmd_schedules, "the cron schedules and their next runs"))
+    schedule_parser(
+        command("schedule", cmd_schedule, "add, pause, resume, remove schedules"), common
+    )
     _web_parser(command("web", cmd_web, "serve the web dashboard"))
     alerts = command("alerts", cmd_alerts, "alert channels")
     alerts.add_argument("action", choices=("test",), help="send a test alert to every channel")
@@ -249,6 +253,9 @@ def _enqueue_parser(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--unique-key", metavar="K")
     sub.add_argument("--limit-key", metavar="K", help="its bucket of a [limits.NAME] with per_key")
     sub.add_argument("--group-key", metavar="G", help="its tenant in a fair pool (fair = true)")
+    sub.add_argument(
+        "--tag", metavar="NAME", action="append", dest="tags", help="a tag (repeatable)"
+    )
     sub.add_argument("--max-attempts", metavar="N", type=_positive_int)
 
 

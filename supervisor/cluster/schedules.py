@@ -10,6 +10,9 @@ daylight-saving changes:
   occurrence, for schedules with fixed hours; schedules whose hour field is `*` follow
   real time and run in both hours (an hourly job runs every hour of the night).
 
+Schedules added at runtime (forkq_schedules) are enqueued the same way; they start at
+their `since` (when added or last resumed) instead of the daemon's boot.
+
 Exactly once across hosts comes from the store: `enqueue_slot` inserts the unique
 (schedule, slot) row in the same transaction as the job, so a second host that reaches
 the same slot gets None and enqueues nothing.
@@ -24,7 +27,7 @@ from zoneinfo import ZoneInfo
 from croniter import croniter
 
 from supervisor import events, logs
-from supervisor.config import ScheduleConfig
+from supervisor.config import Config, ScheduleConfig
 from supervisor.errors import UsageError
 from supervisor.queue import build_job
 from supervisor.store import Store
@@ -70,6 +73,15 @@ def next_run(cron: str, tz: str, now: float) -> float:
     return found
 
 
+def active_schedules(
+    from_file: Sequence[ScheduleConfig], runtime: Sequence[ScheduleConfig]
+) -> list[ScheduleConfig]:
+    """The schedules that enqueue: the file's, and those added at runtime that are not
+    paused. A name in the file is the file's: a runtime row of that name is ignored."""
+    names = {s.name for s in from_file}
+    return [*from_file, *(s for s in runtime if s.name not in names and not s.paused)]
+
+
 def enqueue_due(
     store: Store,
     schedules: Sequence[ScheduleConfig],
@@ -87,8 +99,11 @@ def enqueue_due(
     done: list[tuple[str, float, int]] = []
     for schedule in schedules:
         last = store.last_slot(schedule.name)
+        start = started_at if schedule.since is None else schedule.since
+        if last is not None and schedule.since is not None:
+            last = max(last, schedule.since)  # added again, or resumed: nothing before since
         slots = due_slots(
-            schedule.cron, schedule.timezone, last, now, schedule.misfire, started_at, grace
+            schedule.cron, schedule.timezone, last, now, schedule.misfire, start, grace
         )
         for slot in slots:
             try:
@@ -110,6 +125,47 @@ def enqueue_due(
             if job_id is not None:  # the caller logs what was enqueued (schedule_enqueued)
                 done.append((schedule.name, slot, job_id))
     return done
+
+
+# --- schedules added at runtime (forkq schedule, the dashboard) ----------------------------
+
+SCHEDULE_ACTIONS = ("pause", "resume", "remove")
+
+
+def file_owns(config: Config, name: str) -> str | None:
+    """Why a runtime change to `name` is refused, if the config file defines it."""
+    if any(s.name == name for s in config.schedules):
+        return (
+            f"schedule {name!r} is defined in {config.source} ([schedules.{name}]):"
+            " edit the file there and reload the daemons (SIGHUP)"
+        )
+    return None
+
+
+def add_schedule(store: Store, config: Config, schedule: ScheduleConfig, by: str) -> None:
+    """Record a schedule checked by `schedule_from`; UsageError if the name is taken."""
+    reason = file_owns(config, schedule.name)
+    if reason:
+        raise UsageError(reason)
+    store.add_schedule(schedule, by)
+
+
+def change_schedule(store: Store, config: Config, name: str, action: str, by: str) -> str:
+    """Pause, resume or remove a runtime schedule; what happened, in words."""
+    reason = file_owns(config, name)
+    if reason:
+        raise UsageError(reason)
+    if action == "remove":
+        store.remove_schedule(name)
+        return f"schedule {name} removed"
+    if action == "pause":
+        changed = store.pause_schedule(name, by)
+    elif action == "resume":
+        changed = store.resume_schedule(name, by)
+    else:
+        raise UsageError(f"unknown action {action!r} (expected {', '.join(SCHEDULE_ACTIONS)})")
+    done = "paused" if action == "pause" else "resumed"
+    return f"schedule {name} {done}" if changed else f"schedule {name} was already {done}"
 
 
 # --- croniter, in a time zone, with the repeated-hour rule --------------------------------

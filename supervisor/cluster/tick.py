@@ -109,7 +109,7 @@ def run_tick(config: Config, store: Store, given: TickInput) -> TickReport:
         with contextlib.suppress(DatabaseError):
             now = store.db_now()
             report.clock_offset = now - time.time()
-    if report.leader and config.schedules:
+    if report.leader and report.db_error is None:  # the file's and forkq_schedules' rows
         _enqueue_schedules(config, store, now, given.started_at)
     report.alert_memory = _alerts(config, store, given, report, now)
     return report
@@ -118,12 +118,13 @@ def run_tick(config: Config, store: Store, given: TickInput) -> TickReport:
 def _enqueue_schedules(config: Config, store: Store, now: float, started_at: float) -> None:
     # Two check intervals of grace: a tick delayed by a slow SMTP server or a lease
     # hand-over must not make misfire = "skip" drop a slot that is only just due.
-    from supervisor.cluster.schedules import enqueue_due
+    from supervisor.cluster.schedules import active_schedules, enqueue_due
 
     log = logs.get(role=Role.MASTER)
     grace = 2 * config.supervisor.check_interval
     try:
-        for name, slot, job_id in enqueue_due(store, config.schedules, now, started_at, grace):
+        schedules = active_schedules(config.schedules, store.runtime_schedules())
+        for name, slot, job_id in enqueue_due(store, schedules, now, started_at, grace):
             when = datetime.fromtimestamp(slot, UTC).isoformat()
             log.info(events.SCHEDULE_ENQUEUED, schedule=name, slot=when, job_id=job_id)
     except DatabaseError as exc:

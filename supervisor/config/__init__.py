@@ -67,6 +67,7 @@ __all__ = [
     "build_config",
     "load_config",
     "parse_listen",
+    "schedule_from",
 ]
 
 
@@ -118,3 +119,14 @@ def build_config(raw: Mapping[str, Any], source: str, database_url: str | None =
         metrics=metrics,
         limits=limits,
     )
+
+
+def schedule_from(name: str, fields: Mapping[str, Any]) -> ScheduleConfig:
+    """A schedule given at runtime (`forkq schedule add`, the dashboard), checked as a
+    `[schedules.NAME]` table is; ConfigError lists every problem."""
+    problems = Problems("the new schedule")
+    found = read_schedules({name: {k: v for k, v in fields.items() if v is not None}}, problems)
+    if len(name) > 64 or not name:
+        problems.add(name, "expected a name of 1 to 64 characters")
+    problems.raise_if_any()
+    return found[0]

@@ -97,6 +97,11 @@ class ScheduleConfig:
     payload: Mapping[str, Any] = field(default_factory=dict)
     priority: int = 0
     misfire: str = "once"
+    # Set on a schedule added at runtime (forkq_schedules): slots before `since` never run
+    # (it moves on resume). None on the config file's, which start at the daemon's boot.
+    since: float | None = None
+    paused: bool = False
+    changed_by: str | None = None
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ concern, put together as `Store` in base.py.
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from abc import ABC, abstractmethod
@@ -21,7 +22,7 @@ from supervisor.store.queries import upgrade_statements
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 8  # what `forkq schema apply` creates
+SCHEMA_VERSION = 9  # what `forkq schema apply` creates
 # The oldest schema this code runs on: version 2 only dropped an index, version 3 only
 # documents the `scheduled` status in a column comment, and without version 4's
 # forkq_processes.node the rows this code writes have no node (see register_process).
@@ -274,6 +275,7 @@ class StoreCore(ABC):
             "max_attempts": job.max_attempts,
             "limit_key": job.limit_key,
             "group_key": job.group_key,
+            "tags": json.dumps(list(job.tags), separators=(",", ":")) if job.tags else None,
             "ahead_us": AHEAD_US,
         }
 
@@ -282,7 +284,10 @@ class StoreCore(ABC):
         """The named INSERT for one job: deduplicating only when it has a unique key, and
         computing run_at only when it is not "now" (each costs the server per insert).
         Only a job with a limit_key names that column (schema 5), so a producer on an
-        older schema still enqueues every other job; likewise group_key (schema 8)."""
+        older schema still enqueues every other job; likewise group_key (schema 8) and tags
+        (schema 9: a tagged job names group_key too)."""
+        if params.get("tags") is not None:
+            return "insert_job_tagged"
         if params.get("group_key") is not None:
             return "insert_job_grouped"
         if params.get("limit_key") is not None:

@@ -38,6 +38,8 @@ BATCH_INSERT_QUERIES = frozenset(
         "insert_jobs_row_keyed",
         "insert_jobs_head_grouped",  # a batch with a group_key: both keys named (schema 8)
         "insert_jobs_row_grouped",
+        "insert_jobs_head_tagged",  # a batch with tags: group_key and tags named (schema 9)
+        "insert_jobs_row_tagged",
     }
 )
 INSERT_CHUNK = 1000  # rows per multi-row INSERT
@@ -149,6 +151,7 @@ class MySQLStore(MySQLSession):
         conn = self._connection()
         keyed = "_keyed" if any(j.limit_key is not None for j in jobs) else ""
         keyed = "_grouped" if any(j.group_key is not None for j in jobs) else keyed
+        keyed = "_tagged" if any(j.tags for j in jobs) else keyed
         with self._errors(), conn.cursor() as cursor:
             row = self.queries[f"insert_jobs_row{keyed}"]
             rows = [cursor.mogrify(row, self.job_params(j)) for j in jobs]

@@ -147,6 +147,10 @@ class OperatorOps(StoreCore):
     def set_paused(self, queue: str, paused: bool) -> None:
         self._run("set_paused", queue=queue, paused=1 if paused else 0)
 
+    def set_progress(self, owner: str, job_id: int, progress: str) -> bool:
+        """Record what a running job's handler reported; False if `owner` no longer holds it."""
+        return bool(self._run("set_progress", owner=owner, id=job_id, progress=progress))
+
     def paused_queues(self) -> set[str]:
         return {r["queue"] for r in self._rows("paused_queues")}
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from supervisor.models import JobListing, Throughput
 from supervisor.store.core import StoreCore, micros
@@ -47,6 +47,17 @@ class ViewOps(StoreCore):
             status=status,
             handler=handler,
         )
+        return [JobListing.from_mapping(r) for r in rows]
+
+    def search_jobs(
+        self, before: int, floor: int, limit: int, terms: Mapping[str, str | None]
+    ) -> list[JobListing]:
+        """Jobs with floor <= id < before matching every search term, newest first: reads
+        at most before - floor rows of the primary key. `terms`: queue, status, handler,
+        error (a lowercased LIKE pattern, `!` its escape), tag, path (a JSON path) and value."""
+        names = ("queue", "status", "handler", "error", "tag", "path", "value")
+        given = {name: terms.get(name) for name in names}
+        rows = self._rows("web_jobs_search", before=before, floor=floor, limit=limit, **given)
         return [JobListing.from_mapping(r) for r in rows]
 
     def count_status(self, status: str, queue: str | None, cap: int) -> int:

@@ -4,15 +4,21 @@ and sends the browser back to the page it came from with one line saying what ha
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from werkzeug.exceptions import BadRequest
 from werkzeug.utils import redirect
 from werkzeug.wrappers import Response
 
 from supervisor import events, logs
+from supervisor.cluster.schedules import add_schedule, change_schedule
+from supervisor.config import schedule_from
+from supervisor.errors import ConfigError, UsageError
 from supervisor.models import CancelResult
 from supervisor.queue import build_job
+from supervisor.web.bulk import jobs_bulk
 from supervisor.web.context import Context, job_id_of
 from supervisor.web.security import SESSION_COOKIE, SESSION_LIFETIME
 
@@ -108,9 +114,10 @@ def _set_paused(ctx: Context, *, paused: bool) -> Response:
 def schedule_run(ctx: Context) -> Response:
     """Run now: one job as the schedule would enqueue it, outside its slots."""
     name = ctx.request.form.get("schedule", "")
-    schedule = next((s for s in ctx.config.schedules if s.name == name), None)
+    every = [*ctx.config.schedules, *ctx.store.runtime_schedules()]
+    schedule = next((s for s in every if s.name == name), None)
     if schedule is None:
-        raise BadRequest("no such schedule in the config")
+        raise BadRequest("no such schedule")
     job = build_job(
         schedule.handler,
         dict(schedule.payload),
@@ -124,6 +131,36 @@ def schedule_run(ctx: Context) -> Response:
     job_id = ctx.store.enqueue(job)
     _log(ctx, "run_now", schedule=name, job_id=job_id)
     return ctx.back(f"schedule {name}: job {job_id} enqueued to run now", fallback="schedules")
+
+
+def schedule_add(ctx: Context) -> Response:
+    """Add a schedule at runtime; a refusal (a bad field, the file's name) says why."""
+    form = ctx.request.form
+    name = form.get("name", "").strip()
+    fields: dict[str, Any] = {
+        k: form.get(k, "").strip() or None for k in ("cron", "handler", "queue", "timezone")
+    }
+    try:
+        fields["payload"] = json.loads(form.get("payload", "").strip() or "{}")
+        schedule = schedule_from(name, fields)
+        add_schedule(ctx.store, ctx.config, schedule, ctx.who())
+    except ValueError as exc:
+        return ctx.back(f"schedule not added: payload is not JSON ({exc})", fallback="schedules")
+    except (ConfigError, UsageError) as exc:
+        return ctx.back(f"schedule not added: {exc}", fallback="schedules")
+    _log(ctx, "schedule_add", schedule=name, cron=schedule.cron, handler=schedule.handler)
+    return ctx.back(f"schedule {name} added", fallback="schedules")
+
+
+def schedule_change(ctx: Context, action: str) -> Response:
+    """Pause, resume or remove a schedule added at runtime (the file's are refused)."""
+    name = ctx.request.form.get("schedule", "")
+    try:
+        said = change_schedule(ctx.store, ctx.config, name, action, ctx.who())
+    except UsageError as exc:
+        return ctx.back(f"not done: {exc}", fallback="schedules")
+    _log(ctx, f"schedule_{action}", schedule=name)
+    return ctx.back(said, fallback="schedules")
 
 
 def logout(ctx: Context) -> Response:
@@ -167,5 +204,10 @@ ACTIONS: dict[str, Callable[..., Response]] = {
     "queue_pause": queue_pause,
     "queue_resume": queue_resume,
     "schedule_run": schedule_run,
+    "schedule_add": schedule_add,
+    "jobs_bulk": jobs_bulk,
+    "schedule_pause": lambda ctx: schedule_change(ctx, "pause"),
+    "schedule_resume": lambda ctx: schedule_change(ctx, "resume"),
+    "schedule_remove": lambda ctx: schedule_change(ctx, "remove"),
     "logout": logout,
 }

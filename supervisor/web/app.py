@@ -179,6 +179,11 @@ def _action_rules() -> list[Rule]:
         Rule("/queues/pause", endpoint="queue_pause", methods=post),
         Rule("/queues/resume", endpoint="queue_resume", methods=post),
         Rule("/schedules/run", endpoint="schedule_run", methods=post),
+        Rule("/jobs/bulk", endpoint="jobs_bulk", methods=post),
+        Rule("/schedules/add", endpoint="schedule_add", methods=post),
+        Rule("/schedules/pause", endpoint="schedule_pause", methods=post),
+        Rule("/schedules/resume", endpoint="schedule_resume", methods=post),
+        Rule("/schedules/remove", endpoint="schedule_remove", methods=post),
         Rule("/logout", endpoint="logout", methods=post),
     ]
 

@@ -61,6 +61,27 @@ def first_line(text: str | None, width: int = 120) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
+def tag_list(text: str | None) -> list[str]:
+    """The tags of a job's `tags` column (a JSON list); nothing if it holds anything else."""
+    try:
+        tags = json.loads(text) if text else []
+    except ValueError:
+        return []
+    return [str(t) for t in tags] if isinstance(tags, list) else []
+
+
+def progress_text(text: str | None) -> str:
+    """A job's reported progress as "40% rows 4000/10000"; "" if none or unreadable."""
+    try:
+        report = json.loads(text) if text else None
+        if not isinstance(report, dict):
+            return ""
+        percent = float(report["percent"])
+    except (ValueError, TypeError, KeyError):
+        return ""
+    return f"{percent:g}% {report.get('message') or ''!s}".strip()
+
+
 def install(env: jinja2.Environment) -> None:
     env.filters.update(
         when=when,
@@ -69,4 +90,6 @@ def install(env: jinja2.Environment) -> None:
         shown=shown,
         pretty_payload=pretty_payload,
         first_line=first_line,
+        tag_list=tag_list,
+        progress_text=progress_text,
     )

@@ -12,6 +12,7 @@ request so neither ever walks millions of rows:
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 
 from supervisor.models import JobListing
@@ -30,6 +31,10 @@ class Filters:
 
     def as_query(self) -> dict[str, str]:
         return {k: v for k, v in vars(self).items() if v}
+
+    def as_search(self) -> str:
+        """The same filter as search terms (web/search.py), for the bulk actions."""
+        return " ".join(f"{k}:{shlex.quote(v)}" for k, v in self.as_query().items())
 
 
 @dataclass(frozen=True)

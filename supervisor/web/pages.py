@@ -24,9 +24,10 @@ from supervisor.status import (
     status_document,
 )
 from supervisor.store import Store
+from supervisor.web import search
 from supervisor.web.chart import HOURS, throughput_chart
 from supervisor.web.context import Context, job_id_of
-from supervisor.web.listing import Filters, job_page
+from supervisor.web.listing import PAGE, Filters, job_page
 from supervisor.web.security import SESSION_COOKIE, SESSION_LIFETIME
 
 # The overview counts as `forkq status` does (STATUS_CAP), so the two always agree; the
@@ -70,6 +71,8 @@ def jobs(ctx: Context) -> Response:
     found = _find(ctx, find)
     if found is not None:
         return found
+    if args.get("q", "").strip():
+        return _search(ctx, args.get("q", "").strip()[:1000])
     filters = Filters(
         queue=_name(args.get("queue"), 64),
         status=_name(args.get("status"), 16),
@@ -84,7 +87,33 @@ def jobs(ctx: Context) -> Response:
         filters=filters,
         statuses=STATUSES,
         not_found=find or None,  # a `find` that led to no job
+        q=None,
+        problem=None,
         before=_int(args.get("before")),
+        now=ctx.store.db_now(),
+    )
+
+
+def _search(ctx: Context, text: str) -> Response:
+    """The jobs matching a search, among the newest SEARCH_WINDOW (see web/search.py)."""
+    before = _int(ctx.request.args.get("before"))
+    found, problem = None, None
+    try:
+        found = search.run(ctx.store, search.parse(text), before, PAGE)
+    except search.SearchError as exc:
+        problem = str(exc)
+    return ctx.render(
+        "jobs.html",
+        status=400 if problem else 200,
+        nav="jobs",
+        page=None,
+        found=found,
+        q=text,
+        problem=problem,
+        filters=Filters(),
+        statuses=STATUSES,
+        not_found=None,
+        before=before,
         now=ctx.store.db_now(),
     )
 
@@ -163,8 +192,17 @@ def processes(ctx: Context) -> Response:
 def schedules(ctx: Context) -> Response:
     store = ctx.store
     now = store.db_now()
-    entries = [_schedule(store, s, now) for s in ctx.config.schedules]
-    return ctx.render("schedules.html", nav="schedules", schedules=entries, now=now)
+    names = {s.name for s in ctx.config.schedules}
+    every = [*ctx.config.schedules, *store.runtime_schedules()]
+    entries = [_schedule(store, s, now) | {"shadowed": _shadowed(s, names)} for s in every]
+    return ctx.render(
+        "schedules.html", nav="schedules", schedules=entries, now=now, source=ctx.config.source
+    )
+
+
+def _shadowed(schedule: ScheduleConfig, file_names: set[str]) -> bool:
+    """A runtime row named like a file schedule: the file's wins, the row is ignored."""
+    return schedule.since is not None and schedule.name in file_names
 
 
 def _schedule(store: Store, schedule: ScheduleConfig, now: float) -> dict[str, Any]:

@@ -43,6 +43,7 @@ CONTENT_SECURITY_POLICY = "; ".join(
         "script-src 'self'",
         "style-src 'self'",
         "img-src 'self'",
+        "connect-src 'self'",  # dashboard.js re-reads the page it is on (live refresh)
         "form-action 'self'",
         "frame-ancestors 'none'",
         "base-uri 'none'",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import traceback
 from collections.abc import Sequence
 from datetime import datetime
@@ -25,6 +26,8 @@ from supervisor.work.exits import CommandFailed, with_stderr
 from supervisor.work.guards import exit_if_forked, soft_timeout
 from supervisor.work.snooze import snooze_outcome
 
+PROGRESS_EVERY = 1.0  # seconds between two progress writes of a job, at least
+
 
 class LeaseHolder(Protocol):
     """What a handler's JobContext needs of the worker running it."""
@@ -33,6 +36,8 @@ class LeaseHolder(Protocol):
     def pid(self) -> int: ...
 
     def extend_lease(self, ids: Sequence[int]) -> bool: ...
+
+    def record_progress(self, job_id: int, progress: str) -> bool: ...
 
 
 class JobContext:
@@ -49,6 +54,7 @@ class JobContext:
         self.enqueued_at: datetime = row.enqueued_at
         self.run_at: datetime = row.run_at
         self._worker = worker
+        self._progress_at = -PROGRESS_EVERY  # monotonic time of the last progress written
 
     def heartbeat(self) -> bool:
         """Extend this job's lease (for work longer than the lease). False if it was lost.
@@ -59,6 +65,21 @@ class JobContext:
         if os.getpid() != self._worker.pid:
             return False
         return self._worker.extend_lease([self.id])
+
+    def progress(self, percent: float, message: str = "") -> bool:
+        """Report how far the job has come (0 to 100, and a short message) for the
+        dashboard. At most one write a second: a report sooner than that after the last
+        one written is dropped (False), as is one in a process the handler forked."""
+        if not 0 <= float(percent) <= 100:
+            raise ValueError(f"percent must be between 0 and 100, got {percent!r}")
+        now = time.monotonic()
+        if os.getpid() != self._worker.pid or now - self._progress_at < PROGRESS_EVERY:
+            return False
+        self._progress_at = now
+        text = json.dumps(
+            {"percent": round(float(percent), 1), "message": str(message)[:300], "at": time.time()}
+        )
+        return self._worker.record_progress(self.id, text)
 
     def __repr__(self) -> str:
         return f"<job {self.id} {self.handler} attempt {self.attempts}>"

@@ -106,7 +106,7 @@ class CommandHandler:
         proc = spawn(self.config.argv, self.environment(job))
         pipes: Pipes | None = None
         try:
-            pipes = Pipes(proc, data, log)
+            pipes = Pipes(proc, data, log, on_stderr_line=lambda line: progress_line(job, line))
             try:
                 pipes.pump()
             finally:
@@ -118,6 +118,20 @@ class CommandHandler:
                 raise JobTimeout(error_text(bytes(pipes.stderr), pipes.cut)) from exc
             raise
         judge(proc.wait(), bytes(pipes.stderr), pipes.cut, log)
+
+
+PROGRESS_PREFIX = "forkq-progress:"
+
+
+def progress_line(job: Any, line: str) -> None:
+    """`forkq-progress: PERCENT [MESSAGE]` on stderr: job.progress(PERCENT, MESSAGE)."""
+    if not line.startswith(PROGRESS_PREFIX):
+        return
+    percent, _, message = line[len(PROGRESS_PREFIX) :].strip().partition(" ")
+    try:
+        job.progress(min(100.0, max(0.0, float(percent.rstrip("%")))), message.strip())
+    except ValueError:  # not a number: an ordinary line, logged as such
+        return
 
 
 def spawn(argv: tuple[str, ...], env: dict[str, str]) -> subprocess.Popen[bytes]:

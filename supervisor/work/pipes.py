@@ -12,6 +12,7 @@ import contextlib
 import os
 import select
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,7 @@ class Stream:
     logged: int = 0
     dropped: int = 0
     skipping: bool = False  # inside a line already logged cut: the rest is not logged
+    on_line: Callable[[str], None] | None = None  # sees every whole line (forkq-progress:)
 
     def feed(self, data: bytes) -> None:
         if self.logged >= MAX_LOGGED_LINES:
@@ -60,6 +62,8 @@ class Stream:
 
     def emit(self, raw: bytes) -> None:
         line = raw.decode("utf-8", "replace").rstrip("\r")
+        if self.on_line is not None:
+            self.on_line(line)
         cut = len(line) > MAX_LINE_CHARS or len(raw) > MAX_LINE_CHARS * 4
         extra = {"truncated": True} if cut else {}
         self.log.info(events.COMMAND_OUTPUT, stream=self.name, line=line[:MAX_LINE_CHARS], **extra)
@@ -89,13 +93,14 @@ class Pipes:
     stderr: bytearray = field(default_factory=bytearray)  # its tail, STDERR_TAIL bytes
     cut: bool = False  # stderr was longer than its tail
     written: int = 0
+    on_stderr_line: Callable[[str], None] | None = None
 
     def __post_init__(self) -> None:
         assert self.proc.stdin and self.proc.stdout and self.proc.stderr
         self.stdin = self.proc.stdin.fileno()
         self.outputs = {
             self.proc.stdout.fileno(): Stream("stdout", self.log),
-            self.proc.stderr.fileno(): Stream("stderr", self.log),
+            self.proc.stderr.fileno(): Stream("stderr", self.log, on_line=self.on_stderr_line),
         }
         for fd in (self.stdin, *self.outputs):
             os.set_blocking(fd, False)

@@ -280,6 +280,9 @@ class Worker:
         except DatabaseError as exc:  # their leases expire and they run again
             self.log.warning(events.RELEASE_FAILED, jobs=len(ids), error=str(exc))
 
+    def record_progress(self, job_id: int, progress: str) -> bool:
+        return self.store.set_progress(self.owner, job_id, progress)
+
     def extend_lease(self, ids: Sequence[int]) -> bool:
         lease = max(self.pool(q).timeout for q in self.queues) + LEASE_MARGIN
         return self.store.extend_leases(self.owner, ids, lease) == len(ids)

@@ -3,6 +3,7 @@ schedule slot enqueued once (both backends)."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -163,3 +164,70 @@ saturated_ticks = 2
         assert daemon.alive()
     finally:
         hook.close()
+
+
+def forkq_schedule(daemon: Daemon, *args: str) -> None:
+    """`forkq schedule ARGS` with the daemon's config, as an operator runs it."""
+    command = [*daemon.command, "schedule", *args, "-c", str(daemon.config_path)]
+    subprocess.run(command, env=daemon.environment(), check=True, timeout=60)
+
+
+def test_a_schedule_added_at_runtime_fires_once_per_slot_across_two_daemons(
+    daemons: Factory, db_url: str
+) -> None:
+    pair = start_pair(daemons, "")
+
+    def schedule(*args: str) -> None:
+        forkq_schedule(pair[0], *args)
+
+    # Added while both run: whichever holds the chores lease enqueues it from then on.
+    schedule("add", "rt", "--cron", "* * * * * */2", "--handler", "t.noop", "--queue", "work")
+    wait_until(
+        lambda: count_rows(db_url, "forkq_schedule_slots") >= 4,
+        timeout=30,
+        message="fewer than 4 slots of the runtime schedule enqueued",
+    )
+    schedule("pause", "rt")
+    # A tick that read the schedule before the pause may still enqueue one more slot.
+    time.sleep(2.5)
+    paused_at = count_rows(db_url, "forkq_schedule_slots")
+    holds(
+        lambda: count_rows(db_url, "forkq_schedule_slots") == paused_at,
+        4.0,
+        "a paused schedule enqueued a slot",
+    )
+    for daemon in pair:
+        daemon.stop()
+    events = [e for d in pair for e in d.events("schedule_enqueued")]
+    slots = [e["slot"] for e in events]
+    assert {e["schedule"] for e in events} == {"rt"}
+    assert len(slots) == len(set(slots)), f"a slot was enqueued twice: {sorted(slots)}"
+    assert len(slots) == count_rows(db_url, "forkq_schedule_slots")
+    assert count_rows(db_url, "forkq_jobs") == 0  # every slot's job ran
+
+
+def test_a_runtime_schedule_runs_each_slot_once_while_the_chores_leader_changes(
+    daemons: Factory, db_url: str
+) -> None:
+    pair = start_pair(daemons, "")
+    forkq_schedule(pair[1], "add", "rt", "--cron", "* * * * * */2", "--handler", "t.noop")
+    wait_until(
+        lambda: count_rows(db_url, "forkq_schedule_slots") >= 2,
+        timeout=30,
+        message="no slot of the runtime schedule",
+    )
+    # Only the holder of the chores lease enqueues: stop it, and the other takes over.
+    leader = next(d for d in pair if d.events("schedule_enqueued"))
+    other = pair[1] if leader is pair[0] else pair[0]
+    leader.stop()
+    before = count_rows(db_url, "forkq_schedule_slots")
+    wait_until(
+        lambda: len(other.events("schedule_enqueued")) >= 3,
+        timeout=30,
+        message="the other daemon did not take the schedule over",
+    )
+    other.stop()
+    events = [e for d in pair for e in d.events("schedule_enqueued")]
+    slots = [e["slot"] for e in events]
+    assert len(slots) == len(set(slots)), f"a slot was enqueued twice: {sorted(slots)}"
+    assert len(slots) == count_rows(db_url, "forkq_schedule_slots") > before

@@ -36,7 +36,7 @@ from php_util import (
 )
 from util import backend_of, count_rows, sql, unavailable
 
-from supervisor.store import open_store
+from supervisor.store import Store, open_store
 from supervisor.store.limits import fair
 
 # --- the files themselves ----------------------------------------------------------------------
@@ -112,6 +112,20 @@ def test_every_option_is_stored(run_php: Php, db_url: str) -> None:
     assert job["unique_key"] == "report-2026-01-31" and job["limit_key"] == "tenant-42"
     assert job["status"] == "scheduled"
     assert close(job["run_at_s"] - job["enqueued_at_s"], 30)
+
+
+def test_tags_are_stored_as_the_python_api_stores_them(
+    run_php: Php, db_url: str, store: Store
+) -> None:
+    now, later, keyed = run_php(
+        """out(Queue::enqueue($pdo, 'h', [], ['tags' => ['billing', 'eu', 'billing']]));
+        out(Queue::enqueue($pdo, 'h', [], ['tags' => ['late'], 'delay' => 30]));
+        out(Queue::enqueue($pdo, 'h', [], ['tags' => ['k'], 'unique_key' => 'u-1']));"""
+    )
+    tags = {i: store.get_job(i).tags for i in (now, later, keyed)}  # type: ignore[union-attr]
+    assert tags == {now: '["billing","eu"]', later: '["late"]', keyed: '["k"]'}
+    [untagged] = run_php("out(Queue::enqueue($pdo, 'h', [], ['tags' => []]));")
+    assert store.get_job(untagged).tags is None  # type: ignore[union-attr]
 
 
 def test_null_options_take_their_defaults(run_php: Php, db_url: str) -> None:
@@ -422,6 +436,9 @@ BAD_INPUT = [
     ('"bad\\xff"', "[]", "handler must be"),
     ("'h'", "['queue' => str_repeat('q', 65)]", "queue must be a UTF-8 name of at most 64"),
     ("'h'", "['queue' => 5]", "queue must be"),
+    ("'h'", "['tags' => 'billing']", "tags must be a list"),
+    ("'h'", "['tags' => ['ok', '']]", "tags must be UTF-8 names of 1 to 64"),
+    ("'h'", "['tags' => [str_repeat('t', 65)]]", "tags must be UTF-8 names"),
     ("'h'", "['queue' => \"q\\xc3\"]", "queue must be"),
     ("'h'", "['delay' => -1]", "delay must be a finite number of seconds >= 0"),
     ("'h'", "['delay' => NAN]", "delay must be"),

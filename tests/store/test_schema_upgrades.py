@@ -105,9 +105,18 @@ def innodb_table_id(url: str) -> int:
     return int(table_id)
 
 
+def undo_version_9(url: str) -> None:
+    """Take away what version 9 added (forkq_schedules, forkq_jobs.tags and .progress)."""
+    sql(url, "DROP TABLE forkq_schedules")
+    sql(url, "ALTER TABLE forkq_jobs DROP COLUMN tags")
+    sql(url, "ALTER TABLE forkq_jobs DROP COLUMN progress")
+    sql(url, "UPDATE forkq_schema SET version = 8")
+
+
 def undo_version_8(url: str) -> None:
-    """Take away what version 8 added (forkq_tenants, forkq_jobs.group_key and .tenant and
-    the index forkq_jobs_tenant)."""
+    """Take away what versions 9 and 8 added (then forkq_tenants, forkq_jobs.group_key and
+    .tenant and the index forkq_jobs_tenant)."""
+    undo_version_9(url)
     sql(url, "DROP TABLE forkq_tenants")
     if backend_of(url) == "mysql":
         sql(
@@ -123,7 +132,7 @@ def undo_version_8(url: str) -> None:
 
 
 def undo_version_7(url: str) -> None:
-    """Take away what versions 8 and 7 added (then forkq_limits, forkq_jobs.snoozes and
+    """Take away what versions 9, 8 and 7 added (then forkq_limits, forkq_jobs.snoozes and
     .limit_wait and the index forkq_jobs_limit)."""
     undo_version_8(url)
     sql(url, "DROP TABLE forkq_limits")
@@ -322,7 +331,13 @@ def test_the_schema_file_leaves_an_old_database_old_and_printed_upgrades_upgrade
     statements = [part.strip() for part in printed.stdout.split(";\n") if part.strip()]
     # Only what versions 3 to 5 add: the one table new since version 2, no full DDL.
     created = {s.split()[5] for s in statements if s.startswith("CREATE TABLE IF NOT EXISTS")}
-    assert created == {"forkq_throughput", "forkq_results", "forkq_limits", "forkq_tenants"}
+    assert created == {
+        "forkq_throughput",
+        "forkq_results",
+        "forkq_limits",
+        "forkq_tenants",
+        "forkq_schedules",
+    }
     new_tables = (
         "forkq_throughput",
         "forkq_results",
@@ -330,6 +345,7 @@ def test_the_schema_file_leaves_an_old_database_old_and_printed_upgrades_upgrade
         "forkq_jobs_limit",
         "forkq_tenants",
         "forkq_jobs_tenant",
+        "forkq_schedules",
     )
     assert not any(
         s.startswith("CREATE") and not any(table in s for table in new_tables) for s in statements
@@ -428,13 +444,35 @@ def test_a_version_7_database_is_upgraded_to_8_in_place(db_url: str) -> None:
         assert store.require_schema() == 7  # the daemon still runs on version 7
         plain = store.enqueue(_job())  # a producer on version 7
         table_id = innodb_table_id(db_url) if backend_of(db_url) == "mysql" else 0
-        assert store.apply_schema() == SCHEMA_VERSION == 8
-        assert recorded_version(db_url) == 8
+        assert store.apply_schema() == SCHEMA_VERSION == 9
+        assert recorded_version(db_url) == 9
         assert live_columns(db_url) == declared(MYSQL_DDL)
         assert "forkq_jobs_tenant" in job_indexes(db_url)
         tenants = dict(sql(db_url, "SELECT id, tenant FROM forkq_jobs"))
         assert tenants == {keyed: "shop-1", plain: ""}
         assert sorted(job.id for job in store.claim("default", "t", 10, lease=30)) == [keyed, plain]
+        if backend_of(db_url) == "mysql":
+            assert innodb_table_id(db_url) == table_id  # instant and online: no table copy
+    finally:
+        store.close()
+
+
+def test_a_version_8_database_is_upgraded_to_9_in_place(db_url: str) -> None:
+    """Version 9 adds forkq_jobs.tags (an instant column: no table copy) and forkq_schedules;
+    a job enqueued before keeps its row and has no tags."""
+    store = open_store(db_url)
+    try:
+        job_id = store.enqueue(_job())
+        undo_version_9(db_url)
+        assert {"tags", "progress"}.isdisjoint(live_columns(db_url)["forkq_jobs"])
+        assert "forkq_schedules" not in live_columns(db_url)
+        table_id = innodb_table_id(db_url) if backend_of(db_url) == "mysql" else 0
+        assert store.apply_schema() == SCHEMA_VERSION == 9
+        assert recorded_version(db_url) == 9
+        assert live_columns(db_url) == declared(MYSQL_DDL)
+        job = store.get_job(job_id)
+        assert job is not None and job.tags is None
+        assert store.runtime_schedules() == []
         if backend_of(db_url) == "mysql":
             assert innodb_table_id(db_url) == table_id
     finally:

@@ -243,6 +243,9 @@ WORDS = [
     "check",
     "locks",
     "schedules",
+    "schedule",
+    "add",
+    "--cron",
     "alerts",
     "print",
     "apply",
@@ -293,6 +296,7 @@ COMMANDS = [
     "check",
     "locks",
     "schedules",
+    "schedule",
     "alerts",
 ]
 argument = st.sampled_from(WORDS) | st.text(

@@ -201,6 +201,10 @@ def test_an_alert_a_real_daemon_fires_shows_on_the_overview_and_alerts_pages(
     page.goto(server.url + "/alerts")
     assert "max_ready:stuck" in page.inner_text("table.alerts")
     assert "firing" in page.inner_text("table.alerts")
+    row = page.locator('tr[data-alert="max_ready:stuck"]')  # in words: message, since, notified
+    assert 'queue "stuck" backlog 3 ready > max_ready 1' in row.locator(".message").inner_text()
+    assert row.locator(".since").inner_text().startswith("firing since ")
+    assert " UTC (" in row.locator(".notified").inner_text()  # when it was last announced
     response = page.goto(server.url + "/")
     assert response.status == 200, page.content()[:2000]
     firing = page.inner_text(".alerts-firing")
@@ -226,3 +230,19 @@ def test_a_queue_no_pool_serves_is_not_shown_active(
         email = page.locator('tr[data-queue="email"]').inner_text()
         assert "no pool serves it" in reports and "active" not in reports, (path, reports)
         assert "active" in email and "no pool" not in email, (path, email)
+
+
+def test_the_dead_page_says_when_each_job_died_and_attempts_read_1_of_n(
+    page: Any, web_server: ServerFactory, store: Store, queue: Queue
+) -> None:
+    job_id = queue.enqueue("report.build", {}, queue="reports", max_attempts=3)
+    assert [r.id for r in store.claim("reports", "web-host:1:cafe", 1, 60)] == [job_id]
+    assert store.fail("web-host:1:cafe", job_id, "boom", dead=True)
+    died = store.get_job(job_id).finished_at  # type: ignore[union-attr]
+    assert died is not None
+    server = web_server()
+    page.goto(server.url + "/dead")
+    headers = page.locator("table.jobs thead th").all_inner_texts()
+    assert "Died at" in headers
+    assert page.locator("table.jobs td.died").inner_text() == died.strftime("%Y-%m-%d %H:%M:%S UTC")
+    assert page.locator("table.jobs td.attempts").inner_text() == "1 of 3"

@@ -25,6 +25,7 @@ final class Queue
     /** The options enqueue() takes; any other key is an error, never ignored. */
     public const OPTIONS = [
         'queue', 'delay', 'run_at', 'priority', 'unique_key', 'limit_key', 'group_key', 'max_attempts',
+        'tags',
     ];
 
     /** A job due later than this (microseconds) is stored 'scheduled' (SCHEDULE_AHEAD in Python). */
@@ -111,7 +112,7 @@ final class Queue
      * @return array{queue: string, handler: string, payload: string, priority: int,
      *     delay: int|float, run_at: ?string, unique_key: ?string, limit_key: ?string,
      *     group_key: ?string,
-     *     max_attempts: ?int}
+     *     max_attempts: ?int, tags: ?string}
      */
     private static function build(string $handler, array|object $payload, array $options): array
     {
@@ -152,7 +153,35 @@ final class Queue
             'limit_key' => self::key($option('limit_key'), 'limit_key'),
             'group_key' => self::key($option('group_key'), 'group_key'),
             'max_attempts' => $maxAttempts,
+            'tags' => self::tags($option('tags')),
         ];
+    }
+
+    /** Tags as the JSON text of forkq_jobs.tags (schema 9): up to 20 names of 1 to 64 characters. */
+    private static function tags(mixed $tags): ?string
+    {
+        if ($tags === null || $tags === []) {
+            return null;
+        }
+        if (!is_array($tags) || !array_is_list($tags) || count($tags) > 20) {
+            throw new InvalidArgumentException('tags must be a list of up to 20 names');
+        }
+        foreach ($tags as $tag) {
+            if (!is_string($tag) || $tag === '' || self::length($tag) === null || self::length($tag) > 64) {
+                throw new InvalidArgumentException('tags must be UTF-8 names of 1 to 64 characters');
+            }
+        }
+        return json_encode(array_values(array_unique($tags)), JSON_THROW_ON_ERROR | JSON_UNESCAPED_SLASHES);
+    }
+
+    /** A job with tags names the column (schema 9); others do not, so older schemas take them. */
+    private static function tagged(string $sql): string
+    {
+        return str_replace(
+            ['limit_key, unique_key)', ':limit_key, :unique_key)'],
+            ['limit_key, unique_key, tags)', ':limit_key, :unique_key, :tags)'],
+            $sql
+        );
     }
 
     /** The number of characters of a UTF-8 string; null when it is not valid UTF-8. */
@@ -222,15 +251,20 @@ final class Queue
             'max_attempts' => $job['max_attempts'],
             'limit_key' => $job['limit_key'],
         ];
-        if ($job['unique_key'] === null && $job['run_at'] === null && (float) $job['delay'] === 0.0) {
+        $now = $job['unique_key'] === null && $job['run_at'] === null && (float) $job['delay'] === 0.0;
+        if ($now && $job['tags'] === null) {
             $sql = self::MYSQL_NOW; // run now: run_at and status take their defaults
         } else {
-            $sql = self::MYSQL_AT . ($job['unique_key'] === null ? '' : self::MYSQL_UNIQUE);
+            $at = $job['tags'] === null ? self::MYSQL_AT : self::tagged(self::MYSQL_AT);
+            $sql = $at . ($job['unique_key'] === null ? '' : self::MYSQL_UNIQUE);
             $values += [
                 'run_at' => $job['run_at'],
                 'delay_us' => (int) round($job['delay'] * 1000000),
                 'unique_key' => $job['unique_key'],
             ];
+            if ($job['tags'] !== null) {
+                $values['tags'] = $job['tags'];
+            }
         }
         [$sql, $values] = self::grouped($sql, $values, $job);
         self::checkPacket($pdo, $sql, $values);
@@ -330,7 +364,12 @@ final class Queue
             'limit_key' => $job['limit_key'],
             'unique_key' => $job['unique_key'],
         ];
-        [$insert, $values] = self::grouped(self::SQLITE_INSERT, $values, $job);
+        $insert = self::SQLITE_INSERT;
+        if ($job['tags'] !== null) {
+            $insert = self::tagged($insert);
+            $values['tags'] = $job['tags'];
+        }
+        [$insert, $values] = self::grouped($insert, $values, $job);
         if ($job['unique_key'] === null) {
             self::execute($pdo, $insert, $values);
             $id = (int) $pdo->lastInsertId();

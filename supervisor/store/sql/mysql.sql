@@ -380,6 +380,36 @@ WHERE schedule = %(schedule)s AND slot = FROM_UNIXTIME(%(slot)s);
 -- name: last_slot
 SELECT UNIX_TIMESTAMP(MAX(slot)) AS slot FROM forkq_schedule_slots WHERE schedule = %(schedule)s;
 
+-- name: set_progress
+-- What a running job's handler reports (job.progress): only while this worker holds it.
+UPDATE forkq_jobs SET progress = %(progress)s
+WHERE id = %(id)s AND status = 'running' AND locked_by = %(owner)s;
+
+-- name: schedule_add
+-- A schedule added at runtime; a name already added is a duplicate key (the caller says so).
+INSERT INTO forkq_schedules
+  (name, cron, handler, queue, timezone, payload, priority, misfire, paused, since, changed_by, updated_at)
+VALUES (%(name)s, %(cron)s, %(handler)s, %(queue)s, %(timezone)s, %(payload)s, %(priority)s,
+        %(misfire)s, 0, NOW(6), %(by)s, NOW(6));
+
+-- name: schedule_pause
+UPDATE forkq_schedules SET paused = 1, changed_by = %(by)s, updated_at = NOW(6)
+WHERE name = %(name)s AND paused = 0;
+
+-- name: schedule_resume
+-- Slots that fell due while it was paused are not run: `since` moves to now.
+UPDATE forkq_schedules SET paused = 0, since = NOW(6), changed_by = %(by)s, updated_at = NOW(6)
+WHERE name = %(name)s AND paused = 1;
+
+-- name: schedule_remove
+DELETE FROM forkq_schedules WHERE name = %(name)s;
+
+-- name: schedule_list
+-- Every schedule added at runtime: a handful of rows, read once per check tick.
+SELECT name, cron, handler, queue, timezone, payload, priority, misfire, paused,
+       UNIX_TIMESTAMP(since) AS since, changed_by, UNIX_TIMESTAMP(updated_at) AS updated_at
+FROM forkq_schedules ORDER BY name;
+
 -- name: load_alerts
 SELECT alert_key, state, detail, UNIX_TIMESTAMP(since) AS since, UNIX_TIMESTAMP(notified_at) AS notified_at
 FROM forkq_alerts;
@@ -477,6 +507,26 @@ WHERE id < %(before)s AND id >= %(floor)s
 ORDER BY id DESC
 LIMIT %(limit)s;
 
+-- name: web_jobs_search
+-- The dashboard's search: web_jobs_window's range of the primary key (the newest jobs,
+-- bounded by the caller) with the search terms; JSON is read only from rows that hold it.
+SELECT id, queue, handler, status, priority, attempts, max_attempts, unique_key, locked_by,
+       locked_until, run_at, enqueued_at, started_at, finished_at,
+       LEFT(last_error, 300) AS last_error, LEFT(payload, 120) AS payload
+FROM forkq_jobs FORCE INDEX (PRIMARY)
+WHERE id < %(before)s AND id >= %(floor)s
+  AND (%(queue)s IS NULL OR queue = %(queue)s)
+  AND (%(status)s IS NULL OR status = %(status)s)
+  AND (%(handler)s IS NULL OR handler = %(handler)s)
+  AND (%(error)s IS NULL OR LOWER(last_error) LIKE %(error)s ESCAPE '!')
+  AND (%(tag)s IS NULL
+       OR (CASE WHEN JSON_VALID(tags) THEN JSON_CONTAINS(tags, JSON_QUOTE(%(tag)s)) END) = 1)
+  AND (%(path)s IS NULL
+       OR (CASE WHEN JSON_VALID(payload) THEN JSON_UNQUOTE(JSON_EXTRACT(payload, %(path)s)) END)
+          = %(value)s)
+ORDER BY id DESC
+LIMIT %(limit)s;
+
 -- name: web_count_status
 -- Jobs of one status, counted up to %(limit)s: an index range (forkq_jobs_status).
 SELECT COUNT(*) AS n FROM (SELECT 1 FROM forkq_jobs
@@ -523,7 +573,7 @@ SELECT * FROM forkq_processes WHERE name = %(name)s;
 SELECT j.id, j.queue, j.handler, j.status, j.priority, j.attempts, j.max_attempts,
        j.unique_key, j.locked_by, j.locked_until, j.run_at, j.enqueued_at, j.started_at,
        j.finished_at, LEFT(j.last_error, 300) AS last_error, LEFT(j.payload, 120) AS payload,
-       p.host AS host, p.pid AS pid
+       j.progress, p.host AS host, p.pid AS pid
 FROM forkq_jobs j FORCE INDEX (forkq_jobs_status)
 LEFT JOIN forkq_processes p ON p.name = j.locked_by
 WHERE j.status IN ('running', 'cancelling') AND (%(queue)s IS NULL OR j.queue = %(queue)s)
@@ -600,6 +650,26 @@ INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status, uniqu
  COALESCE(FROM_UNIXTIME(%(run_at)s), NOW(6) + INTERVAL %(delay_us)s MICROSECOND),
  IF(run_at > NOW(6) + INTERVAL %(ahead_us)s MICROSECOND, 'scheduled', 'ready'),
  %(unique_key)s, %(max_attempts)s, %(limit_key)s, %(group_key)s);
+
+-- name: insert_job_tagged
+-- A job with tags (any run_at, unique key or limit_key): insert_job_grouped's columns and
+-- tags. Only tagged jobs name the column, so an older schema still takes the others.
+INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status, unique_key, max_attempts,
+                        limit_key, group_key, tags)
+VALUES (%(queue)s, %(handler)s, %(payload)s, %(priority)s,
+        COALESCE(FROM_UNIXTIME(%(run_at)s), NOW(6) + INTERVAL %(delay_us)s MICROSECOND),
+        IF(run_at > NOW(6) + INTERVAL %(ahead_us)s MICROSECOND, 'scheduled', 'ready'),
+        %(unique_key)s, %(max_attempts)s, %(limit_key)s, %(group_key)s, %(tags)s)
+ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id);
+
+-- name: insert_jobs_head_tagged
+INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status, unique_key, max_attempts, limit_key, group_key, tags) VALUES;
+
+-- name: insert_jobs_row_tagged
+(%(queue)s, %(handler)s, %(payload)s, %(priority)s,
+ COALESCE(FROM_UNIXTIME(%(run_at)s), NOW(6) + INTERVAL %(delay_us)s MICROSECOND),
+ IF(run_at > NOW(6) + INTERVAL %(ahead_us)s MICROSECOND, 'scheduled', 'ready'),
+ %(unique_key)s, %(max_attempts)s, %(limit_key)s, %(group_key)s, %(tags)s);
 
 -- name: claim_select_limited
 -- claim_select for a queue some limit covers: the same order, from forkq_jobs_limit, whose
@@ -1036,3 +1106,24 @@ CREATE TABLE IF NOT EXISTS forkq_tenants (
   KEY forkq_tenants_turn (queue, last_served, tenant)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq fair share: the round-robin cursor of fair queues, one row per tenant with ready jobs; a claim serves the least recently served first and deletes the row of a tenant it finds with no job ready or running';
 UPDATE forkq_schema SET version = 8, applied_at = NOW(6) WHERE id = 1 AND version < 8;
+
+-- name: upgrade_to_9
+-- Version 9 adds forkq_jobs.tags and .progress (an instant change, no table copy) and forkq_schedules:
+-- schedules added at runtime (`forkq schedule add`). It does not depend on version 8.
+ALTER TABLE forkq_jobs ADD COLUMN tags TEXT NULL DEFAULT NULL COMMENT 'JSON list of strings given at enqueue (tags=[...]), for the dashboard''s tag:NAME search; NULL: none', ADD COLUMN progress VARCHAR(400) NULL DEFAULT NULL COMMENT 'JSON object of percent, message and at (epoch seconds): what its handler last reported (job.progress, or a command''s forkq-progress: line), at most one write a second; NULL: none', ALGORITHM=INSTANT;
+CREATE TABLE IF NOT EXISTS forkq_schedules (
+  name         VARCHAR(64)  NOT NULL COMMENT 'the schedule added at runtime (forkq schedule add NAME); a [schedules.NAME] of the config file of the same name is the file''s and this row is ignored',
+  cron         VARCHAR(255) NOT NULL COMMENT 'the cron expression (five fields, or six with seconds)',
+  handler      VARCHAR(191) NOT NULL COMMENT 'the handler of the jobs it enqueues',
+  queue        VARCHAR(64)  NULL DEFAULT NULL COMMENT 'the queue of its jobs; NULL: the handler''s registered queue',
+  timezone     VARCHAR(64)  NOT NULL DEFAULT 'UTC' COMMENT 'the IANA time zone the cron expression is read in',
+  payload      TEXT         NOT NULL COMMENT 'JSON object: the payload of every job it enqueues',
+  priority     INT          NOT NULL DEFAULT 0 COMMENT 'the priority of its jobs',
+  misfire      VARCHAR(16)  NOT NULL DEFAULT 'once' COMMENT 'once | skip: what slots missed while no host ran do on recovery',
+  paused       TINYINT      NOT NULL DEFAULT 0 COMMENT '1: no slot is enqueued until resumed',
+  since        TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'slots due before this are never run: set when added and when resumed (database clock)',
+  changed_by   VARCHAR(191) NULL DEFAULT NULL COMMENT 'who last added, paused or resumed it (user@host, or the dashboard''s client)',
+  updated_at   TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'when it was last changed',
+  PRIMARY KEY (name)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq schedules added at runtime, beside the config file''s [schedules.NAME]; their slots are recorded in forkq_schedule_slots like the file''s';
+UPDATE forkq_schema SET version = 9, applied_at = NOW(6) WHERE id = 1 AND version < 9;

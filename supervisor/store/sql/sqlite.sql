@@ -338,6 +338,35 @@ UPDATE forkq_schedule_slots SET job_id = :job_id WHERE schedule = :schedule AND 
 -- name: last_slot
 SELECT MAX(slot) AS slot FROM forkq_schedule_slots WHERE schedule = :schedule;
 
+-- name: set_progress
+UPDATE forkq_jobs SET progress = :progress
+WHERE id = :id AND status = 'running' AND locked_by = :owner;
+
+-- name: schedule_add
+-- A schedule added at runtime; a name already added is a duplicate key (the caller says so).
+INSERT INTO forkq_schedules
+  (name, cron, handler, queue, timezone, payload, priority, misfire, paused, since, changed_by, updated_at)
+VALUES (:name, :cron, :handler, :queue, :timezone, :payload, :priority,
+        :misfire, 0, :now, :by, :now);
+
+-- name: schedule_pause
+UPDATE forkq_schedules SET paused = 1, changed_by = :by, updated_at = :now
+WHERE name = :name AND paused = 0;
+
+-- name: schedule_resume
+-- Slots that fell due while it was paused are not run: `since` moves to now.
+UPDATE forkq_schedules SET paused = 0, since = :now, changed_by = :by, updated_at = :now
+WHERE name = :name AND paused = 1;
+
+-- name: schedule_remove
+DELETE FROM forkq_schedules WHERE name = :name;
+
+-- name: schedule_list
+-- Every schedule added at runtime: a handful of rows, read once per check tick.
+SELECT name, cron, handler, queue, timezone, payload, priority, misfire, paused,
+       since, changed_by, updated_at
+FROM forkq_schedules ORDER BY name;
+
 -- name: load_alerts
 SELECT alert_key, state, detail, since, notified_at FROM forkq_alerts;
 
@@ -424,6 +453,23 @@ WHERE id < :before AND id >= :floor
 ORDER BY id DESC
 LIMIT :limit;
 
+-- name: web_jobs_search
+SELECT id, queue, handler, status, priority, attempts, max_attempts, unique_key, locked_by,
+       locked_until, run_at, enqueued_at, started_at, finished_at,
+       SUBSTR(last_error, 1, 300) AS last_error, SUBSTR(payload, 1, 120) AS payload
+FROM forkq_jobs NOT INDEXED
+WHERE id < :before AND id >= :floor
+  AND (:queue IS NULL OR queue = :queue)
+  AND (:status IS NULL OR status = :status)
+  AND (:handler IS NULL OR handler = :handler)
+  AND (:error IS NULL OR LOWER(last_error) LIKE :error ESCAPE '!')
+  AND (:tag IS NULL
+       OR (CASE WHEN json_valid(tags) THEN EXISTS (SELECT 1 FROM json_each(tags) WHERE value = :tag) END))
+  AND (:path IS NULL
+       OR (CASE WHEN json_valid(payload) THEN CAST(json_extract(payload, :path) AS TEXT) END) = :value)
+ORDER BY id DESC
+LIMIT :limit;
+
 -- name: web_count_status
 SELECT COUNT(*) AS n FROM (SELECT 1 FROM forkq_jobs INDEXED BY forkq_jobs_status
   WHERE status = :status
@@ -465,7 +511,7 @@ SELECT * FROM forkq_processes WHERE name = :name;
 SELECT j.id, j.queue, j.handler, j.status, j.priority, j.attempts, j.max_attempts,
        j.unique_key, j.locked_by, j.locked_until, j.run_at, j.enqueued_at, j.started_at,
        j.finished_at, SUBSTR(j.last_error, 1, 300) AS last_error,
-       SUBSTR(j.payload, 1, 120) AS payload, p.host AS host, p.pid AS pid
+       SUBSTR(j.payload, 1, 120) AS payload, j.progress, p.host AS host, p.pid AS pid
 FROM forkq_jobs j INDEXED BY forkq_jobs_status
 LEFT JOIN forkq_processes p ON p.name = j.locked_by
 WHERE j.status IN ('running', 'cancelling') AND (:queue IS NULL OR j.queue = :queue)
@@ -514,6 +560,14 @@ VALUES (:queue, :handler, :payload, :priority, COALESCE(:run_at, :now + :delay_u
         CASE WHEN COALESCE(:run_at, :now + :delay_us / 1000000.0) > :now + :ahead_us / 1000000.0
              THEN 'scheduled' ELSE 'ready' END,
         :now, :unique_key, :max_attempts, :limit_key, :group_key)
+
+-- name: insert_job_tagged
+INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status, enqueued_at, unique_key,
+                        max_attempts, limit_key, group_key, tags)
+VALUES (:queue, :handler, :payload, :priority, COALESCE(:run_at, :now + :delay_us / 1000000.0),
+        CASE WHEN COALESCE(:run_at, :now + :delay_us / 1000000.0) > :now + :ahead_us / 1000000.0
+             THEN 'scheduled' ELSE 'ready' END,
+        :now, :unique_key, :max_attempts, :limit_key, :group_key, :tags)
 ON CONFLICT (unique_key) DO UPDATE SET unique_key = excluded.unique_key
 RETURNING id;
 
@@ -853,3 +907,24 @@ CREATE TABLE IF NOT EXISTS forkq_tenants (
 CREATE INDEX IF NOT EXISTS forkq_tenants_turn ON forkq_tenants (queue, last_served, tenant);
 UPDATE forkq_schema SET version = 8, applied_at = (julianday('now') - 2440587.5) * 86400.0
 WHERE id = 1 AND version < 8;
+
+-- name: upgrade_to_9
+-- Version 9 adds forkq_jobs.tags and .progress and forkq_schedules (see mysql.sql).
+ALTER TABLE forkq_jobs ADD COLUMN tags TEXT NULL;
+ALTER TABLE forkq_jobs ADD COLUMN progress TEXT NULL;
+CREATE TABLE IF NOT EXISTS forkq_schedules (
+  name         TEXT    NOT NULL PRIMARY KEY,
+  cron         TEXT    NOT NULL,
+  handler      TEXT    NOT NULL,
+  queue        TEXT    NULL,
+  timezone     TEXT    NOT NULL DEFAULT 'UTC',
+  payload      TEXT    NOT NULL,
+  priority     INTEGER NOT NULL DEFAULT 0,
+  misfire      TEXT    NOT NULL DEFAULT 'once',
+  paused       INTEGER NOT NULL DEFAULT 0,
+  since        REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+  changed_by   TEXT    NULL,
+  updated_at   REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0)
+);
+UPDATE forkq_schema SET version = 9, applied_at = (julianday('now') - 2440587.5) * 86400.0
+WHERE id = 1 AND version < 9;

@@ -24,7 +24,9 @@ CREATE TABLE IF NOT EXISTS forkq_jobs (
   snoozes      INTEGER NOT NULL DEFAULT 0, -- Snooze requests, never attempts
   limit_wait   TEXT    NOT NULL DEFAULT '', -- the limit bucket a ready job is parked on
   group_key    TEXT    NULL, -- its tenant in a fair pool; NULL: the limit_key is
-  tenant       TEXT    GENERATED ALWAYS AS (COALESCE(group_key, limit_key, '')) VIRTUAL
+  tenant       TEXT    GENERATED ALWAYS AS (COALESCE(group_key, limit_key, '')) VIRTUAL,
+  tags         TEXT    NULL, -- JSON list of strings given at enqueue; NULL: none
+  progress     TEXT    NULL -- JSON {"percent", "message", "at"} its handler last reported
 );
 CREATE INDEX IF NOT EXISTS forkq_jobs_claim ON forkq_jobs (queue, status, priority DESC, run_at, id);
 CREATE INDEX IF NOT EXISTS forkq_jobs_status ON forkq_jobs (status, queue, run_at);
@@ -89,6 +91,21 @@ CREATE TABLE IF NOT EXISTS forkq_schedule_slots (
   PRIMARY KEY (schedule, slot)
 );
 
+CREATE TABLE IF NOT EXISTS forkq_schedules (
+  name         TEXT    NOT NULL PRIMARY KEY,
+  cron         TEXT    NOT NULL,
+  handler      TEXT    NOT NULL,
+  queue        TEXT    NULL,
+  timezone     TEXT    NOT NULL DEFAULT 'UTC',
+  payload      TEXT    NOT NULL,
+  priority     INTEGER NOT NULL DEFAULT 0,
+  misfire      TEXT    NOT NULL DEFAULT 'once',
+  paused       INTEGER NOT NULL DEFAULT 0,
+  since        REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+  changed_by   TEXT    NULL,
+  updated_at   REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0)
+);
+
 CREATE TABLE IF NOT EXISTS forkq_alerts (
   alert_key    TEXT    NOT NULL PRIMARY KEY,
   state        TEXT    NOT NULL DEFAULT 'ok',
@@ -150,4 +167,4 @@ CREATE TABLE IF NOT EXISTS forkq_schema (
 );
 
 -- The version this file creates; kept if the database already records one.
-INSERT OR IGNORE INTO forkq_schema (id, version) VALUES (1, 8);
+INSERT OR IGNORE INTO forkq_schema (id, version) VALUES (1, 9);

@@ -1,0 +1,88 @@
+"""`forkq schedule add|pause|resume|remove|list`: schedules added at runtime.
+
+They live in forkq_schedules beside the config file's `[schedules.NAME]`; a name the
+file defines is the file's, and a change to it here is refused with the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from supervisor.cli.common import command_config, command_store, operator_name
+from supervisor.cli.overview import cmd_schedules
+from supervisor.config import MISFIRE_MODES, schedule_from
+from supervisor.errors import ConfigError, ExitCode, SchemaError, UsageError
+from supervisor.store import Store
+
+SCHEDULES_SCHEMA_VERSION = 9  # forkq_schedules exists from this version on
+
+
+def schedule_parser(sub: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+    actions = sub.add_subparsers(dest="action", metavar="ACTION", required=True)
+    add = actions.add_parser("add", parents=[common], help="add a schedule (enqueues from now)")
+    add.add_argument("name", metavar="NAME")
+    add.add_argument("--cron", required=True, help='cron expression, e.g. "0 4 * * *"')
+    add.add_argument("--handler", required=True, help="the handler of the jobs it enqueues")
+    add.add_argument("--queue", help="default: the handler's registered queue")
+    add.add_argument("--timezone", help="IANA zone the expression is read in (default UTC)")
+    add.add_argument("--payload", default="{}", help="JSON object given to every job")
+    add.add_argument("--priority", type=int, help="the jobs' priority (default 0)")
+    add.add_argument("--misfire", choices=MISFIRE_MODES, help="once (default) or skip")
+    for action, text in (
+        ("pause", "stop enqueueing its slots (on every host)"),
+        ("resume", "enqueue its slots again, from now on"),
+        ("remove", "delete it"),
+    ):
+        actions.add_parser(action, parents=[common], help=text).add_argument("name", metavar="NAME")
+    listing = actions.add_parser("list", parents=[common], help="every schedule, file and runtime")
+    listing.add_argument("--json", action="store_true", help="print one JSON document")
+
+
+def cmd_schedule(args: argparse.Namespace) -> int:
+    if args.action == "list":
+        return cmd_schedules(args)
+    from supervisor.cluster.schedules import add_schedule, change_schedule
+
+    config = command_config(args)
+    schedule = None
+    if args.action == "add":  # checked before the database is asked anything
+        try:
+            schedule = schedule_from(args.name, _fields(args))
+        except ConfigError as exc:
+            raise UsageError(str(exc)) from None
+    with command_store(config) as store:
+        _require_table(store)
+        by = f"{operator_name()} (forkq schedule)"
+        if schedule is not None:
+            add_schedule(store, config, schedule, by)
+            print(f"schedule {args.name} added")
+        else:
+            print(change_schedule(store, config, args.name, args.action, by))
+    return int(ExitCode.OK)
+
+
+def _fields(args: argparse.Namespace) -> dict[str, Any]:
+    try:
+        payload = json.loads(args.payload)
+    except ValueError as exc:
+        raise UsageError(f"--payload: not JSON: {exc}") from None
+    return {
+        "cron": args.cron,
+        "handler": args.handler,
+        "queue": args.queue,
+        "timezone": args.timezone,
+        "payload": payload,
+        "priority": args.priority,
+        "misfire": args.misfire,
+    }
+
+
+def _require_table(store: Store) -> None:
+    version = store.schema_version() or 0
+    if version < SCHEDULES_SCHEMA_VERSION:
+        raise SchemaError(
+            f"runtime schedules need schema version {SCHEDULES_SCHEMA_VERSION} (this database"
+            f" has {version}): run `forkq schema apply`"
+        )
