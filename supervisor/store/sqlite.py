@@ -197,18 +197,16 @@ class SQLiteStore(Store):
         """One job's INSERT on `connection` (ours or the caller's); its id."""
         _check_length(connection, params["payload"])
         cursor = connection.execute(self.queries[self.insert_query(params)], params)
-        if params.get("group_key") is not None:  # its tenant joins its queue's round (a
-            # batch's join at once: insert_many)
-            rows = cursor.fetchall()  # the RETURNING row, read before the next statement
-            if params.get("join_alone", True):
-                connection.execute(self.queries["join_round"], params)
-            return int(rows[0]["id"] if isinstance(rows[0], dict) else rows[0][0])
-        if params["unique_key"] is None:
+        grouped = params.get("group_key") is not None
+        if not (grouped or params.get("tags") is not None or params["unique_key"] is not None):
             assert cursor.lastrowid is not None  # set by every successful INSERT
             return cursor.lastrowid
-        # fetchall: a RETURNING statement is finished (and, outside a transaction,
-        # committed) only once every row has been read. Rows are dicts on our connection.
+        # fetchall: a RETURNING statement (a unique key, a group_key, tags) is finished (and,
+        # outside a transaction, committed) only once every row has been read. Rows are dicts
+        # on our connection.
         [row] = cursor.fetchall()
+        if grouped and params.get("join_alone", True):  # its tenant joins the queue's round
+            connection.execute(self.queries["join_round"], params)  # (a batch's: insert_many)
         return int(row["id"] if isinstance(row, dict) else row[0])
 
 

@@ -106,28 +106,26 @@ def innodb_table_id(url: str) -> int:
 
 
 def undo_version_9(url: str) -> None:
-    """Take away what version 9 added (forkq_schedules, forkq_jobs.tags and .progress)."""
+    """Take away what version 9 added (forkq_schedules)."""
     sql(url, "DROP TABLE forkq_schedules")
-    sql(url, "ALTER TABLE forkq_jobs DROP COLUMN tags")
-    sql(url, "ALTER TABLE forkq_jobs DROP COLUMN progress")
     sql(url, "UPDATE forkq_schema SET version = 8")
 
 
 def undo_version_8(url: str) -> None:
-    """Take away what versions 9 and 8 added (then forkq_tenants, forkq_jobs.group_key and
-    .tenant and the index forkq_jobs_tenant)."""
+    """Take away what versions 9 and 8 added (then forkq_tenants, forkq_jobs.group_key,
+    .tags, .progress and .tenant and the index forkq_jobs_tenant)."""
     undo_version_9(url)
     sql(url, "DROP TABLE forkq_tenants")
     if backend_of(url) == "mysql":
         sql(
             url,
             "ALTER TABLE forkq_jobs DROP INDEX forkq_jobs_tenant, DROP COLUMN tenant,"
-            " DROP COLUMN group_key",
+            " DROP COLUMN group_key, DROP COLUMN tags, DROP COLUMN progress",
         )
     else:
         sql(url, "DROP INDEX forkq_jobs_tenant")
-        sql(url, "ALTER TABLE forkq_jobs DROP COLUMN tenant")
-        sql(url, "ALTER TABLE forkq_jobs DROP COLUMN group_key")
+        for column in ("progress", "tags", "tenant", "group_key"):  # the last first
+            sql(url, f"ALTER TABLE forkq_jobs DROP COLUMN {column}")
     sql(url, "UPDATE forkq_schema SET version = 7")
 
 
@@ -439,7 +437,9 @@ def test_a_version_7_database_is_upgraded_to_8_in_place(db_url: str) -> None:
             build_job("schema.keep", {}, "default", 0.0, None, 0, None, None, limit_key="shop-1")
         )
         undo_version_8(db_url)
-        assert {"group_key", "tenant"}.isdisjoint(live_columns(db_url)["forkq_jobs"])
+        assert {"group_key", "tenant", "tags", "progress"}.isdisjoint(
+            live_columns(db_url)["forkq_jobs"]
+        )
         assert "forkq_tenants" not in live_columns(db_url)
         assert store.require_schema() == 7  # the daemon still runs on version 7
         plain = store.enqueue(_job())  # a producer on version 7
@@ -458,13 +458,12 @@ def test_a_version_7_database_is_upgraded_to_8_in_place(db_url: str) -> None:
 
 
 def test_a_version_8_database_is_upgraded_to_9_in_place(db_url: str) -> None:
-    """Version 9 adds forkq_jobs.tags (an instant column: no table copy) and forkq_schedules;
-    a job enqueued before keeps its row and has no tags."""
+    """Version 9 adds forkq_schedules (no table copy); a job enqueued before keeps its row
+    and has no tags (version 8 added the column)."""
     store = open_store(db_url)
     try:
         job_id = store.enqueue(_job())
         undo_version_9(db_url)
-        assert {"tags", "progress"}.isdisjoint(live_columns(db_url)["forkq_jobs"])
         assert "forkq_schedules" not in live_columns(db_url)
         table_id = innodb_table_id(db_url) if backend_of(db_url) == "mysql" else 0
         assert store.apply_schema() == SCHEMA_VERSION == 9

@@ -1094,8 +1094,10 @@ UPDATE forkq_schema SET version = 7, applied_at = NOW(6) WHERE id = 1 AND versio
 -- name: upgrade_to_8
 -- Version 8 adds fair share within a queue: forkq_jobs.group_key and the generated column
 -- tenant (instant changes, no table copy; a virtual column is added alone), the index of
--- fair claims (built online: reads and writes go on), and forkq_tenants.
-ALTER TABLE forkq_jobs ADD COLUMN group_key VARCHAR(191) NULL DEFAULT NULL COMMENT 'the tenant of the job in a fair pool ([pools.X] fair = true): tenants take turns at the queue; NULL: its limit_key is its tenant', ALGORITHM=INSTANT;
+-- fair claims (built online: reads and writes go on), and forkq_tenants; and the
+-- dashboard's forkq_jobs.tags and .progress, added with group_key: after an indexed
+-- virtual column MariaDB adds no column instantly (error 1845).
+ALTER TABLE forkq_jobs ADD COLUMN group_key VARCHAR(191) NULL DEFAULT NULL COMMENT 'the tenant of the job in a fair pool ([pools.X] fair = true): tenants take turns at the queue; NULL: its limit_key is its tenant', ADD COLUMN tags TEXT NULL DEFAULT NULL COMMENT 'JSON list of strings given at enqueue (tags=[...]), for the dashboard''s tag:NAME search; NULL: none', ADD COLUMN progress VARCHAR(400) NULL DEFAULT NULL COMMENT 'JSON object of percent, message and at (epoch seconds): what its handler last reported (job.progress, or a command''s forkq-progress: line), at most one write a second; NULL: none', ALGORITHM=INSTANT;
 ALTER TABLE forkq_jobs ADD COLUMN tenant VARCHAR(191) AS (COALESCE(group_key, limit_key, '')) VIRTUAL COMMENT 'generated, never written: the job''s tenant in a fair pool (group_key, else limit_key, else empty)', ALGORITHM=INSTANT;
 ALTER TABLE forkq_jobs ADD INDEX forkq_jobs_tenant (queue, status, tenant, priority DESC, run_at, id), ALGORITHM=INPLACE, LOCK=NONE;
 CREATE TABLE IF NOT EXISTS forkq_tenants (
@@ -1108,9 +1110,7 @@ CREATE TABLE IF NOT EXISTS forkq_tenants (
 UPDATE forkq_schema SET version = 8, applied_at = NOW(6) WHERE id = 1 AND version < 8;
 
 -- name: upgrade_to_9
--- Version 9 adds forkq_jobs.tags and .progress (an instant change, no table copy) and forkq_schedules:
--- schedules added at runtime (`forkq schedule add`). It does not depend on version 8.
-ALTER TABLE forkq_jobs ADD COLUMN tags TEXT NULL DEFAULT NULL COMMENT 'JSON list of strings given at enqueue (tags=[...]), for the dashboard''s tag:NAME search; NULL: none', ADD COLUMN progress VARCHAR(400) NULL DEFAULT NULL COMMENT 'JSON object of percent, message and at (epoch seconds): what its handler last reported (job.progress, or a command''s forkq-progress: line), at most one write a second; NULL: none', ALGORITHM=INSTANT;
+-- Version 9 adds forkq_schedules: schedules added at runtime (`forkq schedule add`).
 CREATE TABLE IF NOT EXISTS forkq_schedules (
   name         VARCHAR(64)  NOT NULL COMMENT 'the schedule added at runtime (forkq schedule add NAME); a [schedules.NAME] of the config file of the same name is the file''s and this row is ignored',
   cron         VARCHAR(255) NOT NULL COMMENT 'the cron expression (five fields, or six with seconds)',

@@ -560,6 +560,8 @@ VALUES (:queue, :handler, :payload, :priority, COALESCE(:run_at, :now + :delay_u
         CASE WHEN COALESCE(:run_at, :now + :delay_us / 1000000.0) > :now + :ahead_us / 1000000.0
              THEN 'scheduled' ELSE 'ready' END,
         :now, :unique_key, :max_attempts, :limit_key, :group_key)
+ON CONFLICT (unique_key) DO UPDATE SET unique_key = excluded.unique_key
+RETURNING id;
 
 -- name: insert_job_tagged
 INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status, enqueued_at, unique_key,
@@ -892,9 +894,11 @@ UPDATE forkq_schema SET version = 7, applied_at = (julianday('now') - 2440587.5)
 WHERE id = 1 AND version < 7;
 
 -- name: upgrade_to_8
--- Version 8 adds forkq_jobs.group_key and the generated column tenant, the index of fair
--- claims, and forkq_tenants (see mysql.sql).
+-- Version 8 adds forkq_jobs.group_key, .tags, .progress and the generated column tenant,
+-- the index of fair claims, and forkq_tenants (see mysql.sql).
 ALTER TABLE forkq_jobs ADD COLUMN group_key TEXT NULL;
+ALTER TABLE forkq_jobs ADD COLUMN tags TEXT NULL;
+ALTER TABLE forkq_jobs ADD COLUMN progress TEXT NULL;
 ALTER TABLE forkq_jobs ADD COLUMN tenant TEXT GENERATED ALWAYS AS (COALESCE(group_key, limit_key, '')) VIRTUAL;
 CREATE INDEX IF NOT EXISTS forkq_jobs_tenant
   ON forkq_jobs (queue, status, tenant, priority DESC, run_at, id);
@@ -909,9 +913,7 @@ UPDATE forkq_schema SET version = 8, applied_at = (julianday('now') - 2440587.5)
 WHERE id = 1 AND version < 8;
 
 -- name: upgrade_to_9
--- Version 9 adds forkq_jobs.tags and .progress and forkq_schedules (see mysql.sql).
-ALTER TABLE forkq_jobs ADD COLUMN tags TEXT NULL;
-ALTER TABLE forkq_jobs ADD COLUMN progress TEXT NULL;
+-- Version 9 adds forkq_schedules (see mysql.sql).
 CREATE TABLE IF NOT EXISTS forkq_schedules (
   name         TEXT    NOT NULL PRIMARY KEY,
   cron         TEXT    NOT NULL,
