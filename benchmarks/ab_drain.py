@@ -7,9 +7,9 @@ shared and noisy: only figures taken side by side compare).
 Each round drains N `ab.noop` jobs once per checkout, in turn: a fresh SQLite file or
 MariaDB database with that checkout's own schema (`python -m supervisor schema apply`),
 N jobs enqueued by its own `Queue.enqueue_many`, then its `forkq run` with one pool of W
-children, timed from the first job gone to the last (the steady state: no interpreter
-start or imports), and the CPU its processes used per job (RUSAGE_CHILDREN: the master
-reaps its children, we reap the master). Prints each checkout's median rate and CPU per
+children (never recycled), timed from the first job gone to the last (the steady state:
+no interpreter start or imports), and the CPU the master and its children used per job
+over that same span (psutil, read at both ends). Prints each checkout's median rate and CPU per
 job, and its ratio to the first checkout.
 """
 
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import signal
 import sqlite3
 import statistics
@@ -46,6 +45,21 @@ for start in range(0, n, 1000):
                     for i in range(start, min(n, start + 1000))])
 q.close()
 """
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds so far of the daemon: its master and every live child."""
+    import psutil
+
+    master = psutil.Process(pid)
+    total = 0.0
+    for process in [master, *master.children(recursive=True)]:
+        try:
+            times = process.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
 
 
 def count_left(url: str) -> int:
@@ -106,6 +120,7 @@ def drain_once(
             f'[database]\nurl = "{url}"\n[supervisor]\nhandlers = ["ab_handlers"]\n'
             f"check_interval = 10\nshutdown_timeout = 10\n"
             f"[pools.ab]\nworkers = {workers}\nmax_workers = {workers}\ntimeout = 60\n"
+            "max_jobs_per_child = 1000000\n"  # no recycling: the steady-state CPU is read live
         )
         env = {
             **os.environ,
@@ -117,7 +132,6 @@ def drain_once(
         subprocess.run([*run, "schema", "apply", "-c", "ab.toml"], cwd=work, env=env, check=True,
                        stdout=subprocess.DEVNULL)  # fmt: skip
         subprocess.run([sys.executable, "-c", ENQUEUE, url, str(n)], cwd=work, env=env, check=True)
-        cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
         with open(work / "daemon.log", "wb") as log:
             daemon = subprocess.Popen(
                 [*run, "run", "-c", "ab.toml"], cwd=work, env=env, stdout=log, stderr=log,
@@ -125,19 +139,21 @@ def drain_once(
             )  # fmt: skip
         try:
             first = last = None
+            cpu_first = cpu_last = 0.0
             deadline = time.monotonic() + 300
             while time.monotonic() < deadline:
                 left = count_left(url)
                 now = time.perf_counter()
                 if first is None and left < n:
-                    first = (now, left)
+                    first, cpu_first = (now, left), tree_cpu(daemon.pid)
                 if left == 0:
-                    last = now
+                    last, cpu_last = now, tree_cpu(daemon.pid)
                     break
                 time.sleep(0.01)
             if first is None or last is None:
                 raise RuntimeError(f"{checkout}: the drain did not finish")
             rate = first[1] / (last - first[0])
+            steady_cpu = (cpu_last - cpu_first) / first[1] * 1e6
         finally:
             daemon.send_signal(signal.SIGTERM)
             try:
@@ -148,13 +164,9 @@ def drain_once(
         handed_back = (work / "daemon.log").read_bytes().count(b'"jobs_handed_back"')
         if handed_back:
             print(f"  ({checkout}: {handed_back} hand-backs in this drain)", flush=True)
-        cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = (cpu_after.ru_utime + cpu_after.ru_stime) - (
-            cpu_before.ru_utime + cpu_before.ru_stime
-        )
         if backend != "sqlite":
             mysql_admin(mysql_url, f"DROP DATABASE IF EXISTS forkq_ab_{os.getpid()}")
-        return rate, cpu / n * 1e6
+        return rate, steady_cpu
 
 
 def main() -> int:

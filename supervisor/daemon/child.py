@@ -98,8 +98,11 @@ class PipeEvents:
         return self.spec.ledger.written_elsewhere()
 
     def holding(self, more: bool) -> None:
-        # A wake-up for the master: it watches the first job for the hand-back grace.
-        self.send("M" if more else "H")
+        # A wake-up for the master, which watches the first job for the hand-back grace and
+        # wakes an idle sibling for the rest: only worth a system call and a master loop
+        # turn when a sibling is idle (a sibling going idle later wakes the master itself).
+        if self.spec.ledger.idle_siblings():
+            self.send("M" if more else "H")
 
     def job_ran(self, job: JobRow) -> None:
         # Still this job's (a death now settles it, attempt counted), but no deadline:

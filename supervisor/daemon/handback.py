@@ -57,7 +57,13 @@ class HandBacks:
         self.unwritten: list[_Unwritten] = []
 
     def run(self, now: float) -> None:
-        """Take back from every child whose job has run past the grace, then write."""
+        """Take back from every child whose job has run past the grace, then write. Each
+        child learns how many of its pool's children are idle (ledger.tell_idle)."""
+        idle: dict[str, int] = {}
+        for child in self.children:
+            idle[child.pool] = idle.get(child.pool, 0) + child.is_idle()
+        for child in self.children:
+            child.ledger.tell_idle(idle[child.pool] - child.is_idle())
         for child in self.children:
             if child.ending is not None or child.sigkilled:
                 continue  # being killed: settling returns what it held

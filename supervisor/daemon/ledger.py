@@ -37,10 +37,12 @@ CAPACITY = 256  # jobs a child may hold unstarted, and successes it may leave to
 # job of the batch, job started unmarked
 _HEAD = struct.Struct("<IIIIqq")
 _IDS = struct.Struct(f"<{CAPACITY}q")
+_FIELDS = {"unstarted": 0, "done": 1, "taken": 2, "claiming": 3, "first": 4, "unmarked": 5}
 _UNSTARTED = _HEAD.size
 _DONE = _UNSTARTED + _IDS.size
 _TAKEN = _DONE + _IDS.size
-_SIZE = _TAKEN + _IDS.size
+_IDLE = _TAKEN + _IDS.size  # the pool's idle children, as the master last counted them
+_SIZE = _IDLE + 4
 
 
 class Holding(StrEnum):
@@ -115,16 +117,16 @@ class Ledger:
         return _HEAD.unpack_from(self._buf, 0)
 
     def _ids(self, offset: int, count: int) -> list[int]:
-        return list(_IDS.unpack_from(self._buf, offset)[:count])
+        return list(struct.unpack_from(f"<{count}q", self._buf, offset)) if count else []
 
     def _put(self, offset: int, ids: Sequence[int]) -> None:
         struct.pack_into(f"<{len(ids)}q", self._buf, offset, *ids)
 
     def _set(self, **changes: int) -> None:
-        names = ("unstarted", "done", "taken", "claiming", "first", "unmarked")
-        values = dict(zip(names, self._head(), strict=True))
-        values.update(changes)
-        _HEAD.pack_into(self._buf, 0, *(values[name] for name in names))
+        values = list(_HEAD.unpack_from(self._buf, 0))
+        for name, value in changes.items():
+            values[_FIELDS[name]] = value
+        _HEAD.pack_into(self._buf, 0, *values)
 
     # --- the child's side ----------------------------------------------------------------
 
@@ -144,25 +146,32 @@ class Ledger:
         """Take a held job to run it; False when the master took it back. `publish` (the
         scoreboard's job start) runs under the lock, so the master never sees the job
         neither held nor running."""
-        with self._locked():
-            unstarted, _, _, _, first, _ = self._head()
+        fcntl.lockf(self._lock_fd, fcntl.LOCK_EX, 1, self.slot)  # (per job: no wrapper)
+        try:
+            unstarted, done, taken, claiming, first, _ = _HEAD.unpack_from(self._buf, 0)
             held = self._ids(_UNSTARTED, unstarted)
             if job_id not in held:
                 return False
             held.remove(job_id)
             self._put(_UNSTARTED, held)
-            self._set(unstarted=len(held), unmarked=0 if job_id == first else job_id)
+            unmarked = 0 if job_id == first else job_id
+            _HEAD.pack_into(self._buf, 0, len(held), done, taken, claiming, first, unmarked)
             publish()
             return True
+        finally:
+            fcntl.lockf(self._lock_fd, fcntl.LOCK_UN, 1, self.slot)
 
     def succeeded(self, job_id: int) -> None:
         """A success waiting for its acknowledgement; the master may write it first. When
         the list is full it is not listed, and only the child writes it."""
-        with self._locked():
-            done = self._head()[1]
+        fcntl.lockf(self._lock_fd, fcntl.LOCK_EX, 1, self.slot)
+        try:
+            unstarted, done, taken, claiming, first, unmarked = _HEAD.unpack_from(self._buf, 0)
             if done < CAPACITY:
                 struct.pack_into("<q", self._buf, _DONE + 8 * done, job_id)
-                self._set(done=done + 1)
+                _HEAD.pack_into(self._buf, 0, unstarted, done + 1, taken, claiming, first, unmarked)
+        finally:
+            fcntl.lockf(self._lock_fd, fcntl.LOCK_UN, 1, self.slot)
 
     def written_elsewhere(self) -> list[int]:
         """Before the child writes its successes: those the master wrote (forget them), and
@@ -172,7 +181,16 @@ class Ledger:
             self._set(done=0, taken=0)
             return ids
 
+    def idle_siblings(self) -> int:
+        """How many of the pool's children were idle at the master's last look (a hint read
+        without the lock: whether telling the master about a batch can help anyone now)."""
+        return int(struct.unpack_from("<I", self._buf, _IDLE)[0])
+
     # --- the master's side ---------------------------------------------------------------
+
+    def tell_idle(self, count: int) -> None:
+        """The pool's idle children now (written without the lock: a hint)."""
+        struct.pack_into("<I", self._buf, _IDLE, min(count, 0xFFFFFFFF))
 
     def pending(self) -> bool:
         """Anything the master could take (read without the lock: only to plan its wake)."""
