@@ -71,9 +71,9 @@ def test_progress_of_a_handler_and_a_command_shows_on_the_running_and_job_pages(
         flag.touch()
     wait_until(
         lambda: all(
-            store.get_job(i) is None or str(store.get_job(i).status) == "done"
+            (job := store.get_job(i)) is None or str(job.status) == "done"  # one read: gone or done
             for i in (python_job, command_job)
-        ),  # type: ignore[union-attr]
+        ),
         timeout=30,
         message="jobs did not finish",
     )
