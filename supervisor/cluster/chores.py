@@ -76,33 +76,51 @@ def settle_owner(
 
 
 def reap_expired_leases(store: Store, limit: int = 500) -> int:
-    """Expired leases: the holder died without anyone noticing; the attempt counts. A job
-    that was being cancelled when its holder vanished ends cancelled."""
+    """Expired leases: the holder died without anyone noticing; the attempt counts, unless
+    the job was claimed and never started (settle_held_rows). A job that was being
+    cancelled when its holder vanished ends cancelled."""
     reaped = 0
     for row in store.expired_leases(limit):
         if row.status == JobState.CANCELLING:
             reaped += int(store.finish_cancel(row.id))
-            continue
-        error = GoneWorker.LEASE_EXPIRED.said(f"holder {row.locked_by} stopped without finishing")
-        if row.locked_by and fail_held_job(store, row, row.locked_by, error, only_expired=True):
-            reaped += 1
+        elif row.locked_by:
+            error = GoneWorker.LEASE_EXPIRED.said(
+                f"holder {row.locked_by} stopped without finishing"
+            )
+            reaped += settle_held_rows(store, [row], row.locked_by, error, only_expired=True)
     return reaped
 
 
 def settle_gone_worker(store: Store, owner: str, error: str, *, only_expired: bool = False) -> int:
     """A worker that vanished without a master to say which job it was running.
 
-    Each job it held may have run (or killed it), so each attempt counts; otherwise a
-    job that kills its worker (OOM, a segfault) would never end dead. `only_expired`
-    leaves jobs whose lease is still live to their holder.
+    `only_expired` leaves jobs whose lease is still live to their holder.
     """
     rows = store.held_by(owner)
     if not only_expired:  # a live lease's cancel is its holder's (or, once expired, the reaper's)
         rows = _finish_cancels(store, rows)
-    return sum(
+    held = [row for row in rows if row.status is JobState.RUNNING]
+    return settle_held_rows(store, held, owner, error, only_expired=only_expired)
+
+
+def settle_held_rows(
+    store: Store, rows: list[JobRow], owner: str, error: str, *, only_expired: bool
+) -> int:
+    """Settle running rows of a holder gone with no master to say what it ran.
+
+    A job whose start was recorded may have run (or killed its worker), so its attempt
+    counts; otherwise a job that kills its worker (OOM, a segfault) would never end dead.
+    A job with no start recorded was claimed in a batch and waited its turn: it returns to
+    ready with no attempt counted (issue 20). It may have started less than the hand-back
+    grace before the holder died (or after its master died): then it runs again, as any
+    job of a dead holder may, and that attempt is not charged.
+    """
+    unstarted = [row.id for row in rows if row.started_at is None]
+    settled = store.release(owner, unstarted, only_expired=only_expired)
+    return settled + sum(
         int(fail_held_job(store, row, owner, error, only_expired=only_expired))
         for row in rows
-        if row.status is JobState.RUNNING
+        if row.started_at is not None
     )
 
 

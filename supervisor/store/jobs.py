@@ -166,12 +166,24 @@ class JobOps(StoreCore):
                 f"[limits] need schema version {LIMITS_SCHEMA_VERSION}: run `forkq schema apply`"
             )
 
-    def release(self, owner: str, ids: Sequence[int], count_attempt: bool = False) -> int:
-        """Return held jobs to ready now; unless `count_attempt`, the claim's attempt is undone."""
+    def release(
+        self,
+        owner: str,
+        ids: Sequence[int],
+        count_attempt: bool = False,
+        *,
+        only_expired: bool = False,
+    ) -> int:
+        """Return held jobs to ready now; unless `count_attempt`, the claim's attempt is undone.
+        `only_expired` leaves jobs whose lease is still live to their holder."""
         if not ids:
             return 0
         return self._run(
-            "release", owner=owner, ids=self._ids(ids), uncount=0 if count_attempt else 1
+            "release",
+            owner=owner,
+            ids=self._ids(ids),
+            uncount=0 if count_attempt else 1,
+            only_expired=1 if only_expired else 0,
         )
 
     def hand_back(self, owner: str, taken: HandBack) -> int:
@@ -188,7 +200,9 @@ class JobOps(StoreCore):
                 if taken.unstarted:
                     returned = self._execute(
                         "release",
-                        self._params(owner=owner, ids=self._ids(taken.unstarted), uncount=1),
+                        self._params(
+                            owner=owner, ids=self._ids(taken.unstarted), uncount=1, only_expired=0
+                        ),
                     )
                 if taken.running is not None:
                     self._execute(

@@ -247,3 +247,29 @@ def psutil_process(pid: int) -> Any:
     import psutil
 
     return psutil.Process(pid)
+
+
+def test_a_daemon_killed_with_its_master_counts_no_attempt_for_unstarted_jobs(
+    daemons: Callable[..., Daemon], queue: Queue, tmp_path: Path, db_url: str
+) -> None:
+    """Master and child SIGKILLed while the child holds claimed, unstarted jobs: nobody is
+    left to say what ran, and the next boot settles them without charging an attempt."""
+    pool = {"workers": 1, "on_success": "keep", "claim_batch": 16}
+    daemon = daemons(pools={"work": pool}).start().wait_ready()
+    path = tmp_path / "records.txt"
+    freeze = {"handler": "t.stop_master", "payload": {"seconds": 0.5}, "queue": "work"}
+    quick = {"handler": "t.record", "payload": {"file": str(path)}, "queue": "work"}
+    frozen, _, child = freeze_in_a_batch(queue, daemon, freeze, quick)
+    behind = [job_id for job_id in held_by_child(db_url, child) if job_id > frozen]
+    assert behind, "the child claimed quick jobs behind the freezing one"
+    daemon.kill_all()
+    daemon.start()
+    # The freezing job's start was never recorded (its master was frozen): it runs again
+    # and freezes the new master once more, which the test thaws.
+    master = psutil_process(daemon.pid)
+    wait_until(lambda: master.status() == "stopped", timeout=30, message="the master frozen")
+    os.kill(daemon.pid, signal.SIGCONT)
+    wait_until(lambda: len(records(path)) == 5, timeout=30, message=daemon.describe())
+    marks = ",".join("?" * len(behind))
+    rows = dict(sql(db_url, f"SELECT id, attempts FROM forkq_jobs WHERE id IN ({marks})", behind))
+    assert {int(a) for a in rows.values()} == {1}, rows  # one attempt each: the one that ran

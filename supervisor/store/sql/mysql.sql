@@ -140,7 +140,8 @@ WHERE id = %(id)s AND status = 'running' AND locked_by = %(owner)s
 -- name: release
 UPDATE forkq_jobs
 SET status = 'ready', attempts = GREATEST(attempts - %(uncount)s, 0), locked_by = NULL, locked_until = NULL
-WHERE id IN %(ids)s AND status = 'running' AND locked_by = %(owner)s;
+WHERE id IN %(ids)s AND status = 'running' AND locked_by = %(owner)s
+  AND (%(only_expired)s = 0 OR locked_until < NOW(6));
 
 -- name: held_by
 SELECT * FROM forkq_jobs WHERE status IN ('running', 'cancelling') AND locked_by = %(owner)s ORDER BY id;

@@ -119,7 +119,8 @@ WHERE id = :id AND status = 'running' AND locked_by = :owner
 -- name: release
 UPDATE forkq_jobs
 SET status = 'ready', attempts = MAX(attempts - :uncount, 0), locked_by = NULL, locked_until = NULL
-WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'running' AND locked_by = :owner;
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'running' AND locked_by = :owner
+  AND (:only_expired = 0 OR locked_until < :now);
 
 -- name: held_by
 SELECT * FROM forkq_jobs WHERE status IN ('running', 'cancelling') AND locked_by = :owner ORDER BY id;
