@@ -103,10 +103,10 @@ def test_a_debounce_storm_runs_one_job_once_within_debounce_max(
         ids = []
         start = time.monotonic()
         for number in range(1000):
+            options = {"unique_key": "storm", "delay": 0.5, "debounce_max": 3}
+            job = {"file": str(record), "n": number}
             ids.append(
-                queue.enqueue("t.record", {"file": str(record), "n": number}, queue="work",
-                              unique_key="storm", delay=0.5, on_conflict="debounce",
-                              debounce_max=3)  # fmt: skip
+                queue.enqueue("t.record", job, queue="work", on_conflict="debounce", **options)
             )
             ahead = start + number * 0.002 - time.monotonic()  # 1,000 spread over 2 s
             if ahead > 0:

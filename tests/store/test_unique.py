@@ -60,9 +60,7 @@ def test_plain_unique_key_keeps_its_meaning_in_any_state(
     assert done == first and done.conflicted
     row = queue.get(first)
     assert row is not None and json.loads(row.payload) == {"n": 1}  # skip: unchanged
-    assert sql(db_url, "SELECT duplicates FROM forkq_jobs WHERE id = ?", [first]) == [
-        (2,)
-    ]
+    assert sql(db_url, "SELECT duplicates FROM forkq_jobs WHERE id = ?", [first]) == [(2,)]
 
 
 def test_a_second_enqueue_in_the_window_conflicts_and_after_it_does_not(
