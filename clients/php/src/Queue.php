@@ -220,8 +220,8 @@ final class Queue
         if (!in_array($onConflict, ['skip', 'replace', 'debounce'], true)) {
             throw new InvalidArgumentException('on_conflict must be one of skip, replace, debounce');
         }
-        $seconds = is_int($max) || is_float($max);
-        if ($max !== null && ($onConflict !== 'debounce' || !$seconds || is_nan((float) $max) || $max <= 0 || $max > 9e12)) {
+        $seconds = (is_int($max) || is_float($max)) && !is_nan((float) $max) && $max > 0 && $max <= 9e12;
+        if ($max !== null && ($onConflict !== 'debounce' || !$seconds)) {
             throw new InvalidArgumentException('debounce_max must be seconds > 0, with on_conflict "debounce"');
         }
         return [
