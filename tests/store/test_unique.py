@@ -240,3 +240,30 @@ def test_php_enqueues_with_a_window_and_debounces(run_php: Php, store: Store) ->
     row = store.get_job(first[0])
     assert row is not None and json.loads(row.payload) == {"v": 2}
     assert abs(row.run_at.timestamp() - (row.enqueued_at.timestamp() + 15)) < 0.001
+
+
+def test_a_job_back_in_scope_never_collides_with_the_new_holder(queue: Queue, store: Store) -> None:
+    """A retry of a queued job after it ran, an operator's retry of a dead one and a claimed
+    job handed back, while another job holds their key: no error, never two holders."""
+    first = queue.enqueue("u.back", unique_key="q", unique_while="queued")
+    dead = queue.enqueue("u.back", unique_key="a", unique_while="active")
+    assert {job.id for job in store.claim("default", "h:1:t", 2, lease=30)} == {first, dead}
+    newer = queue.enqueue("u.back", unique_key="q", unique_while="queued")
+    assert not newer.conflicted  # the first runs: the key is free
+    assert store.fail("h:1:t", first, "boom", dead=False)  # retried: it ran, so not queued
+    assert queue.enqueue("u.back", unique_key="q", unique_while="queued") == newer
+    assert store.fail("h:1:t", dead, "boom", dead=True)
+    taken = queue.enqueue("u.back", unique_key="a", unique_while="active")
+    assert not taken.conflicted
+    store.retry_jobs([dead])  # its key is taken: it stays dead (MariaDB counts it all the same)
+    row = queue.get(dead)
+    assert row is not None and row.status == "dead"
+    # Two claimed at once: the second is claimed behind the first, never started. Handed
+    # back while a new job took its key, it is left to its lease's end.
+    x = queue.enqueue("u.back", queue="hb", unique_key="x", unique_while="queued")
+    y = queue.enqueue("u.back", queue="hb", unique_key="y", unique_while="queued")
+    assert [job.id for job in store.claim("hb", "h:2:t", 2, lease=30)] == [x, y]
+    assert not queue.enqueue("u.back", queue="hb", unique_key="y", unique_while="queued").conflicted
+    store.release("h:2:t", [x, y])
+    statuses = {i: getattr(queue.get(i), "status", None) for i in (x, y)}
+    assert statuses == {x: "ready", y: "running"}
