@@ -34,6 +34,7 @@ from util import (
 )
 
 from supervisor.dburl import parse_database_url
+from supervisor.models import NewJob
 from supervisor.proc import node_id
 from supervisor.queue import build_job
 from supervisor.store import SCHEMA_VERSION, open_store
@@ -498,3 +499,32 @@ def test_a_version_8_database_is_upgraded_to_9_in_place(db_url: str) -> None:
         assert store.runtime_schedules() == []
     finally:
         store.close()
+
+
+def test_a_version_9_database_is_upgraded_to_10_with_its_keys_held(db_url: str) -> None:
+    """Version 10 copies forkq_jobs (MariaDB: ALGORITHM=COPY; SQLite: a rebuild), keeping
+    every row and id: a key held before is held after (as `kept`), ids are never reused
+    (SQLite's sequence kept past a deleted last job), and windows work from then on."""
+    store = open_store(db_url)
+    try:
+        keyed = store.enqueue(_job_with_key("before"))
+        last = store.enqueue(_job())
+        sql(db_url, "DELETE FROM forkq_jobs WHERE id = ?", [last])  # the sequence is past it
+        undo_version_10(db_url)
+        assert {"unique_for", "unique_live"}.isdisjoint(live_columns(db_url)["forkq_jobs"])
+        assert store.require_schema() == 9
+        assert store.apply_schema() == SCHEMA_VERSION == 10
+        assert live_columns(db_url) == declared(MYSQL_DDL)
+        assert "forkq_jobs_unique" in job_indexes(db_url)
+        assert "forkq_jobs_unique_key" not in job_indexes(db_url)
+        again = store.enqueue(_job_with_key("before"))
+        assert again == keyed and again.conflicted
+        fresh = store.enqueue(_job())
+        assert fresh > last  # no id of a job that was is given again
+        assert store.get_job(keyed) is not None
+    finally:
+        store.close()
+
+
+def _job_with_key(key: str) -> NewJob:
+    return build_job("schema.keep", {}, "default", 0.0, None, 0, key, None)
