@@ -25,7 +25,7 @@ CREATE TABLE IF NOT EXISTS forkq_jobs (
   run_at       TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'not claimed before this time (delay, backoff)',
   attempts     INT          NOT NULL DEFAULT 0 COMMENT 'attempts started so far',
   max_attempts INT          NULL DEFAULT NULL COMMENT 'attempts before dead; NULL means the handler''s default (10 unless the handler says)',
-  unique_key   VARCHAR(191) NULL DEFAULT NULL COMMENT 'idempotency key: a second enqueue with the same key returns this job''s id',
+  unique_key   VARCHAR(191) NULL DEFAULT NULL COMMENT 'idempotency key: a second enqueue with the same key returns this job''s id while this job holds it (unique_for, unique_while)',
   locked_by    VARCHAR(128) NULL DEFAULT NULL COMMENT 'lease holder (host:pid:token) while running',
   locked_until TIMESTAMP(6) NULL DEFAULT NULL COMMENT 'lease expiry; past it the job returns to ready and the attempt counts',
   last_error   TEXT         NULL COMMENT 'the last failure, kept for retries and dead jobs',
@@ -38,14 +38,19 @@ CREATE TABLE IF NOT EXISTS forkq_jobs (
   group_key    VARCHAR(191) NULL DEFAULT NULL COMMENT 'the tenant of the job in a fair pool ([pools.X] fair = true): tenants take turns at the queue; NULL: its limit_key is its tenant',
   tags         TEXT         NULL DEFAULT NULL COMMENT 'JSON list of strings given at enqueue (tags=[...]), for the dashboard''s tag:NAME search; NULL: none',
   progress     VARCHAR(400) NULL DEFAULT NULL COMMENT 'JSON object of percent, message and at (epoch seconds): what its handler last reported (job.progress, or a command''s forkq-progress: line), at most one write a second; NULL: none',
+  unique_for   INT UNSIGNED NULL DEFAULT NULL COMMENT 'with unique_key: the window in seconds: one job per key per window of this length (aligned on the epoch, counted from enqueued_at); NULL: no window',
+  unique_while VARCHAR(8)   NULL DEFAULT NULL COMMENT 'with unique_key: which of its states hold the key: queued (scheduled, ready or waiting, never claimed) | active (also running) | kept (any state, while the row is kept); NULL: kept',
+  duplicates   INT          NOT NULL DEFAULT 0 COMMENT 'later enqueues of its unique key that conflicted with it (skipped, replaced or debounced into it)',
   tenant       VARCHAR(191) AS (COALESCE(group_key, limit_key, '')) VIRTUAL COMMENT 'generated, never written: the job''s tenant in a fair pool (group_key, else limit_key, else empty)',
+  unique_live  BIGINT AS (CASE WHEN unique_key IS NULL THEN NULL WHEN unique_while = 'queued' AND NOT (status IN ('scheduled', 'ready', 'waiting') AND attempts = 0 AND snoozes = 0 AND started_at IS NULL) THEN NULL WHEN unique_while = 'active' AND status NOT IN ('scheduled', 'ready', 'waiting', 'running', 'cancelling') THEN NULL WHEN unique_for > 0 THEN FLOOR(UNIX_TIMESTAMP(enqueued_at) / unique_for) ELSE 0 END) STORED COMMENT 'generated, never written: the window its unique_key holds (0 without unique_for) while its state holds the key (unique_while), else NULL, which never collides',
   PRIMARY KEY (id),
-  UNIQUE KEY forkq_jobs_unique_key (unique_key),
+  UNIQUE KEY forkq_jobs_unique (unique_key, unique_live),
   KEY forkq_jobs_claim (queue, status, priority DESC, run_at, id),
   KEY forkq_jobs_status (status, queue, run_at),
   KEY forkq_jobs_finished (finished_at),
   KEY forkq_jobs_limit (status, limit_wait, queue, priority DESC, run_at, id),
-  KEY forkq_jobs_tenant (queue, status, tenant, priority DESC, run_at, id)
+  KEY forkq_jobs_tenant (queue, status, tenant, priority DESC, run_at, id),
+  CONSTRAINT forkq_jobs_unique_while CHECK (unique_while IN ('queued', 'active', 'kept'))
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq jobs: one row per job';
 
 CREATE TABLE IF NOT EXISTS forkq_jobs_archive (
@@ -187,4 +192,4 @@ CREATE TABLE IF NOT EXISTS forkq_schema (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq schema version';
 
 -- The version this file creates; kept if the database already records one.
-INSERT IGNORE INTO forkq_schema (id, version) VALUES (1, 9);
+INSERT IGNORE INTO forkq_schema (id, version) VALUES (1, 10);

@@ -1,10 +1,12 @@
 """forkq: a job queue in your own MySQL/MariaDB or SQLite database, and its pre-fork daemon."""
 
 from supervisor.errors import Fail, LockHeld, LockLost, PayloadTooLarge, Retry, Snooze
+from supervisor.models import Enqueued
 from supervisor.queue import Queue
 from supervisor.registry import handler
 
 __all__ = [
+    "Enqueued",
     "Fail",
     "LockHeld",
     "LockLost",

@@ -216,6 +216,31 @@ class NewJob:
     limit_key: str | None = None  # the bucket of a per_key limit (e.g. a tenant)
     group_key: str | None = None  # its tenant in a fair pool (None: the limit_key is)
     tags: tuple[str, ...] | None = None  # for the dashboard's tag:NAME search
+    unique_for: int | None = None  # seconds: the window its unique_key holds (None: none)
+    unique_while: str | None = None  # queued | active | kept (None: kept)
+    on_conflict: str = "skip"  # skip | replace | debounce: what a conflict does
+    debounce_max: float | None = None  # debounce: run_at at most this past the first enqueue
+
+
+class Enqueued(int):
+    """What enqueue returns: a job id (an int, as before), the new job's or, when the
+    unique key was held, the id of the job holding it (`conflicted` True, `existing` its id)."""
+
+    conflicted: bool
+
+    def __new__(cls, job_id: int, conflicted: bool = False) -> Enqueued:
+        made = super().__new__(cls, job_id)
+        made.conflicted = conflicted
+        return made
+
+    @property
+    def id(self) -> int:
+        return int(self)
+
+    @property
+    def existing(self) -> int | None:
+        """The job the enqueue conflicted with (it holds the unique key); None if new."""
+        return int(self) if self.conflicted else None
 
 
 @dataclass(frozen=True)

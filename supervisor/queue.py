@@ -15,9 +15,10 @@ from supervisor import registry
 from supervisor.dburl import DatabaseURL
 from supervisor.errors import UsageError
 from supervisor.lock import Lock
-from supervisor.models import JobRow, NewJob
+from supervisor.models import Enqueued, JobRow, NewJob
 from supervisor.store import Store, open_store
 from supervisor.store.limits.buckets import bucket_key_ok
+from supervisor.unique import UNIQUE_KEYS, with_unique
 from supervisor.wake import Nudger
 
 # One encoder for every payload: json.dumps with options builds a new one per call.
@@ -37,7 +38,7 @@ ENQUEUE_KEYS = frozenset(
         "group_key",
         "tags",
     }
-)
+) | UNIQUE_KEYS
 
 
 class Queue:
@@ -69,14 +70,21 @@ class Queue:
         group_key: str | None = None,
         connection: Any = None,
         tags: Sequence[str] | None = None,
-    ) -> int:
+        unique_for: int | None = None,
+        unique_while: str | None = None,
+        on_conflict: str = "skip",
+        debounce_max: float | None = None,
+    ) -> Enqueued:
         """Add one job and return its id (the existing job's id when `unique_key` is taken).
 
+        The id is an `Enqueued` (an int): `conflicted` says the key was held, `existing`
+        by which job. `unique_for` (seconds: a window), `unique_while` (queued, active,
+        kept) and `on_conflict` (skip, replace, debounce with `debounce_max`): README
+        "Unique jobs".
+
         With `connection` (a PyMySQL or sqlite3 connection of the caller's), the row is
-        written inside the caller's open transaction: it exists iff the caller commits.
-        Local daemons are nudged before that commit all the same: a child woken that
-        early finds nothing and goes idle (one empty claim), or finds the job if the
-        commit came first; either way the poll finds it within `poll_interval`.
+        written inside the caller's open transaction: it exists iff the caller commits
+        (local daemons are nudged before: the poll finds it within `poll_interval`).
 
         `limit_key` names the job's bucket in a `[limits.NAME]` with `per_key` (a tenant,
         an account): see SPEC "Flow control". `group_key` names its tenant in a fair
@@ -84,27 +92,17 @@ class Queue:
         to 20 names of 1 to 64 characters) are for the dashboard's `tag:NAME` search.
         """
         job = build_job(
-            handler,
-            payload,
-            queue,
-            delay,
-            run_at,
-            priority,
-            unique_key,
-            max_attempts,
-            limit_key,
-            group_key,
-        )
-        job = with_tags(job, tags)
-        if connection is not None:
-            job_id = self.store.insert_on(connection, job)
-        else:
-            job_id = self.store.enqueue(job)
+            handler, payload, queue, delay, run_at, priority, unique_key, max_attempts,
+            limit_key, group_key,
+        )  # fmt: skip
+        job = with_unique(with_tags(job, tags), unique_for, unique_while, on_conflict, debounce_max)
+        on = connection
+        job_id = self.store.enqueue(job) if on is None else self.store.insert_on(on, job)
         if self.nudger is not None:
             self.nudger.nudge_jobs((job,))
         return job_id
 
-    def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[int]:
+    def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[Enqueued]:
         """Add many jobs in one transaction (one round trip per 1,000 rows on MariaDB)."""
         built = []
         for spec in jobs:
@@ -127,7 +125,13 @@ class Queue:
                     spec.get("group_key"),
                 )
             )
-            built[-1] = with_tags(built[-1], spec.get("tags"))
+            built[-1] = with_unique(
+                with_tags(built[-1], spec.get("tags")),
+                spec.get("unique_for"),
+                spec.get("unique_while"),
+                spec.get("on_conflict", "skip"),
+                spec.get("debounce_max"),
+            )
         ids = self.store.insert_many(built)
         if self.nudger is not None:
             self.nudger.nudge_jobs(built)

@@ -33,11 +33,13 @@ from . import (
     silent,
     tick,
     trickle,
+    unique,
     wake,
 )
 
 SECTIONS: dict[str, float] = {  # name -> hard deadline in seconds
     "enqueue": 90.0,
+    "unique": 60.0,
     "drain": 220.0,
     "mixed": 200.0,
     "latency": 45.0,
@@ -55,6 +57,7 @@ SECTIONS: dict[str, float] = {  # name -> hard deadline in seconds
 }
 MODULES: dict[str, ModuleType] = {
     "enqueue": enqueue,
+    "unique": unique,
     "drain": drain,
     "mixed": mixed,
     "latency": latency,
@@ -76,6 +79,7 @@ BUDGET = scale_common.BUDGET  # what the scale+ sections add to run.py's total b
 
 METHOD = [
     *enqueue.METHOD,
+    *unique.METHOD,
     *drain.METHOD,
     *mixed.METHOD,
     *latency.METHOD,

@@ -37,8 +37,18 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
             group_key=args.group_key,
             tags=args.tags,
             max_attempts=args.max_attempts,
+            unique_for=args.unique_for,
+            unique_while=args.unique_while,
+            on_conflict=args.on_conflict,
+            debounce_max=args.debounce_max,
         )
     print(job_id)
+    if job_id.conflicted:  # stdout stays the id alone, as before
+        print(
+            f"unique key {for_terminal(args.unique_key)!r} is held by job {job_id}:"
+            f" no new job ({args.on_conflict})",
+            file=sys.stderr,
+        )
     if config.from_file:  # with the daemon's config at hand: say when the job cannot run
         for warning in _enqueue_warnings(config, args.handler, args.queue):
             print(WARNING_PREFIX + for_terminal(warning), file=sys.stderr)

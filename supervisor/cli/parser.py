@@ -251,6 +251,10 @@ def _enqueue_parser(sub: argparse.ArgumentParser) -> None:
     when.add_argument("--at", metavar="ISO8601", type=_iso_time, help="naive times are UTC")
     sub.add_argument("--priority", metavar="P", type=_int, default=0, help="higher runs first")
     sub.add_argument("--unique-key", metavar="K")
+    sub.add_argument("--unique-for", metavar="S", type=_positive_int, help="window: seconds")
+    sub.add_argument("--unique-while", choices=("queued", "active", "kept"), help="default kept")
+    sub.add_argument("--on-conflict", choices=("skip", "replace", "debounce"), default="skip")
+    sub.add_argument("--debounce-max", metavar="S", type=_seconds, help="debounce: at most S late")
     sub.add_argument("--limit-key", metavar="K", help="its bucket of a [limits.NAME] with per_key")
     sub.add_argument("--group-key", metavar="G", help="its tenant in a fair pool (fair = true)")
     sub.add_argument(

@@ -16,13 +16,13 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from supervisor.errors import SchemaError, TransientDatabaseError, UsageError
-from supervisor.models import NewJob
+from supervisor.models import Enqueued, NewJob
 from supervisor.policy import clamp_delay
 from supervisor.store.queries import upgrade_statements
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 9  # what `forkq schema apply` creates
+SCHEMA_VERSION = 10  # what `forkq schema apply` creates
 # The oldest schema this code runs on: version 2 only dropped an index, version 3 only
 # documents the `scheduled` status in a column comment, and without version 4's
 # forkq_processes.node the rows this code writes have no node (see register_process).
@@ -99,15 +99,15 @@ class StoreCore(ABC):
         """Run DDL statements outside a transaction."""
 
     @abstractmethod
-    def insert_many(self, jobs: Sequence[NewJob]) -> list[int]:
+    def insert_many(self, jobs: Sequence[NewJob]) -> list[Enqueued]:
         """Insert jobs in as few round trips as the server allows; ids in input order."""
 
     @abstractmethod
-    def _insert_job(self, params: dict[str, Any]) -> int:
+    def _insert_job(self, params: dict[str, Any]) -> Enqueued:
         """Insert one job on this store's connection (inside an open transaction or not)."""
 
     @abstractmethod
-    def insert_on(self, connection: Any, job: NewJob) -> int:
+    def insert_on(self, connection: Any, job: NewJob) -> Enqueued:
         """Insert one job on the caller's own connection, inside the caller's transaction."""
 
     @abstractmethod
@@ -276,6 +276,11 @@ class StoreCore(ABC):
             "limit_key": job.limit_key,
             "group_key": job.group_key,
             "tags": json.dumps(list(job.tags), separators=(",", ":")) if job.tags else None,
+            "unique_for": job.unique_for,
+            "unique_while": job.unique_while,
+            "replace": int(job.on_conflict != "skip"),
+            "debounce": int(job.on_conflict == "debounce"),
+            "debounce_max_us": None if job.debounce_max is None else micros(job.debounce_max),
             "ahead_us": AHEAD_US,
         }
 
@@ -285,19 +290,20 @@ class StoreCore(ABC):
         computing run_at only when it is not "now" (each costs the server per insert).
         Only a job with a limit_key names that column (schema 5), so a producer on an
         older schema still enqueues every other job; likewise group_key (schema 8) and tags
-        (schema 9: a tagged job names group_key too)."""
+        (schema 9: a tagged job names group_key too). A job with a unique key names every
+        column (schema 10: its window and scope) and says whether it conflicted."""
+        if params["unique_key"] is not None:
+            return "insert_job_unique"
         if params.get("tags") is not None:
             return "insert_job_tagged"
         if params.get("group_key") is not None:
             return "insert_job_grouped"
         if params.get("limit_key") is not None:
             return "insert_job_keyed"
-        if params["unique_key"] is not None:
-            return "insert_job_unique"
         if params["run_at"] is None and not params["delay_us"]:
             return "insert_job"
         return "insert_job_at"
 
-    def enqueue(self, job: NewJob) -> int:
+    def enqueue(self, job: NewJob) -> Enqueued:
         """One job, one statement: its own transaction (autocommit), no BEGIN / COMMIT."""
         return self._retrying(lambda: self._insert_job(self._params(**self.job_params(job))))

@@ -19,7 +19,7 @@ import pymysql.cursors
 
 from supervisor.dburl import DatabaseURL
 from supervisor.errors import PayloadTooLarge
-from supervisor.models import NewJob
+from supervisor.models import Enqueued, NewJob
 from supervisor.store.mysql_session import Connection, MySQLSession
 from supervisor.store.queries import backend_queries, schema_text, split_script
 
@@ -127,26 +127,28 @@ class MySQLStore(MySQLSession):
 
     # --- inserts -------------------------------------------------------------------------
 
-    def _insert_job(self, params: dict[str, Any]) -> int:
+    def _insert_job(self, params: dict[str, Any]) -> Enqueued:
         return self._call(lambda conn: self._insert(conn, params))
 
-    def insert_many(self, jobs: Sequence[NewJob]) -> list[int]:
+    def insert_many(self, jobs: Sequence[NewJob]) -> list[Enqueued]:
         if not jobs:
             return []
         if len(jobs) == 1:
             return [self.enqueue(jobs[0])]
         insert = self._insert_returning if self.is_mariadb() else self._insert_each
+        if any(j.unique_key is not None for j in jobs):  # one row a statement: each conflict told
+            insert = self._insert_each
 
-        def attempt() -> list[int]:
+        def attempt() -> list[Enqueued]:
             with self._transaction():
-                ids: list[int] = []
+                ids: list[Enqueued] = []
                 for start in range(0, len(jobs), INSERT_CHUNK):
                     ids.extend(insert(jobs[start : start + INSERT_CHUNK]))
                 return ids
 
         return self._retrying(attempt)
 
-    def _insert_returning(self, jobs: Sequence[NewJob]) -> list[int]:
+    def _insert_returning(self, jobs: Sequence[NewJob]) -> list[Enqueued]:
         """MariaDB: one multi-row INSERT ... RETURNING id; each row's values escaped by the driver."""
         conn = self._connection()
         keyed = "_keyed" if any(j.limit_key is not None for j in jobs) else ""
@@ -155,10 +157,10 @@ class MySQLStore(MySQLSession):
         with self._errors(), conn.cursor() as cursor:
             row = self.queries[f"insert_jobs_row{keyed}"]
             rows = [cursor.mogrify(row, self.job_params(j)) for j in jobs]
-            ids: list[int] = []
+            ids: list[Enqueued] = []
             for statement in self._statements(conn, rows, keyed):
                 cursor.execute(statement)
-                ids.extend(int(row[0]) for row in cursor.fetchall())
+                ids.extend(Enqueued(row[0]) for row in cursor.fetchall())
             if rounds := sorted({(j.queue, j.group_key) for j in jobs if j.group_key is not None}):
                 cursor.execute(self.queries["join_rounds"], {"pairs": json.dumps(rounds)})
             return ids
@@ -184,11 +186,11 @@ class MySQLStore(MySQLSession):
             used += size
         yield f"{head} {','.join(batch)} {tail}"
 
-    def _insert_each(self, jobs: Sequence[NewJob]) -> list[int]:
+    def _insert_each(self, jobs: Sequence[NewJob]) -> list[Enqueued]:
         """MySQL has no INSERT ... RETURNING: one statement per row, still one commit."""
         return [self._insert_job(self._params(**self.job_params(j))) for j in jobs]
 
-    def insert_on(self, connection: Any, job: NewJob) -> int:
+    def insert_on(self, connection: Any, job: NewJob) -> Enqueued:
         return self._insert(connection, self._params(**self.job_params(job)))
 
     def _fetchall_on(
@@ -203,8 +205,9 @@ class MySQLStore(MySQLSession):
         with connection.cursor(pymysql.cursors.Cursor) as cursor:
             return int(cursor.execute(self.queries[name], _bound(name, params)))
 
-    def _insert(self, connection: Any, params: dict[str, Any]) -> int:
-        """One job's INSERT on `connection` (ours or the caller's); its id."""
+    def _insert(self, connection: Any, params: dict[str, Any]) -> Enqueued:
+        """One job's INSERT on `connection` (ours or the caller's); its id. With a unique key a
+        conflict updates the job holding it: 2 affected rows (insert_job_unique)."""
         query = self.insert_query(params)
         # A plain cursor: the caller's connection may default to dict rows.
         bound = _bound(query, params)
@@ -216,8 +219,8 @@ class MySQLStore(MySQLSession):
                 if size > limit:
                     raise PayloadTooLarge(_too_large("the job", size, limit))
             cursor.execute(self.queries[query], bound)
-            job_id = int(cursor.lastrowid)
-            if params.get("group_key") is not None:  # its tenant joins its queue's round
+            job_id = Enqueued(cursor.lastrowid, params["unique_key"] is not None and cursor.rowcount > 1)
+            if params.get("group_key") is not None and not job_id.conflicted:  # joins the round
                 cursor.execute(self.queries["join_round"], _bound("join_round", params))
             return job_id
 

@@ -26,7 +26,7 @@ from supervisor.errors import (
     PayloadTooLarge,
     TransientDatabaseError,
 )
-from supervisor.models import NewJob
+from supervisor.models import Enqueued, NewJob
 from supervisor.store.base import Store
 from supervisor.store.queries import backend_queries, schema_text, split_script
 
@@ -158,15 +158,15 @@ class SQLiteStore(Store):
             for statement in statements:
                 self._connection().execute(statement)
 
-    def _insert_job(self, params: dict[str, Any]) -> int:
+    def _insert_job(self, params: dict[str, Any]) -> Enqueued:
         with self._errors():
             return self._insert(self._connection(), params)
 
-    def insert_many(self, jobs: Sequence[NewJob]) -> list[int]:
+    def insert_many(self, jobs: Sequence[NewJob]) -> list[Enqueued]:
         if len(jobs) == 1:  # one statement is its own transaction: no BEGIN / COMMIT round
             return [self.enqueue(jobs[0])]
 
-        def attempt() -> list[int]:
+        def attempt() -> list[Enqueued]:
             with self._transaction():
                 now = self._params()
                 ids = [
@@ -179,7 +179,7 @@ class SQLiteStore(Store):
 
         return self._retrying(attempt) if jobs else []
 
-    def insert_on(self, connection: Any, job: NewJob) -> int:
+    def insert_on(self, connection: Any, job: NewJob) -> Enqueued:
         return self._insert(connection, self._params(**self.job_params(job)))
 
     def _fetchall_on(
@@ -193,21 +193,23 @@ class SQLiteStore(Store):
     def _execute_on(self, connection: Any, name: str, params: dict[str, Any]) -> int:
         return int(connection.execute(self.queries[name], params).rowcount)
 
-    def _insert(self, connection: sqlite3.Connection, params: dict[str, Any]) -> int:
+    def _insert(self, connection: sqlite3.Connection, params: dict[str, Any]) -> Enqueued:
         """One job's INSERT on `connection` (ours or the caller's); its id."""
         _check_length(connection, params["payload"])
         cursor = connection.execute(self.queries[self.insert_query(params)], params)
         grouped = params.get("group_key") is not None
         if not (grouped or params.get("tags") is not None or params["unique_key"] is not None):
             assert cursor.lastrowid is not None  # set by every successful INSERT
-            return cursor.lastrowid
+            return Enqueued(cursor.lastrowid)
         # fetchall: a RETURNING statement (a unique key, a group_key, tags) is finished (and,
         # outside a transaction, committed) only once every row has been read. Rows are dicts
         # on our connection.
         [row] = cursor.fetchall()
-        if grouped and params.get("join_alone", True):  # its tenant joins the queue's round
-            connection.execute(self.queries["join_round"], params)  # (a batch's: insert_many)
-        return int(row["id"] if isinstance(row, dict) else row[0])
+        row = row if isinstance(row, dict) else _dict_row(cursor, row)
+        job_id = Enqueued(row["id"], bool(row.get("duplicates")))  # > 0: the key was held
+        if grouped and params.get("join_alone", True) and not job_id.conflicted:  # joins the
+            connection.execute(self.queries["join_round"], params)  # round (a batch's: insert_many)
+        return job_id
 
 
 def _check_length(connection: sqlite3.Connection, payload: str) -> None:

@@ -34,6 +34,7 @@ from util import (
 )
 
 from supervisor.dburl import parse_database_url
+from supervisor.models import NewJob
 from supervisor.proc import node_id
 from supervisor.queue import build_job
 from supervisor.store import SCHEMA_VERSION, open_store
@@ -105,8 +106,28 @@ def innodb_table_id(url: str) -> int:
     return int(table_id)
 
 
+def undo_version_10(url: str) -> None:
+    """Take away what version 10 added (forkq_jobs.unique_for, .unique_while, .duplicates,
+    .unique_live and its index forkq_jobs_unique), putting back forkq_jobs_unique_key."""
+    if backend_of(url) == "mysql":
+        sql(
+            url,
+            "ALTER TABLE forkq_jobs DROP CONSTRAINT forkq_jobs_unique_while,"
+            " DROP INDEX forkq_jobs_unique, DROP COLUMN unique_live, DROP COLUMN unique_for,"
+            " DROP COLUMN unique_while, DROP COLUMN duplicates,"
+            " ADD UNIQUE KEY forkq_jobs_unique_key (unique_key)",
+        )
+    else:
+        sql(url, "DROP INDEX forkq_jobs_unique")
+        for column in ("unique_live", "duplicates", "unique_while", "unique_for"):
+            sql(url, f"ALTER TABLE forkq_jobs DROP COLUMN {column}")
+        sql(url, "CREATE UNIQUE INDEX forkq_jobs_unique_key ON forkq_jobs (unique_key)")
+    sql(url, "UPDATE forkq_schema SET version = 9")
+
+
 def undo_version_9(url: str) -> None:
-    """Take away what version 9 added (forkq_schedules)."""
+    """Take away what versions 10 and 9 added (then forkq_schedules)."""
+    undo_version_10(url)
     sql(url, "DROP TABLE forkq_schedules")
     sql(url, "UPDATE forkq_schema SET version = 8")
 
@@ -188,6 +209,20 @@ def recorded_version(url: str) -> int:
     return int(version)
 
 
+def upgrade_to_9_in_place(url: str) -> None:
+    """On MySQL/MariaDB: run the upgrades up to version 9 and see that none copied the
+    jobs table (version 10 does: it adds a stored column after the virtual tenant)."""
+    if backend_of(url) != "mysql":
+        return
+    table_id = innodb_table_id(url)
+    version = recorded_version(url)
+    for number, statements in sorted(upgrades(MYSQL_QUERIES).items()):
+        if version < number < 10:
+            for statement in statements:
+                sql(url, statement)
+    assert innodb_table_id(url) == table_id  # metadata or online changes: never a copy
+
+
 def job_ids(url: str) -> set[int]:
     return {int(job_id) for (job_id,) in sql(url, "SELECT id FROM forkq_jobs")}
 
@@ -200,14 +235,13 @@ def test_a_version_2_database_is_upgraded_to_3_in_place(db_url: str) -> None:
         store.enqueue(build_job("schema.keep", {"n": 2}, "default", 86400.0, None, 0, None, None))
         before = job_ids(db_url)
         make_version_2(db_url)
-        table_id = innodb_table_id(db_url) if mysql else 0
         assert store.require_schema() == 2  # the daemon still runs on version 2
+        upgrade_to_9_in_place(db_url)
         assert store.apply_schema() == SCHEMA_VERSION
         assert recorded_version(db_url) == SCHEMA_VERSION
         assert job_ids(db_url) == before and len(before) == 2
         if mysql:
             assert status_comment(db_url) == STATUS_COMMENT_3
-            assert innodb_table_id(db_url) == table_id  # metadata only: never a table copy
         # Version 3 is safe to run twice (a DBA replaying a migration): nothing changes,
         # nothing fails.
         for statement in upgrades(store.queries)[3]:
@@ -216,7 +250,6 @@ def test_a_version_2_database_is_upgraded_to_3_in_place(db_url: str) -> None:
         assert job_ids(db_url) == before
         if mysql:
             assert status_comment(db_url) == STATUS_COMMENT_3
-            assert innodb_table_id(db_url) == table_id
     finally:
         store.close()
 
@@ -311,7 +344,6 @@ def test_the_schema_file_leaves_an_old_database_old_and_printed_upgrades_upgrade
         store.close()
     before = job_ids(url)
     make_version_2(url)
-    table_id = innodb_table_id(url) if backend_of(url) == "mysql" else 0
     if backend_of(url) == "mysql":
         apply_script(url, schema_file(url).read_text(encoding="utf-8"))
     else:
@@ -344,7 +376,9 @@ def test_the_schema_file_leaves_an_old_database_old_and_printed_upgrades_upgrade
         "forkq_tenants",
         "forkq_jobs_tenant",
         "forkq_schedules",
-    )
+        "forkq_jobs_unique",
+        *(("forkq_jobs_v10", "ON forkq_jobs (") if backend_of(url) == "sqlite" else ()),
+    )  # SQLite's version 10 rebuilds forkq_jobs: its indexes are made again
     assert not any(
         s.startswith("CREATE") and not any(table in s for table in new_tables) for s in statements
     )
@@ -356,7 +390,6 @@ def test_the_schema_file_leaves_an_old_database_old_and_printed_upgrades_upgrade
     assert job_ids(url) == before and before
     if backend_of(url) == "mysql":
         assert status_comment(url) == STATUS_COMMENT_3
-        assert innodb_table_id(url) == table_id
 
 
 def test_a_version_4_database_is_upgraded_to_5_in_place(db_url: str) -> None:
@@ -367,15 +400,13 @@ def test_a_version_4_database_is_upgraded_to_5_in_place(db_url: str) -> None:
         undo_version_5(db_url)
         assert "limit_key" not in live_columns(db_url)["forkq_jobs"]
         assert "forkq_throughput" not in live_columns(db_url)
-        table_id = innodb_table_id(db_url) if backend_of(db_url) == "mysql" else 0
+        upgrade_to_9_in_place(db_url)
         assert store.apply_schema() == SCHEMA_VERSION
         assert recorded_version(db_url) == SCHEMA_VERSION
         assert live_columns(db_url) == declared(
             MYSQL_DDL if backend_of(db_url) == "mysql" else SQLITE_DDL
         )
         assert store.get_job(job_id) is not None
-        if backend_of(db_url) == "mysql":
-            assert innodb_table_id(db_url) == table_id  # no table copy
     finally:
         store.close()
 
@@ -391,14 +422,12 @@ def test_a_version_5_database_is_upgraded_to_6_in_place(db_url: str) -> None:
         assert "forkq_results" not in live_columns(db_url)
         assert store.require_schema() == 5
         assert store.purge_results(0.0, queue="default") == 0  # no table: nothing asked
-        table_id = innodb_table_id(db_url) if backend_of(db_url) == "mysql" else 0
+        upgrade_to_9_in_place(db_url)
         assert store.apply_schema() == SCHEMA_VERSION
         assert recorded_version(db_url) == SCHEMA_VERSION
         assert live_columns(db_url) == declared(MYSQL_DDL)
         assert store.get_job(job_id) is not None
         assert store.purge_results(0.0, queue="default") == 0  # the table is there now
-        if backend_of(db_url) == "mysql":
-            assert innodb_table_id(db_url) == table_id
     finally:
         store.close()
 
@@ -414,15 +443,13 @@ def test_a_version_6_database_is_upgraded_to_7_in_place(db_url: str) -> None:
         assert {"snoozes", "limit_wait"}.isdisjoint(live_columns(db_url)["forkq_jobs"])
         assert "forkq_limits" not in live_columns(db_url)
         assert store.require_schema() == 6  # the daemon still runs on version 6
-        table_id = innodb_table_id(db_url) if backend_of(db_url) == "mysql" else 0
+        upgrade_to_9_in_place(db_url)
         assert store.apply_schema() == SCHEMA_VERSION
         assert recorded_version(db_url) == SCHEMA_VERSION
         assert live_columns(db_url) == declared(MYSQL_DDL)
         assert "forkq_jobs_limit" in job_indexes(db_url)
         job = store.get_job(job_id)
         assert job is not None and (job.snoozes, job.limit_wait) == (0, "")
-        if backend_of(db_url) == "mysql":
-            assert innodb_table_id(db_url) == table_id
     finally:
         store.close()
 
@@ -443,16 +470,14 @@ def test_a_version_7_database_is_upgraded_to_8_in_place(db_url: str) -> None:
         assert "forkq_tenants" not in live_columns(db_url)
         assert store.require_schema() == 7  # the daemon still runs on version 7
         plain = store.enqueue(_job())  # a producer on version 7
-        table_id = innodb_table_id(db_url) if backend_of(db_url) == "mysql" else 0
-        assert store.apply_schema() == SCHEMA_VERSION == 9
-        assert recorded_version(db_url) == 9
+        upgrade_to_9_in_place(db_url)
+        assert store.apply_schema() == SCHEMA_VERSION == 10
+        assert recorded_version(db_url) == 10
         assert live_columns(db_url) == declared(MYSQL_DDL)
         assert "forkq_jobs_tenant" in job_indexes(db_url)
         tenants = dict(sql(db_url, "SELECT id, tenant FROM forkq_jobs"))
         assert tenants == {keyed: "shop-1", plain: ""}
         assert sorted(job.id for job in store.claim("default", "t", 10, lease=30)) == [keyed, plain]
-        if backend_of(db_url) == "mysql":
-            assert innodb_table_id(db_url) == table_id  # instant and online: no table copy
     finally:
         store.close()
 
@@ -465,14 +490,41 @@ def test_a_version_8_database_is_upgraded_to_9_in_place(db_url: str) -> None:
         job_id = store.enqueue(_job())
         undo_version_9(db_url)
         assert "forkq_schedules" not in live_columns(db_url)
-        table_id = innodb_table_id(db_url) if backend_of(db_url) == "mysql" else 0
-        assert store.apply_schema() == SCHEMA_VERSION == 9
-        assert recorded_version(db_url) == 9
+        upgrade_to_9_in_place(db_url)
+        assert store.apply_schema() == SCHEMA_VERSION == 10
+        assert recorded_version(db_url) == 10
         assert live_columns(db_url) == declared(MYSQL_DDL)
         job = store.get_job(job_id)
         assert job is not None and job.tags is None
         assert store.runtime_schedules() == []
-        if backend_of(db_url) == "mysql":
-            assert innodb_table_id(db_url) == table_id
     finally:
         store.close()
+
+
+def test_a_version_9_database_is_upgraded_to_10_with_its_keys_held(db_url: str) -> None:
+    """Version 10 copies forkq_jobs (MariaDB: ALGORITHM=COPY; SQLite: a rebuild), keeping
+    every row and id: a key held before is held after (as `kept`), ids are never reused
+    (SQLite's sequence kept past a deleted last job), and windows work from then on."""
+    store = open_store(db_url)
+    try:
+        keyed = store.enqueue(_job_with_key("before"))
+        last = store.enqueue(_job())
+        sql(db_url, "DELETE FROM forkq_jobs WHERE id = ?", [last])  # the sequence is past it
+        undo_version_10(db_url)
+        assert {"unique_for", "unique_live"}.isdisjoint(live_columns(db_url)["forkq_jobs"])
+        assert store.require_schema() == 9
+        assert store.apply_schema() == SCHEMA_VERSION == 10
+        assert live_columns(db_url) == declared(MYSQL_DDL)
+        assert "forkq_jobs_unique" in job_indexes(db_url)
+        assert "forkq_jobs_unique_key" not in job_indexes(db_url)
+        again = store.enqueue(_job_with_key("before"))
+        assert again == keyed and again.conflicted
+        fresh = store.enqueue(_job())
+        assert fresh > last  # no id of a job that was is given again
+        assert store.get_job(keyed) is not None
+    finally:
+        store.close()
+
+
+def _job_with_key(key: str) -> NewJob:
+    return build_job("schema.keep", {}, "default", 0.0, None, 0, key, None)

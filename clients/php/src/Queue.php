@@ -25,7 +25,7 @@ final class Queue
     /** The options enqueue() takes; any other key is an error, never ignored. */
     public const OPTIONS = [
         'queue', 'delay', 'run_at', 'priority', 'unique_key', 'limit_key', 'group_key', 'max_attempts',
-        'tags',
+        'tags', 'unique_for', 'unique_while', 'on_conflict', 'debounce_max',
     ];
 
     /** A job due later than this (microseconds) is stored 'scheduled' (SCHEDULE_AHEAD in Python). */
@@ -51,7 +51,23 @@ final class Queue
         . ' COALESCE(FROM_UNIXTIME(CAST(:run_at AS DECIMAL(17,6))), NOW(6) + INTERVAL :delay_us MICROSECOND),'
         . ' IF(run_at > NOW(6) + INTERVAL ' . self::AHEAD_US . ' MICROSECOND, \'scheduled\', \'ready\'),'
         . ' :max_attempts, :limit_key, :unique_key)';
-    private const MYSQL_UNIQUE = ' ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)';
+    // insert_job_unique (schema 10): every column named; a conflict changes the job holding
+    // the key (duplicates + 1, so rowCount() is 2), and replaces or debounces it while it
+    // waits. Each placeholder once: native prepares take a name only once.
+    private const WAITING = "status IN ('scheduled', 'ready', 'waiting')";
+    private const MYSQL_UNIQUE = 'INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status,'
+        . ' max_attempts, limit_key, group_key, tags, unique_key, unique_for, unique_while)'
+        . ' VALUES (:queue, :handler, :payload, :priority,'
+        . ' COALESCE(FROM_UNIXTIME(CAST(:run_at AS DECIMAL(17,6))), NOW(6) + INTERVAL :delay_us MICROSECOND),'
+        . ' IF(run_at > NOW(6) + INTERVAL ' . self::AHEAD_US . ' MICROSECOND, \'scheduled\', \'ready\'),'
+        . ' :max_attempts, :limit_key, :group_key, :tags, :unique_key, :unique_for, :unique_while)'
+        . ' ON DUPLICATE KEY UPDATE'
+        . ' payload = IF(:replace AND ' . self::WAITING . ', VALUES(payload), payload),'
+        . ' run_at = IF(:debounce AND ' . self::WAITING . ', GREATEST(run_at, IF(:dmax_a IS NULL, VALUES(run_at),'
+        . ' LEAST(VALUES(run_at), enqueued_at + INTERVAL :dmax_b MICROSECOND))), run_at),'
+        . ' status = IF(:debounce_b AND status IN (\'scheduled\', \'ready\'),'
+        . ' IF(run_at > NOW(6) + INTERVAL ' . self::AHEAD_US . ' MICROSECOND, \'scheduled\', \'ready\'), status),'
+        . ' duplicates = LEAST(duplicates, 2147483646) + 1, id = LAST_INSERT_ID(id)';
 
     // supervisor/store/sqlite.sql: times are REAL epoch seconds of this host's clock,
     // computed here as the Python store computes them from its own clock.
@@ -59,8 +75,19 @@ final class Queue
         . ' (queue, handler, payload, priority, run_at, status, enqueued_at, max_attempts, limit_key, unique_key)'
         . ' VALUES (:queue, :handler, :payload, :priority, CAST(:run_at AS REAL), :status, CAST(:now AS REAL),'
         . ' :max_attempts, :limit_key, :unique_key)';
-    private const SQLITE_UNIQUE = ' ON CONFLICT (unique_key) DO UPDATE SET unique_key = excluded.unique_key'
-        . ' RETURNING id';
+    private const SQLITE_RUN_AT = 'MAX(run_at, MIN(excluded.run_at,'
+        . ' COALESCE(enqueued_at + :dmax / 1000000.0, excluded.run_at)))';
+    private const SQLITE_UNIQUE = 'INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status,'
+        . ' enqueued_at, max_attempts, limit_key, group_key, tags, unique_key, unique_for, unique_while)'
+        . ' VALUES (:queue, :handler, :payload, :priority, CAST(:run_at AS REAL), :status, CAST(:now AS REAL),'
+        . ' :max_attempts, :limit_key, :group_key, :tags, :unique_key, :unique_for, :unique_while)'
+        . ' ON CONFLICT (unique_key, unique_live) DO UPDATE SET'
+        . ' payload = CASE WHEN :replace AND ' . self::WAITING . ' THEN excluded.payload ELSE payload END,'
+        . ' run_at = CASE WHEN :debounce AND ' . self::WAITING . ' THEN ' . self::SQLITE_RUN_AT . ' ELSE run_at END,'
+        . ' status = CASE WHEN NOT (:debounce AND status IN (\'scheduled\', \'ready\')) THEN status'
+        . ' WHEN ' . self::SQLITE_RUN_AT . ' > CAST(:now AS REAL) + ' . self::AHEAD_US . ' / 1000000.0'
+        . ' THEN \'scheduled\' ELSE \'ready\' END,'
+        . ' duplicates = duplicates + 1 RETURNING id, duplicates';
 
     // Same-host wake-up (supervisor/wake.py): where local daemons bind their sockets.
     private const SYSTEM_RUNTIME_DIR = '/run/forkq';
@@ -77,7 +104,9 @@ final class Queue
     }
 
     /**
-     * Add one job and return its id (the existing job's id when unique_key is taken).
+     * Add one job and return its id (the existing job's id when unique_key is taken;
+     * $conflicted then says so). unique_for (seconds), unique_while (queued, active, kept)
+     * and on_conflict (skip, replace, debounce with debounce_max seconds) are Python's.
      *
      * @param array<mixed>|object $payload JSON-encodable; an empty array is stored as {}
      * @param array<string, mixed> $options queue, delay, run_at, priority, unique_key,
@@ -86,8 +115,14 @@ final class Queue
      * @throws InvalidArgumentException a bad handler, option or payload (nothing written)
      * @throws \PDOException the database refused the INSERT
      */
-    public static function enqueue(\PDO $pdo, string $handler, array|object $payload = [], array $options = []): int
-    {
+    public static function enqueue(
+        \PDO $pdo,
+        string $handler,
+        array|object $payload = [],
+        array $options = [],
+        ?bool &$conflicted = null
+    ): int {
+        $conflicted = false;
         $job = self::build($handler, $payload, $options);
         $driver = $pdo->getAttribute(PDO::ATTR_DRIVER_NAME);
         if ($driver !== 'mysql' && $driver !== 'sqlite') {
@@ -96,7 +131,11 @@ final class Queue
         $mode = $pdo->getAttribute(PDO::ATTR_ERRMODE);
         $pdo->setAttribute(PDO::ATTR_ERRMODE, PDO::ERRMODE_EXCEPTION);
         try {
-            $id = $driver === 'mysql' ? self::insertMysql($pdo, $job) : self::insertSqlite($pdo, $job);
+            if ($job['unique_key'] !== null) {
+                [$id, $conflicted] = self::insertUnique($pdo, $driver, $job);
+            } else {
+                $id = $driver === 'mysql' ? self::insertMysql($pdo, $job) : self::insertSqlite($pdo, $job);
+            }
             self::nudge($pdo, $driver, $job);
             return $id;
         } finally {
@@ -112,7 +151,8 @@ final class Queue
      * @return array{queue: string, handler: string, payload: string, priority: int,
      *     delay: int|float, run_at: ?string, unique_key: ?string, limit_key: ?string,
      *     group_key: ?string,
-     *     max_attempts: ?int, tags: ?string}
+     *     max_attempts: ?int, tags: ?string, unique_for: ?int, unique_while: ?string,
+     *     on_conflict: string, debounce_max_us: ?int}
      */
     private static function build(string $handler, array|object $payload, array $options): array
     {
@@ -154,7 +194,98 @@ final class Queue
             'group_key' => self::key($option('group_key'), 'group_key'),
             'max_attempts' => $maxAttempts,
             'tags' => self::tags($option('tags')),
+        ] + self::unique($option, $options['unique_key'] ?? null);
+    }
+
+    /**
+     * The uniqueness window, scope and conflict action (supervisor/unique.py).
+     *
+     * @return array{unique_for: ?int, unique_while: ?string, on_conflict: string, debounce_max_us: ?int}
+     */
+    private static function unique(\Closure $option, mixed $key): array
+    {
+        $for = $option('unique_for');
+        $while = $option('unique_while');
+        $onConflict = $option('on_conflict') ?? 'skip';
+        $max = $option('debounce_max');
+        if (($for !== null || $while !== null || $onConflict !== 'skip' || $max !== null) && $key === null) {
+            throw new InvalidArgumentException('unique_for, unique_while and on_conflict need a unique_key');
+        }
+        if ($for !== null && (!is_int($for) || $for < 1 || $for > 2147483647)) {
+            throw new InvalidArgumentException('unique_for must be a whole number of seconds, 1 to 2147483647');
+        }
+        if ($while !== null && !in_array($while, ['queued', 'active', 'kept'], true)) {
+            throw new InvalidArgumentException('unique_while must be one of queued, active, kept');
+        }
+        if (!in_array($onConflict, ['skip', 'replace', 'debounce'], true)) {
+            throw new InvalidArgumentException('on_conflict must be one of skip, replace, debounce');
+        }
+        $seconds = (is_int($max) || is_float($max)) && !is_nan((float) $max) && $max > 0 && $max <= 9e12;
+        if ($max !== null && ($onConflict !== 'debounce' || !$seconds)) {
+            throw new InvalidArgumentException('debounce_max must be seconds > 0, with on_conflict "debounce"');
+        }
+        return [
+            'unique_for' => $for,
+            'unique_while' => $while,
+            'on_conflict' => $onConflict,
+            'debounce_max_us' => $max === null ? null : (int) round($max * 1000000),
         ];
+    }
+
+    /**
+     * A job with a unique_key: insert_job_unique of supervisor/store/sql/ (schema 10).
+     *
+     * @param array<string, mixed> $job
+     * @return array{0: int, 1: bool} its id (the existing job's on a conflict), and whether it conflicted
+     */
+    private static function insertUnique(PDO $pdo, string $driver, array $job): array
+    {
+        $values = [
+            'queue' => $job['queue'],
+            'handler' => $job['handler'],
+            'payload' => $job['payload'],
+            'priority' => $job['priority'],
+            'max_attempts' => $job['max_attempts'],
+            'limit_key' => $job['limit_key'],
+            'group_key' => $job['group_key'],
+            'tags' => $job['tags'],
+            'unique_key' => $job['unique_key'],
+            'unique_for' => $job['unique_for'],
+            'unique_while' => $job['unique_while'],
+            'replace' => (int) ($job['on_conflict'] !== 'skip'),
+            'debounce' => (int) ($job['on_conflict'] === 'debounce'),
+        ];
+        if ($driver === 'mysql') {
+            self::checkMysqlTime($pdo, $job);
+            $values += [
+                'run_at' => $job['run_at'],
+                'delay_us' => (int) round($job['delay'] * 1000000),
+                'dmax_a' => $job['debounce_max_us'],
+                'dmax_b' => $job['debounce_max_us'],
+                'debounce_b' => $values['debounce'],
+            ];
+            self::checkPacket($pdo, self::MYSQL_UNIQUE, $values);
+            $statement = self::execute($pdo, self::MYSQL_UNIQUE, $values);
+            [$id, $conflicted] = [(int) $pdo->lastInsertId(), $statement->rowCount() > 1];
+        } else {
+            $now = microtime(true);
+            $runAt = $job['run_at'] ?? sprintf('%.6F', $now + $job['delay']);
+            $values += [
+                'run_at' => $runAt,
+                'status' => (float) $runAt > $now + self::AHEAD_US / 1000000 ? 'scheduled' : 'ready',
+                'now' => sprintf('%.6F', $now),
+                'dmax' => $job['debounce_max_us'],
+            ];
+            // RETURNING: the statement is finished only once its row has been read.
+            $statement = self::execute($pdo, self::SQLITE_UNIQUE, $values);
+            $row = $statement->fetchAll(PDO::FETCH_NUM)[0];
+            $statement->closeCursor();
+            [$id, $conflicted] = [(int) $row[0], (int) $row[1] > 0];
+        }
+        if (!$conflicted) {
+            self::joinRound($pdo, $driver === 'mysql' ? 'INSERT IGNORE' : 'INSERT OR IGNORE', $job);
+        }
+        return [$id, $conflicted];
     }
 
     /** Tags as the JSON text of forkq_jobs.tags (schema 9): up to 20 names of 1 to 64 characters. */
@@ -256,7 +387,7 @@ final class Queue
             $sql = self::MYSQL_NOW; // run now: run_at and status take their defaults
         } else {
             $at = $job['tags'] === null ? self::MYSQL_AT : self::tagged(self::MYSQL_AT);
-            $sql = $at . ($job['unique_key'] === null ? '' : self::MYSQL_UNIQUE);
+            $sql = $at; // (a job with a unique_key: insertUnique)
             $values += [
                 'run_at' => $job['run_at'],
                 'delay_us' => (int) round($job['delay'] * 1000000),
@@ -370,15 +501,8 @@ final class Queue
             $values['tags'] = $job['tags'];
         }
         [$insert, $values] = self::grouped($insert, $values, $job);
-        if ($job['unique_key'] === null) {
-            self::execute($pdo, $insert, $values);
-            $id = (int) $pdo->lastInsertId();
-        } else {
-            // RETURNING: the statement is finished only once its row has been read.
-            $statement = self::execute($pdo, $insert . self::SQLITE_UNIQUE, $values);
-            $id = (int) $statement->fetchAll(PDO::FETCH_COLUMN, 0)[0];
-            $statement->closeCursor();
-        }
+        self::execute($pdo, $insert, $values); // (a job with a unique_key: insertUnique)
+        $id = (int) $pdo->lastInsertId();
         self::joinRound($pdo, 'INSERT OR IGNORE', $job);
         return $id;
     }

@@ -44,13 +44,31 @@ VALUES (%(queue)s, %(handler)s, %(payload)s, %(priority)s,
         %(max_attempts)s);
 
 -- name: insert_job_unique
--- With a unique key: a duplicate returns the existing job's id (through LAST_INSERT_ID).
-INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status, unique_key, max_attempts)
+-- With a unique key (any run_at, limit_key, group_key or tags): every column named. It
+-- conflicts with the job whose (unique_key, unique_live) it would repeat: the job that
+-- holds the key in this window (unique_for) and state (unique_while). The conflict always
+-- changes that row (duplicates + 1), so the affected-row count tells it (1: inserted, 2:
+-- conflicted), with or without CLIENT_FOUND_ROWS, and LAST_INSERT_ID gives its id.
+-- replace and debounce change a job that still waits (payload; debounce also run_at, never
+-- earlier and at most debounce_max past its enqueue); a running or finished one is left.
+-- Assignments run left to right: status reads the run_at set just before it.
+INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status, unique_key, max_attempts,
+                        limit_key, group_key, tags, unique_for, unique_while)
 VALUES (%(queue)s, %(handler)s, %(payload)s, %(priority)s,
         COALESCE(FROM_UNIXTIME(%(run_at)s), NOW(6) + INTERVAL %(delay_us)s MICROSECOND),
         IF(run_at > NOW(6) + INTERVAL %(ahead_us)s MICROSECOND, 'scheduled', 'ready'),
-        %(unique_key)s, %(max_attempts)s)
-ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id);
+        %(unique_key)s, %(max_attempts)s, %(limit_key)s, %(group_key)s, %(tags)s,
+        %(unique_for)s, %(unique_while)s)
+ON DUPLICATE KEY UPDATE
+  payload = IF(%(replace)s AND status IN ('scheduled', 'ready', 'waiting'), VALUES(payload), payload),
+  run_at = IF(%(debounce)s AND status IN ('scheduled', 'ready', 'waiting'),
+              GREATEST(run_at, IF(%(debounce_max_us)s IS NULL, VALUES(run_at),
+                                  LEAST(VALUES(run_at), enqueued_at + INTERVAL %(debounce_max_us)s MICROSECOND))),
+              run_at),
+  status = IF(%(debounce)s AND status IN ('scheduled', 'ready'),
+              IF(run_at > NOW(6) + INTERVAL %(ahead_us)s MICROSECOND, 'scheduled', 'ready'), status),
+  duplicates = LEAST(duplicates, 2147483646) + 1,
+  id = LAST_INSERT_ID(id);
 
 -- name: insert_jobs_head
 INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status, unique_key, max_attempts) VALUES;
@@ -138,7 +156,9 @@ WHERE id = %(id)s AND status = 'running' AND locked_by = %(owner)s
   AND (%(only_expired)s = 0 OR locked_until < NOW(6));
 
 -- name: release
-UPDATE forkq_jobs
+-- IGNORE: a job whose unique key another job took meanwhile (schema 10) is left as
+-- it is (a released one is recovered when its lease ends), never an error.
+UPDATE IGNORE forkq_jobs
 SET status = 'ready', attempts = GREATEST(attempts - %(uncount)s, 0), locked_by = NULL, locked_until = NULL
 WHERE id IN %(ids)s AND status = 'running' AND locked_by = %(owner)s
   AND (%(only_expired)s = 0 OR locked_until < NOW(6));
@@ -279,12 +299,14 @@ WHERE (%(status)s IS NULL OR status = %(status)s) AND (%(queue)s IS NULL OR queu
 ORDER BY id DESC LIMIT %(limit)s;
 
 -- name: retry_jobs
-UPDATE forkq_jobs
+-- IGNORE: a job whose unique key another job took meanwhile (schema 10) is left as
+-- it is (a released one is recovered when its lease ends), never an error.
+UPDATE IGNORE forkq_jobs
 SET status = 'ready', run_at = NOW(6), attempts = 0, finished_at = NULL, locked_by = NULL, locked_until = NULL
 WHERE id IN %(ids)s AND status NOT IN ('running', 'cancelling');
 
 -- name: retry_dead
-UPDATE forkq_jobs
+UPDATE IGNORE forkq_jobs
 SET status = 'ready', run_at = NOW(6), attempts = 0, finished_at = NULL
 WHERE status = 'dead' AND (%(queue)s IS NULL OR queue = %(queue)s);
 
@@ -591,7 +613,7 @@ DELETE FROM forkq_jobs WHERE id IN %(ids)s AND status = 'dead';
 DELETE FROM forkq_jobs WHERE status = 'dead' AND queue = %(queue)s LIMIT %(limit)s;
 
 -- name: web_retry_dead
-UPDATE forkq_jobs
+UPDATE IGNORE forkq_jobs
 SET status = 'ready', run_at = NOW(6), attempts = 0, finished_at = NULL
 WHERE status = 'dead' AND queue = %(queue)s
 LIMIT %(limit)s;
@@ -1128,3 +1150,21 @@ CREATE TABLE IF NOT EXISTS forkq_schedules (
   PRIMARY KEY (name)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq schedules added at runtime, beside the config file''s [schedules.NAME]; their slots are recorded in forkq_schedule_slots like the file''s';
 UPDATE forkq_schema SET version = 9, applied_at = NOW(6) WHERE id = 1 AND version < 9;
+
+-- name: upgrade_to_10
+-- Version 10 adds uniqueness windows and scopes: forkq_jobs.unique_for, .unique_while,
+-- .duplicates and the stored generated column unique_live, whose UNIQUE index with
+-- unique_key (forkq_jobs_unique) replaces forkq_jobs_unique_key. A table copy
+-- (ALGORITHM=COPY: reads go on, writes wait): no column is added instantly after the
+-- indexed virtual column tenant (error 1845), and a stored column is computed for each
+-- row. Its time grows with the table: prune or archive finished jobs first.
+ALTER TABLE forkq_jobs
+  ADD COLUMN unique_for   INT UNSIGNED NULL DEFAULT NULL COMMENT 'with unique_key: the window in seconds: one job per key per window of this length (aligned on the epoch, counted from enqueued_at); NULL: no window',
+  ADD COLUMN unique_while VARCHAR(8)   NULL DEFAULT NULL COMMENT 'with unique_key: which of its states hold the key: queued (scheduled, ready or waiting, never claimed) | active (also running) | kept (any state, while the row is kept); NULL: kept',
+  ADD COLUMN duplicates   INT          NOT NULL DEFAULT 0 COMMENT 'later enqueues of its unique key that conflicted with it (skipped, replaced or debounced into it)',
+  ADD COLUMN unique_live  BIGINT AS (CASE WHEN unique_key IS NULL THEN NULL WHEN unique_while = 'queued' AND NOT (status IN ('scheduled', 'ready', 'waiting') AND attempts = 0 AND snoozes = 0 AND started_at IS NULL) THEN NULL WHEN unique_while = 'active' AND status NOT IN ('scheduled', 'ready', 'waiting', 'running', 'cancelling') THEN NULL WHEN unique_for > 0 THEN FLOOR(UNIX_TIMESTAMP(enqueued_at) / unique_for) ELSE 0 END) STORED COMMENT 'generated, never written: the window its unique_key holds (0 without unique_for) while its state holds the key (unique_while), else NULL, which never collides',
+  DROP INDEX forkq_jobs_unique_key,
+  ADD UNIQUE KEY forkq_jobs_unique (unique_key, unique_live),
+  ADD CONSTRAINT forkq_jobs_unique_while CHECK (unique_while IN ('queued', 'active', 'kept')),
+  ALGORITHM=COPY;
+UPDATE forkq_schema SET version = 10, applied_at = NOW(6) WHERE id = 1 AND version < 10;

@@ -40,15 +40,32 @@ VALUES (:queue, :handler, :payload, :priority, COALESCE(:run_at, :now + :delay_u
         :now, :max_attempts);
 
 -- name: insert_job_unique
--- With a unique key: a duplicate returns the existing job's id.
+-- With a unique key (any run_at, limit_key, group_key or tags): every column named. It
+-- conflicts with the job that holds the key (unique_key, unique_live: see mysql.sql),
+-- which it changes: duplicates + 1 (so duplicates > 0 in the row returned tells a
+-- conflict), and while that job waits its payload (replace, debounce) and run_at
+-- (debounce: never earlier, at most debounce_max past its enqueue). The SET reads the
+-- row as it was: status computes the new run_at again.
 INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status, enqueued_at, unique_key,
-                        max_attempts)
+                        max_attempts, limit_key, group_key, tags, unique_for, unique_while)
 VALUES (:queue, :handler, :payload, :priority, COALESCE(:run_at, :now + :delay_us / 1000000.0),
         CASE WHEN COALESCE(:run_at, :now + :delay_us / 1000000.0) > :now + :ahead_us / 1000000.0
              THEN 'scheduled' ELSE 'ready' END,
-        :now, :unique_key, :max_attempts)
-ON CONFLICT (unique_key) DO UPDATE SET unique_key = excluded.unique_key
-RETURNING id;
+        :now, :unique_key, :max_attempts, :limit_key, :group_key, :tags, :unique_for, :unique_while)
+ON CONFLICT (unique_key, unique_live) DO UPDATE SET
+  payload = CASE WHEN :replace AND status IN ('scheduled', 'ready', 'waiting')
+                 THEN excluded.payload ELSE payload END,
+  run_at = CASE WHEN :debounce AND status IN ('scheduled', 'ready', 'waiting')
+                THEN MAX(run_at, MIN(excluded.run_at,
+                                     COALESCE(enqueued_at + :debounce_max_us / 1000000.0, excluded.run_at)))
+                ELSE run_at END,
+  status = CASE WHEN NOT (:debounce AND status IN ('scheduled', 'ready')) THEN status
+                WHEN MAX(run_at, MIN(excluded.run_at,
+                                     COALESCE(enqueued_at + :debounce_max_us / 1000000.0, excluded.run_at)))
+                     > :now + :ahead_us / 1000000.0 THEN 'scheduled'
+                ELSE 'ready' END,
+  duplicates = duplicates + 1
+RETURNING id, duplicates;
 
 -- name: claim_select
 -- Only `ready` rows are in the range: jobs due later wait as `scheduled` (promote_select),
@@ -117,7 +134,9 @@ WHERE id = :id AND status = 'running' AND locked_by = :owner
   AND (:only_expired = 0 OR locked_until < :now);
 
 -- name: release
-UPDATE forkq_jobs
+-- IGNORE: a job whose unique key another job took meanwhile (schema 10) is left as
+-- it is (a released one is recovered when its lease ends), never an error.
+UPDATE OR IGNORE forkq_jobs
 SET status = 'ready', attempts = MAX(attempts - :uncount, 0), locked_by = NULL, locked_until = NULL
 WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'running' AND locked_by = :owner
   AND (:only_expired = 0 OR locked_until < :now);
@@ -239,12 +258,14 @@ WHERE (:status IS NULL OR status = :status) AND (:queue IS NULL OR queue = :queu
 ORDER BY id DESC LIMIT :limit;
 
 -- name: retry_jobs
-UPDATE forkq_jobs
+-- IGNORE: a job whose unique key another job took meanwhile (schema 10) is left as
+-- it is (a released one is recovered when its lease ends), never an error.
+UPDATE OR IGNORE forkq_jobs
 SET status = 'ready', run_at = :now, attempts = 0, finished_at = NULL, locked_by = NULL, locked_until = NULL
 WHERE id IN (SELECT value FROM json_each(:ids)) AND status NOT IN ('running', 'cancelling');
 
 -- name: retry_dead
-UPDATE forkq_jobs
+UPDATE OR IGNORE forkq_jobs
 SET status = 'ready', run_at = :now, attempts = 0, finished_at = NULL
 WHERE status = 'dead' AND (:queue IS NULL OR queue = :queue);
 
@@ -528,7 +549,7 @@ DELETE FROM forkq_jobs WHERE id IN (
   SELECT id FROM forkq_jobs WHERE status = 'dead' AND queue = :queue LIMIT :limit);
 
 -- name: web_retry_dead
-UPDATE forkq_jobs
+UPDATE OR IGNORE forkq_jobs
 SET status = 'ready', run_at = :now, attempts = 0, finished_at = NULL
 WHERE id IN (SELECT id FROM forkq_jobs WHERE status = 'dead' AND queue = :queue LIMIT :limit);
 
@@ -550,7 +571,6 @@ VALUES (:queue, :handler, :payload, :priority, COALESCE(:run_at, :now + :delay_u
         CASE WHEN COALESCE(:run_at, :now + :delay_us / 1000000.0) > :now + :ahead_us / 1000000.0
              THEN 'scheduled' ELSE 'ready' END,
         :now, :unique_key, :max_attempts, :limit_key)
-ON CONFLICT (unique_key) DO UPDATE SET unique_key = excluded.unique_key
 RETURNING id;
 
 -- name: insert_job_grouped
@@ -561,7 +581,6 @@ VALUES (:queue, :handler, :payload, :priority, COALESCE(:run_at, :now + :delay_u
         CASE WHEN COALESCE(:run_at, :now + :delay_us / 1000000.0) > :now + :ahead_us / 1000000.0
              THEN 'scheduled' ELSE 'ready' END,
         :now, :unique_key, :max_attempts, :limit_key, :group_key)
-ON CONFLICT (unique_key) DO UPDATE SET unique_key = excluded.unique_key
 RETURNING id;
 
 -- name: insert_job_tagged
@@ -571,7 +590,6 @@ VALUES (:queue, :handler, :payload, :priority, COALESCE(:run_at, :now + :delay_u
         CASE WHEN COALESCE(:run_at, :now + :delay_us / 1000000.0) > :now + :ahead_us / 1000000.0
              THEN 'scheduled' ELSE 'ready' END,
         :now, :unique_key, :max_attempts, :limit_key, :group_key, :tags)
-ON CONFLICT (unique_key) DO UPDATE SET unique_key = excluded.unique_key
 RETURNING id;
 
 -- name: claim_select_limited
@@ -931,3 +949,56 @@ CREATE TABLE IF NOT EXISTS forkq_schedules (
 );
 UPDATE forkq_schema SET version = 9, applied_at = (julianday('now') - 2440587.5) * 86400.0
 WHERE id = 1 AND version < 9;
+
+-- name: upgrade_to_10
+-- Version 10 adds uniqueness windows and scopes (see mysql.sql): SQLite drops no UNIQUE
+-- constraint in place, so forkq_jobs is rebuilt (a copy in one transaction), its id
+-- sequence kept, then its indexes made again.
+CREATE TABLE forkq_jobs_v10 (
+  id           INTEGER PRIMARY KEY AUTOINCREMENT,
+  queue        TEXT    NOT NULL DEFAULT 'default',
+  handler      TEXT    NOT NULL,
+  payload      TEXT    NOT NULL,
+  status       TEXT    NOT NULL DEFAULT 'ready', -- ready | scheduled | running | done | dead
+  priority     INTEGER NOT NULL DEFAULT 0,
+  run_at       REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+  attempts     INTEGER NOT NULL DEFAULT 0,
+  max_attempts INTEGER NULL,
+  unique_key   TEXT    NULL, -- unique while it holds its key: forkq_jobs_unique
+  locked_by    TEXT    NULL,
+  locked_until REAL    NULL,
+  last_error   TEXT    NULL,
+  enqueued_at  REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+  started_at   REAL    NULL,
+  finished_at  REAL    NULL,
+  limit_key    TEXT    NULL, -- the bucket of a [limits.NAME] with per_key
+  snoozes      INTEGER NOT NULL DEFAULT 0, -- Snooze requests, never attempts
+  limit_wait   TEXT    NOT NULL DEFAULT '', -- the limit bucket a ready job is parked on
+  group_key    TEXT    NULL, -- its tenant in a fair pool; NULL: the limit_key is
+  tenant       TEXT    GENERATED ALWAYS AS (COALESCE(group_key, limit_key, '')) VIRTUAL,
+  -- the window of its unique_key in seconds (NULL: none); the states that hold it (NULL:
+  -- kept); later enqueues of its key that conflicted with it; the window its key holds
+  -- while its state holds it, else NULL (generated: never written)
+  unique_for   INTEGER NULL,
+  unique_while TEXT    NULL CHECK (unique_while IN ('queued', 'active', 'kept')),
+  duplicates   INTEGER NOT NULL DEFAULT 0,
+  unique_live  INTEGER GENERATED ALWAYS AS (CASE WHEN unique_key IS NULL THEN NULL WHEN unique_while = 'queued' AND NOT (status IN ('scheduled', 'ready', 'waiting') AND attempts = 0 AND snoozes = 0 AND started_at IS NULL) THEN NULL WHEN unique_while = 'active' AND status NOT IN ('scheduled', 'ready', 'waiting', 'running', 'cancelling') THEN NULL WHEN unique_for > 0 THEN CAST(enqueued_at / unique_for AS INTEGER) ELSE 0 END) VIRTUAL,
+  tags         TEXT    NULL, -- JSON list of strings given at enqueue; NULL: none
+  progress     TEXT    NULL -- JSON: percent, message, at
+);
+INSERT INTO forkq_jobs_v10 (id, queue, handler, payload, status, priority, run_at, attempts, max_attempts, unique_key, locked_by, locked_until, last_error, enqueued_at, started_at, finished_at, limit_key, snoozes, limit_wait, group_key, tags, progress)
+SELECT id, queue, handler, payload, status, priority, run_at, attempts, max_attempts, unique_key, locked_by, locked_until, last_error, enqueued_at, started_at, finished_at, limit_key, snoozes, limit_wait, group_key, tags, progress FROM forkq_jobs;
+UPDATE sqlite_sequence SET seq = (SELECT seq FROM sqlite_sequence WHERE name = 'forkq_jobs')
+WHERE name = 'forkq_jobs_v10';
+DROP TABLE forkq_jobs;
+ALTER TABLE forkq_jobs_v10 RENAME TO forkq_jobs;
+CREATE INDEX IF NOT EXISTS forkq_jobs_claim ON forkq_jobs (queue, status, priority DESC, run_at, id);
+CREATE INDEX IF NOT EXISTS forkq_jobs_status ON forkq_jobs (status, queue, run_at);
+CREATE INDEX IF NOT EXISTS forkq_jobs_finished ON forkq_jobs (finished_at);
+CREATE INDEX IF NOT EXISTS forkq_jobs_limit
+  ON forkq_jobs (status, limit_wait, queue, priority DESC, run_at, id);
+CREATE INDEX IF NOT EXISTS forkq_jobs_tenant
+  ON forkq_jobs (queue, status, tenant, priority DESC, run_at, id);
+CREATE UNIQUE INDEX IF NOT EXISTS forkq_jobs_unique ON forkq_jobs (unique_key, unique_live);
+UPDATE forkq_schema SET version = 10, applied_at = (julianday('now') - 2440587.5) * 86400.0
+WHERE id = 1 AND version < 10;

@@ -13,7 +13,7 @@ CREATE TABLE IF NOT EXISTS forkq_jobs (
   run_at       REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
   attempts     INTEGER NOT NULL DEFAULT 0,
   max_attempts INTEGER NULL,
-  unique_key   TEXT    NULL UNIQUE,
+  unique_key   TEXT    NULL, -- unique while it holds its key: forkq_jobs_unique
   locked_by    TEXT    NULL,
   locked_until REAL    NULL,
   last_error   TEXT    NULL,
@@ -25,6 +25,13 @@ CREATE TABLE IF NOT EXISTS forkq_jobs (
   limit_wait   TEXT    NOT NULL DEFAULT '', -- the limit bucket a ready job is parked on
   group_key    TEXT    NULL, -- its tenant in a fair pool; NULL: the limit_key is
   tenant       TEXT    GENERATED ALWAYS AS (COALESCE(group_key, limit_key, '')) VIRTUAL,
+  -- the window of its unique_key in seconds (NULL: none); the states that hold it (NULL:
+  -- kept); later enqueues of its key that conflicted with it; the window its key holds
+  -- while its state holds it, else NULL (generated: never written)
+  unique_for   INTEGER NULL,
+  unique_while TEXT    NULL CHECK (unique_while IN ('queued', 'active', 'kept')),
+  duplicates   INTEGER NOT NULL DEFAULT 0,
+  unique_live  INTEGER GENERATED ALWAYS AS (CASE WHEN unique_key IS NULL THEN NULL WHEN unique_while = 'queued' AND NOT (status IN ('scheduled', 'ready', 'waiting') AND attempts = 0 AND snoozes = 0 AND started_at IS NULL) THEN NULL WHEN unique_while = 'active' AND status NOT IN ('scheduled', 'ready', 'waiting', 'running', 'cancelling') THEN NULL WHEN unique_for > 0 THEN CAST(enqueued_at / unique_for AS INTEGER) ELSE 0 END) VIRTUAL,
   tags         TEXT    NULL, -- JSON list of strings given at enqueue; NULL: none
   progress     TEXT    NULL -- JSON {"percent", "message", "at"} its handler last reported
 );
@@ -35,6 +42,7 @@ CREATE INDEX IF NOT EXISTS forkq_jobs_limit
   ON forkq_jobs (status, limit_wait, queue, priority DESC, run_at, id);
 CREATE INDEX IF NOT EXISTS forkq_jobs_tenant
   ON forkq_jobs (queue, status, tenant, priority DESC, run_at, id);
+CREATE UNIQUE INDEX IF NOT EXISTS forkq_jobs_unique ON forkq_jobs (unique_key, unique_live);
 
 CREATE TABLE IF NOT EXISTS forkq_jobs_archive (
   id           INTEGER PRIMARY KEY,
@@ -167,4 +175,4 @@ CREATE TABLE IF NOT EXISTS forkq_schema (
 );
 
 -- The version this file creates; kept if the database already records one.
-INSERT OR IGNORE INTO forkq_schema (id, version) VALUES (1, 9);
+INSERT OR IGNORE INTO forkq_schema (id, version) VALUES (1, 10);
