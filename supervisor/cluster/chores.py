@@ -116,11 +116,13 @@ def settle_held_rows(
     job of a dead holder may, and that attempt is not charged.
     """
     unstarted = [row.id for row in rows if row.started_at is None]
-    settled = store.release(owner, unstarted, only_expired=only_expired)
-    return settled + sum(
-        int(fail_held_job(store, row, owner, error, only_expired=only_expired))
-        for row in rows
-        if row.started_at is not None
+    released = store.release(owner, unstarted, only_expired=only_expired)
+    # A release the database ignored (another job took its unique key meanwhile) is
+    # settled as a failed attempt instead: counted, it is out of the key's queued scope.
+    # A row already released no longer matches the failure's update.
+    charged = [row for row in rows if row.started_at is not None or released < len(unstarted)]
+    return released + sum(
+        int(fail_held_job(store, row, owner, error, only_expired=only_expired)) for row in charged
     )
 
 
