@@ -20,7 +20,7 @@ CREATE TABLE IF NOT EXISTS forkq_jobs (
   queue        VARCHAR(64)  NOT NULL DEFAULT 'default' COMMENT 'the queue (business type) whose pool runs this job',
   handler      VARCHAR(191) NOT NULL COMMENT 'registered handler name, e.g. email.send; an unknown name ends the job dead, it is never imported',
   payload      LONGTEXT     NOT NULL COMMENT 'JSON text given to the handler; text that is not JSON ends the job dead',
-  status       VARCHAR(16)  NOT NULL DEFAULT 'ready' COMMENT 'ready | scheduled | running | done | dead',
+  status       VARCHAR(16)  NOT NULL DEFAULT 'ready' COMMENT 'waiting | ready | scheduled | running | cancelling | done | dead | cancelled; waiting: on a parent (forkq_dependencies), never claimed',
   priority     INT          NOT NULL DEFAULT 0 COMMENT 'higher runs first within a queue',
   run_at       TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'not claimed before this time (delay, backoff)',
   attempts     INT          NOT NULL DEFAULT 0 COMMENT 'attempts started so far',
@@ -38,6 +38,7 @@ CREATE TABLE IF NOT EXISTS forkq_jobs (
   group_key    VARCHAR(191) NULL DEFAULT NULL COMMENT 'the tenant of the job in a fair pool ([pools.X] fair = true): tenants take turns at the queue; NULL: its limit_key is its tenant',
   tags         TEXT         NULL DEFAULT NULL COMMENT 'JSON list of strings given at enqueue (tags=[...]), for the dashboard''s tag:NAME search; NULL: none',
   progress     VARCHAR(400) NULL DEFAULT NULL COMMENT 'JSON object of percent, message and at (epoch seconds): what its handler last reported (job.progress, or a command''s forkq-progress: line), at most one write a second; NULL: none',
+  deps         TINYINT      NOT NULL DEFAULT 0 COMMENT 'dependencies (forkq_dependencies): 1 = jobs wait on this one, so ending it releases or cancels them; 2 = it was enqueued with parents; 3 = both; 0 (most jobs) = neither: its end touches no other table',
   tenant       VARCHAR(191) AS (COALESCE(group_key, limit_key, '')) VIRTUAL COMMENT 'generated, never written: the job''s tenant in a fair pool (group_key, else limit_key, else empty)',
   PRIMARY KEY (id),
   UNIQUE KEY forkq_jobs_unique_key (unique_key),
@@ -179,6 +180,14 @@ CREATE TABLE IF NOT EXISTS forkq_tenants (
   KEY forkq_tenants_turn (queue, last_served, tenant)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq fair share: the round-robin cursor of fair queues, one row per tenant with ready jobs; a claim serves the least recently served first and deletes the row of a tenant it finds with no job ready or running';
 
+CREATE TABLE IF NOT EXISTS forkq_dependencies (
+  parent_id    BIGINT UNSIGNED NOT NULL COMMENT 'the job that must end first (forkq_jobs.id; the row may be gone once it ended)',
+  child_id     BIGINT UNSIGNED NOT NULL COMMENT 'the job enqueued with depends_on: waiting until every parent is done',
+  on_parent_failure VARCHAR(8) NOT NULL DEFAULT 'cancel' COMMENT 'cancel | continue: what the parent ending dead or cancelled does to the child',
+  PRIMARY KEY (parent_id, child_id),
+  KEY forkq_dependencies_child (child_id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq dependencies: one row per parent of a job enqueued with depends_on; the transaction that ends a parent releases (or cancels) its waiting children';
+
 CREATE TABLE IF NOT EXISTS forkq_schema (
   id           TINYINT      NOT NULL COMMENT 'always 1',
   version      INT          NOT NULL COMMENT 'schema version applied',
@@ -187,4 +196,4 @@ CREATE TABLE IF NOT EXISTS forkq_schema (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq schema version';
 
 -- The version this file creates; kept if the database already records one.
-INSERT IGNORE INTO forkq_schema (id, version) VALUES (1, 9);
+INSERT IGNORE INTO forkq_schema (id, version) VALUES (1, 14);

@@ -1,0 +1,179 @@
+"""Dependencies (SPEC "Composing jobs"): depends_on, chain, group.then, on both backends,
+through the product's own paths (enqueue, claim, complete, fail, cancel)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from store_util import LEASE, A, B, status
+
+from supervisor import Queue
+from supervisor.errors import UsageError
+from supervisor.kinds import OnSuccess
+from supervisor.store import Store
+
+
+def run_one(store: Store, owner: str = A, queue: str = "work") -> int:
+    """Claim the one due job of `queue` and record its success; its id."""
+    [row] = store.claim(queue, owner, 1, LEASE)
+    assert store.complete(owner, [row.id], OnSuccess.KEEP) == 1
+    return row.id
+
+
+def kill_one(store: Store, owner: str = A, queue: str = "work") -> int:
+    [row] = store.claim(queue, owner, 1, LEASE)
+    assert store.fail(owner, row.id, "boom", dead=True)
+    return row.id
+
+
+def test_a_child_waits_for_every_parent_and_is_never_claimed_before(
+    queue: Queue, store: Store
+) -> None:
+    a = queue.enqueue("test.a", queue="work")
+    b = queue.enqueue("test.b", queue="work")
+    child = queue.enqueue("test.c", queue="work", depends_on=[a, b])
+    assert status(store, child) == "waiting"
+    assert store.parents_of(child) == [a, b]
+    assert store.dependents_of(a) == [child]
+    assert run_one(store) == a
+    assert status(store, child) == "waiting"  # b is not done
+    assert run_one(store) == b
+    assert status(store, child) == "ready"
+    assert run_one(store) == child
+
+
+def test_a_parent_deleted_on_success_releases_its_child(queue: Queue, store: Store) -> None:
+    parent = queue.enqueue("test.a", queue="work")
+    child = queue.enqueue("test.c", queue="work", depends_on=[parent])
+    [row] = store.claim("work", A, 1, LEASE)
+    assert store.complete(A, [row.id], OnSuccess.DELETE) == 1  # the default mode
+    assert store.get_job(parent) is None
+    assert status(store, child) == "ready"
+
+
+def test_parents_already_done_or_gone_count_as_done(queue: Queue, store: Store) -> None:
+    parent = queue.enqueue("test.a", queue="work")
+    run_one(store)
+    gone = queue.enqueue("test.b", queue="work")
+    [row] = store.claim("work", A, 1, LEASE)
+    store.complete(A, [row.id], OnSuccess.DELETE)
+    child = queue.enqueue("test.c", queue="work", depends_on=[parent, gone])
+    assert status(store, child) == "ready"
+    assert store.parents_of(child) == [parent, gone]
+
+
+def test_an_unknown_parent_is_refused_and_nothing_is_written(queue: Queue, store: Store) -> None:
+    real = queue.enqueue("test.a", queue="work")
+    with pytest.raises(UsageError, match="no job 99999999"):
+        queue.enqueue("test.c", queue="work", depends_on=[real, 99999999])
+    assert [j.id for j in store.list_jobs()] == [real]
+    assert store.dependents_of(real) == []
+    for bad in ([0], ["1"], "12", [True]):
+        with pytest.raises(UsageError):
+            queue.enqueue("test.c", depends_on=bad)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="on_parent_failure"):
+        queue.enqueue("test.c", depends_on=[real], on_parent_failure="ignore")
+
+
+def test_a_dead_parent_cancels_its_dependents_transitively(queue: Queue, store: Store) -> None:
+    parent = queue.enqueue("test.a", queue="work")
+    child, grandchild = queue.chain([queue.job("test.b", queue="work"), queue.job("test.c")])
+    store_child = queue.enqueue("test.d", queue="work", depends_on=[parent])
+    keep_going = queue.enqueue(
+        "test.e", queue="work", depends_on=[parent], on_parent_failure="continue"
+    )
+    assert kill_one(store) == parent
+    assert status(store, store_child) == "cancelled"
+    assert "parent job" in (store.get_job(store_child).last_error or "")  # type: ignore[union-attr]
+    assert status(store, keep_going) == "ready"
+    assert status(store, child) == "ready"  # the chain did not depend on the dead job
+    late = queue.enqueue("test.f", queue="work", depends_on=[parent])
+    assert status(store, late) == "cancelled"  # the rule applies at enqueue too
+    cont = queue.enqueue("test.g", depends_on=[parent], on_parent_failure="continue")
+    assert status(store, cont) == "ready"
+    assert status(store, grandchild) == "waiting"
+
+
+def test_cancelling_a_waiting_parent_cancels_the_rest_of_its_chain(
+    queue: Queue, store: Store
+) -> None:
+    ids = queue.chain([queue.job("test.a", queue="work") for _ in range(4)])
+    assert [status(store, i) for i in ids] == ["ready", "waiting", "waiting", "waiting"]
+    assert store.cancel_jobs([ids[1]], "test")[ids[1]].ok
+    assert [status(store, i) for i in ids] == ["ready", "cancelled", "cancelled", "cancelled"]
+    run_one(store)
+    assert store.claim("work", A, 10, LEASE) == []
+
+
+def test_a_running_parent_cancelled_cancels_its_children(queue: Queue, store: Store) -> None:
+    parent, child = queue.chain([queue.job("test.a", queue="work"), queue.job("test.b")])
+    [row] = store.claim("work", A, 1, LEASE)
+    assert store.cancel_jobs([parent], "test")[parent].ok
+    assert status(store, child) == "waiting"  # still running: its host kills it first
+    assert store.finish_cancel(parent)
+    assert status(store, child) == "cancelled"
+    assert row.id == parent
+
+
+def test_group_then_runs_after_every_job_of_the_group(queue: Queue, store: Store) -> None:
+    group = queue.group([queue.job("test.a", {"n": n}, queue="work") for n in range(3)])
+    after = group.then(queue.job("test.after", queue="work"))
+    assert store.parents_of(after) == group.ids
+    for _ in range(3):
+        assert run_one(store) in group.ids
+        assert status(store, after) in ("waiting", "ready")
+    assert status(store, after) == "ready"
+
+
+def test_a_job_enqueued_while_its_parent_runs_is_released_by_its_end(
+    queue: Queue, store: Store
+) -> None:
+    parent = queue.enqueue("test.a", queue="work")
+    [row] = store.claim("work", A, 1, LEASE)  # claimed before the child exists
+    child = queue.enqueue("test.b", queue="work", depends_on=[parent])
+    assert status(store, child) == "waiting"
+    assert store.complete(A, [row.id], OnSuccess.DELETE) == 1
+    assert status(store, child) == "ready"
+
+
+def test_two_parents_ending_at_once_release_their_child_once(queue: Queue, store: Store) -> None:
+    """Many children of two parents, the two parents ended by two connections at once:
+    every child ends ready, none is left waiting (the release is exact, see
+    dependencies.py)."""
+    for _ in range(20):
+        first = queue.enqueue("test.a", queue="p1")
+        second = queue.enqueue("test.b", queue="p2")
+        children = [
+            queue.enqueue("test.c", queue="kids", depends_on=[first, second]) for _ in range(3)
+        ]
+        other = Queue(store.url).store  # type: ignore[attr-defined]
+        try:
+            [one] = store.claim("p1", A, 1, LEASE)
+            [two] = other.claim("p2", B, 1, LEASE)
+            barrier = threading.Barrier(2)
+
+            def finish(
+                s: Store, owner: str, job_id: int, barrier: threading.Barrier = barrier
+            ) -> None:
+                barrier.wait()
+                assert s.complete(owner, [job_id], OnSuccess.KEEP) == 1
+
+            threads = [
+                threading.Thread(target=finish, args=(store, A, one.id)),
+                threading.Thread(target=finish, args=(other, B, two.id)),
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(30)
+        finally:
+            other.close()
+        assert [status(store, c) for c in children] == ["ready"] * 3
+    assert len(store.claim("kids", A, 100, LEASE)) == 60
+
+
+def test_depends_on_is_refused_with_a_unique_key_or_a_connection(queue: Queue) -> None:
+    parent = queue.enqueue("test.a")
+    with pytest.raises(UsageError):
+        queue.enqueue("test.b", unique_key="k", depends_on=[parent])
