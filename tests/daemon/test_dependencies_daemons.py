@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from itertools import pairwise
 from pathlib import Path
 
 from daemon_util import HANDLERS_MODULE, Daemon, record_ids
@@ -17,6 +18,7 @@ from supervisor import Queue
 
 PARENTS_SOURCE = '''\
 import json
+from itertools import pairwise
 import os
 
 from supervisor import handler
@@ -58,7 +60,7 @@ def test_a_chain_of_100_runs_in_order(
         q.close()
     runs = records(record)
     assert [job_id for job_id, _, _ in runs] == ids
-    for (_, _, ended), (_, started, _) in zip(runs, runs[1:], strict=False):
+    for (_, _, ended), (_, started, _) in pairwise(runs):
         assert started >= ended
 
 
