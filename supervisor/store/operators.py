@@ -188,6 +188,7 @@ def _queue_stats(
         running=count("running"),
         dead=count("dead"),
         done=count("done"),
+        waiting=count("waiting") if "waiting" in row else 0,
         oldest_ready_age=max(0.0, int(row["oldest_us"] or 0) / 1e6),
         capped=frozenset(capped),
     )

@@ -241,6 +241,8 @@ SELECT
      WHERE status = 'dead' AND queue = %(queue)s LIMIT %(limit)s) AS c) AS dead,
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
      WHERE status = 'done' AND queue = %(queue)s LIMIT %(minor_limit)s) AS c) AS done,
+  (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
+     WHERE status = 'waiting' AND queue = %(queue)s LIMIT %(minor_limit)s) AS c) AS waiting,
   TIMESTAMPDIFF(MICROSECOND,
     (SELECT MIN(run_at) FROM forkq_jobs
      WHERE status = 'ready' AND queue = %(queue)s AND run_at <= NOW(6)), NOW(6)) AS oldest_us,
@@ -260,6 +262,7 @@ SELECT
      WHERE status = 'running' AND queue = %(queue)s AND started_at IS NOT NULL) AS running,
   (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'dead' AND queue = %(queue)s) AS dead,
   (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'done' AND queue = %(queue)s) AS done,
+  (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'waiting' AND queue = %(queue)s) AS waiting,
   TIMESTAMPDIFF(MICROSECOND,
     (SELECT MIN(run_at) FROM forkq_jobs
      WHERE status = 'ready' AND queue = %(queue)s AND run_at <= NOW(6)), NOW(6)) AS oldest_us,
