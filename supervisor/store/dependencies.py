@@ -3,13 +3,13 @@ waits (status `waiting`, never claimed) until every parent is done; a parent tha
 dead or cancelled cancels it, transitively, unless the child said
 `on_parent_failure="continue"` (then that parent counts as done).
 
-The store: forkq_dependencies holds one row per (parent, child), and forkq_jobs.deps
-flags the rows involved (bit 1: children wait on this job; bit 2: it has parents). A
-parent's end settles its children in the transaction that ends it, wherever it ends:
-success (complete_in_transaction, so also the hand-back), dead (fail), cancelled
-(finish_cancel, cancel_jobs). The end of a job without bit 1 stays the one statement it
-was (its WHERE says `(deps & 1) = 0`); only when that statement changed fewer rows than
-asked does a second pass look for flagged parents (or finds a lost lease).
+The store: forkq_dependencies holds one row per (parent, child) until the child ends,
+and forkq_jobs.deps flags the rows involved (bit 1: children wait on this job; bit 2: it
+has parents). A parent's end settles its children in the transaction that ends it,
+wherever it ends: success (complete_in_transaction, so also the hand-back), dead (fail),
+cancelled (finish_cancel, cancel_jobs). The end of a job with neither bit stays the one
+statement it was (its WHERE says `(deps & 3) = 0`); only when that statement changed
+fewer rows than asked does a second pass look for flagged jobs (or find a lost lease).
 
 Why a release is exact (never twice, never zero) with two parents of one child ending
 at once on two hosts (MySQL/MariaDB, READ COMMITTED sessions):
@@ -52,6 +52,11 @@ CANCEL = "cancel"
 CONTINUE = "continue"
 ON_PARENT_FAILURE = (CANCEL, CONTINUE)
 MOST_PARENTS = 1000
+# forkq_jobs.deps bits: children wait on it (its end settles them); it has parents (its end
+# forgets its rows of forkq_dependencies). A first pass leaves out rows with either.
+HAS_CHILDREN = 1
+HAS_PARENTS = 2
+EITHER = HAS_CHILDREN | HAS_PARENTS
 
 
 class DependencyOps(StoreCore):
@@ -128,8 +133,8 @@ class DependencyOps(StoreCore):
     # --- a parent's end --------------------------------------------------------------------
 
     def complete_pass(self, owner: str, ids: Sequence[int], mode: str, skip: int) -> int:
-        """Record success of held jobs: skip = 1 leaves out flagged parents (the first pass,
-        the only one for jobs without dependents); skip = 0 takes them too."""
+        """Record success of held jobs: skip = EITHER leaves out the flagged rows (the first
+        pass, the only one for jobs without dependencies); skip = 0 takes them too."""
         params = self._params(owner=owner, ids=self._ids(ids), skip=skip)
         if mode == OnSuccess.KEEP:
             return self._execute("deps_complete_keep", params)
@@ -139,7 +144,8 @@ class DependencyOps(StoreCore):
 
     def complete_parents(self, owner: str, ids: Sequence[int], mode: str) -> int:
         """The second pass, in the first one's transaction: of `ids`, those this owner still
-        holds are flagged parents; record their success and release their children."""
+        holds are flagged (parents, children); record their success, release their
+        children and forget their own parents."""
         held = [
             int(r["id"])
             for r in self._fetchall("deps_held", self._params(owner=owner, ids=self._ids(ids)))
@@ -148,7 +154,13 @@ class DependencyOps(StoreCore):
             return 0
         done = self.complete_pass(owner, held, mode, skip=0)
         self.settle_children(held, ended=JobState.DONE)
+        self.forget_parents(held)
         return done
+
+    def forget_parents(self, children: Sequence[int]) -> None:
+        """Rows of forkq_dependencies live until their child ends: then they go (in the
+        transaction that ends it), so the table holds only what waits or runs."""
+        self._execute("deps_forget", self._params(ids=self._ids(children)))
 
     def fail_dead(
         self, owner: str, job_id: int, error: str, max_attempts: int | None, only_expired: bool
@@ -160,7 +172,7 @@ class DependencyOps(StoreCore):
             error=error,
             max_attempts=max_attempts,
             only_expired=1 if only_expired else 0,
-            skip=1,
+            skip=EITHER,
         )
         if self._retrying(lambda: self._execute("deps_fail_dead", params)) == 1:
             return True
@@ -170,6 +182,7 @@ class DependencyOps(StoreCore):
                 if self._execute("deps_fail_dead", {**params, "skip": 0}) != 1:
                     return False  # no longer held
                 self.settle_children([job_id], ended=JobState.DEAD)
+                self.forget_parents([job_id])
                 return True
 
         return self._retrying(attempt)
@@ -195,6 +208,8 @@ class DependencyOps(StoreCore):
                     doomed.add(child)
                     error = f"cancelled: parent job {edge['parent_id']} ended {ended}"
                     self._execute("deps_cancel", self._params(ids=self._ids([child]), error=error))
+            if doomed:
+                self.forget_parents(sorted(doomed))
             self._release(sorted(waiting - doomed))
             level, ended = sorted(doomed), JobState.CANCELLED
 

@@ -25,7 +25,7 @@ from supervisor.store.core import (
     SCHEDULE_AHEAD,
     micros,
 )
-from supervisor.store.dependencies import DependencyOps
+from supervisor.store.dependencies import EITHER, DependencyOps
 
 
 class JobOps(DependencyOps):
@@ -93,7 +93,7 @@ class JobOps(DependencyOps):
         rows than asked (a parent among them, or a lease lost) does the second pass of
         dependencies.py run, which ends them and settles their children."""
         if self.has_deps_schema():
-            completed = self.complete_pass(owner, ids, mode, skip=1)
+            completed = self.complete_pass(owner, ids, mode, skip=EITHER)
             if completed < len(ids):  # dependencies: one clearly separated hook
                 completed += self.complete_parents(owner, ids, mode)
             return completed
@@ -232,6 +232,7 @@ class JobOps(DependencyOps):
                 if self._execute("finish_cancel", self._params(id=job_id)) != 1:
                     return False
                 self.settle_children([job_id], ended=JobState.CANCELLED)
+                self.forget_parents([job_id])
                 return True
 
         return self._retrying(attempt)

@@ -92,6 +92,7 @@ class OperatorOps(DependencyOps):
                     self._execute("cancel_waiting", self._params(**params))
                     if self.has_deps_schema():  # their waiting children are settled too
                         self.settle_children(stopped, ended=JobState.CANCELLED)
+                        self.forget_parents(stopped)
                 if JobState.RUNNING in found.values():
                     self._execute("cancel_running", self._params(**params))
             return found

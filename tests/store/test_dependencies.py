@@ -7,6 +7,7 @@ import threading
 
 import pytest
 from store_util import LEASE, A, B, status
+from util import backend_of, count_rows, sql
 
 from supervisor import Queue
 from supervisor.errors import UsageError
@@ -124,6 +125,22 @@ def test_group_then_runs_after_every_job_of_the_group(queue: Queue, store: Store
         assert run_one(store) in group.ids
         assert status(store, after) in ("waiting", "ready")
     assert status(store, after) == "ready"
+    assert run_one(store) == after
+    assert store.parents_of(after) == [] and store.dependents_of(group.ids[0]) == []
+
+
+def test_rows_of_forkq_dependencies_go_when_their_child_ends(
+    queue: Queue, store: Store, db_url: str
+) -> None:
+    ids = queue.chain([queue.job("test.a", queue="work") for _ in range(3)])
+    doomed = queue.enqueue("test.b", queue="work", depends_on=[ids[2]])
+    assert count_rows(db_url, "forkq_dependencies") == 3
+    run_one(store)
+    run_one(store)
+    assert count_rows(db_url, "forkq_dependencies") == 2  # ids[1] ended: its row went
+    kill_one(store)  # ids[2] ends dead: its own row goes, and its child's, cancelled
+    assert status(store, doomed) == "cancelled"
+    assert count_rows(db_url, "forkq_dependencies") == 0
 
 
 def test_a_job_enqueued_while_its_parent_runs_is_released_by_its_end(
@@ -137,10 +154,13 @@ def test_a_job_enqueued_while_its_parent_runs_is_released_by_its_end(
     assert status(store, child) == "ready"
 
 
-def test_two_parents_ending_at_once_release_their_child_once(queue: Queue, store: Store) -> None:
+def test_two_parents_ending_at_once_release_their_child_once(
+    queue: Queue, store: Store, db_url: str
+) -> None:
     """Many children of two parents, the two parents ended by two connections at once:
     every child ends ready, none is left waiting (the release is exact, see
-    dependencies.py)."""
+    dependencies.py). The server's deadlocks and row lock waits meanwhile are printed."""
+    before = lock_counters(db_url)
     for _ in range(20):
         first = queue.enqueue("test.a", queue="p1")
         second = queue.enqueue("test.b", queue="p2")
@@ -171,6 +191,21 @@ def test_two_parents_ending_at_once_release_their_child_once(queue: Queue, store
             other.close()
         assert [status(store, c) for c in children] == ["ready"] * 3
     assert len(store.claim("kids", A, 100, LEASE)) == 60
+    after = lock_counters(db_url)
+    print(
+        f"\n[lock figures] two parents x20, server-wide: { {k: after[k] - before[k] for k in after} }"
+    )
+
+
+def lock_counters(url: str) -> dict[str, int]:
+    """InnoDB's deadlocks and row lock waits (the whole server: other sessions count too)."""
+    if backend_of(url) != "mysql":
+        return {}
+    rows = sql(
+        url,
+        "SHOW GLOBAL STATUS WHERE Variable_name IN ('Innodb_deadlocks', 'Innodb_row_lock_waits')",
+    )
+    return {str(name): int(value) for name, value in rows}
 
 
 def test_depends_on_is_refused_with_a_unique_key_or_a_connection(queue: Queue) -> None:

@@ -1019,11 +1019,12 @@ WHERE queue = %(queue)s AND tenant IN %(names)s;
 -- dependencies ----------------------------------------------------------------------------
 -- depends_on (SPEC "Composing jobs", supervisor/store/dependencies.py). A child waits
 -- (status `waiting`, never claimed) while a parent is unfinished; forkq_dependencies holds
--- one row per (parent, child). forkq_jobs.deps flags the rows involved: bit 1 on a parent
--- some child waits on. The end of a job without it is the statements above with
--- `(deps & 1) = 0` (skip = 1): no other statement, no other table. A flagged parent is
--- left for the second pass (skip = 0), which ends it and settles its children in the same
--- transaction. Needs schema 14 (the plain names above serve older ones).
+-- one row per (parent, child) until the child ends. forkq_jobs.deps flags the rows
+-- involved: bit 1 on a parent some child waits on, bit 2 on a child. The end of a job with
+-- neither is the statements below with `(deps & 3) = 0` (skip = 3): no other statement,
+-- no other table. A flagged job is left for the second pass (skip = 0), which ends it,
+-- settles its children and forgets its parents in the same transaction. Needs schema 14
+-- (the plain names above serve older ones).
 
 -- name: deps_complete_delete
 DELETE FROM forkq_jobs WHERE id IN %(ids)s AND status IN ('running', 'cancelling') AND locked_by = %(owner)s
@@ -1115,6 +1116,11 @@ WHERE id IN %(ids)s AND status = 'waiting';
 UPDATE forkq_jobs
 SET status = 'cancelled', finished_at = NOW(6), last_error = %(error)s
 WHERE id IN %(ids)s AND status = 'waiting';
+
+-- name: deps_forget
+-- A child's rows go when it ends (done, dead, cancelled): the table holds only what waits
+-- or runs.
+DELETE FROM forkq_dependencies WHERE child_id IN %(ids)s;
 
 -- name: deps_parents
 SELECT parent_id AS id FROM forkq_dependencies WHERE child_id = %(id)s ORDER BY parent_id;

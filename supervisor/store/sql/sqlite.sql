@@ -895,6 +895,11 @@ UPDATE forkq_jobs
 SET status = 'cancelled', finished_at = :now, last_error = :error
 WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'waiting';
 
+-- name: deps_forget
+-- A child's rows go when it ends (done, dead, cancelled): the table holds only what waits
+-- or runs.
+DELETE FROM forkq_dependencies WHERE child_id IN (SELECT value FROM json_each(:ids));
+
 -- name: deps_parents
 SELECT parent_id AS id FROM forkq_dependencies WHERE child_id = :id ORDER BY parent_id;
 
