@@ -124,9 +124,11 @@ class DependencyOps(StoreCore):
         elif pending:
             status = JobState.WAITING
         self._execute("deps_mark_child", self._params(id=child, status=status, error=error))
+        if status == JobState.CANCELLED:
+            return child  # ended already: no rows (they live until their child ends)
         edges = json.dumps([[p, child, on_failure] for p in wanted])
         self._execute("deps_add_edges", self._params(edges=edges))
-        if pending and status == JobState.WAITING:
+        if pending:
             self._execute("deps_flag_parents", self._params(ids=self._ids(pending)))
         return child
 

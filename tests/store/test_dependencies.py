@@ -91,6 +91,7 @@ def test_a_dead_parent_cancels_its_dependents_transitively(queue: Queue, store: 
     assert status(store, child) == "ready"  # the chain did not depend on the dead job
     late = queue.enqueue("test.f", queue="work", depends_on=[parent])
     assert status(store, late) == "cancelled"  # the rule applies at enqueue too
+    assert store.parents_of(late) == []  # ended at once: no rows kept for it
     cont = queue.enqueue("test.g", depends_on=[parent], on_parent_failure="continue")
     assert status(store, cont) == "ready"
     assert status(store, grandchild) == "waiting"
