@@ -162,7 +162,7 @@ def test_two_parents_ending_at_once_release_their_child_once(
     every child ends ready, none is left waiting (the release is exact, see
     dependencies.py). The server's deadlocks and row lock waits meanwhile are printed."""
     before = lock_counters(db_url)
-    for _ in range(20):
+    for _ in range(10):
         first = queue.enqueue("test.a", queue="p1")
         second = queue.enqueue("test.b", queue="p2")
         children = [
@@ -191,10 +191,10 @@ def test_two_parents_ending_at_once_release_their_child_once(
         finally:
             other.close()
         assert [status(store, c) for c in children] == ["ready"] * 3
-    assert len(store.claim("kids", A, 100, LEASE)) == 60
+    assert len(store.claim("kids", A, 100, LEASE)) == 30
     after = lock_counters(db_url)
     print(
-        f"\n[lock figures] two parents x20, server-wide: { {k: after[k] - before[k] for k in after} }"
+        f"\n[lock figures] two parents x10, server-wide: { {k: after[k] - before[k] for k in after} }"
     )
 
 
