@@ -10,9 +10,12 @@ from store_util import LEASE, A, B, status
 from util import backend_of, count_rows, sql
 
 from supervisor import Queue
+from supervisor.config import LimitConfig
 from supervisor.errors import UsageError
 from supervisor.kinds import OnSuccess
 from supervisor.store import Store
+from supervisor.store.limits import claims as flow
+from supervisor.store.limits.buckets import LimitPlan
 
 
 def run_one(store: Store, owner: str = A, queue: str = "work") -> int:
@@ -213,3 +216,24 @@ def test_depends_on_is_refused_with_a_unique_key_or_a_connection(queue: Queue) -
     parent = queue.enqueue("test.a")
     with pytest.raises(UsageError):
         queue.enqueue("test.b", unique_key="k", depends_on=[parent])
+
+
+def test_a_parent_refused_dead_by_a_claim_under_limits_cancels_its_child(
+    queue: Queue, store: Store, db_url: str
+) -> None:
+    """Another program's row no bucket can hold (a limit_key with a NUL) ends dead in the
+    claim that meets it: its child is settled in that transaction."""
+    parent = queue.enqueue("m.send", queue="email", limit_key="tenant")
+    child = queue.enqueue("m.send", queue="email", depends_on=[parent])
+    sql(db_url, "UPDATE forkq_jobs SET limit_key = ? WHERE id = ?", ["bad\x00key", parent])
+    plan = LimitPlan([LimitConfig("mail", handlers=("m.send",), concurrency=5, per_key=True)], {})
+    assert flow.complete_and_claim(store, plan, {}, "email", A, 10, LEASE)[0] == []
+    assert [status(store, parent), status(store, child)] == ["dead", "cancelled"]
+
+
+def test_a_released_child_due_later_is_scheduled_not_ready(queue: Queue, store: Store) -> None:
+    parent = queue.enqueue("test.a", queue="work")
+    child = queue.enqueue("test.b", queue="work", delay=3600, depends_on=[parent])
+    assert status(store, child) == "waiting"
+    run_one(store)
+    assert status(store, child) == "scheduled"
