@@ -237,3 +237,34 @@ def test_a_released_child_due_later_is_scheduled_not_ready(queue: Queue, store: 
     assert status(store, child) == "waiting"
     run_one(store)
     assert status(store, child) == "scheduled"
+
+
+def test_the_end_of_a_job_without_dependencies_stays_one_statement(
+    queue: Queue, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hot path: a batch of plain jobs ends with the one statement it always had; only a
+    flagged job (a parent, a child) takes the second pass."""
+    names: list[str] = []
+    execute, fetch = store._execute, store._fetchall  # type: ignore[attr-defined]
+
+    def counted(run: object) -> object:
+        def call(name: str, params: dict[str, object]) -> object:
+            names.append(name)
+            return run(name, params)  # type: ignore[operator]
+
+        return call
+
+    queue.enqueue_many([{"handler": "test.a", "queue": "work"}] * 3)
+    rows = store.claim("work", A, 3, LEASE)
+    store.has_deps_schema()  # asked once per store, before the count
+    monkeypatch.setattr(store, "_execute", counted(execute))
+    monkeypatch.setattr(store, "_fetchall", counted(fetch))
+    assert store.complete(A, [r.id for r in rows], OnSuccess.DELETE) == 3
+    assert names == ["deps_complete_delete"]
+    parent = queue.enqueue("test.a", queue="work")
+    queue.enqueue("test.b", queue="work", depends_on=[parent])
+    [row] = store.claim("work", A, 1, LEASE)
+    names.clear()
+    assert store.complete(A, [row.id], OnSuccess.DELETE) == 1
+    assert names[:3] == ["deps_complete_delete", "deps_held", "deps_complete_delete"]
+    assert "deps_release" in names
