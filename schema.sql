@@ -20,7 +20,7 @@ CREATE TABLE IF NOT EXISTS forkq_jobs (
   queue        VARCHAR(64)  NOT NULL DEFAULT 'default' COMMENT 'the queue (business type) whose pool runs this job',
   handler      VARCHAR(191) NOT NULL COMMENT 'registered handler name, e.g. email.send; an unknown name ends the job dead, it is never imported',
   payload      LONGTEXT     NOT NULL COMMENT 'JSON text given to the handler; text that is not JSON ends the job dead',
-  status       VARCHAR(16)  NOT NULL DEFAULT 'ready' COMMENT 'ready | scheduled | running | done | dead',
+  status       VARCHAR(16)  NOT NULL DEFAULT 'ready' COMMENT 'waiting | ready | scheduled | running | cancelling | done | dead | cancelled; waiting: on a parent (forkq_dependencies), never claimed',
   priority     INT          NOT NULL DEFAULT 0 COMMENT 'higher runs first within a queue',
   run_at       TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'not claimed before this time (delay, backoff)',
   attempts     INT          NOT NULL DEFAULT 0 COMMENT 'attempts started so far',
@@ -41,6 +41,7 @@ CREATE TABLE IF NOT EXISTS forkq_jobs (
   unique_for   INT UNSIGNED NULL DEFAULT NULL COMMENT 'with unique_key: the window in seconds: one job per key per window of this length (aligned on the epoch, counted from enqueued_at); NULL: no window',
   unique_while VARCHAR(8)   NULL DEFAULT NULL COMMENT 'with unique_key: which of its states hold the key: queued (scheduled, ready or waiting, never claimed) | active (also running) | kept (any state, while the row is kept); NULL: kept',
   duplicates   INT          NOT NULL DEFAULT 0 COMMENT 'later enqueues of its unique key that conflicted with it (skipped, replaced or debounced into it)',
+  deps         TINYINT      NOT NULL DEFAULT 0 COMMENT 'dependencies (forkq_dependencies): 1 = jobs wait on this one, so ending it releases or cancels them; 2 = it was enqueued with parents; 3 = both; 0 (most jobs) = neither: its end touches no other table',
   tenant       VARCHAR(191) AS (COALESCE(group_key, limit_key, '')) VIRTUAL COMMENT 'generated, never written: the job''s tenant in a fair pool (group_key, else limit_key, else empty)',
   unique_live  BIGINT AS (CASE WHEN unique_key IS NULL THEN NULL WHEN unique_while = 'queued' AND NOT (status IN ('scheduled', 'ready', 'waiting') AND attempts = 0 AND snoozes = 0 AND started_at IS NULL) THEN NULL WHEN unique_while = 'active' AND status NOT IN ('scheduled', 'ready', 'waiting', 'running', 'cancelling') THEN NULL WHEN unique_for > 0 THEN FLOOR(UNIX_TIMESTAMP(enqueued_at) / unique_for) ELSE 0 END) STORED COMMENT 'generated, never written: the window its unique_key holds (0 without unique_for) while its state holds the key (unique_while), else NULL, which never collides',
   PRIMARY KEY (id),
@@ -184,6 +185,14 @@ CREATE TABLE IF NOT EXISTS forkq_tenants (
   KEY forkq_tenants_turn (queue, last_served, tenant)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq fair share: the round-robin cursor of fair queues, one row per tenant with ready jobs; a claim serves the least recently served first and deletes the row of a tenant it finds with no job ready or running';
 
+CREATE TABLE IF NOT EXISTS forkq_dependencies (
+  parent_id    BIGINT UNSIGNED NOT NULL COMMENT 'the job that must end first (forkq_jobs.id; the row may be gone once it ended)',
+  child_id     BIGINT UNSIGNED NOT NULL COMMENT 'the job enqueued with depends_on: waiting until every parent is done',
+  on_parent_failure VARCHAR(8) NOT NULL DEFAULT 'cancel' COMMENT 'cancel | continue: what the parent ending dead or cancelled does to the child',
+  PRIMARY KEY (parent_id, child_id),
+  KEY forkq_dependencies_child (child_id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq dependencies: one row per parent of a job enqueued with depends_on; the transaction that ends a parent releases (or cancels) its waiting children';
+
 CREATE TABLE IF NOT EXISTS forkq_schema (
   id           TINYINT      NOT NULL COMMENT 'always 1',
   version      INT          NOT NULL COMMENT 'schema version applied',
@@ -192,4 +201,4 @@ CREATE TABLE IF NOT EXISTS forkq_schema (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq schema version';
 
 -- The version this file creates; kept if the database already records one.
-INSERT IGNORE INTO forkq_schema (id, version) VALUES (1, 10);
+INSERT IGNORE INTO forkq_schema (id, version) VALUES (1, 14);

@@ -43,7 +43,8 @@ if TYPE_CHECKING:
     from backends import Backend
 
 DEFAULT_MYSQL_URL = "mysql://root@127.0.0.1:3306/forkq_bench"
-BENCH_USER = "forkq_bench"
+# FORKQ_BENCH_USER: another name, so two runs on one server never drop each other's user.
+BENCH_USER = os.environ.get("FORKQ_BENCH_USER", "forkq_bench")
 QUEUE = bench_handlers.QUEUE
 POLL = 0.01  # seconds between COUNT(*) polls while a drain runs
 PARTITIONS = 8  # K of the seed-001 partition-lock baseline

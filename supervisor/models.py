@@ -10,6 +10,7 @@ from typing import Any
 
 
 class JobState(StrEnum):
+    WAITING = "waiting"  # on a parent (depends_on): never claimed until every parent is done
     READY = "ready"
     SCHEDULED = "scheduled"  # due later than the promotion horizon: outside the claim's range
     RUNNING = "running"
@@ -22,7 +23,7 @@ class JobState(StrEnum):
 class CancelResult(StrEnum):
     """What `Store.cancel_jobs` did with one job, or why it could not cancel it."""
 
-    CANCELLED = "cancelled"  # it was ready or scheduled: cancelled now
+    CANCELLED = "cancelled"  # it was waiting, ready or scheduled: cancelled now
     CANCELLING = "cancelling"  # it was running: the host running it kills it within 2 s
     DONE = "done"  # refused: it finished (kept, or moved to the archive)
     DEAD = "dead"  # refused: retry or purge it instead
@@ -255,6 +256,7 @@ class QueueStats:
     running: int = 0
     dead: int = 0
     done: int = 0  # kept (on_success = keep)
+    waiting: int = 0  # on a parent (depends_on): never claimed until its parents are done
     oldest_ready_age: float = 0.0  # seconds the oldest due job has waited (exact, never capped)
     paused: bool = False
     capped: frozenset[str] = frozenset()  # names of the counts above that reached the cap

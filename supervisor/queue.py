@@ -20,6 +20,7 @@ from supervisor.store import Store, open_store
 from supervisor.store.limits.buckets import bucket_key_ok
 from supervisor.unique import UNIQUE_KEYS, with_unique
 from supervisor.wake import Nudger
+from supervisor.workflow import Group, JobSpec, as_spec, checked_parents
 
 # One encoder for every payload: json.dumps with options builds a new one per call.
 _PAYLOAD_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
@@ -74,6 +75,8 @@ class Queue:
         unique_while: str | None = None,
         on_conflict: str = "skip",
         debounce_max: float | None = None,
+        depends_on: Sequence[int] | None = None,
+        on_parent_failure: str = "cancel",
     ) -> Enqueued:
         """Add one job and return its id (the existing job's id when `unique_key` is taken).
 
@@ -89,13 +92,14 @@ class Queue:
         `limit_key` names the job's bucket in a `[limits.NAME]` with `per_key` (a tenant,
         an account): see SPEC "Flow control". `group_key` names its tenant in a fair
         pool (`[pools.X] fair = true`); without one its limit_key is its tenant. `tags` (up
-        to 20 names of 1 to 64 characters) are for the dashboard's `tag:NAME` search.
+        to 20 names of 1 to 64 characters) are for the dashboard's `tag:NAME` search;
+        with `depends_on` (job ids) it waits until they are done (`_enqueue_waiting`).
         """
-        job = build_job(
-            handler, payload, queue, delay, run_at, priority, unique_key, max_attempts,
-            limit_key, group_key,
-        )  # fmt: skip
+        job = build_job(handler, payload, queue, delay, run_at, priority, unique_key, max_attempts,
+                        limit_key, group_key)  # fmt: skip
         job = with_unique(with_tags(job, tags), unique_for, unique_while, on_conflict, debounce_max)
+        if depends_on is not None:
+            return Enqueued(self._enqueue_waiting(job, depends_on, on_parent_failure, connection))
         on = connection
         job_id = self.store.enqueue(job) if on is None else self.store.insert_on(on, job)
         if self.nudger is not None:
@@ -135,6 +139,65 @@ class Queue:
         ids = self.store.insert_many(built)
         if self.nudger is not None:
             self.nudger.nudge_jobs(built)
+        return ids
+
+    def _enqueue_waiting(
+        self, job: NewJob, depends_on: Any, on_parent_failure: str, connection: Any
+    ) -> int:
+        """The job waits (status `waiting`) until every parent is done; one ending dead or
+        cancelled cancels it, unless `on_parent_failure` is "continue" (then that parent
+        counts as done). See SPEC "Composing jobs"."""
+        parents = checked_parents(depends_on, on_parent_failure)
+        if connection is not None or job.unique_key is not None:
+            raise UsageError("depends_on: not with connection= or unique_key (not yet)")
+        job_id = self.store.enqueue_dependent(job, parents, on_parent_failure)
+        if self.nudger is not None:
+            self.nudger.nudge_jobs((job,))
+        return job_id
+
+    @staticmethod
+    def job(handler: str, payload: Any = None, **options: Any) -> JobSpec:
+        """A job for chain() and group(): enqueue's arguments, nothing written yet."""
+        return JobSpec(handler, payload, options)
+
+    def chain(self, specs: Sequence[JobSpec | Mapping[str, Any]]) -> list[int]:
+        """Enqueue jobs that run one after another, in one transaction: each waits on the
+        one before it (and on its own depends_on). Their ids, in order."""
+        return self.enqueue_specs([as_spec(s) for s in specs], chained=True)
+
+    def group(self, specs: Sequence[JobSpec | Mapping[str, Any]]) -> Group:
+        """Enqueue jobs together, in one transaction; `.then(spec)` on what this returns
+        enqueues a job that waits on all of them."""
+        return Group(self, self.enqueue_specs([as_spec(s) for s in specs], chained=False))
+
+    def enqueue_specs(self, specs: Sequence[JobSpec], chained: bool) -> list[int]:
+        """Specs in one transaction; with `chained` each waits on the one before it."""
+        built = []
+        for spec in specs:
+            options = dict(spec.options)
+            parents = checked_parents(
+                options.pop("depends_on", None), options.get("on_parent_failure", "cancel")
+            )
+            on_failure = options.pop("on_parent_failure", "cancel")
+            unknown = set(options) - ENQUEUE_KEYS | ({"unique_key"} & set(options))
+            if unknown:
+                raise UsageError(f"a job spec takes enqueue's options, not {sorted(unknown)}")
+            job = build_job(
+                spec.handler,
+                spec.payload,
+                options.get("queue"),
+                options.get("delay", 0.0),
+                options.get("run_at"),
+                options.get("priority", 0),
+                None,
+                options.get("max_attempts"),
+                options.get("limit_key"),
+                options.get("group_key"),
+            )
+            built.append((with_tags(job, options.get("tags")), parents, on_failure))
+        ids = self.store.enqueue_dependents(built, chained=chained) if built else []
+        if self.nudger is not None and built:
+            self.nudger.nudge_jobs([job for job, _, _ in built])
         return ids
 
     def get(self, job_id: int) -> JobRow | None:

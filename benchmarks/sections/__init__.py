@@ -18,6 +18,7 @@ from typing import Any
 import scale_env
 
 from . import (
+    chains,
     claims,
     commands,
     drain,
@@ -54,6 +55,7 @@ SECTIONS: dict[str, float] = {  # name -> hard deadline in seconds
     "commands": 150.0,
     "limits": 300.0,
     "fair": 420.0,
+    "chains": 150.0,
 }
 MODULES: dict[str, ModuleType] = {
     "enqueue": enqueue,
@@ -72,6 +74,7 @@ MODULES: dict[str, ModuleType] = {
     "commands": commands,
     "limits": limits,
     "fair": fair,
+    "chains": chains,
 }
 PRIVATE = ("claims", "tick", "wake", "silent", "trickle")  # on databases of their own
 GROUPS = {"scale+": ["scale", *PRIVATE]}  # --sections aliases
@@ -95,6 +98,7 @@ METHOD = [
     *commands.METHOD,
     *limits.METHOD,
     *fair.METHOD,
+    *chains.METHOD,
 ]
 REPRODUCE = scale_common.REPRODUCE
 

@@ -41,6 +41,8 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
             unique_while=args.unique_while,
             on_conflict=args.on_conflict,
             debounce_max=args.debounce_max,
+            depends_on=args.depends_on,
+            on_parent_failure=args.on_parent_failure,
         )
     print(job_id)
     if job_id.conflicted:  # stdout stays the id alone, as before
@@ -111,9 +113,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     config = command_config(args)
     with command_store(config) as store:
         row = store.get_job(args.id)
-    if row is None:
-        raise JobNotFound(f"no job with id {args.id}")
-    fields = row.as_dict()
+        if row is None:
+            raise JobNotFound(f"no job with id {args.id}")
+        # Dependencies (depends_on): the jobs it waits or waited on, and those waiting on it.
+        fields = {**row.as_dict(), **_dependencies(store, row.id)}
     if args.json:
         print_json(fields)
         return int(ExitCode.OK)
@@ -128,6 +131,12 @@ def cmd_show(args: argparse.Namespace) -> int:
     else:
         print(f"{'last_error'.ljust(width)}-")
     return int(ExitCode.OK)
+
+
+def _dependencies(store: Store, job_id: int) -> dict[str, list[int]]:
+    """`parents` and `dependents` when the job has any (most have none: nothing shown)."""
+    found = {"parents": store.parents_of(job_id), "dependents": store.dependents_of(job_id)}
+    return {key: ids for key, ids in found.items() if ids}
 
 
 def cmd_retry(args: argparse.Namespace) -> int:
@@ -159,8 +168,6 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     if refused:
         raise ForkqError(f"not cancelled: {', '.join(refused)}")
     return int(ExitCode.OK)
-
-
 
 
 def _each_job(

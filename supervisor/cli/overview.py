@@ -27,6 +27,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         print_json(status_document(config, cap, queues, views, limits))
         return int(ExitCode.OK)
     print(_queues_table(queues))
+    if waiting := [f"{q.queue} {q.shown('waiting')}" for q in queues if q.waiting]:
+        print(f"\nwaiting on parents (depends_on): {', '.join(waiting)}")
     unserved = [q.queue for q in queues if config.from_file and config.pool(q.queue) is None]
     if unserved:  # "not paused" is not "worked": say which queues nothing claims from
         print(f"\nno pool of {config.source} serves: {', '.join(unserved)}")

@@ -261,6 +261,19 @@ def _enqueue_parser(sub: argparse.ArgumentParser) -> None:
         "--tag", metavar="NAME", action="append", dest="tags", help="a tag (repeatable)"
     )
     sub.add_argument("--max-attempts", metavar="N", type=_positive_int)
+    sub.add_argument(
+        "--depends-on",
+        metavar="ID",
+        type=_positive_int,
+        action="append",
+        help="wait until job ID is done (repeatable)",
+    )
+    sub.add_argument(
+        "--on-parent-failure",
+        choices=("cancel", "continue"),
+        default="cancel",
+        help="a parent ending dead or cancelled cancels this job (or lets it run)",
+    )
 
 
 def _jobs_parser(sub: argparse.ArgumentParser) -> None:

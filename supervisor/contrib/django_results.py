@@ -43,6 +43,7 @@ READY, RUNNING, SUCCESSFUL, FAILED = (
 # forkq_jobs.status -> what Django calls it. A job waiting for a retry is READY again;
 # `cancelled` is Django's FAILED (it never ran to the end).
 JOB_STATUS = {
+    "waiting": READY,  # on a parent (depends_on): not started yet
     "ready": READY,
     "scheduled": READY,
     "running": RUNNING,

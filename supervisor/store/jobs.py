@@ -23,12 +23,12 @@ from supervisor.store.core import (
     LIMITS_SCHEMA_VERSION,
     PROMOTE_BATCH,
     SCHEDULE_AHEAD,
-    StoreCore,
     micros,
 )
+from supervisor.store.dependencies import EITHER, DependencyOps
 
 
-class JobOps(StoreCore):
+class JobOps(DependencyOps):
     """Claiming and settling jobs (workers, the master, `forkq work`)."""
 
     # --- workers -------------------------------------------------------------------------
@@ -87,7 +87,16 @@ class JobOps(StoreCore):
         return self._retrying(attempt)
 
     def complete_in_transaction(self, owner: str, ids: Sequence[int], mode: str) -> int:
-        """Inside an open transaction (retried whole by the caller)."""
+        """Inside an open transaction (retried whole by the caller).
+
+        From schema 14 one statement leaves out flagged parents; only when it changed fewer
+        rows than asked (a parent among them, or a lease lost) does the second pass of
+        dependencies.py run, which ends them and settles their children."""
+        if self.has_deps_schema():
+            completed = self.complete_pass(owner, ids, mode, skip=EITHER)
+            if completed < len(ids):  # dependencies: one clearly separated hook
+                completed += self.complete_parents(owner, ids, mode)
+            return completed
         params = self._params(owner=owner, ids=self._ids(ids))
         if mode == OnSuccess.KEEP:
             return self._execute("complete_keep", params)
@@ -108,6 +117,8 @@ class JobOps(StoreCore):
     ) -> bool:
         """Record a failed attempt: back to ready after `delay` (bounded_wait), or dead.
         False if no longer held."""
+        if dead and self.has_deps_schema():  # a parent's children are settled with it
+            return self.fail_dead(owner, job_id, error, max_attempts, only_expired)
         name = "fail_dead" if dead else "fail_retry"
         delay = self.bounded_wait(delay)
         changed = self._run(
@@ -225,8 +236,20 @@ class JobOps(StoreCore):
         ]
 
     def finish_cancel(self, job_id: int) -> bool:
-        """A cancelling job whose holder is gone ends cancelled; False if it was not cancelling."""
-        return self._run("finish_cancel", id=job_id) == 1
+        """A cancelling job whose holder is gone ends cancelled; False if it was not cancelling.
+        Its waiting children are settled in the same transaction (schema 14)."""
+        if not self.has_deps_schema():
+            return self._run("finish_cancel", id=job_id) == 1
+
+        def attempt() -> bool:
+            with self._tx():
+                if self._execute("finish_cancel", self._params(id=job_id)) != 1:
+                    return False
+                self.settle_children([job_id], ended=JobState.CANCELLED)
+                self.forget_parents([job_id])
+                return True
+
+        return self._retrying(attempt)
 
     def expired_leases(self, limit: int = 500) -> list[JobRow]:
         return [JobRow.from_mapping(r) for r in self._rows("expired_leases", limit=limit)]

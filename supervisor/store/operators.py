@@ -9,10 +9,13 @@ from dataclasses import replace
 from typing import Any
 
 from supervisor.models import CancelResult, JobRow, JobState, QueueStats
-from supervisor.store.core import RESULTS_SCHEMA_VERSION, STATS_CAP, StoreCore, micros
+from supervisor.store.core import RESULTS_SCHEMA_VERSION, STATS_CAP, micros
+from supervisor.store.dependencies import DependencyOps
+
+NOT_STARTED = frozenset({JobState.WAITING, JobState.READY, JobState.SCHEDULED})
 
 
-class OperatorOps(StoreCore):
+class OperatorOps(DependencyOps):
     """Stats, job reads, retry / cancel / purge, pause and results."""
 
     # --- operators -----------------------------------------------------------------------
@@ -69,7 +72,7 @@ class OperatorOps(StoreCore):
     def cancel_jobs(self, ids: Sequence[int], by: str) -> dict[int, CancelResult]:
         """Cancel jobs; {id: what happened} for every id asked for (SPEC: Job lifecycle).
 
-        A ready or scheduled job ends `cancelled` at once; a running one becomes
+        A waiting, ready or scheduled job ends `cancelled` at once; a running one becomes
         `cancelling`, and the master whose child runs it kills the child's process group
         and marks it `cancelled`. Neither is ever retried. `last_error` says "cancelled by
         <by>". Done, dead and already cancelled jobs are left as they are, and named.
@@ -85,8 +88,11 @@ class OperatorOps(StoreCore):
                     int(r["id"]): str(r["status"])
                     for r in self._fetchall("cancel_select", self._params(**params))
                 }
-                if {JobState.READY, JobState.SCHEDULED} & set(found.values()):
+                if stopped := [i for i, status in found.items() if status in NOT_STARTED]:
                     self._execute("cancel_waiting", self._params(**params))
+                    if self.has_deps_schema():  # their waiting children are settled too
+                        self.settle_children(stopped, ended=JobState.CANCELLED)
+                        self.forget_parents(stopped)
                 if JobState.RUNNING in found.values():
                     self._execute("cancel_running", self._params(**params))
             return found
@@ -183,12 +189,14 @@ def _queue_stats(
         running=count("running"),
         dead=count("dead"),
         done=count("done"),
+        waiting=count("waiting") if "waiting" in row else 0,
         oldest_ready_age=max(0.0, int(row["oldest_us"] or 0) / 1e6),
         capped=frozenset(capped),
     )
 
 
 _CANCEL_RESULTS: dict[str, CancelResult] = {
+    JobState.WAITING: CancelResult.CANCELLED,
     JobState.READY: CancelResult.CANCELLED,
     JobState.SCHEDULED: CancelResult.CANCELLED,
     JobState.RUNNING: CancelResult.CANCELLING,

@@ -72,7 +72,9 @@ def _matches(store: Store, query: search.Search, action: str) -> list[JobListing
     elif action == "discard":
         jobs = [j for j in jobs if j.status == "dead"]
     else:
-        jobs = [j for j in jobs if j.status in {"ready", "scheduled", "running", "claimed"}]
+        jobs = [
+            j for j in jobs if j.status in {"waiting", "ready", "scheduled", "running", "claimed"}
+        ]
     return jobs[: BULK_LIMIT + 1]
 
 

@@ -135,7 +135,14 @@ def job(ctx: Context, job_id: int) -> Response:
     row = ctx.store.job_listing(job_id)
     if row is None:
         return ctx.render("error.html", status=404, message=f"no job with id {job_id}")
-    return ctx.render("job.html", nav="jobs", job=row, now=ctx.store.db_now())
+    return ctx.render(
+        "job.html",
+        nav="jobs",
+        job=row,
+        now=ctx.store.db_now(),
+        parents=ctx.store.parents_of(job_id),  # depends_on: what it waits (waited) on
+        dependents=ctx.store.dependents_of(job_id),
+    )
 
 
 def dead(ctx: Context) -> Response:

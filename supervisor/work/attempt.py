@@ -39,6 +39,8 @@ class LeaseHolder(Protocol):
 
     def record_progress(self, job_id: int, progress: str) -> bool: ...
 
+    def parents_of(self, job_id: int) -> list[int]: ...
+
 
 class JobContext:
     """The `job` argument of a handler: what it may know and do about its own job."""
@@ -55,6 +57,15 @@ class JobContext:
         self.run_at: datetime = row.run_at
         self._worker = worker
         self._progress_at = -PROGRESS_EVERY  # monotonic time of the last progress written
+        self._parents: list[int] | None = None
+
+    @property
+    def parents(self) -> list[int]:
+        """The ids this job was enqueued to wait on (depends_on, chain, group.then); [] for
+        most jobs. Read from the database when first asked (never at the claim), once."""
+        if self._parents is None:
+            self._parents = self._worker.parents_of(self.id)
+        return list(self._parents)
 
     def heartbeat(self) -> bool:
         """Extend this job's lease (for work longer than the lease). False if it was lost.

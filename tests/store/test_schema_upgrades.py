@@ -83,6 +83,7 @@ def test_a_version_1_database_is_upgraded_in_place(db_url: str) -> None:
 
 STATUS_COMMENT_2 = "ready | running | done | dead"
 STATUS_COMMENT_3 = "ready | scheduled | running | done | dead"
+STATUS_COMMENT_LATEST = "waiting | ready | scheduled | running | cancelling | done | dead | cancelled"
 
 
 def status_comment(url: str) -> str:
@@ -125,9 +126,36 @@ def undo_version_10(url: str) -> None:
     sql(url, "UPDATE forkq_schema SET version = 9")
 
 
+def undo_version_14(url: str) -> None:
+    """Take away what version 14 added (forkq_dependencies, forkq_jobs.deps, `waiting` in
+    the status comment)."""
+    sql(url, "DROP TABLE forkq_dependencies")
+    if backend_of(url) == "mysql":
+        sql(
+            url,
+            "ALTER TABLE forkq_jobs DROP COLUMN deps, MODIFY status VARCHAR(16) NOT NULL"
+            f" DEFAULT 'ready' COMMENT '{STATUS_COMMENT_3}'",
+        )
+    else:
+        sql(url, "ALTER TABLE forkq_jobs DROP COLUMN deps")
+    sql(url, "UPDATE forkq_schema SET version = 13")
+
+
+# What each version after 9 added, taken away by undo_versions_above (numbers may have
+# gaps: each records the version before its own).
+UNDO_AFTER_9 = {10: undo_version_10, 14: undo_version_14}
+
+
+def undo_versions_above(url: str, version: int) -> None:
+    """Take a database at SCHEMA_VERSION down to `version` (>= 9), the newest first."""
+    for number in sorted(UNDO_AFTER_9, reverse=True):
+        if number > version:
+            UNDO_AFTER_9[number](url)
+
+
 def undo_version_9(url: str) -> None:
-    """Take away what versions 10 and 9 added (then forkq_schedules)."""
-    undo_version_10(url)
+    """Take away what the versions after 8 added (then forkq_schedules)."""
+    undo_versions_above(url, 9)
     sql(url, "DROP TABLE forkq_schedules")
     sql(url, "UPDATE forkq_schema SET version = 8")
 
@@ -241,14 +269,14 @@ def test_a_version_2_database_is_upgraded_to_3_in_place(db_url: str) -> None:
         assert recorded_version(db_url) == SCHEMA_VERSION
         assert job_ids(db_url) == before and len(before) == 2
         if mysql:
-            assert status_comment(db_url) == STATUS_COMMENT_3
+            assert status_comment(db_url).startswith(STATUS_COMMENT_LATEST)
         # Version 3 is safe to run twice (a DBA replaying a migration): nothing changes,
         # nothing fails.
         for statement in upgrades(store.queries)[3]:
             sql(db_url, statement)
         assert recorded_version(db_url) == SCHEMA_VERSION
         assert job_ids(db_url) == before
-        if mysql:
+        if mysql:  # version 3's own comment again (version 14 wrote a later one)
             assert status_comment(db_url) == STATUS_COMMENT_3
     finally:
         store.close()
@@ -367,6 +395,7 @@ def test_the_schema_file_leaves_an_old_database_old_and_printed_upgrades_upgrade
         "forkq_limits",
         "forkq_tenants",
         "forkq_schedules",
+        "forkq_dependencies",
     }
     new_tables = (
         "forkq_throughput",
@@ -377,6 +406,7 @@ def test_the_schema_file_leaves_an_old_database_old_and_printed_upgrades_upgrade
         "forkq_jobs_tenant",
         "forkq_schedules",
         "forkq_jobs_unique",
+        "forkq_dependencies",
         *(("forkq_jobs_v10", "ON forkq_jobs (") if backend_of(url) == "sqlite" else ()),
     )  # SQLite's version 10 rebuilds forkq_jobs: its indexes are made again
     assert not any(
@@ -389,7 +419,7 @@ def test_the_schema_file_leaves_an_old_database_old_and_printed_upgrades_upgrade
     assert live_columns(url) == declared(MYSQL_DDL)
     assert job_ids(url) == before and before
     if backend_of(url) == "mysql":
-        assert status_comment(url) == STATUS_COMMENT_3
+        assert status_comment(url).startswith(STATUS_COMMENT_LATEST)
 
 
 def test_a_version_4_database_is_upgraded_to_5_in_place(db_url: str) -> None:
@@ -471,8 +501,8 @@ def test_a_version_7_database_is_upgraded_to_8_in_place(db_url: str) -> None:
         assert store.require_schema() == 7  # the daemon still runs on version 7
         plain = store.enqueue(_job())  # a producer on version 7
         upgrade_to_9_in_place(db_url)
-        assert store.apply_schema() == SCHEMA_VERSION == 10
-        assert recorded_version(db_url) == 10
+        assert store.apply_schema() == SCHEMA_VERSION
+        assert recorded_version(db_url) == SCHEMA_VERSION
         assert live_columns(db_url) == declared(MYSQL_DDL)
         assert "forkq_jobs_tenant" in job_indexes(db_url)
         tenants = dict(sql(db_url, "SELECT id, tenant FROM forkq_jobs"))
@@ -491,8 +521,8 @@ def test_a_version_8_database_is_upgraded_to_9_in_place(db_url: str) -> None:
         undo_version_9(db_url)
         assert "forkq_schedules" not in live_columns(db_url)
         upgrade_to_9_in_place(db_url)
-        assert store.apply_schema() == SCHEMA_VERSION == 10
-        assert recorded_version(db_url) == 10
+        assert store.apply_schema() == SCHEMA_VERSION
+        assert recorded_version(db_url) == SCHEMA_VERSION
         assert live_columns(db_url) == declared(MYSQL_DDL)
         job = store.get_job(job_id)
         assert job is not None and job.tags is None
@@ -510,10 +540,10 @@ def test_a_version_9_database_is_upgraded_to_10_with_its_keys_held(db_url: str) 
         keyed = store.enqueue(_job_with_key("before"))
         last = store.enqueue(_job())
         sql(db_url, "DELETE FROM forkq_jobs WHERE id = ?", [last])  # the sequence is past it
-        undo_version_10(db_url)
+        undo_versions_above(db_url, 9)
         assert {"unique_for", "unique_live"}.isdisjoint(live_columns(db_url)["forkq_jobs"])
         assert store.require_schema() == 9
-        assert store.apply_schema() == SCHEMA_VERSION == 10
+        assert store.apply_schema() == SCHEMA_VERSION
         assert live_columns(db_url) == declared(MYSQL_DDL)
         assert "forkq_jobs_unique" in job_indexes(db_url)
         assert "forkq_jobs_unique_key" not in job_indexes(db_url)
@@ -528,3 +558,26 @@ def test_a_version_9_database_is_upgraded_to_10_with_its_keys_held(db_url: str) 
 
 def _job_with_key(key: str) -> NewJob:
     return build_job("schema.keep", {}, "default", 0.0, None, 0, key, None)
+def test_a_version_13_database_is_upgraded_to_14_in_place(db_url: str) -> None:
+    """Version 14 adds forkq_dependencies and forkq_jobs.deps without a table copy (the
+    virtual column tenant and its index are made again after deps); jobs enqueued before
+    keep their rows, end as they did, and fair claims find their index."""
+    store = open_store(db_url)
+    try:
+        keyed = store.enqueue(build_job("t", None, "default", 0, None, 0, None, None, "shop-1"))
+        undo_versions_above(db_url, 13)
+        assert "forkq_dependencies" not in live_columns(db_url)
+        assert "deps" not in live_columns(db_url)["forkq_jobs"]
+        table_id = innodb_table_id(db_url) if backend_of(db_url) == "mysql" else 0
+        assert store.apply_schema() == SCHEMA_VERSION
+        assert recorded_version(db_url) == SCHEMA_VERSION
+        assert live_columns(db_url) == declared(MYSQL_DDL)
+        assert "forkq_jobs_tenant" in job_indexes(db_url)
+        assert dict(sql(db_url, "SELECT id, tenant FROM forkq_jobs")) == {keyed: "shop-1"}
+        [row] = store.claim("default", "t", 10, lease=30)
+        assert store.complete("t", [row.id], "keep") == 1
+        if backend_of(db_url) == "mysql":
+            assert innodb_table_id(db_url) == table_id  # instant and online: no table copy
+            assert status_comment(db_url).startswith(STATUS_COMMENT_LATEST)
+    finally:
+        store.close()

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from supervisor.config import Config
-from supervisor.models import JobRow
+from supervisor.models import JobRow, JobState
 from supervisor.store.base import Store
 from supervisor.store.core import micros
 from supervisor.store.jobs import claimed_job
@@ -200,6 +200,8 @@ class _Claim(BucketLocks):
             return rows
         params = self.store.bind(ids=self.store.bind_ids(refused), error=REFUSED_KEY)
         self.store.statement("limit_refuse", params)
+        if self.store.has_deps_schema():  # jobs waiting on them are settled in this claim
+            self.store.settle_children(refused, ended=JobState.DEAD)
         return [r for r in rows if int(r["id"]) not in refused]
 
     def take(self, rows: Sequence[dict[str, Any]], *, final: bool) -> None:

@@ -262,6 +262,8 @@ SELECT
      WHERE status = 'dead' AND queue = %(queue)s LIMIT %(limit)s) AS c) AS dead,
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
      WHERE status = 'done' AND queue = %(queue)s LIMIT %(minor_limit)s) AS c) AS done,
+  (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
+     WHERE status = 'waiting' AND queue = %(queue)s LIMIT %(minor_limit)s) AS c) AS waiting,
   TIMESTAMPDIFF(MICROSECOND,
     (SELECT MIN(run_at) FROM forkq_jobs
      WHERE status = 'ready' AND queue = %(queue)s AND run_at <= NOW(6)), NOW(6)) AS oldest_us,
@@ -281,6 +283,7 @@ SELECT
      WHERE status = 'running' AND queue = %(queue)s AND started_at IS NOT NULL) AS running,
   (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'dead' AND queue = %(queue)s) AS dead,
   (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'done' AND queue = %(queue)s) AS done,
+  (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'waiting' AND queue = %(queue)s) AS waiting,
   TIMESTAMPDIFF(MICROSECOND,
     (SELECT MIN(run_at) FROM forkq_jobs
      WHERE status = 'ready' AND queue = %(queue)s AND run_at <= NOW(6)), NOW(6)) AS oldest_us,
@@ -320,7 +323,7 @@ SELECT id, status FROM forkq_jobs WHERE id IN %(ids)s FOR UPDATE;
 UPDATE forkq_jobs
 SET status = 'cancelled', finished_at = NOW(6), last_error = %(error)s,
     locked_by = NULL, locked_until = NULL
-WHERE id IN %(ids)s AND status IN ('ready', 'scheduled');
+WHERE id IN %(ids)s AND status IN ('waiting', 'ready', 'scheduled');
 
 -- name: cancel_running
 -- A running job becomes `cancelling`: the master whose child holds it (locked_by) kills
@@ -1036,6 +1039,119 @@ WHERE queue = %(queue)s AND tenant IN %(names)s
 UPDATE forkq_tenants SET last_served = CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)
 WHERE queue = %(queue)s AND tenant IN %(names)s;
 
+-- dependencies ----------------------------------------------------------------------------
+-- depends_on (SPEC "Composing jobs", supervisor/store/dependencies.py). A child waits
+-- (status `waiting`, never claimed) while a parent is unfinished; forkq_dependencies holds
+-- one row per (parent, child) until the child ends. forkq_jobs.deps flags the rows
+-- involved: bit 1 on a parent some child waits on, bit 2 on a child. The end of a job with
+-- neither is the statements below with `(deps & 3) = 0` (skip = 3): no other statement,
+-- no other table. A flagged job is left for the second pass (skip = 0), which ends it,
+-- settles its children and forgets its parents in the same transaction. Needs schema 14
+-- (the plain names above serve older ones).
+
+-- name: deps_complete_delete
+DELETE FROM forkq_jobs WHERE id IN %(ids)s AND status IN ('running', 'cancelling') AND locked_by = %(owner)s
+  AND (deps & %(skip)s) = 0;
+
+-- name: deps_complete_keep
+UPDATE forkq_jobs
+SET status = 'done', finished_at = NOW(6), started_at = COALESCE(started_at, NOW(6)),
+    locked_by = NULL, locked_until = NULL
+WHERE id IN %(ids)s AND status IN ('running', 'cancelling') AND locked_by = %(owner)s
+  AND (deps & %(skip)s) = 0;
+
+-- name: deps_complete_archive_copy
+INSERT INTO forkq_jobs_archive
+  (id, queue, handler, payload, status, priority, run_at, attempts, max_attempts, unique_key,
+   locked_by, locked_until, last_error, enqueued_at, started_at, finished_at)
+SELECT id, queue, handler, payload, 'done', priority, run_at, attempts, max_attempts, unique_key,
+       locked_by, NULL, last_error, enqueued_at, COALESCE(started_at, NOW(6)), NOW(6)
+FROM forkq_jobs WHERE id IN %(ids)s AND status IN ('running', 'cancelling') AND locked_by = %(owner)s
+  AND (deps & %(skip)s) = 0;
+
+-- name: deps_fail_dead
+UPDATE forkq_jobs
+SET status = 'dead', finished_at = NOW(6), last_error = %(error)s,
+    locked_by = NULL, locked_until = NULL, max_attempts = COALESCE(%(max_attempts)s, max_attempts)
+WHERE id = %(id)s AND status = 'running' AND locked_by = %(owner)s
+  AND (%(only_expired)s = 0 OR locked_until < NOW(6)) AND (deps & %(skip)s) = 0;
+
+-- name: deps_held
+-- The second pass of a completion: the jobs of the batch this owner still holds after the
+-- first pass are the flagged parents (and none when a lease was lost), locked.
+SELECT id FROM forkq_jobs WHERE id IN %(ids)s AND status IN ('running', 'cancelling') AND locked_by = %(owner)s
+ORDER BY id FOR UPDATE;
+
+-- name: deps_lock_parents
+-- A child's enqueue locks its parents first (id order), so a parent's end and the child's
+-- enqueue are serialised on the parent's row: either the end comes first and the enqueue
+-- reads it ended, or the enqueue flags the parent and the end sees the flag.
+SELECT id, status FROM forkq_jobs WHERE id IN %(ids)s ORDER BY id FOR UPDATE;
+
+-- name: deps_flag_parents
+UPDATE forkq_jobs SET deps = deps | 1 WHERE id IN %(ids)s;
+
+-- name: deps_mark_child
+-- The child just inserted (in this transaction): waiting, or cancelled when a parent had
+-- already failed; its parents recorded (deps bit 2).
+UPDATE forkq_jobs
+SET status = COALESCE(%(status)s, status), deps = deps | 2, last_error = %(error)s,
+    finished_at = IF(%(status)s = 'cancelled', NOW(6), finished_at)
+WHERE id = %(id)s;
+
+-- name: deps_add_edges
+-- A JSON array of [parent, child, on_parent_failure].
+INSERT INTO forkq_dependencies (parent_id, child_id, on_parent_failure)
+SELECT e.parent_id, e.child_id, e.on_parent_failure
+FROM JSON_TABLE(%(edges)s, '$[*]' COLUMNS (
+  parent_id BIGINT UNSIGNED PATH '$[0]', child_id BIGINT UNSIGNED PATH '$[1]',
+  on_parent_failure VARCHAR(8) PATH '$[2]')) AS e;
+
+-- name: deps_children
+-- The children of parents that just ended (the parents' rows are locked by this
+-- transaction, so no child can be added meanwhile).
+SELECT parent_id, child_id, on_parent_failure FROM forkq_dependencies
+WHERE parent_id IN %(ids)s ORDER BY child_id;
+
+-- name: deps_lock_waiting
+-- Those children still waiting, locked in id order (two parents' ends lock them in one
+-- order, so they queue rather than deadlock).
+SELECT id FROM forkq_jobs WHERE id IN %(ids)s AND status = 'waiting' ORDER BY id FOR UPDATE;
+
+-- name: deps_unfinished
+-- Of those children, the ones with a parent not ended yet (a parent row gone has ended: it
+-- was deleted on success, or purged). Read after the children's locks: READ COMMITTED
+-- gives this statement a fresh view, holding every parent end committed before the lock
+-- was granted (see dependencies.py for why a release is exact).
+SELECT d.child_id, COUNT(*) AS n
+FROM forkq_dependencies d JOIN forkq_jobs p ON p.id = d.parent_id
+WHERE d.child_id IN %(ids)s AND p.status IN ('waiting', 'ready', 'scheduled', 'running', 'cancelling')
+GROUP BY d.child_id;
+
+-- name: deps_release
+-- No UPDATE here reads forkq_jobs in a subquery (MySQL 8 refuses it: 1093): the ids come
+-- from the statements above.
+UPDATE forkq_jobs
+SET status = IF(run_at > NOW(6) + INTERVAL %(ahead_us)s MICROSECOND, 'scheduled', 'ready')
+WHERE id IN %(ids)s AND status = 'waiting';
+
+-- name: deps_cancel
+UPDATE forkq_jobs
+SET status = 'cancelled', finished_at = NOW(6), last_error = %(error)s
+WHERE id IN %(ids)s AND status = 'waiting';
+
+-- name: deps_forget
+-- A child's rows go when it ends (done, dead, cancelled): the table holds only what waits
+-- or runs.
+DELETE FROM forkq_dependencies WHERE child_id IN %(ids)s;
+
+-- name: deps_parents
+SELECT parent_id AS id FROM forkq_dependencies WHERE child_id = %(id)s ORDER BY parent_id;
+
+-- name: deps_dependents
+SELECT child_id AS id FROM forkq_dependencies WHERE parent_id = %(id)s ORDER BY child_id;
+
+
 -- Schema upgrades: `upgrade_to_N` runs once on a database at version N-1 (`forkq schema apply`).
 -- Each holds everything version N adds (new tables included), one statement a line ending
 -- in `;`, and records version N last: `forkq schema print --upgrade-from M` prints exactly
@@ -1168,3 +1284,24 @@ ALTER TABLE forkq_jobs
   ADD CONSTRAINT forkq_jobs_unique_while CHECK (unique_while IN ('queued', 'active', 'kept')),
   ALGORITHM=COPY;
 UPDATE forkq_schema SET version = 10, applied_at = NOW(6) WHERE id = 1 AND version < 10;
+-- name: upgrade_to_14
+-- Version 14 adds dependencies (depends_on): forkq_dependencies, the status `waiting` (a
+-- comment), and forkq_jobs.deps, the flag that sends a parent's end through the release
+-- of its children while every other job's end stays one statement. No table copy: MariaDB
+-- adds no column instantly after version 8's indexed virtual column (1845), so the
+-- virtual column `tenant` is dropped with its index and added again after `deps`
+-- (instant changes), and the index is built again online (reads and writes go on; a fair
+-- pool's claims, which force that index, fail until it is back: seconds per million rows).
+ALTER TABLE forkq_jobs DROP INDEX forkq_jobs_tenant, ALGORITHM=INPLACE, LOCK=NONE;
+ALTER TABLE forkq_jobs DROP COLUMN tenant, ALGORITHM=INSTANT;
+ALTER TABLE forkq_jobs ADD COLUMN deps TINYINT NOT NULL DEFAULT 0 COMMENT 'dependencies (forkq_dependencies): 1 = jobs wait on this one, so ending it releases or cancels them; 2 = it was enqueued with parents; 3 = both; 0 (most jobs) = neither: its end touches no other table', MODIFY status VARCHAR(16) NOT NULL DEFAULT 'ready' COMMENT 'waiting | ready | scheduled | running | cancelling | done | dead | cancelled; waiting: on a parent (forkq_dependencies), never claimed', ALGORITHM=INSTANT;
+ALTER TABLE forkq_jobs ADD COLUMN tenant VARCHAR(191) AS (COALESCE(group_key, limit_key, '')) VIRTUAL COMMENT 'generated, never written: the job''s tenant in a fair pool (group_key, else limit_key, else empty)', ALGORITHM=INSTANT;
+ALTER TABLE forkq_jobs ADD INDEX forkq_jobs_tenant (queue, status, tenant, priority DESC, run_at, id), ALGORITHM=INPLACE, LOCK=NONE;
+CREATE TABLE IF NOT EXISTS forkq_dependencies (
+  parent_id    BIGINT UNSIGNED NOT NULL COMMENT 'the job that must end first (forkq_jobs.id; the row may be gone once it ended)',
+  child_id     BIGINT UNSIGNED NOT NULL COMMENT 'the job enqueued with depends_on: waiting until every parent is done',
+  on_parent_failure VARCHAR(8) NOT NULL DEFAULT 'cancel' COMMENT 'cancel | continue: what the parent ending dead or cancelled does to the child',
+  PRIMARY KEY (parent_id, child_id),
+  KEY forkq_dependencies_child (child_id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq dependencies: one row per parent of a job enqueued with depends_on; the transaction that ends a parent releases (or cancels) its waiting children';
+UPDATE forkq_schema SET version = 14, applied_at = NOW(6) WHERE id = 1 AND version < 14;

@@ -225,6 +225,8 @@ SELECT
      WHERE status = 'dead' AND queue = :queue LIMIT :limit)) AS dead,
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
      WHERE status = 'done' AND queue = :queue LIMIT :minor_limit)) AS done,
+  (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
+     WHERE status = 'waiting' AND queue = :queue LIMIT :minor_limit)) AS waiting,
   CAST((:now - (SELECT MIN(run_at) FROM forkq_jobs
      WHERE status = 'ready' AND queue = :queue AND run_at <= :now)) * 1000000 AS INTEGER) AS oldest_us,
   (SELECT MIN(queue) FROM forkq_jobs WHERE queue > :queue) AS next_queue;
@@ -241,6 +243,7 @@ SELECT
      WHERE status = 'running' AND queue = :queue AND started_at IS NOT NULL) AS running,
   (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'dead' AND queue = :queue) AS dead,
   (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'done' AND queue = :queue) AS done,
+  (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'waiting' AND queue = :queue) AS waiting,
   CAST((:now - (SELECT MIN(run_at) FROM forkq_jobs
      WHERE status = 'ready' AND queue = :queue AND run_at <= :now)) * 1000000 AS INTEGER) AS oldest_us,
   (SELECT MIN(queue) FROM forkq_jobs WHERE queue > :queue) AS next_queue;
@@ -278,7 +281,7 @@ SELECT id, status FROM forkq_jobs WHERE id IN (SELECT value FROM json_each(:ids)
 UPDATE forkq_jobs
 SET status = 'cancelled', finished_at = :now, last_error = :error,
     locked_by = NULL, locked_until = NULL
-WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('ready', 'scheduled');
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('waiting', 'ready', 'scheduled');
 
 -- name: cancel_running
 -- A running job becomes `cancelling`: its master kills the child and marks it `cancelled`.
@@ -834,6 +837,95 @@ WHERE queue = :queue AND tenant IN (SELECT value FROM json_each(:names))
 UPDATE forkq_tenants SET last_served = CAST(:now * 1000000 AS INTEGER)
 WHERE queue = :queue AND tenant IN (SELECT value FROM json_each(:names));
 
+-- dependencies ----------------------------------------------------------------------------
+-- depends_on (see mysql.sql and supervisor/store/dependencies.py). Every write runs under
+-- BEGIN IMMEDIATE: one writer at a time, so a release is exact without row locks.
+
+-- name: deps_complete_delete
+DELETE FROM forkq_jobs
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('running', 'cancelling') AND locked_by = :owner
+  AND (deps & :skip) = 0;
+
+-- name: deps_complete_keep
+UPDATE forkq_jobs
+SET status = 'done', finished_at = :now, started_at = COALESCE(started_at, :now),
+    locked_by = NULL, locked_until = NULL
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('running', 'cancelling') AND locked_by = :owner
+  AND (deps & :skip) = 0;
+
+-- name: deps_complete_archive_copy
+INSERT INTO forkq_jobs_archive
+  (id, queue, handler, payload, status, priority, run_at, attempts, max_attempts, unique_key,
+   locked_by, locked_until, last_error, enqueued_at, started_at, finished_at, archived_at)
+SELECT id, queue, handler, payload, 'done', priority, run_at, attempts, max_attempts, unique_key,
+       locked_by, NULL, last_error, enqueued_at, COALESCE(started_at, :now), :now, :now
+FROM forkq_jobs
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('running', 'cancelling') AND locked_by = :owner
+  AND (deps & :skip) = 0;
+
+-- name: deps_fail_dead
+UPDATE forkq_jobs
+SET status = 'dead', finished_at = :now, last_error = :error,
+    locked_by = NULL, locked_until = NULL, max_attempts = COALESCE(:max_attempts, max_attempts)
+WHERE id = :id AND status = 'running' AND locked_by = :owner
+  AND (:only_expired = 0 OR locked_until < :now) AND (deps & :skip) = 0;
+
+-- name: deps_held
+SELECT id FROM forkq_jobs
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('running', 'cancelling') AND locked_by = :owner ORDER BY id;
+
+-- name: deps_lock_parents
+SELECT id, status FROM forkq_jobs WHERE id IN (SELECT value FROM json_each(:ids)) ORDER BY id;
+
+-- name: deps_flag_parents
+UPDATE forkq_jobs SET deps = deps | 1 WHERE id IN (SELECT value FROM json_each(:ids));
+
+-- name: deps_mark_child
+UPDATE forkq_jobs
+SET status = COALESCE(:status, status), deps = deps | 2, last_error = :error,
+    finished_at = CASE WHEN :status = 'cancelled' THEN :now ELSE finished_at END
+WHERE id = :id;
+
+-- name: deps_add_edges
+INSERT INTO forkq_dependencies (parent_id, child_id, on_parent_failure)
+SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]')
+FROM json_each(:edges);
+
+-- name: deps_children
+SELECT parent_id, child_id, on_parent_failure FROM forkq_dependencies
+WHERE parent_id IN (SELECT value FROM json_each(:ids)) ORDER BY child_id;
+
+-- name: deps_lock_waiting
+SELECT id FROM forkq_jobs WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'waiting' ORDER BY id;
+
+-- name: deps_unfinished
+SELECT d.child_id, COUNT(*) AS n
+FROM forkq_dependencies d JOIN forkq_jobs p ON p.id = d.parent_id
+WHERE d.child_id IN (SELECT value FROM json_each(:ids)) AND p.status IN ('waiting', 'ready', 'scheduled', 'running', 'cancelling')
+GROUP BY d.child_id;
+
+-- name: deps_release
+UPDATE forkq_jobs
+SET status = CASE WHEN run_at > :now + :ahead_us / 1000000.0 THEN 'scheduled' ELSE 'ready' END
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'waiting';
+
+-- name: deps_cancel
+UPDATE forkq_jobs
+SET status = 'cancelled', finished_at = :now, last_error = :error
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'waiting';
+
+-- name: deps_forget
+-- A child's rows go when it ends (done, dead, cancelled): the table holds only what waits
+-- or runs.
+DELETE FROM forkq_dependencies WHERE child_id IN (SELECT value FROM json_each(:ids));
+
+-- name: deps_parents
+SELECT parent_id AS id FROM forkq_dependencies WHERE child_id = :id ORDER BY parent_id;
+
+-- name: deps_dependents
+SELECT child_id AS id FROM forkq_dependencies WHERE parent_id = :id ORDER BY child_id;
+
+
 -- Schema upgrades: `upgrade_to_N` runs once on a database at version N-1 (`forkq schema apply`).
 -- Each holds everything version N adds, one statement a line ending in `;`, and records
 -- version N last (`forkq schema print --upgrade-from M` prints exactly these).
@@ -1002,3 +1094,15 @@ CREATE INDEX IF NOT EXISTS forkq_jobs_tenant
 CREATE UNIQUE INDEX IF NOT EXISTS forkq_jobs_unique ON forkq_jobs (unique_key, unique_live);
 UPDATE forkq_schema SET version = 10, applied_at = (julianday('now') - 2440587.5) * 86400.0
 WHERE id = 1 AND version < 10;
+-- name: upgrade_to_14
+-- Version 14 adds dependencies: forkq_jobs.deps and forkq_dependencies (see mysql.sql).
+ALTER TABLE forkq_jobs ADD COLUMN deps INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE IF NOT EXISTS forkq_dependencies (
+  parent_id    INTEGER NOT NULL,
+  child_id     INTEGER NOT NULL,
+  on_parent_failure TEXT NOT NULL DEFAULT 'cancel',
+  PRIMARY KEY (parent_id, child_id)
+);
+CREATE INDEX IF NOT EXISTS forkq_dependencies_child ON forkq_dependencies (child_id);
+UPDATE forkq_schema SET version = 14, applied_at = (julianday('now') - 2440587.5) * 86400.0
+WHERE id = 1 AND version < 14;

@@ -8,7 +8,7 @@ CREATE TABLE IF NOT EXISTS forkq_jobs (
   queue        TEXT    NOT NULL DEFAULT 'default',
   handler      TEXT    NOT NULL,
   payload      TEXT    NOT NULL,
-  status       TEXT    NOT NULL DEFAULT 'ready', -- ready | scheduled | running | done | dead
+  status       TEXT    NOT NULL DEFAULT 'ready', -- waiting | ready | scheduled | running | cancelling | done | dead | cancelled
   priority     INTEGER NOT NULL DEFAULT 0,
   run_at       REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
   attempts     INTEGER NOT NULL DEFAULT 0,
@@ -33,7 +33,8 @@ CREATE TABLE IF NOT EXISTS forkq_jobs (
   duplicates   INTEGER NOT NULL DEFAULT 0,
   unique_live  INTEGER GENERATED ALWAYS AS (CASE WHEN unique_key IS NULL THEN NULL WHEN unique_while = 'queued' AND NOT (status IN ('scheduled', 'ready', 'waiting') AND attempts = 0 AND snoozes = 0 AND started_at IS NULL) THEN NULL WHEN unique_while = 'active' AND status NOT IN ('scheduled', 'ready', 'waiting', 'running', 'cancelling') THEN NULL WHEN unique_for > 0 THEN CAST(enqueued_at / unique_for AS INTEGER) ELSE 0 END) VIRTUAL,
   tags         TEXT    NULL, -- JSON list of strings given at enqueue; NULL: none
-  progress     TEXT    NULL -- JSON {"percent", "message", "at"} its handler last reported
+  progress     TEXT    NULL, -- JSON {"percent" "message" "at"} its handler last reported
+  deps         INTEGER NOT NULL DEFAULT 0 -- 1: jobs wait on it; 2: it has parents; 3: both
 );
 CREATE INDEX IF NOT EXISTS forkq_jobs_claim ON forkq_jobs (queue, status, priority DESC, run_at, id);
 CREATE INDEX IF NOT EXISTS forkq_jobs_status ON forkq_jobs (status, queue, run_at);
@@ -168,6 +169,14 @@ CREATE TABLE IF NOT EXISTS forkq_tenants (
 );
 CREATE INDEX IF NOT EXISTS forkq_tenants_turn ON forkq_tenants (queue, last_served, tenant);
 
+CREATE TABLE IF NOT EXISTS forkq_dependencies (
+  parent_id    INTEGER NOT NULL, -- the job that must end first
+  child_id     INTEGER NOT NULL, -- the job enqueued with depends_on
+  on_parent_failure TEXT NOT NULL DEFAULT 'cancel', -- cancel | continue
+  PRIMARY KEY (parent_id, child_id)
+);
+CREATE INDEX IF NOT EXISTS forkq_dependencies_child ON forkq_dependencies (child_id);
+
 CREATE TABLE IF NOT EXISTS forkq_schema (
   id           INTEGER NOT NULL PRIMARY KEY,
   version      INTEGER NOT NULL,
@@ -175,4 +184,4 @@ CREATE TABLE IF NOT EXISTS forkq_schema (
 );
 
 -- The version this file creates; kept if the database already records one.
-INSERT OR IGNORE INTO forkq_schema (id, version) VALUES (1, 10);
+INSERT OR IGNORE INTO forkq_schema (id, version) VALUES (1, 14);
