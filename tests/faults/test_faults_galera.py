@@ -1,0 +1,182 @@
+"""A 3-node Galera cluster (issue 24, items 1 and 3): private `mariadbd`s on loopback
+(tests/private_galera.py), one cluster for the module.
+
+- A drain with the daemon on node 1 (`[database] nodes`, node 1 first), node 1 killed
+  -9 mid-drain: every job runs, no job is run by two workers at once, the daemon carries
+  on through another node, and goes back to node 1 once it is Synced again.
+- One queue claimed through two nodes at once (two daemons, each preferring another
+  node): every job runs exactly once, and the certification conflicts this costs are
+  retried and counted in forkq_db_conflicts_total.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from daemon_util import Daemon, render_config, toml_value
+from private_galera import GaleraCluster, galera  # noqa: F401 - the fixture
+from util import free_tcp_port, wait_until
+
+from supervisor import Queue
+
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(300)]
+
+
+@pytest.fixture
+def cluster(galera: GaleraCluster) -> GaleraCluster:  # noqa: F811
+    """The cluster whole again (a test may have killed a node), forkq's tables empty."""
+    galera.ensure_whole()
+    galera.empty_tables()
+    return galera
+
+
+@pytest.fixture
+def make_daemon(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
+    made: list[Daemon] = []
+
+    def make(nodes: list[str], name: str, workers: int, metrics_port: int | None = None) -> Daemon:
+        pools = {"work": {"workers": workers, "on_success": "keep"}}
+        daemon = Daemon(tmp_path, nodes[0], pools=pools, name=name)
+        text = render_config(nodes[0], daemon.pools, daemon.supervisor)
+        text = text.replace("[database]\n", f"[database]\nnodes = {toml_value(nodes)}\n", 1)
+        if metrics_port is not None:
+            text += f'\n[metrics]\nlisten = "127.0.0.1:{metrics_port}"\n'
+        daemon.write_config(text=text)
+        made.append(daemon)
+        return daemon
+
+    yield make
+    for daemon in made:
+        daemon.kill_all()
+
+
+def records(path: Path) -> list[tuple[int, int, float, float]]:
+    """The handler's lines: (job id, pid, start, end)."""
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        job_id, pid, start, end = line.split(",")
+        out.append((int(job_id), int(pid), float(start), float(end)))
+    return out
+
+
+def assert_never_twice_at_once(lines: list[tuple[int, int, float, float]]) -> None:
+    by_job: dict[int, list[tuple[float, float]]] = {}
+    for job_id, _, start, end in lines:
+        by_job.setdefault(job_id, []).append((start, end))
+    for job_id, runs in by_job.items():
+        runs.sort()
+        for (_, end), (start, _) in itertools.pairwise(runs):
+            assert start >= end, f"job {job_id} ran in two workers at once: {runs}"
+
+
+def job_states(cluster: GaleraCluster, node: int) -> dict[int, tuple[str, int]]:
+    rows = cluster.nodes[node].admin("SELECT id, status, attempts FROM forkq.forkq_jobs")
+    return {int(r[0]): (str(r[1]), int(r[2])) for r in rows}
+
+
+def forkq_sessions(cluster: GaleraCluster, node: int) -> int:
+    rows = cluster.nodes[node].admin(
+        "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = 'forkq'"
+    )
+    return int(rows[0][0])
+
+
+def test_node_1_killed_mid_drain(cluster: GaleraCluster, make_daemon: Any, tmp_path: Path) -> None:
+    out = tmp_path / "runs.txt"
+    total = 300
+    queue = Queue(cluster.urls, wake=False)
+    job = {"handler": "t.record", "payload": {"file": str(out), "seconds": 0.05}, "queue": "work"}
+    daemon = make_daemon(cluster.urls, "drain", workers=3).start().wait_ready(timeout=60)
+    ids = queue.enqueue_many([job] * total)
+    assert forkq_sessions(cluster, 0) > 0 and forkq_sessions(cluster, 1) == 0
+
+    wait_until(lambda: len(records(out)) >= total // 3, timeout=120, message="a third done")
+    killed_at = time.time()
+    cluster.nodes[0].kill9()
+    queue.store.close()  # the producer's session too: its next statement finds node 2
+
+    def all_done() -> bool:
+        states = job_states(cluster, 1)
+        return len(states) == total and all(s == "done" for s, _ in states.values())
+
+    wait_until(all_done, timeout=180, interval=0.5, message="every job done after the kill")
+    lines = records(out)
+    assert {job_id for job_id, *_ in lines} == set(ids)  # every job ran
+    assert_never_twice_at_once(lines)
+    after = [start for _, _, start, _ in lines if start > killed_at]
+    assert after, "nothing ran after the kill: the drain ended first"
+    failover = min(after) - killed_at
+    again = len(lines) - total  # run again: their outcome was lost with node 1
+    print(
+        f"\nGalera failover: first job started {failover:.2f}s after node 1 was killed;"
+        f" {again} of {total} jobs ran a second time (outcome lost with node 1)"
+    )
+    assert daemon.alive() and forkq_sessions(cluster, 1) > 0
+    assert queue.enqueue("t.record", {"file": os.devnull}, queue="work") > max(ids)
+
+    # Node 1 back and Synced: the daemon's sessions go back to it (galera.NODE_RECHECK).
+    cluster.start_node(cluster.nodes[0])
+    queue.enqueue("t.record", {"file": os.devnull}, queue="work")
+    wait_until(
+        lambda: forkq_sessions(cluster, 0) > 0,
+        timeout=90,
+        interval=0.5,
+        message="the daemon back on node 1",
+    )
+    assert daemon.stop() == 0
+
+
+def scrape_conflicts(port: int) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    values = [
+        float(line.split()[-1])
+        for line in text.splitlines()
+        if line.startswith("forkq_db_conflicts_total ")
+    ]
+    assert values, "forkq_db_conflicts_total is not exported"
+    return sum(values)
+
+
+def test_one_queue_claimed_through_two_nodes(
+    cluster: GaleraCluster, make_daemon: Any, tmp_path: Path
+) -> None:
+    out = tmp_path / "runs.txt"
+    total = 1500
+    queue = Queue(cluster.urls, wake=False)
+    job = {"handler": "t.record", "payload": {"file": str(out)}, "queue": "work"}
+    ids = queue.enqueue_many([job] * total)
+    urls = cluster.urls
+    ports = [free_tcp_port(), free_tcp_port()]
+    first = make_daemon(urls, "via1", workers=3, metrics_port=ports[0])
+    second = make_daemon([urls[1], urls[0], urls[2]], "via2", workers=3, metrics_port=ports[1])
+    first.start(), second.start()
+    first.wait_ready(timeout=60), second.wait_ready(timeout=60)
+
+    def all_done() -> bool:
+        states = job_states(cluster, 2)
+        return len(states) == total and all(s == "done" for s, _ in states.values())
+
+    wait_until(all_done, timeout=180, interval=0.5, message="every job done")
+    lines = records(out)
+    assert sorted(job_id for job_id, *_ in lines) == sorted(ids)  # each exactly once
+    assert {a for _, a in job_states(cluster, 2).values()} == {1}  # no attempt lost
+    conflicts = scrape_conflicts(ports[0]) + scrape_conflicts(ports[1])
+    pids_first = {p.pid for p in first.children()}
+    ran_by_first = sum(1 for _, pid, *_ in lines if pid in pids_first)
+    print(
+        f"\nTwo writer nodes: {total} jobs, {conflicts:g} conflicts retried,"
+        f" {ran_by_first} ran through node 1, {total - ran_by_first} through node 2"
+    )
+    assert conflicts > 0
+    assert forkq_sessions(cluster, 0) > 0 and forkq_sessions(cluster, 1) > 0
+    assert first.stop() == 0 and second.stop() == 0
