@@ -25,8 +25,8 @@ def node_trouble(rows: Sequence[Sequence[Any]]) -> str | None:
     """None when `SHOW STATUS` rows say this node takes writes (wsrep_ready ON, Synced);
     else why not."""
     status = {str(name).lower(): str(value) for name, value in rows}
-    if not status:
-        return "not a Galera node (no wsrep status): nodes lists Galera nodes only"
+    if "wsrep_local_state_comment" not in status:  # MySQL, or MariaDB with wsrep off
+        return "not a Galera node (wsrep is off): nodes lists Galera nodes only"
     ready = status.get("wsrep_ready", "")
     state = status.get("wsrep_local_state_comment", "")
     if ready.upper() != "ON":

@@ -4,6 +4,7 @@
 - A drain with the daemon on node 1 (`[database] nodes`, node 1 first), node 1 killed
   -9 mid-drain: every job runs, no job is run by two workers at once, the daemon carries
   on through another node, and goes back to node 1 once it is Synced again.
+- A transaction whose COMMIT fails certification is run again, never an error.
 - One queue claimed through two nodes at once (two daemons, each preferring another
   node): every job runs exactly once, and the certification conflicts this costs are
   retried and counted in forkq_db_conflicts_total.
@@ -25,6 +26,8 @@ from private_galera import GaleraCluster, galera  # noqa: F401 - the fixture
 from util import free_tcp_port, wait_until
 
 from supervisor import Queue
+from supervisor.errors import TransientDatabaseError
+from supervisor.store import core, open_store
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(300)]
 
@@ -180,3 +183,39 @@ def test_one_queue_claimed_through_two_nodes(
     assert conflicts > 0
     assert forkq_sessions(cluster, 0) > 0 and forkq_sessions(cluster, 1) > 0
     assert first.stop() == 0 and second.stop() == 0
+
+
+def test_a_conflict_at_commit_is_a_lost_race_run_again(cluster: GaleraCluster) -> None:
+    """Node 2 commits a change to a row node 1's transaction changed but did not commit:
+    node 1's COMMIT fails certification (1213). The store runs the transaction again,
+    the caller never sees the error, and the conflict is counted."""
+    first, second = open_store(cluster.urls[0]), open_store(cluster.urls[1])
+    first.set_paused("q", False)
+    counted: list[int] = []
+    core.conflict_listeners.append(lambda: counted.append(1))
+    runs: list[str] = []
+
+    def attempt() -> int:
+        runs.append("body")
+        try:
+            with first.transaction():
+                first.statement("set_paused", first.bind(queue="q", paused=1))
+                if len(runs) == 1:
+                    second.set_paused("q", False)  # committed first, through node 2
+                runs.append("commit")
+        except TransientDatabaseError as exc:
+            runs.append(f"failed: {exc}")
+            raise
+        return len(runs)
+
+    try:
+        first.retrying(attempt)
+    finally:
+        core.conflict_listeners.pop()
+        first.close(), second.close()
+    assert runs[:2] == ["body", "commit"], runs  # the first run's body went through ...
+    assert runs[2].startswith("failed: (1213)"), runs  # ... and its COMMIT failed
+    assert runs[3:] == ["body", "commit"], runs  # run again, and committed
+    assert counted == [1]
+    paused = "SELECT paused FROM forkq.forkq_queues WHERE queue = 'q'"
+    wait_until(lambda: cluster.nodes[2].admin(paused) == [(1,)], message="node 3 applied it")
