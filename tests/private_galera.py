@@ -7,6 +7,7 @@ with an empty data directory and receive it by rsync SST. The shared MariaDB is 
 touched. Needs Debian's `galera-4` (/usr/lib/galera/libgalera_smm.so, a dependency of
 mariadb-server) and `rsync` (scripts/ensure-tools.sh installs it).
 
+`with_nodes(daemon, urls)` configures a daemon of tests/daemon_util.py on the nodes.
 Fixture: `galera` (module scope): the started cluster with forkq's user, database and
 schema; every node destroyed at the end, pass or fail.
 """
@@ -22,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from daemon_util import Daemon, render_config, toml_value
 from private_mariadb import PrivateMariaDB, binaries_missing, unavailable
 from util import free_tcp_port
 
@@ -147,6 +149,15 @@ class GaleraCluster:
                 node.destroy()
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+def with_nodes(daemon: Daemon, urls: list[str], extra: str = "") -> Daemon:
+    """`daemon` (tests/daemon_util.py, not started) configured on the cluster's nodes in
+    the order `urls` gives them (`[database] nodes`), `extra` TOML appended."""
+    text = render_config(urls[0], daemon.pools, daemon.supervisor)
+    text = text.replace("[database]\n", f"[database]\nnodes = {toml_value(urls)}\n", 1)
+    daemon.write_config(text=text + extra)
+    return daemon
 
 
 @pytest.fixture(scope="module")

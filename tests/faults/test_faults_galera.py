@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from daemon_util import Daemon, render_config, toml_value
-from private_galera import GaleraCluster, galera  # noqa: F401 - the fixture
+from daemon_util import Daemon
+from private_galera import GaleraCluster, galera, with_nodes  # noqa: F401 - the fixture
 from util import free_tcp_port, wait_until
 
 from supervisor import Queue
@@ -47,12 +47,8 @@ def make_daemon(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
     def make(nodes: list[str], name: str, workers: int, metrics_port: int | None = None) -> Daemon:
         pools = {"work": {"workers": workers, "on_success": "keep"}}
         daemon = Daemon(tmp_path, nodes[0], pools=pools, name=name)
-        text = render_config(nodes[0], daemon.pools, daemon.supervisor)
-        text = text.replace("[database]\n", f"[database]\nnodes = {toml_value(nodes)}\n", 1)
-        if metrics_port is not None:
-            text += f'\n[metrics]\nlisten = "127.0.0.1:{metrics_port}"\n'
-        daemon.write_config(text=text)
-        made.append(daemon)
+        listen = f'\n[metrics]\nlisten = "127.0.0.1:{metrics_port}"\n' if metrics_port else ""
+        made.append(with_nodes(daemon, nodes, listen))
         return daemon
 
     yield make
