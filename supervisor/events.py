@@ -44,6 +44,7 @@ OUTCOME_UNWRITABLE = "outcome_unwritable"  # a failure the store refused: the jo
 LEASE_LOST = "lease_lost"
 FLUSH_FAILED = "flush_failed"
 RELEASE_FAILED = "release_failed"
+LOST_CLAIM_RELEASED = "lost_claim_released"  # a claim whose answer was lost had committed
 WORKER_STARTED = "worker_started"
 WORKER_STOPPED = "worker_stopped"
 

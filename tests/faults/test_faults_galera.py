@@ -45,7 +45,8 @@ def make_daemon(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
     made: list[Daemon] = []
 
     def make(nodes: list[str], name: str, workers: int, metrics_port: int | None = None) -> Daemon:
-        pools = {"work": {"workers": workers, "on_success": "keep"}}
+        # timeout 5: a lease of 35 s, for the jobs of a claim whose answer node 1 took down
+        pools = {"work": {"workers": workers, "on_success": "keep", "timeout": 5}}
         daemon = Daemon(tmp_path, nodes[0], pools=pools, name=name)
         listen = f'\n[metrics]\nlisten = "127.0.0.1:{metrics_port}"\n' if metrics_port else ""
         made.append(with_nodes(daemon, nodes, listen))
@@ -111,12 +112,13 @@ def test_node_1_killed_mid_drain(cluster: GaleraCluster, make_daemon: Any, tmp_p
     lines = records(out)
     assert {job_id for job_id, *_ in lines} == set(ids)  # every job ran
     assert_never_twice_at_once(lines)
-    after = [start for _, _, start, _ in lines if start > killed_at]
-    assert after, "nothing ran after the kill: the drain ended first"
-    failover = min(after) - killed_at
+    starts = sorted(start for _, _, start, _ in lines)
+    assert starts[-1] > killed_at, "nothing ran after the kill: the drain ended first"
+    near = [s for s in starts if killed_at - 1 <= s <= killed_at + 30]
+    pause = max(b - a for a, b in itertools.pairwise(near))
     again = len(lines) - total  # run again: their outcome was lost with node 1
     print(
-        f"\nGalera failover: first job started {failover:.2f}s after node 1 was killed;"
+        f"\nGalera failover: job starts paused {pause:.2f}s around the kill of node 1;"
         f" {again} of {total} jobs ran a second time (outcome lost with node 1)"
     )
     assert daemon.alive() and forkq_sessions(cluster, 1) > 0
