@@ -61,6 +61,9 @@ DB_CONTENTION = "db_contention"
 DB_CALL_FAILED = "db_call_failed"
 DB_REACHABLE_AGAIN = "db_reachable_again"
 DB_RECONNECTED = "db_reconnected"
+# A session of `[database] nodes` writes through another Galera node than before (one
+# failed or is not Synced; or an earlier one is Synced again): store/galera.py.
+DB_NODE_CHANGED = "db_node_changed"
 
 # --- the check tick, chores, schedules, alerts ------------------------------------------
 CHECK_TICK = "check_tick"

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from contextlib import suppress
 from typing import Any
 
+from supervisor import events, logs
 from supervisor.dburl import DatabaseURL
 from supervisor.errors import ConnectionLost, DatabaseError
 
@@ -54,6 +55,12 @@ class NodeChoice:
         self.down_until[index] = time.monotonic() + NODE_RECHECK
 
     def chosen(self, index: int) -> None:
+        if index != self.current:
+            logs.get().info(
+                events.DB_NODE_CHANGED,
+                node=self.nodes[index].redacted(),
+                was=self.nodes[self.current].redacted(),
+            )
         self.current = index
         self.down_until.pop(index, None)
         self.look_back_at = time.monotonic() + NODE_RECHECK

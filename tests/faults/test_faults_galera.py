@@ -25,7 +25,7 @@ from daemon_util import Daemon
 from private_galera import GaleraCluster, galera, with_nodes  # noqa: F401 - the fixture
 from util import free_tcp_port, wait_until
 
-from supervisor import Queue
+from supervisor import Queue, events
 from supervisor.errors import TransientDatabaseError
 from supervisor.store import core, open_store
 
@@ -125,6 +125,9 @@ def test_node_1_killed_mid_drain(cluster: GaleraCluster, make_daemon: Any, tmp_p
     assert queue.enqueue("t.record", {"file": os.devnull}, queue="work") > max(ids)
 
     # Node 1 back and Synced: the daemon's sessions go back to it (galera.NODE_RECHECK).
+    node_1 = f":{cluster.nodes[0].port}/"
+    moved_away = daemon.events(events.DB_NODE_CHANGED)  # logged by each process that moved
+    assert moved_away and all(node_1 in e["was"] and node_1 not in e["node"] for e in moved_away)
     cluster.start_node(cluster.nodes[0])
     queue.enqueue("t.record", {"file": os.devnull}, queue="work")
     wait_until(
@@ -133,6 +136,11 @@ def test_node_1_killed_mid_drain(cluster: GaleraCluster, make_daemon: Any, tmp_p
         interval=0.5,
         message="the daemon back on node 1",
     )
+    back = wait_until(
+        lambda: [e for e in daemon.events(events.DB_NODE_CHANGED) if node_1 in e["node"]],
+        message="a db_node_changed event back to node 1",
+    )
+    assert all(node_1 not in e["was"] for e in back), back
     assert daemon.stop() == 0
 
 
