@@ -141,6 +141,16 @@ class MySQLSession(Store):
                     cursor.execute(self.queries["session_timeout"], params)
         return conn
 
+    def writing_through(self) -> DatabaseURL:
+        """The server this session's statements go to: with `[database] nodes`, the
+        Galera node chosen last (connect first: any statement does)."""
+        return self._nodes.nodes[self._nodes.current] if self._nodes else self.url
+
+    def node_trouble(self) -> str | None:
+        """Why the server this session is on takes no writes as a Galera node, or None."""
+        rows = self._fetchall("galera_state", {})
+        return node_trouble([(row["Variable_name"], row["Value"]) for row in rows])
+
     def _idle_too_long(self) -> bool:
         """Idle for most of the session timeout (never inside a transaction).
 

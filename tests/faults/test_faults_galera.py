@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -122,6 +124,13 @@ def test_node_1_killed_mid_drain(cluster: GaleraCluster, make_daemon: Any, tmp_p
         f" {again} of {total} jobs ran a second time (outcome lost with node 1)"
     )
     assert daemon.alive() and forkq_sessions(cluster, 1) > 0
+    check = subprocess.run(
+        [sys.executable, "-m", "supervisor", "check", "-c", str(daemon.config_path)],
+        env=daemon.environment(), cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert check.returncode == 0, check.stdout + check.stderr
+    node_2 = f":{cluster.nodes[1].port}/forkq: Synced, the writer"
+    assert node_2 in check.stdout and "(2003)" in check.stdout, check.stdout  # node 1: down
     assert queue.enqueue("t.record", {"file": os.devnull}, queue="work") > max(ids)
 
     # Node 1 back and Synced: the daemon's sessions go back to it (galera.NODE_RECHECK).
