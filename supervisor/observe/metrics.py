@@ -54,12 +54,12 @@ SERIES = (
     "forkq_pool_max_workers",  # {pool}
     "forkq_child_exits_total",  # {pool,reason}
     "forkq_db_errors_total",
-    "forkq_db_conflicts_total",
     "forkq_alerts_firing",  # {rule,queue}
     "forkq_queue_paused",  # {queue}
     "forkq_chores_leader",
     "forkq_last_check_timestamp_seconds",
     "forkq_master_loop_timestamp_seconds",
+    "forkq_db_conflicts_total",  # transactions run again after a lost race (issue 24)
 )
 UNREGISTERED = "(unregistered)"  # handler label of rows naming no registered handler
 
