@@ -151,6 +151,8 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return int(ExitCode.OK)
 
 
+
+
 def _each_job(
     store: Store, ids: Sequence[int], verb: str, operation: Callable[[list[int]], int]
 ) -> int:
