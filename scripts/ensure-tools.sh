@@ -16,6 +16,8 @@ NEEDED=(
   php-codesniffer # ... phpcs --standard=PSR12 on every PHP file
   chromium        # tests/web/: the dashboard driven by Playwright (never a browser download)
   libatomic1      # ... Playwright's driver: its bundled node needs libatomic.so.1
+  rsync           # tests/faults/test_faults_galera.py: the private Galera cluster's SST
+  galera-4        # ... its provider, libgalera_smm.so (mariadb-server pulls it in too)
 )
 
 log() { echo "ensure-tools: $*" >&2; }

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from urllib.parse import parse_qs, unquote
 
 from supervisor.errors import ConfigError
@@ -21,6 +22,13 @@ class DatabaseURL:
     password: str = field(default="", repr=False)
     database: str = ""
     unix_socket: str = ""
+    # A Galera cluster (`[database] nodes`): every node's URL in the order of preference,
+    # this one among them; empty for a single server. See store/mysql_session.py.
+    nodes: tuple[DatabaseURL, ...] = field(default=(), repr=False)
+
+    def same_server(self, other: DatabaseURL) -> bool:
+        """The same server, database and user (the password aside)."""
+        return _place(self) == _place(other)
 
     def is_local(self) -> bool:
         """Loopback or a unix socket: traffic that never leaves this host."""
@@ -64,6 +72,30 @@ def parse_database_url(url: str) -> DatabaseURL:
         database=database,
         unix_socket=parse_qs(query).get("unix_socket", [""])[0],
     )
+
+
+def with_nodes(urls: Sequence[str], url: str | None = None) -> DatabaseURL:
+    """A Galera cluster's URL: `urls` its nodes in order of preference (each a mysql://
+    URL naming the same database; credentials may differ), `url` one of them or None
+    (the first). The store connects to the first node that answers and says it is
+    Synced, and moves on when it stops answering (store/mysql_session.py)."""
+    if isinstance(urls, str) or not urls:
+        raise ConfigError("expected a list of mysql:// urls, one a Galera node")
+    nodes = tuple(parse_database_url(each) for each in urls)
+    if any(node.backend != "mysql" for node in nodes):
+        raise ConfigError("every node must be a mysql:// url (a Galera node)")
+    if len({node.database for node in nodes}) > 1:
+        raise ConfigError("every node must name the same database")
+    if len({_place(node) for node in nodes}) < len(nodes):
+        raise ConfigError("a node is listed twice")
+    home = nodes[0] if url is None else parse_database_url(url)
+    if not any(home.same_server(node) for node in nodes):
+        raise ConfigError("url must be one of nodes (or be left out: the first node)")
+    return replace(nodes[0], nodes=nodes)
+
+
+def _place(url: DatabaseURL) -> tuple[str, str, int, str, str, str]:
+    return (url.backend, url.host, url.port, url.unix_socket, url.database, url.user)
 
 
 def _split_mysql(rest: str) -> tuple[str, str, int, str, str]:

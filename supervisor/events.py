@@ -44,6 +44,7 @@ OUTCOME_UNWRITABLE = "outcome_unwritable"  # a failure the store refused: the jo
 LEASE_LOST = "lease_lost"
 FLUSH_FAILED = "flush_failed"
 RELEASE_FAILED = "release_failed"
+LOST_CLAIM_RELEASED = "lost_claim_released"  # a claim whose answer was lost had committed
 WORKER_STARTED = "worker_started"
 WORKER_STOPPED = "worker_stopped"
 
@@ -60,6 +61,9 @@ DB_CONTENTION = "db_contention"
 DB_CALL_FAILED = "db_call_failed"
 DB_REACHABLE_AGAIN = "db_reachable_again"
 DB_RECONNECTED = "db_reconnected"
+# A session of `[database] nodes` writes through another Galera node than before (one
+# failed or is not Synced; or an earlier one is Synced again): store/galera.py.
+DB_NODE_CHANGED = "db_node_changed"
 
 # --- the check tick, chores, schedules, alerts ------------------------------------------
 CHECK_TICK = "check_tick"

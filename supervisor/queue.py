@@ -46,9 +46,15 @@ class Queue:
     """A handle on the queue tables of one database. Cheap; opens its connection lazily."""
 
     def __init__(
-        self, url: str | DatabaseURL | None = None, *, store: Store | None = None, wake: bool = True
+        self,
+        url: str | DatabaseURL | Sequence[str] | None = None,
+        *,
+        store: Store | None = None,
+        wake: bool = True,
     ) -> None:
-        """`wake=False` (or FORKQ_WAKE=0): no datagram to local daemons (see wake.py)."""
+        """`url`: one database URL, or a Galera cluster's nodes as a list of them (in
+        order of preference: the first Synced node that answers takes the writes).
+        `wake=False` (or FORKQ_WAKE=0): no datagram to local daemons (see wake.py)."""
         if store is None:
             if url is None:
                 raise UsageError("Queue needs a database URL")

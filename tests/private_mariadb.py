@@ -94,6 +94,8 @@ class PrivateMariaDB:
         self.starts = 0
         self.kills = 0
         self._installed = False
+        # More mariadbd options, after forkq's (a Galera node's: tests/private_galera.py).
+        self.extra_options: list[str] = []
 
     # --- addresses -------------------------------------------------------------------------
 
@@ -159,6 +161,7 @@ class PrivateMariaDB:
             "--character-set-server=utf8mb4",
             "--collation-server=utf8mb4_bin",
             "--max-connections=500",
+            *self.extra_options,
         ]
         with open(self.root / "mariadbd.stdout", "ab") as out:
             self.proc = subprocess.Popen(

@@ -24,6 +24,7 @@ from . import (
     drain,
     enqueue,
     fair,
+    galera,
     idle,
     latency,
     limits,
@@ -56,6 +57,7 @@ SECTIONS: dict[str, float] = {  # name -> hard deadline in seconds
     "limits": 300.0,
     "fair": 420.0,
     "chains": 150.0,
+    "galera": 420.0,
 }
 MODULES: dict[str, ModuleType] = {
     "enqueue": enqueue,
@@ -75,6 +77,7 @@ MODULES: dict[str, ModuleType] = {
     "limits": limits,
     "fair": fair,
     "chains": chains,
+    "galera": galera,
 }
 PRIVATE = ("claims", "tick", "wake", "silent", "trickle")  # on databases of their own
 GROUPS = {"scale+": ["scale", *PRIVATE]}  # --sections aliases
@@ -99,6 +102,7 @@ METHOD = [
     *limits.METHOD,
     *fair.METHOD,
     *chains.METHOD,
+    *galera.METHOD,
 ]
 REPRODUCE = scale_common.REPRODUCE
 

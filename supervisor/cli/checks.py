@@ -13,6 +13,7 @@ from supervisor.errors import ConfigError, ExitCode, ForkqError, SchemaError, Us
 from supervisor.escaping import for_terminal
 from supervisor.proc import hostname
 from supervisor.store import SCHEMA_VERSION, Store, open_store
+from supervisor.store.mysql import MySQLStore
 from supervisor.store.queries import backend_queries, schema_text, upgrade_statements
 from supervisor.work.command import load_handlers
 
@@ -106,12 +107,35 @@ def _check_database(config: Config, checks: _Checks) -> None:
     try:
         version = store.server_version()
         checks.ok("database", f"{url} ({version})")
+        if isinstance(store, MySQLStore) and config.database.nodes:
+            _check_nodes(store, checks)
         _check_schema(store, checks)
     except ForkqError as exc:
         checks.fail("database", f"{url}: {' '.join(str(exc).split())}")
         checks.skip("schema", "the database is unreachable")
     finally:
         store.close()
+
+
+def _check_nodes(store: MySQLStore, checks: _Checks) -> None:
+    """`[database] nodes`: which Galera node takes the writes, and how the others are."""
+    nodes = store.url.nodes
+    writer = store.writing_through()
+    states = []
+    for number, node in enumerate(nodes, 1):
+        if node.same_server(writer):
+            states.append(f"{number}. {node.redacted()}: Synced, the writer")
+            continue
+        other = open_store(node, timeout=CHECK_TIMEOUT)
+        assert isinstance(other, MySQLStore)
+        try:
+            trouble = other.node_trouble()
+        except ForkqError as exc:
+            trouble = " ".join(str(exc).split())
+        finally:
+            other.close()
+        states.append(f"{number}. {node.redacted()}: {trouble or 'Synced'}")
+    checks.ok("galera", "; ".join(states))
 
 
 def _check_schema(store: Store, checks: _Checks) -> None:

@@ -40,7 +40,7 @@ from supervisor.config.values import (
     read_str,
     read_str_list,
 )
-from supervisor.dburl import DEFAULT_URL, DatabaseURL, parse_database_url
+from supervisor.dburl import DEFAULT_URL, DatabaseURL, parse_database_url, with_nodes
 from supervisor.errors import ConfigError, install_hint
 from supervisor.kinds import OnSuccess
 
@@ -151,20 +151,37 @@ def read_supervisor(table: Any, problems: Problems) -> SupervisorConfig:
 
 
 def read_database(table: Any, override: str | None, problems: Problems) -> DatabaseURL | None:
-    values = problems.fields("database", table, {"url": read_str})
+    fields = {"url": read_str, "nodes": read_str_list}
+    values = problems.fields("database", table, fields)
     env = os.environ.get("FORKQ_DATABASE_URL")
     url, origin = (
         (override, "--database")
         if override
         else (env, "FORKQ_DATABASE_URL")
         if env
-        else (values.get("url", DEFAULT_URL), "database.url")
+        else (values.get("url"), "database.url")
     )
+    nodes = values.get("nodes")
     try:
-        return parse_database_url(url)
+        if nodes is not None:
+            return _cluster(nodes, url, origin)
+        return parse_database_url(url or DEFAULT_URL)
     except ConfigError as exc:
-        problems.add(origin, str(exc))
+        problems.add(
+            "database.nodes" if nodes is not None and origin == "database.url" else origin, str(exc)
+        )
         return None
+
+
+def _cluster(nodes: tuple[str, ...], url: str | None, origin: str) -> DatabaseURL:
+    """`[database] nodes`: a Galera cluster. `url` (if any) must be one of them; one
+    given on the command line or in FORKQ_DATABASE_URL that is not one is a single
+    server, used alone."""
+    if origin != "database.url" and url:
+        single = parse_database_url(url)
+        if not any(single.same_server(parse_database_url(node)) for node in nodes):
+            return single
+    return with_nodes(nodes, url)
 
 
 def read_pools(table: Any, problems: Problems) -> tuple[PoolConfig, ...]:

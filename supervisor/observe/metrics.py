@@ -11,7 +11,8 @@ The master's side, in the order it calls it: `boot` before handler modules load,
 `start` before the first child, `loop_turned` every loop turn, `record_pools` every
 second, `reaped` / `child_exited` / `job_settled` on reaps, `tick_report` per check-tick
 report, `db_error` per failed master query, `reload` on HUP, `shutdown` last. A worker
-calls `job_finished` and `db_error`.
+calls `job_finished` and `db_error`; every process's store calls `db_conflict` (hooked
+at boot) for each transaction it runs again after a lost race.
 
 Queue figures and alerts come from the check tick's report: only the host holding the
 chores lease computes queue figures, so only its daemon exports `forkq_queue_*`
@@ -34,6 +35,7 @@ from supervisor.observe.health import db_limit
 from supervisor.observe.master_side import DIR_PREFIX, MasterSide, stale_after, sweep_stale
 from supervisor.observe.shared import Check
 from supervisor.outcomes import Outcome
+from supervisor.store import core
 
 if TYPE_CHECKING:
     from supervisor.observe.series import JobSeries
@@ -57,6 +59,7 @@ SERIES = (
     "forkq_chores_leader",
     "forkq_last_check_timestamp_seconds",
     "forkq_master_loop_timestamp_seconds",
+    "forkq_db_conflicts_total",  # transactions run again after a lost race (issue 24)
 )
 UNREGISTERED = "(unregistered)"  # handler label of rows naming no registered handler
 
@@ -106,6 +109,14 @@ def db_error() -> None:
         (_jobs or _job_series()).db_errors.inc()
 
 
+def db_conflict() -> None:
+    """A transaction lost a race and is run again (store/core.py: its retry)."""
+    if _directory is None:
+        return
+    series = _master.series if _master is not None else (_jobs or _job_series())
+    series.db_conflicts.inc()
+
+
 def _job_series() -> JobSeries:
     global _jobs
     from supervisor.observe.series import JobSeries
@@ -135,6 +146,7 @@ def boot(config: Config) -> None:
     _directory = tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-")  # mode 0700
     os.environ[DIR_ENV] = _directory
     os.register_at_fork(after_in_child=_forget)
+    core.conflict_listeners.append(db_conflict)
 
 
 def start(config: Config, close_fds: Callable[[], list[int]]) -> None:

@@ -44,6 +44,15 @@ def _db_errors() -> Counter:
     )
 
 
+def _db_conflicts() -> Counter:
+    return Counter(
+        "forkq_db_conflicts_total",
+        "Transactions that lost a race (a deadlock, a Galera certification conflict, a"
+        " lock-wait timeout) and were run again",
+        registry=None,
+    )
+
+
 class JobSeries:
     """A worker's: one counter and one histogram observation per finished attempt."""
 
@@ -58,6 +67,7 @@ class JobSeries:
             registry=None,
         )
         self.db_errors = _db_errors()
+        self.db_conflicts = _db_conflicts()
         # Labelled children by their labels: `labels()` checks and locks on every call.
         self._counts: dict[tuple[str, str, str], Counter] = {}
         self._times: dict[tuple[str, str], Histogram] = {}
@@ -102,6 +112,7 @@ class MasterSeries:
         )
         self.finished = _finished()  # attempts the master settles (a child killed mid-job)
         self.db_errors = _db_errors()
+        self.db_conflicts = _db_conflicts()
         self._shown: dict[tuple[str, str], float] = {}
 
     def pools(self, max_workers: Mapping[str, int], children: Iterable[tuple[str, bool]]) -> None:

@@ -49,6 +49,11 @@ AHEAD_US = round(SCHEDULE_AHEAD * 1_000_000)
 TIME_LIMIT_MARGIN = 86400.0
 
 
+# Told of each transaction run again after a lost race (a deadlock, a Galera
+# certification conflict, a lock-wait timeout): observe/metrics.py counts them.
+conflict_listeners: list[Callable[[], None]] = []
+
+
 def micros(seconds: float) -> int:
     return max(0, round(seconds * 1_000_000))
 
@@ -152,6 +157,8 @@ class StoreCore(ABC):
             except TransientDatabaseError:
                 if attempt == TRANSIENT_RETRIES - 1:
                     raise
+                for listener in conflict_listeners:
+                    listener()
                 if attempt:
                     time.sleep(random.uniform(0.001, 0.005) * attempt)
         raise AssertionError("unreachable")

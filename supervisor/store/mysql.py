@@ -20,6 +20,7 @@ import pymysql.cursors
 from supervisor.dburl import DatabaseURL
 from supervisor.errors import PayloadTooLarge
 from supervisor.models import Enqueued, NewJob
+from supervisor.store.galera import NodeChoice
 from supervisor.store.mysql_session import Connection, MySQLSession
 from supervisor.store.queries import backend_queries, schema_text, split_script
 
@@ -70,6 +71,7 @@ class MySQLStore(MySQLSession):
         self._pid = 0
         self._in_tx = False
         self._mariadb: bool | None = None
+        self._nodes = NodeChoice(url.nodes) if url.nodes else None
         # max_allowed_packet by connection (ours or a caller's): (session id, bytes).
         self._packet_limits: weakref.WeakKeyDictionary[Any, tuple[int, int]] = (
             weakref.WeakKeyDictionary()

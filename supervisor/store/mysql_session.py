@@ -20,6 +20,7 @@ from pymysql.constants import CLIENT
 from supervisor.dburl import DatabaseURL
 from supervisor.errors import ConnectionLost, DatabaseError, DuplicateKey, TransientDatabaseError
 from supervisor.store.base import Store
+from supervisor.store.galera import RECHECK_CONNECT_TIMEOUT, NodeChoice, node_trouble, open_synced
 
 # The error classes as PyMySQL raises them, found in sys.modules, not through `pymysql.err`:
 # Django's MySQL backend on PyMySQL (install_as_MySQLdb) imports `MySQLdb.err`, which
@@ -38,8 +39,10 @@ REQUEST_NOT_WRITTEN = 2006
 # to find out.
 IDLE_REPLACE = 0.8
 # Server gone, lost, killed or shutting down, or unreachable: reconnect and try later.
+# 1047: a Galera node that left the cluster's primary component ("WSREP has not yet
+# prepared node for application use"): the next connection goes to a Synced node.
 CONNECTION_ERRORS = frozenset(
-    {1053, 1077, 1152, 1153, 1927, 2002, 2003, 2006, 2013, 2014, 2055, 4031}
+    {1047, 1053, 1077, 1152, 1153, 1927, 2002, 2003, 2006, 2013, 2014, 2055, 4031}
 )
 
 
@@ -55,6 +58,7 @@ class MySQLSession(Store):
     _pid: int
     _in_tx: bool
     _mariadb: bool | None
+    _nodes: NodeChoice | None  # a Galera cluster's nodes (`[database] nodes`), or None
 
     def _connection(self) -> pymysql.connections.Connection[Any]:
         if self._conn is not None and self._pid != os.getpid():
@@ -67,39 +71,85 @@ class MySQLSession(Store):
             self._drop()
         if self._conn is not None and self._idle_too_long():
             self.close()  # politely: the server may still hold it
+        if self._conn is not None and self._nodes and not self._in_tx and self._nodes.due():
+            self._look_back(self._nodes)
         if self._conn is None:
-            with self._errors():
-                self._conn = pymysql.connect(
-                    host=self.url.host,
-                    port=self.url.port,
-                    user=self.url.user,
-                    password=self.url.password,
-                    database=self.url.database,
-                    unix_socket=self.url.unix_socket or None,
-                    charset="utf8mb4",
-                    autocommit=True,
-                    connect_timeout=self.connect_timeout,
-                    read_timeout=self.read_timeout,
-                    write_timeout=self.read_timeout,
-                    client_flag=CLIENT.FOUND_ROWS,  # rowcount = rows matched, not rows changed
-                    init_command="SET time_zone = '+00:00'",
-                    # PyMySQL builds a TLS context on every connect (tens of ms of CPU);
-                    # on loopback or a unix socket TLS protects nothing.
-                    ssl_disabled=self.url.is_local(),
-                )
-                # forkq's own sessions take no gap locks: a claim, a promotion or an ack
-                # never makes an application's INSERT wait, nor deadlocks with one
-                # (REPEATABLE READ locks the gaps an index scan passes). Each statement
-                # forkq runs is a keyed or single-row change needing nothing stronger.
-                with self._conn.cursor() as cursor:
-                    cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
-                if self.session_timeout:
-                    params = {"seconds": self.session_timeout}
-                    with self._conn.cursor() as cursor:
-                        cursor.execute(self.queries["session_timeout"], params)
+            self._conn = self._open_any()
             self._pid = os.getpid()
         self._used_at = time.monotonic()
         return self._conn
+
+    def _open_any(self) -> Connection:
+        """A connection to the server, or with `[database] nodes` to the first Galera node
+        that answers and is Synced (see galera.py)."""
+        if self._nodes is None:
+            return self._open(self.url)
+        conn, problems = open_synced(self._nodes, self._nodes.order(), self._open_node)
+        if conn is None:
+            raise ConnectionLost("no Galera node answers Synced: " + "; ".join(problems))
+        opened: Connection = conn
+        return opened
+
+    def _look_back(self, choice: NodeChoice) -> None:
+        """On a later node: move back to an earlier one that is Synced again."""
+        earlier = choice.earlier()
+        if not earlier:
+            return
+        # Put aside while we look: a node that fails drops the session's connection.
+        current, self._conn = self._conn, None
+        conn, _ = open_synced(choice, earlier, self._open_node, RECHECK_CONNECT_TIMEOUT)
+        self._conn = current
+        if conn is not None:
+            self.close()
+            self._conn = conn
+
+    def _open_node(self, node: DatabaseURL, timeout: float | None) -> tuple[Connection, str | None]:
+        conn = self._open(node, timeout)
+        with self._errors(), conn.cursor() as cursor:
+            cursor.execute(self.queries["galera_state"])
+            return conn, node_trouble(list(cursor.fetchall()))
+
+    def _open(self, url: DatabaseURL, timeout: float | None = None) -> Connection:
+        with self._errors():
+            conn = pymysql.connect(
+                host=url.host,
+                port=url.port,
+                user=url.user,
+                password=url.password,
+                database=url.database,
+                unix_socket=url.unix_socket or None,
+                charset="utf8mb4",
+                autocommit=True,
+                connect_timeout=timeout or self.connect_timeout,
+                read_timeout=self.read_timeout,
+                write_timeout=self.read_timeout,
+                client_flag=CLIENT.FOUND_ROWS,  # rowcount = rows matched, not rows changed
+                init_command="SET time_zone = '+00:00'",
+                # PyMySQL builds a TLS context on every connect (tens of ms of CPU);
+                # on loopback or a unix socket TLS protects nothing.
+                ssl_disabled=url.is_local(),
+            )
+            # forkq's own sessions take no gap locks: a claim, a promotion or an ack
+            # never makes an application's INSERT wait, nor deadlocks with one
+            # (REPEATABLE READ locks the gaps an index scan passes). Each statement
+            # forkq runs is a keyed or single-row change needing nothing stronger.
+            with conn.cursor() as cursor:
+                cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+            if self.session_timeout:
+                params = {"seconds": self.session_timeout}
+                with conn.cursor() as cursor:
+                    cursor.execute(self.queries["session_timeout"], params)
+        return conn
+
+    def writing_through(self) -> DatabaseURL:
+        """The server this session's statements go to: with `[database] nodes`, the
+        Galera node chosen last (connect first: any statement does)."""
+        return self._nodes.nodes[self._nodes.current] if self._nodes else self.url
+
+    def node_trouble(self) -> str | None:
+        """Why the server this session is on takes no writes as a Galera node, or None."""
+        rows = self._fetchall("galera_state", {})
+        return node_trouble([(row["Variable_name"], row["Value"]) for row in rows])
 
     def _idle_too_long(self) -> bool:
         """Idle for most of the session timeout (never inside a transaction).

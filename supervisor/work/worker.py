@@ -85,6 +85,7 @@ class Worker:
         self._pools: dict[str, PoolConfig] = {}
         self._batch = 1  # the claim size grows while jobs are quick: see claim_size
         self._job_time = 0.0  # seconds a job of the last batch took on average
+        self._claim_unknown = False  # a claim lost its connection: it may have committed
         self.max_jobs: int | None = None  # `forkq work --max-jobs`: claim no more than this
         # [limits]: None without any, and then claims are exactly as without the feature.
         self.limits = plan_for(config, _handler_queues())
@@ -112,6 +113,8 @@ class Worker:
         Successes of the previous batch are recorded in the claim's own transaction.
         """
         self.outbox.flush_failures()
+        if self._claim_unknown:
+            self._release_lost_claim()
         if self.held:  # a batch interrupted by a lost connection: finish it first
             count = len(self.held)
             self._run_held()
@@ -151,10 +154,26 @@ class Worker:
                 self.store, done, queue, self.owner, size, lease,
                 limits=self.limits or None, fair_share=pool.fair,
             )  # fmt: skip
+        except ConnectionLost:
+            self._claim_unknown = True
+            raise
         finally:
             self.events.claimed([row.id for row in batch])
         self.outbox.acknowledged(done, written)
         return batch
+
+    def _release_lost_claim(self) -> None:
+        """A claim whose connection died may have committed (the server or a Galera node
+        went down before its answer came back): the jobs it took are ours in the table,
+        unknown here. Return them to ready, uncounted, rather than let them wait out
+        their lease; jobs we know of (held, outcomes not yet written) are left alone."""
+        known = {row.id for row in self.held} | {f.job_id for f in self.pending.failures}
+        known.update(i for ids in self.pending.successes.values() for i in ids)
+        lost = [row.id for row in self.store.held_by(self.owner) if row.id not in known]
+        if lost:
+            self.store.release(self.owner, lost, count_attempt=False)
+            self.log.info(events.LOST_CLAIM_RELEASED, jobs=len(lost))
+        self._claim_unknown = False
 
     def claim_size(self, pool: PoolConfig, queue: str) -> int:
         """How many jobs to claim now: only what this worker can start.

@@ -15,6 +15,11 @@ SET SESSION wait_timeout = %(seconds)s;
 -- name: db_now
 SELECT UNIX_TIMESTAMP(NOW(6)) AS now;
 
+-- name: galera_state
+-- A Galera node's readiness, read on connecting when `[database] nodes` is set (see
+-- store/galera.py): no rows from a server that is not a Galera node.
+SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_ready', 'wsrep_local_state_comment');
+
 -- name: max_allowed_packet
 -- The longest statement this session may send, in bytes (read-only within a session).
 SELECT @@SESSION.max_allowed_packet AS bytes;

@@ -13,6 +13,11 @@ SELECT :seconds AS seconds;
 -- name: db_now
 SELECT :now AS now;
 
+-- name: galera_state
+-- A Galera node's readiness (mysql.sql, for `[database] nodes`, which takes mysql:// URLs
+-- only): never run.
+SELECT 'wsrep_ready' AS Variable_name, 'OFF' AS Value WHERE 0;
+
 -- name: max_allowed_packet
 -- MySQL's statement limit (mysql.sql). SQLite's limit on a value is the connection's
 -- SQLITE_LIMIT_LENGTH, read with getlimit (sqlite.py): never run.
