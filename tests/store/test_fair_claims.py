@@ -6,18 +6,17 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from dataclasses import replace
 
 import pytest
 from util import backend_of, sql
 
 from supervisor.cluster.chores import Chores
 from supervisor.config import LimitConfig, build_config
-from supervisor.errors import ConfigError
 from supervisor.models import JobRow
 from supervisor.queue import Queue
 from supervisor.store import Store, open_store
 from supervisor.store.limits import fair
+from supervisor.store.limits.buckets import LimitPlan
 
 QUEUE = "fair"
 LEASE = 60.0
@@ -179,15 +178,68 @@ def test_concurrent_claims_never_take_a_job_twice(db_url: str, queue: Queue) -> 
     assert len(ids) == len(set(ids)) == 400
 
 
-def test_a_fair_pool_under_limits_is_a_config_error() -> None:
-    raw = {"database": {"url": "sqlite:///x.db"}, "pools": {QUEUE: {"fair": True}}}
-    config = build_config(raw, "forkq.toml")
-    assert config.pool(QUEUE) is not None and config.pool(QUEUE).fair  # type: ignore[union-attr]
-    fair.check_config(config, {"t.fair": QUEUE})  # no limits: fine
-    by_queue = LimitConfig("shops", queues=(QUEUE,), concurrency=2, per_key=True)
-    by_handler = LimitConfig("mail", handlers=("t.fair",), concurrency=2)
-    for limit in (by_queue, by_handler):
-        with pytest.raises(ConfigError, match="fair pool cannot be under"):
-            fair.check_config(replace(config, limits=(limit,)), {"t.fair": QUEUE})
-    other = LimitConfig("mail", handlers=("t.other",), concurrency=2)
-    fair.check_config(replace(config, limits=(other,)), {"t.other": "mail", "t.fair": QUEUE})
+SHOPS = LimitConfig("shops", queues=(QUEUE,), concurrency=2, per_key=True)
+
+
+def limited(store: Store, plan: LimitPlan, n: int = 1, owner: str = "h1") -> list[JobRow]:
+    plan.next_look = 0.0  # look at due buckets on every claim: the tests do not wait 0.1 s
+    return fair.complete_and_claim(store, {}, QUEUE, owner, n, LEASE, plan)[0]
+
+
+def running_by_key(db_url: str) -> dict[str, int]:
+    rows = sql(
+        db_url,
+        "SELECT limit_key, COUNT(*) FROM forkq_jobs WHERE status = 'running' GROUP BY limit_key",
+    )
+    return {str(key): int(n) for key, n in rows}
+
+
+def test_under_a_limit_a_full_tenant_is_passed_over_and_its_order_kept(
+    store: Store, queue: Queue, db_url: str
+) -> None:
+    """Per-key concurrency 2: tenants take turns until each has 2 running; then every
+    bucket is full and a claim takes nothing (and parks nothing: each head stays ready,
+    claimable); once one of A's ends, A's next job, in order, is the one served."""
+    plan = LimitPlan((SHOPS,), {})
+    keyed = {t: put(queue, t, 4, limit_key=t) for t in "ABC"}
+    served = [row.limit_key for _ in range(6) for row in limited(store, plan)]
+    assert served == ["A", "B", "C", "A", "B", "C"]
+    assert limited(store, plan) == []
+    assert running_by_key(db_url) == {"A": 2, "B": 2, "C": 2}
+    heads = [store.get_job(ids[2]) for ids in keyed.values()]
+    assert all(job is not None and (job.status, job.limit_wait) == ("ready", "") for job in heads)
+    store.complete("h1", keyed["A"][:1], "delete")
+    plan.ended("t.fair", QUEUE, "A")
+    assert [row.id for row in limited(store, plan, 3)] == [keyed["A"][2]]
+    assert running_by_key(db_url) == {"A": 2, "B": 2, "C": 2}
+
+
+def test_a_full_tenant_first_in_turn_does_not_block_the_round(
+    store: Store, queue: Queue, db_url: str
+) -> None:
+    """A's bucket is full (2 of its 50 running): claims of one job each serve B..F, each
+    in its order, passing A over whenever its turn comes; A never passes 2."""
+    plan = LimitPlan((SHOPS,), {})
+    flood = put(queue, "A", 50, limit_key="A")
+    assert [row.id for row in limited(store, plan, 2)] == flood[:1]
+    assert [row.id for row in limited(store, plan, 2)] == flood[1:2]
+    small = {t: put(queue, t, 2, limit_key=t) for t in "BCDEF"}
+    order = [row.id for _ in range(10) for row in limited(store, plan)]
+    assert sorted(order) == sorted(i for ids in small.values() for i in ids)
+    for ids in small.values():
+        assert [i for i in order if i in ids] == ids
+    assert running_by_key(db_url)["A"] == 2
+
+
+def test_a_job_of_a_limited_handler_in_a_fair_queue_keeps_its_limit(
+    store: Store, queue: Queue, db_url: str
+) -> None:
+    """No limit names the fair queue, but one names a handler whose job is enqueued there:
+    the fair claim finds it and keeps the limit (concurrency 1) from then on."""
+    plan = LimitPlan((LimitConfig("one", handlers=("t.fair",), concurrency=1),), {})
+    put(queue, "A", 3)
+    put(queue, "B", 3)
+    assert len(limited(store, plan)) == 1
+    assert QUEUE in plan.limited_queues
+    assert limited(store, plan) == [] and limited(store, plan, 3) == []
+    assert sum(running_by_key(db_url).values()) == 1

@@ -32,11 +32,11 @@ def claim(
     fair_share: bool,
 ) -> tuple[list[JobRow], int]:
     """Write the successes `done` and claim up to `size` jobs of `queue`, in one
-    transaction: fairly (tenants take turns; never with limits, fair.check_config), under
-    the `limits` plan, or in plain priority / run_at / id order. The jobs claimed and how
+    transaction: fairly (tenants take turns, within the `limits` plan), under the
+    `limits` plan, or in plain priority / run_at / id order. The jobs claimed and how
     many successes were written."""
     if fair_share:
-        return fair.complete_and_claim(store, done, queue, owner, size, lease)
+        return fair.complete_and_claim(store, done, queue, owner, size, lease, limits)
     if limits:
         return claims.complete_and_claim(store, limits, done, queue, owner, size, lease)
     return store.complete_and_claim(done, queue, owner, size, lease)
