@@ -149,7 +149,7 @@ class Worker:
         try:
             batch, written = flow.claim(
                 self.store, done, queue, self.owner, size, lease,
-                limits=self.limits or None, fair_share=pool.fair,
+                limits=self.limits or None, fair_share=pool.fair, weights=pool.weights,
             )  # fmt: skip
         finally:
             self.events.claimed([row.id for row in batch])

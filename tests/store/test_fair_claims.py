@@ -12,6 +12,7 @@ from util import backend_of, sql
 
 from supervisor.cluster.chores import Chores
 from supervisor.config import LimitConfig, build_config
+from supervisor.errors import ConfigError
 from supervisor.models import JobRow
 from supervisor.queue import Queue
 from supervisor.store import Store, open_store
@@ -243,3 +244,32 @@ def test_a_job_of_a_limited_handler_in_a_fair_queue_keeps_its_limit(
     assert QUEUE in plan.limited_queues
     assert limited(store, plan) == [] and limited(store, plan, 3) == []
     assert sum(running_by_key(db_url).values()) == 1
+
+
+def test_a_tenant_of_weight_3_keeps_its_turn_for_3_claims(store: Store, queue: Queue) -> None:
+    """[pools.fair.weights] A = 3: A is served three claims in a row, then B and C (weight
+    1) one each, and round again; each tenant's jobs in order."""
+    ids = {t: put(queue, t, 6) for t in "ABC"}
+    weights = {"A": 3}
+    taken = []
+    for _ in range(10):
+        taken += fair.complete_and_claim(store, {}, QUEUE, "h1", 1, LEASE, None, weights)[0]
+    served = "".join(tenant_of(store, row) for row in taken)
+    assert served == "AAABCAAABC"
+    assert [row.id for row in taken if row.id in ids["A"]] == ids["A"]
+
+
+def test_weights_are_read_from_the_pool_and_need_fair() -> None:
+    pools = {QUEUE: {"fair": True, "weights": {"shop-1": 3, "big": 10}}}
+    config = build_config({"database": {"url": "sqlite:///x.db"}, "pools": pools}, "forkq.toml")
+    assert config.pool(QUEUE).weights == (("big", 10), ("shop-1", 3))  # type: ignore[union-attr]
+    for weights, problem in (({"a": 0}, "must be at least 1"), ({"a": "3"}, "expected an integer")):
+        bad = {
+            "database": {"url": "sqlite:///x.db"},
+            "pools": {QUEUE: {"fair": True, "weights": weights}},
+        }
+        with pytest.raises(ConfigError, match=problem):
+            build_config(bad, "forkq.toml")
+    plain = {"database": {"url": "sqlite:///x.db"}, "pools": {"plain": {"weights": {"a": 2}}}}
+    with pytest.raises(ConfigError, match=r"pools\.plain\.weights: weights are a fair pool's"):
+        build_config(plain, "forkq.toml")

@@ -105,8 +105,15 @@ def innodb_table_id(url: str) -> int:
     return int(table_id)
 
 
+def undo_version_15(url: str) -> None:
+    """Take away what version 15 added (forkq_tenants.served)."""
+    sql(url, "ALTER TABLE forkq_tenants DROP COLUMN served")
+    sql(url, "UPDATE forkq_schema SET version = 9")
+
+
 def undo_version_9(url: str) -> None:
-    """Take away what version 9 added (forkq_schedules)."""
+    """Take away what versions 15 and 9 added (then forkq_schedules)."""
+    undo_version_15(url)
     sql(url, "DROP TABLE forkq_schedules")
     sql(url, "UPDATE forkq_schema SET version = 8")
 
@@ -444,8 +451,8 @@ def test_a_version_7_database_is_upgraded_to_8_in_place(db_url: str) -> None:
         assert store.require_schema() == 7  # the daemon still runs on version 7
         plain = store.enqueue(_job())  # a producer on version 7
         table_id = innodb_table_id(db_url) if backend_of(db_url) == "mysql" else 0
-        assert store.apply_schema() == SCHEMA_VERSION == 9
-        assert recorded_version(db_url) == 9
+        assert store.apply_schema() == SCHEMA_VERSION == 15
+        assert recorded_version(db_url) == 15
         assert live_columns(db_url) == declared(MYSQL_DDL)
         assert "forkq_jobs_tenant" in job_indexes(db_url)
         tenants = dict(sql(db_url, "SELECT id, tenant FROM forkq_jobs"))
@@ -466,13 +473,35 @@ def test_a_version_8_database_is_upgraded_to_9_in_place(db_url: str) -> None:
         undo_version_9(db_url)
         assert "forkq_schedules" not in live_columns(db_url)
         table_id = innodb_table_id(db_url) if backend_of(db_url) == "mysql" else 0
-        assert store.apply_schema() == SCHEMA_VERSION == 9
-        assert recorded_version(db_url) == 9
+        assert store.apply_schema() == SCHEMA_VERSION == 15
+        assert recorded_version(db_url) == 15
         assert live_columns(db_url) == declared(MYSQL_DDL)
         job = store.get_job(job_id)
         assert job is not None and job.tags is None
         assert store.runtime_schedules() == []
         if backend_of(db_url) == "mysql":
             assert innodb_table_id(db_url) == table_id
+    finally:
+        store.close()
+
+
+def test_a_version_9_database_is_upgraded_to_15_in_place(db_url: str) -> None:
+    """Version 15 adds forkq_tenants.served (a fair pool's weights): a tenant in a round
+    before keeps its row and its turn, with no claims counted in it."""
+    store = open_store(db_url)
+    try:
+        job = build_job("schema.keep", {}, "fair", 0.0, None, 0, None, None, group_key="shop-1")
+        store.enqueue(job)
+        undo_version_15(db_url)
+        assert "served" not in live_columns(db_url)["forkq_tenants"]
+        table_id = innodb_table_id(db_url) if backend_of(db_url) == "mysql" else 0
+        assert store.apply_schema() == SCHEMA_VERSION == 15
+        assert recorded_version(db_url) == 15
+        assert live_columns(db_url) == declared(MYSQL_DDL)
+        assert sql(db_url, "SELECT tenant, last_served, served FROM forkq_tenants") == [
+            ("shop-1", 0, 0)
+        ]
+        if backend_of(db_url) == "mysql":
+            assert innodb_table_id(db_url) == table_id  # forkq_jobs untouched
     finally:
         store.close()

@@ -74,10 +74,11 @@ def complete_and_claim(
     size: int,
     lease: float,
     plan: LimitPlan | None = None,
+    weights: Mapping[str, int] | None = None,
 ) -> tuple[list[JobRow], int]:
     """Store.complete_and_claim for a fair pool: the head jobs of the tenants served least
     recently, one each, up to `size`, within the limits of `plan`; and the previous
-    batch's successes recorded."""
+    batch's successes recorded. A tenant of `weights` keeps its turn for that many claims."""
     _steps[queue] = step = _steps.get(queue, 0) + 1
     if step % WALK_EVERY == 1:
         _discover(store, queue)
@@ -85,7 +86,7 @@ def complete_and_claim(
     freed: Counter[Bucket] = Counter()
     if plan:
         freed, plan.freed = plan.freed, Counter()
-    turn = _Turn(store, queue, owner, size, lease, plan)
+    turn = _Turn(store, queue, owner, size, lease, plan, weights or {})
     completed = 0
     for _ in range(ROUNDS):
         rows, passed, written = store.retrying(partial(turn.attempt, done, [*due, *freed]))
@@ -105,6 +106,7 @@ class _Turn:
     size: int
     lease: float
     plan: LimitPlan | None
+    weights: Mapping[str, int]  # the pool's: tenant to claims per turn (others: 1)
 
     def attempt(
         self, done: Mapping[str, Sequence[int]], extra: list[Bucket]
@@ -126,18 +128,34 @@ class _Turn:
                 plan.limited_queues.add(queue)  # a limited handler's job here: from now on
                 claim = LimitClaim(store, plan, queue, self.owner, self.lease)
                 taken, passed = claim_limited(claim, rows, size, extra)
-                turned = sorted({row["tenant"] for row in taken + passed})
-                if turned:
-                    params = store.bind(queue=queue, names=store.bind_ids(turned))
-                    store.statement("fair_served", params)
+                self.turned([r["tenant"] for r in taken], [r["tenant"] for r in passed])
                 return taken, len(passed), completed
             rows = rows[:size]
-            if rows:
+            if rows and not self.weights:
                 _take(store, queue, rows, "fair_claim_update", self.owner, self.lease)
+            elif rows:
+                _take(store, queue, rows, "claim_update", self.owner, self.lease)
+                self.turned([r["tenant"] for r in rows], [])
             else:  # every tenant with work is another claim's now: the queue's head
                 rows = store.query("claim_select", store.bind(queue=queue, limit=size))
                 _take(store, queue, rows, "claim_update", self.owner, self.lease)
         return rows, 0, completed
+
+    def turned(self, served: list[str], passed: list[str]) -> None:
+        """Tenants to the back of the round: those passed over at once, those served once
+        they have had their weight's claims in this turn (one without weights)."""
+        groups: dict[int, set[str]] = {1: set(passed)}
+        for tenant in served:
+            groups.setdefault(self.weights.get(tenant, 1), set()).add(tenant)
+        for weight, tenants in sorted(groups.items()):
+            if not tenants:
+                continue
+            names = self.store.bind_ids(sorted(tenants))
+            if self.weights:
+                params = self.store.bind(queue=self.queue, names=names, weight=weight)
+                self.store.statement("fair_weigh", params)
+            else:
+                self.store.statement("fair_served", self.store.bind(queue=self.queue, names=names))
 
 
 def claim_limited(
