@@ -273,3 +273,31 @@ def test_weights_are_read_from_the_pool_and_need_fair() -> None:
     plain = {"database": {"url": "sqlite:///x.db"}, "pools": {"plain": {"weights": {"a": 2}}}}
     with pytest.raises(ConfigError, match=r"pools\.plain\.weights: weights are a fair pool's"):
         build_config(plain, "forkq.toml")
+
+
+def test_weights_under_a_limit_a_full_tenant_loses_the_rest_of_its_turn(
+    store: Store, queue: Queue, db_url: str
+) -> None:
+    """A of weight 3 under per-key concurrency 2: A, A, then A's bucket is full and A is
+    passed over (to the back, its turn ended) for B and C, until they are full too; with
+    its slots free again A has a new turn of 3 claims, of which its bucket lets 2 run."""
+    plan = LimitPlan((SHOPS,), {})
+    ids = {t: put(queue, t, 6, limit_key=t) for t in "ABC"}
+
+    def claims(n: int) -> str:
+        plan.next_look = 0.0
+        return "".join(
+            row.limit_key or ""
+            for _ in range(n)
+            for row in fair.complete_and_claim(store, {}, QUEUE, "h1", 1, LEASE, plan, {"A": 3})[0]
+        )
+
+    assert claims(7) == "AABCBC"  # then every bucket is full
+    assert running_by_key(db_url) == {"A": 2, "B": 2, "C": 2}
+    store.complete("h1", ids["A"][:2], "delete")
+    plan.ended("t.fair", QUEUE, "A")
+    plan.ended("t.fair", QUEUE, "A")
+    assert claims(3) == "AA"
+    assert running_by_key(db_url)["A"] == 2
+    [(served,)] = sql(db_url, "SELECT served FROM forkq_tenants WHERE tenant = 'A'")
+    assert served == 0  # passed over at its third claim: its turn ended
