@@ -301,3 +301,25 @@ def test_weights_under_a_limit_a_full_tenant_loses_the_rest_of_its_turn(
     assert running_by_key(db_url)["A"] == 2
     [(served,)] = sql(db_url, "SELECT served FROM forkq_tenants WHERE tenant = 'A'")
     assert served == 0  # passed over at its third claim: its turn ended
+
+
+def test_the_fallback_takes_no_job_of_a_limited_handler(
+    store: Store, queue: Queue, db_url: str
+) -> None:
+    """Every tenant row is another claim's (held here by a second session), so the claim
+    falls back to the queue's head: that head is a limited handler's job (no limit names
+    the queue), so it is not taken there; the queue is claimed under limits from then on."""
+    if backend_of(db_url) != "mysql":
+        pytest.skip("SQLite claims one at a time (BEGIN IMMEDIATE)")
+    plan = LimitPlan((LimitConfig("one", handlers=("t.fair",), concurrency=1),), {})
+    put(queue, "A", 3)
+    other = open_store(db_url)
+    try:
+        with other.transaction():
+            held = other.query("fair_turn", other.bind(queue=QUEUE, limit=10))
+            assert [row["tenant"] for row in held] == ["A"]
+            assert limited(store, plan) == []
+            assert QUEUE in plan.limited_queues
+    finally:
+        other.close()
+    assert len(limited(store, plan)) == 1 and limited(store, plan) == []

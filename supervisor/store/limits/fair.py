@@ -138,6 +138,9 @@ class _Turn:
                 self.turned([r["tenant"] for r in rows], [])
             else:  # every tenant with work is another claim's now: the queue's head
                 rows = store.query("claim_select", store.bind(queue=queue, limit=size))
+                if plan and any(plan.covers(r["handler"], queue) for r in rows):
+                    plan.limited_queues.add(queue)  # a limited handler's job: none taken
+                    return [], 0, completed
                 _take(store, queue, rows, "claim_update", self.owner, self.lease)
         return rows, 0, completed
 
