@@ -34,7 +34,14 @@ the back of the round: a full bucket never blocks the round. Nothing is parked (
 stays the tenant's head, in order), and such a claim never takes the plain fallback
 (whose select could pass a tenant's locked head): with nothing taken after passing
 tenants over, it tries the next ones, up to ROUNDS transactions. Limited queues claim
-one job at a time (Worker.claim_size): never more held than can start.
+one job at a time (Worker.claim_size): never more held than can start. A plain fallback
+that finds a limited handler's job takes nothing, and the queue is claimed under limits
+from then on.
+
+Weights (`[pools.X.weights]`, schema 15): a served tenant of weight N keeps its turn
+(last_served unchanged, forkq_tenants.served counting) until it has had N claims in it,
+then goes to the back (fair_weigh); a tenant passed over loses the rest of its turn. A
+pool without weights never reads or writes `served`.
 """
 
 from __future__ import annotations
