@@ -127,10 +127,9 @@ class _Turn:
                 for mode, ids in done.items()
                 if ids
             )
-            rows = _fair_rows(store, queue, size + (SLACK if plan else min(size, SLACK)))
-            if plan and (
-                queue in plan.limited_queues or any(plan.covers(r["handler"], queue) for r in rows)
-            ):
+            limited = plan is not None and queue in plan.limited_queues
+            rows = _fair_rows(store, queue, size + (SLACK if limited else min(size, SLACK)))
+            if plan and (limited or any(plan.covers(r["handler"], queue) for r in rows)):
                 store.require_limits_schema()
                 plan.limited_queues.add(queue)  # a limited handler's job here: from now on
                 claim = LimitClaim(store, plan, queue, self.owner, self.lease)
