@@ -181,6 +181,7 @@ CREATE TABLE IF NOT EXISTS forkq_tenants (
   queue        VARCHAR(64)  NOT NULL COMMENT 'a queue of a fair pool',
   tenant       VARCHAR(191) NOT NULL COMMENT 'a tenant with jobs in that queue (forkq_jobs.tenant)',
   last_served  BIGINT       NOT NULL DEFAULT 0 COMMENT 'database clock in microseconds when a claim last took the tenant''s head job; 0: never, served first',
+  served       INT          NOT NULL DEFAULT 0 COMMENT 'jobs claimed in the tenant''s turn so far (a pool''s weights: a tenant of weight N keeps its turn for N claims)',
   PRIMARY KEY (queue, tenant),
   KEY forkq_tenants_turn (queue, last_served, tenant)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq fair share: the round-robin cursor of fair queues, one row per tenant with ready jobs; a claim serves the least recently served first and deletes the row of a tenant it finds with no job ready or running';
@@ -201,4 +202,4 @@ CREATE TABLE IF NOT EXISTS forkq_schema (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq schema version';
 
 -- The version this file creates; kept if the database already records one.
-INSERT IGNORE INTO forkq_schema (id, version) VALUES (1, 14);
+INSERT IGNORE INTO forkq_schema (id, version) VALUES (1, 15);

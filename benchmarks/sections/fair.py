@@ -155,7 +155,8 @@ def flood(bench: Any, queue: Queue, kinds: dict[str, Any], n: int, deadline: Any
             queue.enqueue_many([{**spec, "payload": {"file": str(record)}}] * SMALL)
             seen = wait_for(partial(small_done, record), deadline, f"B's jobs ({kind})", POLL)
             left = bench.b.count("group_key = 'A'")
-            wait_for(lambda: bench.b.count() == 0, deadline, f"the flood drained ({kind})", 0.1)
+        # The rest of the flood is not drained: clear() deletes it (the next kind's, and the
+        # section's end), which keeps the section within its deadline on SQLite.
         wait = max(end for _, _, end in seen.values()) - at
         bench.fig(
             "fair",

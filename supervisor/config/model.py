@@ -36,6 +36,7 @@ class PoolConfig:
     retention: float = 7 * 86400.0
     claim_batch: int = 20  # jobs claimed per transaction
     fair: bool = False  # tenants (group_key, else limit_key) take turns: store/limits/fair.py
+    weights: tuple[tuple[str, int], ...] = ()  # a fair pool's tenants' jobs per turn; else 1
 
     def __post_init__(self) -> None:
         if self.max_workers == 0:  # the one place this default is decided

@@ -39,6 +39,7 @@ from supervisor.config.values import (
     read_session_timeout,
     read_str,
     read_str_list,
+    read_weights,
 )
 from supervisor.dburl import DEFAULT_URL, DatabaseURL, parse_database_url, with_nodes
 from supervisor.errors import ConfigError, install_hint
@@ -82,6 +83,7 @@ _POOL_FIELDS: dict[str, Callable[[Any], Any]] = {
     "retention": read_seconds(0),
     "claim_batch": read_int(1),
     "fair": read_bool,
+    "weights": read_weights,
 }
 _RULE_FIELDS: dict[str, Callable[[Any], Any]] = {
     "max_ready": read_int(0),
@@ -198,6 +200,8 @@ def read_pools(table: Any, problems: Problems) -> tuple[PoolConfig, ...]:
             problems.add(f"pools.{name}.max_workers", f"must be at least workers ({workers})")
         if not name or len(name) > 64:
             problems.add(f"pools.{name}", "a pool (queue) name has 1 to 64 characters")
+        if values.get("weights") and not values.get("fair"):
+            problems.add(f"pools.{name}.weights", "weights are a fair pool's: add fair = true")
         pools.append(PoolConfig(name=name, **values))
     return tuple(pools)
 

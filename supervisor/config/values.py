@@ -90,6 +90,23 @@ def read_table(value: Any) -> dict[str, Any]:
     return value
 
 
+MAX_WEIGHT = 1000  # jobs a fair pool's tenant may take per turn, at most
+
+
+def read_weights(value: Any) -> tuple[tuple[str, int], ...]:
+    """A fair pool's [pools.NAME.weights]: tenant name to the jobs it takes per turn."""
+    check = read_int(1)
+    weights = []
+    for tenant, weight in sorted(read_table(value).items()):
+        try:
+            weights.append((tenant, check(weight)))
+        except ValueError as exc:
+            raise ValueError(f"{tenant}: {exc}") from None
+        if weight > MAX_WEIGHT:
+            raise ValueError(f"{tenant}: at most {MAX_WEIGHT}, got {weight}")
+    return tuple(weights)
+
+
 def read_json_table(value: Any) -> dict[str, Any]:
     table = read_table(value)
     try:

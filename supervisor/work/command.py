@@ -50,7 +50,6 @@ from typing import TYPE_CHECKING, Any
 
 from supervisor import events, logs, registry
 from supervisor.errors import JobTimeout
-from supervisor.store.limits import fair
 from supervisor.work.exits import CommandFailed, error_text, judge
 from supervisor.work.pipes import Pipes
 
@@ -66,13 +65,9 @@ def load_handlers(config: Config, *, reload: bool = False) -> list[str]:
     """Every handler of the config: its modules' functions and its commands (run here).
 
     What `forkq run` (at boot and on HUP), `work`, `enqueue`, `check` and the dashboard
-    call; the loaded modules' names. A fair pool under [limits] is refused here, where
-    the handlers' queues are known (ConfigError).
+    call; the loaded modules' names.
     """
-    loaded = registry.load(config, CommandHandler, reload=reload)
-    queues = {name: h.queue for name in registry.names() if (h := registry.get(name)) is not None}
-    fair.check_config(config, queues)
-    return loaded
+    return registry.load(config, CommandHandler, reload=reload)
 
 
 class CommandHandler:

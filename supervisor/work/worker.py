@@ -152,7 +152,7 @@ class Worker:
         try:
             batch, written = flow.claim(
                 self.store, done, queue, self.owner, size, lease,
-                limits=self.limits or None, fair_share=pool.fair,
+                limits=self.limits or None, fair_share=pool.fair, weights=pool.weights,
             )  # fmt: skip
         except ConnectionLost:
             self._claim_unknown = True

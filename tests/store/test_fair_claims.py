@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from dataclasses import replace
 
 import pytest
 from util import backend_of, sql
@@ -18,6 +17,7 @@ from supervisor.models import JobRow
 from supervisor.queue import Queue
 from supervisor.store import Store, open_store
 from supervisor.store.limits import fair
+from supervisor.store.limits.buckets import LimitPlan
 
 QUEUE = "fair"
 LEASE = 60.0
@@ -179,15 +179,147 @@ def test_concurrent_claims_never_take_a_job_twice(db_url: str, queue: Queue) -> 
     assert len(ids) == len(set(ids)) == 400
 
 
-def test_a_fair_pool_under_limits_is_a_config_error() -> None:
-    raw = {"database": {"url": "sqlite:///x.db"}, "pools": {QUEUE: {"fair": True}}}
-    config = build_config(raw, "forkq.toml")
-    assert config.pool(QUEUE) is not None and config.pool(QUEUE).fair  # type: ignore[union-attr]
-    fair.check_config(config, {"t.fair": QUEUE})  # no limits: fine
-    by_queue = LimitConfig("shops", queues=(QUEUE,), concurrency=2, per_key=True)
-    by_handler = LimitConfig("mail", handlers=("t.fair",), concurrency=2)
-    for limit in (by_queue, by_handler):
-        with pytest.raises(ConfigError, match="fair pool cannot be under"):
-            fair.check_config(replace(config, limits=(limit,)), {"t.fair": QUEUE})
-    other = LimitConfig("mail", handlers=("t.other",), concurrency=2)
-    fair.check_config(replace(config, limits=(other,)), {"t.other": "mail", "t.fair": QUEUE})
+SHOPS = LimitConfig("shops", queues=(QUEUE,), concurrency=2, per_key=True)
+
+
+def limited(store: Store, plan: LimitPlan, n: int = 1, owner: str = "h1") -> list[JobRow]:
+    plan.next_look = 0.0  # look at due buckets on every claim: the tests do not wait 0.1 s
+    return fair.complete_and_claim(store, {}, QUEUE, owner, n, LEASE, plan)[0]
+
+
+def running_by_key(db_url: str) -> dict[str, int]:
+    rows = sql(
+        db_url,
+        "SELECT limit_key, COUNT(*) FROM forkq_jobs WHERE status = 'running' GROUP BY limit_key",
+    )
+    return {str(key): int(n) for key, n in rows}
+
+
+def test_under_a_limit_a_full_tenant_is_passed_over_and_its_order_kept(
+    store: Store, queue: Queue, db_url: str
+) -> None:
+    """Per-key concurrency 2: tenants take turns until each has 2 running; then every
+    bucket is full and a claim takes nothing (and parks nothing: each head stays ready,
+    claimable); once one of A's ends, A's next job, in order, is the one served."""
+    plan = LimitPlan((SHOPS,), {})
+    keyed = {t: put(queue, t, 4, limit_key=t) for t in "ABC"}
+    served = [row.limit_key for _ in range(6) for row in limited(store, plan)]
+    assert served == ["A", "B", "C", "A", "B", "C"]
+    assert limited(store, plan) == []
+    assert running_by_key(db_url) == {"A": 2, "B": 2, "C": 2}
+    heads = [store.get_job(ids[2]) for ids in keyed.values()]
+    assert all(job is not None and (job.status, job.limit_wait) == ("ready", "") for job in heads)
+    store.complete("h1", keyed["A"][:1], "delete")
+    plan.ended("t.fair", QUEUE, "A")
+    assert [row.id for row in limited(store, plan, 3)] == [keyed["A"][2]]
+    assert running_by_key(db_url) == {"A": 2, "B": 2, "C": 2}
+
+
+def test_a_full_tenant_first_in_turn_does_not_block_the_round(
+    store: Store, queue: Queue, db_url: str
+) -> None:
+    """A's bucket is full (2 of its 50 running): claims of one job each serve B..F, each
+    in its order, passing A over whenever its turn comes; A never passes 2."""
+    plan = LimitPlan((SHOPS,), {})
+    flood = put(queue, "A", 50, limit_key="A")
+    assert [row.id for row in limited(store, plan, 2)] == flood[:1]
+    assert [row.id for row in limited(store, plan, 2)] == flood[1:2]
+    small = {t: put(queue, t, 2, limit_key=t) for t in "BCDEF"}
+    order = [row.id for _ in range(10) for row in limited(store, plan)]
+    assert sorted(order) == sorted(i for ids in small.values() for i in ids)
+    for ids in small.values():
+        assert [i for i in order if i in ids] == ids
+    assert running_by_key(db_url)["A"] == 2
+
+
+def test_a_job_of_a_limited_handler_in_a_fair_queue_keeps_its_limit(
+    store: Store, queue: Queue, db_url: str
+) -> None:
+    """No limit names the fair queue, but one names a handler whose job is enqueued there:
+    the fair claim finds it and keeps the limit (concurrency 1) from then on."""
+    plan = LimitPlan((LimitConfig("one", handlers=("t.fair",), concurrency=1),), {})
+    put(queue, "A", 3)
+    put(queue, "B", 3)
+    assert len(limited(store, plan)) == 1
+    assert QUEUE in plan.limited_queues
+    assert limited(store, plan) == [] and limited(store, plan, 3) == []
+    assert sum(running_by_key(db_url).values()) == 1
+
+
+def test_a_tenant_of_weight_3_keeps_its_turn_for_3_claims(store: Store, queue: Queue) -> None:
+    """[pools.fair.weights] A = 3: A is served three claims in a row, then B and C (weight
+    1) one each, and round again; each tenant's jobs in order."""
+    ids = {t: put(queue, t, 6) for t in "ABC"}
+    weights = {"A": 3}
+    taken = []
+    for _ in range(10):
+        taken += fair.complete_and_claim(store, {}, QUEUE, "h1", 1, LEASE, None, weights)[0]
+    served = "".join(tenant_of(store, row) for row in taken)
+    assert served == "AAABCAAABC"
+    assert [row.id for row in taken if row.id in ids["A"]] == ids["A"]
+
+
+def test_weights_are_read_from_the_pool_and_need_fair() -> None:
+    pools = {QUEUE: {"fair": True, "weights": {"shop-1": 3, "big": 10}}}
+    config = build_config({"database": {"url": "sqlite:///x.db"}, "pools": pools}, "forkq.toml")
+    assert config.pool(QUEUE).weights == (("big", 10), ("shop-1", 3))  # type: ignore[union-attr]
+    for weights, problem in (({"a": 0}, "must be at least 1"), ({"a": "3"}, "expected an integer")):
+        bad = {
+            "database": {"url": "sqlite:///x.db"},
+            "pools": {QUEUE: {"fair": True, "weights": weights}},
+        }
+        with pytest.raises(ConfigError, match=problem):
+            build_config(bad, "forkq.toml")
+    plain = {"database": {"url": "sqlite:///x.db"}, "pools": {"plain": {"weights": {"a": 2}}}}
+    with pytest.raises(ConfigError, match=r"pools\.plain\.weights: weights are a fair pool's"):
+        build_config(plain, "forkq.toml")
+
+
+def test_weights_under_a_limit_a_full_tenant_loses_the_rest_of_its_turn(
+    store: Store, queue: Queue, db_url: str
+) -> None:
+    """A of weight 3 under per-key concurrency 2: A, A, then A's bucket is full and A is
+    passed over (to the back, its turn ended) for B and C, until they are full too; with
+    its slots free again A has a new turn of 3 claims, of which its bucket lets 2 run."""
+    plan = LimitPlan((SHOPS,), {})
+    ids = {t: put(queue, t, 6, limit_key=t) for t in "ABC"}
+
+    def claims(n: int) -> str:
+        plan.next_look = 0.0
+        return "".join(
+            row.limit_key or ""
+            for _ in range(n)
+            for row in fair.complete_and_claim(store, {}, QUEUE, "h1", 1, LEASE, plan, {"A": 3})[0]
+        )
+
+    assert claims(7) == "AABCBC"  # then every bucket is full
+    assert running_by_key(db_url) == {"A": 2, "B": 2, "C": 2}
+    store.complete("h1", ids["A"][:2], "delete")
+    plan.ended("t.fair", QUEUE, "A")
+    plan.ended("t.fair", QUEUE, "A")
+    assert claims(3) == "AA"
+    assert running_by_key(db_url)["A"] == 2
+    [(served,)] = sql(db_url, "SELECT served FROM forkq_tenants WHERE tenant = 'A'")
+    assert served == 0  # passed over at its third claim: its turn ended
+
+
+def test_the_fallback_takes_no_job_of_a_limited_handler(
+    store: Store, queue: Queue, db_url: str
+) -> None:
+    """Every tenant row is another claim's (held here by a second session), so the claim
+    falls back to the queue's head: that head is a limited handler's job (no limit names
+    the queue), so it is not taken there; the queue is claimed under limits from then on."""
+    if backend_of(db_url) != "mysql":
+        pytest.skip("SQLite claims one at a time (BEGIN IMMEDIATE)")
+    plan = LimitPlan((LimitConfig("one", handlers=("t.fair",), concurrency=1),), {})
+    put(queue, "A", 3)
+    other = open_store(db_url)
+    try:
+        with other.transaction():
+            held = other.query("fair_turn", other.bind(queue=QUEUE, limit=10))
+            assert [row["tenant"] for row in held] == ["A"]
+            assert limited(store, plan) == []
+            assert QUEUE in plan.limited_queues
+    finally:
+        other.close()
+    assert len(limited(store, plan)) == 1 and limited(store, plan) == []

@@ -141,9 +141,15 @@ def undo_version_14(url: str) -> None:
     sql(url, "UPDATE forkq_schema SET version = 13")
 
 
+def undo_version_15(url: str) -> None:
+    """Take away what version 15 added (forkq_tenants.served)."""
+    sql(url, "ALTER TABLE forkq_tenants DROP COLUMN served")
+    sql(url, "UPDATE forkq_schema SET version = 14")
+
+
 # What each version after 9 added, taken away by undo_versions_above (numbers may have
 # gaps: each records the version before its own).
-UNDO_AFTER_9 = {10: undo_version_10, 14: undo_version_14}
+UNDO_AFTER_9 = {10: undo_version_10, 14: undo_version_14, 15: undo_version_15}
 
 
 def undo_versions_above(url: str, version: int) -> None:
@@ -579,5 +585,27 @@ def test_a_version_13_database_is_upgraded_to_14_in_place(db_url: str) -> None:
         if backend_of(db_url) == "mysql":
             assert innodb_table_id(db_url) == table_id  # instant and online: no table copy
             assert status_comment(db_url).startswith(STATUS_COMMENT_LATEST)
+    finally:
+        store.close()
+
+
+def test_a_version_14_database_is_upgraded_to_15_in_place(db_url: str) -> None:
+    """Version 15 adds forkq_tenants.served (a fair pool's weights): a tenant in a round
+    before keeps its row and its turn, with no claims counted in it."""
+    store = open_store(db_url)
+    try:
+        job = build_job("schema.keep", {}, "fair", 0.0, None, 0, None, None, group_key="shop-1")
+        store.enqueue(job)
+        undo_versions_above(db_url, 14)
+        assert "served" not in live_columns(db_url)["forkq_tenants"]
+        table_id = innodb_table_id(db_url) if backend_of(db_url) == "mysql" else 0
+        assert store.apply_schema() == SCHEMA_VERSION
+        assert recorded_version(db_url) == SCHEMA_VERSION
+        assert live_columns(db_url) == declared(MYSQL_DDL)
+        assert sql(db_url, "SELECT tenant, last_served, served FROM forkq_tenants") == [
+            ("shop-1", 0, 0)
+        ]
+        if backend_of(db_url) == "mysql":
+            assert innodb_table_id(db_url) == table_id  # forkq_jobs untouched
     finally:
         store.close()

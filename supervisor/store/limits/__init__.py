@@ -30,13 +30,17 @@ def claim(
     *,
     limits: LimitPlan | None,
     fair_share: bool,
+    weights: Sequence[tuple[str, int]] = (),
 ) -> tuple[list[JobRow], int]:
     """Write the successes `done` and claim up to `size` jobs of `queue`, in one
-    transaction: fairly (tenants take turns; never with limits, fair.check_config), under
-    the `limits` plan, or in plain priority / run_at / id order. The jobs claimed and how
+    transaction: fairly (tenants take turns, within the `limits` plan), under the
+    `limits` plan, or in plain priority / run_at / id order. A fair pool's tenants of
+    `weights` keep their turn for that many claims. The jobs claimed and how
     many successes were written."""
     if fair_share:
-        return fair.complete_and_claim(store, done, queue, owner, size, lease)
+        return fair.complete_and_claim(
+            store, done, queue, owner, size, lease, limits, dict(weights)
+        )
     if limits:
         return claims.complete_and_claim(store, limits, done, queue, owner, size, lease)
     return store.complete_and_claim(done, queue, owner, size, lease)

@@ -75,16 +75,7 @@ def complete_and_claim(
 ) -> tuple[list[JobRow], int]:
     """Store.complete_and_claim with the limits of `plan` kept (see the module's doc)."""
     limited = queue in plan.limited_queues
-    due: list[Bucket] = []
-    if limited:
-        store.require_limits_schema()
-        now = time.monotonic()
-        if now >= plan.next_look:
-            plan.next_look = now + LOOK_EVERY
-            due = [
-                Bucket(r["name"], r["limit_key"])
-                for r in store.rows("limit_due", limit=LOOK_BUCKETS)
-            ]
+    due = look(store, plan) if limited else []
     freed, plan.freed = plan.freed, Counter()
 
     def attempt() -> tuple[list[JobRow], int]:
@@ -92,10 +83,21 @@ def complete_and_claim(
             completed = sum(
                 store.complete_in_transaction(owner, ids, mode) for mode, ids in done.items() if ids
             )
-            claim = _Claim(store, plan, queue, owner, lease)
+            claim = LimitClaim(store, plan, queue, owner, lease)
             return claim.run(limit, limited, due, freed), completed
 
     return store.retrying(attempt)
+
+
+def look(store: Store, plan: LimitPlan) -> list[Bucket]:
+    """Before a claim of a limited queue: the buckets whose wake_at has come, every
+    LOOK_EVERY seconds of this worker (none in between)."""
+    store.require_limits_schema()
+    now = time.monotonic()
+    if now < plan.next_look:
+        return []
+    plan.next_look = now + LOOK_EVERY
+    return [Bucket(r["name"], r["limit_key"]) for r in store.rows("limit_due", limit=LOOK_BUCKETS)]
 
 
 @dataclass
@@ -110,7 +112,7 @@ class _Step:
 
 
 @dataclass
-class _Claim(BucketLocks):
+class LimitClaim(BucketLocks):
     """One claim transaction under limits."""
 
     store: Store
@@ -193,8 +195,10 @@ class _Claim(BucketLocks):
         """The claim's rows; under limits, without those no bucket can hold (ended dead)."""
         params = self.store.bind(queue=self.queue, limit=max(1, limit))
         rows = self.store.query(query, params)
-        if query != "claim_select_limited":
-            return rows
+        return self.refuse(rows) if query == "claim_select_limited" else rows
+
+    def refuse(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`rows` without those no bucket can hold, which end dead (limit_refuse)."""
         refused = [int(r["id"]) for r in rows if not bucket_key_ok(r["limit_key"])]
         if not refused:
             return rows
@@ -255,11 +259,7 @@ class _Claim(BucketLocks):
                 "limit_park", self.store.bind(bucket=bucket.id, ids=self.store.bind_ids(ids))
             )
             self.wake[bucket] = self.now  # it has parked jobs now: hand_on says when to look
-        self.started.update(decision.started)
-        for bucket, count in decision.started.items():
-            self.added[bucket] += count
-            if bucket in self.windows:
-                self.windows[bucket].record(count)
+        self.count_starts(decision.started)
         unparked = sum(self.hand_on(b) for b in sorted(held))
         ran = set(decision.run)
         taken = [r for r in rows if int(r["id"]) in ran]
@@ -272,6 +272,14 @@ class _Claim(BucketLocks):
             undecided=undecided + len(decision.skipped),
             full=bool(rows) and parked == len(rows),
         )
+
+    def count_starts(self, started: Counter[Bucket]) -> None:
+        """The jobs this claim starts, counted in their buckets' bounds and rate windows."""
+        self.started.update(started)
+        for bucket, count in started.items():
+            self.added[bucket] += count
+            if bucket in self.windows:
+                self.windows[bucket].record(count)
 
     def room_left(self) -> dict[Bucket, int]:
         return {b: self.room[b] - self.started[b] for b in self.states}

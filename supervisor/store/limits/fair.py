@@ -24,24 +24,46 @@ tenant with work is locked by other claims, it takes the queue's head as the pla
 does: a worker never idles beside a backlog. What a claim reads is bounded by `size`
 (tenant rows, dives), whatever the number of tenants and jobs: no scan of the backlog.
 
-Not under [limits]: a fair pool whose queue a limit covers is a configuration error
-(`check_config`, called where the handlers are loaded).
+Under [limits] (a limit covers the queue, a handler registered to it, or a head job's
+handler), the claim is the fair pick kept to the limits (claim_limited): the heads of the
+next tenants (size + SLACK of them) are the candidates; their buckets are locked in the
+one order claims.py locks them in (after the tenant and job rows, which are taken with
+SKIP LOCKED: no claim waits while it holds a bucket); each head runs, in turn order,
+while its buckets have room. A tenant whose head does not fit is passed over and goes to
+the back of the round: a full bucket never blocks the round. Nothing is parked (a head
+stays the tenant's head, in order), and such a claim never takes the plain fallback
+(whose select could pass a tenant's locked head): with nothing taken after passing
+tenants over, it tries the next ones, up to ROUNDS transactions. Limited queues claim
+one job at a time (Worker.claim_size): never more held than can start. A plain fallback
+that finds a limited handler's job takes nothing, and the queue is claimed under limits
+from then on.
+
+Weights (`[pools.X.weights]`, schema 15): a served tenant of weight N keeps its turn
+(last_served unchanged, forkq_tenants.served counting) until it has had N claims in it,
+then goes to the back (fair_weigh); a tenant passed over loses the rest of its turn. A
+pool without weights never reads or writes `served`.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from supervisor.config import Config
-from supervisor.errors import ConfigError, TransientDatabaseError
+from supervisor.errors import TransientDatabaseError
 from supervisor.models import JobRow
 from supervisor.store.base import Store
 from supervisor.store.core import micros
 from supervisor.store.jobs import claimed_job
-from supervisor.store.limits.buckets import LimitPlan
+from supervisor.store.limits.buckets import Bucket, Candidate, LimitPlan, decide
+from supervisor.store.limits.claims import LimitClaim, look
 
 SLACK = 4  # tenant rows a claim locks beyond its size (at most double): some may have no job
+
+ROUNDS = 3  # transactions a claim under limits may try while it passes full tenants over
 
 WALK_EVERY = 4  # claims per step of the walk (producers' jobs with a group_key join at once)
 
@@ -58,27 +80,116 @@ def complete_and_claim(
     owner: str,
     size: int,
     lease: float,
+    plan: LimitPlan | None = None,
+    weights: Mapping[str, int] | None = None,
 ) -> tuple[list[JobRow], int]:
     """Store.complete_and_claim for a fair pool: the head jobs of the tenants served least
-    recently, one each, up to `size`; and the previous batch's successes recorded."""
+    recently, one each, up to `size`, within the limits of `plan`; and the previous
+    batch's successes recorded. A tenant of `weights` keeps its turn for that many claims."""
     _steps[queue] = step = _steps.get(queue, 0) + 1
     if step % WALK_EVERY == 1:
         _discover(store, queue)
+    due = look(store, plan) if plan and queue in plan.limited_queues else []
+    freed: Counter[Bucket] = Counter()
+    if plan:
+        freed, plan.freed = plan.freed, Counter()
+    turn = _Turn(store, queue, owner, size, lease, plan, weights or {})
+    completed = 0
+    for _ in range(ROUNDS):
+        rows, passed, written = store.retrying(partial(turn.attempt, done, [*due, *freed]))
+        done, due, freed, completed = {}, [], Counter(), completed + written
+        if rows or not passed:
+            break
+    return [claimed_job(row, queue, owner) for row in rows], completed
 
-    def attempt() -> tuple[list[JobRow], int]:
+
+@dataclass
+class _Turn:
+    """One fair claim: up to ROUNDS transactions under limits, one without."""
+
+    store: Store
+    queue: str
+    owner: str
+    size: int
+    lease: float
+    plan: LimitPlan | None
+    weights: Mapping[str, int]  # the pool's: tenant to claims per turn (others: 1)
+
+    def attempt(
+        self, done: Mapping[str, Sequence[int]], extra: list[Bucket]
+    ) -> tuple[list[dict[str, Any]], int, int]:
+        """One claim transaction: the rows claimed, how many tenants were passed over
+        (their bucket full) and how many successes were written."""
+        store, queue, size, plan = self.store, self.queue, self.size, self.plan
         with store.transaction():
             completed = sum(
-                store.complete_in_transaction(owner, ids, mode) for mode, ids in done.items() if ids
+                store.complete_in_transaction(self.owner, ids, mode)
+                for mode, ids in done.items()
+                if ids
             )
-            rows = _fair_rows(store, queue, size)
-            if rows:
-                _take(store, queue, rows, "fair_claim_update", owner, lease)
+            limited = plan is not None and queue in plan.limited_queues
+            rows = _fair_rows(store, queue, size + (SLACK if limited else min(size, SLACK)))
+            if plan and (limited or any(plan.covers(r["handler"], queue) for r in rows)):
+                store.require_limits_schema()
+                plan.limited_queues.add(queue)  # a limited handler's job here: from now on
+                claim = LimitClaim(store, plan, queue, self.owner, self.lease)
+                taken, passed = claim_limited(claim, rows, size, extra)
+                self.turned([r["tenant"] for r in taken], [r["tenant"] for r in passed])
+                return taken, len(passed), completed
+            rows = rows[:size]
+            if rows and not self.weights:
+                _take(store, queue, rows, "fair_claim_update", self.owner, self.lease)
+            elif rows:
+                _take(store, queue, rows, "claim_update", self.owner, self.lease)
+                self.turned([r["tenant"] for r in rows], [])
             else:  # every tenant with work is another claim's now: the queue's head
                 rows = store.query("claim_select", store.bind(queue=queue, limit=size))
-                _take(store, queue, rows, "claim_update", owner, lease)
-        return [claimed_job(row, queue, owner) for row in rows], completed
+                if plan and any(plan.covers(r["handler"], queue) for r in rows):
+                    plan.limited_queues.add(queue)  # a limited handler's job: none taken
+                    return [], 0, completed
+                _take(store, queue, rows, "claim_update", self.owner, self.lease)
+        return rows, 0, completed
 
-    return store.retrying(attempt)
+    def turned(self, served: list[str], passed: list[str]) -> None:
+        """Tenants to the back of the round: those passed over at once, those served once
+        they have had their weight's claims in this turn (one without weights)."""
+        groups: dict[int, set[str]] = {1: set(passed)}
+        for tenant in served:
+            groups.setdefault(self.weights.get(tenant, 1), set()).add(tenant)
+        for weight, tenants in sorted(groups.items()):
+            if not tenants:
+                continue
+            names = self.store.bind_ids(sorted(tenants))
+            if self.weights:
+                params = self.store.bind(queue=self.queue, names=names, weight=weight)
+                self.store.statement("fair_weigh", params)
+            else:
+                self.store.statement("fair_served", self.store.bind(queue=self.queue, names=names))
+
+
+def claim_limited(
+    claim: LimitClaim, rows: list[dict[str, Any]], size: int, extra: list[Bucket]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The fair pick under limits, in the claim's transaction: the head `rows` (in turn
+    order) run while their buckets have room, up to `size`; those that do not fit are
+    passed over (not parked). The buckets of `extra` (due, or slots this worker freed)
+    are locked with theirs and their room handed on. The rows claimed, and those passed."""
+    rows = claim.refuse(rows)
+    candidates = [
+        Candidate(int(r["id"]), claim.plan.buckets_for(r["handler"], claim.queue, r["limit_key"]))
+        for r in rows
+    ]
+    demand = Counter(b for c in candidates for b in c.buckets)
+    claim.lock(set(demand) | set(extra), demand)
+    decision = decide(candidates, claim.room_left(), None, size)
+    claim.count_starts(decision.started)
+    for bucket in sorted(claim.states):
+        claim.hand_on(bucket)
+    ran = set(decision.run)
+    passed = {job for ids in decision.park.values() for job in ids}
+    taken = [r for r in rows if int(r["id"]) in ran]
+    claim.take(taken, final=True)
+    return taken, [r for r in rows if int(r["id"]) in passed]
 
 
 def _discover(store: Store, queue: str) -> None:
@@ -96,17 +207,17 @@ def _discover(store: Store, queue: str) -> None:
         store.run("fair_add_tenant", queue=queue, tenant=tenant)
 
 
-def _fair_rows(store: Store, queue: str, size: int) -> list[dict[str, Any]]:
-    """Inside the claim's transaction: the head rows of the tenants next in turn, locked,
-    in turn order; the rows of tenants found without a ready job deleted or skipped."""
-    limit = size + min(size, SLACK)
+def _fair_rows(store: Store, queue: str, limit: int) -> list[dict[str, Any]]:
+    """Inside the claim's transaction: the head rows of the next `limit` tenants in turn,
+    locked, in turn order; the rows of tenants found without a ready job deleted or
+    skipped."""
     turn = store.query("fair_turn", store.bind(queue=queue, limit=limit))
     empty = [r["tenant"] for r in turn if r["id"] is None and r["any_ready"] is None]
     if empty:  # rows go, or to the back of the round while the tenant has jobs running
         params = store.bind(queue=queue, names=store.bind_ids(empty))
         if store.statement("fair_forget", params) < len(empty):
             store.statement("fair_skip", params)
-    return [row for row in turn if row["id"] is not None][:size]
+    return [row for row in turn if row["id"] is not None]
 
 
 def _take(
@@ -133,18 +244,3 @@ def prune_rounds(store: Store, config: Config) -> int:
     a group_key enqueued to a plain queue join a round nobody serves); how many went."""
     fair = ["", *(pool.name for pool in config.pools if pool.fair)]  # "": never a queue
     return store.in_chunks("fair_prune", queues=store.bind_ids(fair))
-
-
-def check_config(config: Config, handler_queues: Mapping[str, str]) -> None:
-    """Refuse a fair pool whose queue a [limits.NAME] covers (by its queues, or a handler
-    registered to it): a fair claim does not keep limits."""
-    fair = {pool.name for pool in config.pools if pool.fair}
-    if not fair or not config.limits:
-        return
-    limited = sorted(fair & LimitPlan(config.limits, handler_queues).limited_queues)
-    if limited:
-        raise ConfigError(
-            f"{config.source}: pools.{limited[0]}.fair: a fair pool cannot be under [limits]"
-            f" (a limit covers queue {limited[0]!r} or a handler of it): drop fair = true"
-            " or the limit"
-        )

@@ -16,7 +16,7 @@ from supervisor.store.limits.buckets import Bucket, LimitPlan, RateWindow, room_
 
 
 class BucketLocks:
-    """The buckets' side of one claim: a mixin of `_Claim` (limits.py), whose fields
+    """The buckets' side of one claim: a mixin of `LimitClaim` (claims.py), whose fields
     these are."""
 
     store: Store

@@ -1029,6 +1029,16 @@ WHERE j.id IN %(ids)s;
 UPDATE forkq_tenants SET last_served = CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)
 WHERE queue = %(queue)s AND tenant IN %(names)s;
 
+-- name: fair_weigh
+-- A pool's weights (schema 15): the served tenants of one weight keep their turn until
+-- they have had `weight` claims in it, then go to the back of the round (served back to
+-- 0). MariaDB assigns left to right: last_served is decided on served's old value.
+UPDATE forkq_tenants
+SET last_served = IF(served + 1 >= %(weight)s, CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED),
+                     last_served),
+    served = IF(served + 1 >= %(weight)s, 0, served + 1)
+WHERE queue = %(queue)s AND tenant IN %(names)s;
+
 -- name: fair_forget
 -- Tenants found without a ready job: the rows (locked by this claim) of those without a
 -- running one either go (a producer's next job, or the walk, brings a tenant back)...
@@ -1310,3 +1320,8 @@ CREATE TABLE IF NOT EXISTS forkq_dependencies (
   KEY forkq_dependencies_child (child_id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq dependencies: one row per parent of a job enqueued with depends_on; the transaction that ends a parent releases (or cancels) its waiting children';
 UPDATE forkq_schema SET version = 14, applied_at = NOW(6) WHERE id = 1 AND version < 14;
+-- name: upgrade_to_15
+-- Version 15 adds forkq_tenants.served: a fair pool's weights (an instant column of a
+-- small table).
+ALTER TABLE forkq_tenants ADD COLUMN IF NOT EXISTS served INT NOT NULL DEFAULT 0 COMMENT 'jobs claimed in the tenant''s turn so far (a pool''s weights: a tenant of weight N keeps its turn for N claims)';
+UPDATE forkq_schema SET version = 15, applied_at = NOW(6) WHERE id = 1 AND version < 15;

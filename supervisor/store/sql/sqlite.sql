@@ -831,6 +831,13 @@ WHERE id IN (SELECT value FROM json_each(:ids));
 UPDATE forkq_tenants SET last_served = CAST(:now * 1000000 AS INTEGER)
 WHERE queue = :queue AND tenant IN (SELECT value FROM json_each(:names));
 
+-- name: fair_weigh
+UPDATE forkq_tenants
+SET last_served = CASE WHEN served + 1 >= :weight THEN CAST(:now * 1000000 AS INTEGER)
+                       ELSE last_served END,
+    served = CASE WHEN served + 1 >= :weight THEN 0 ELSE served + 1 END
+WHERE queue = :queue AND tenant IN (SELECT value FROM json_each(:names));
+
 -- name: fair_forget
 DELETE FROM forkq_tenants
 WHERE queue = :queue AND tenant IN (SELECT value FROM json_each(:names))
@@ -1111,3 +1118,8 @@ CREATE TABLE IF NOT EXISTS forkq_dependencies (
 CREATE INDEX IF NOT EXISTS forkq_dependencies_child ON forkq_dependencies (child_id);
 UPDATE forkq_schema SET version = 14, applied_at = (julianday('now') - 2440587.5) * 86400.0
 WHERE id = 1 AND version < 14;
+-- name: upgrade_to_15
+-- Version 15 adds forkq_tenants.served (see mysql.sql).
+ALTER TABLE forkq_tenants ADD COLUMN served INTEGER NOT NULL DEFAULT 0;
+UPDATE forkq_schema SET version = 15, applied_at = (julianday('now') - 2440587.5) * 86400.0
+WHERE id = 1 AND version < 15;

@@ -165,6 +165,7 @@ CREATE TABLE IF NOT EXISTS forkq_tenants (
   queue        TEXT    NOT NULL, -- a queue of a fair pool
   tenant       TEXT    NOT NULL, -- a tenant with ready jobs there (forkq_jobs.tenant)
   last_served  INTEGER NOT NULL DEFAULT 0, -- microseconds; 0: never served
+  served       INTEGER NOT NULL DEFAULT 0, -- jobs claimed in its turn so far (weights)
   PRIMARY KEY (queue, tenant)
 );
 CREATE INDEX IF NOT EXISTS forkq_tenants_turn ON forkq_tenants (queue, last_served, tenant);
@@ -184,4 +185,4 @@ CREATE TABLE IF NOT EXISTS forkq_schema (
 );
 
 -- The version this file creates; kept if the database already records one.
-INSERT OR IGNORE INTO forkq_schema (id, version) VALUES (1, 14);
+INSERT OR IGNORE INTO forkq_schema (id, version) VALUES (1, 15);
