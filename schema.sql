@@ -39,13 +39,15 @@ CREATE TABLE IF NOT EXISTS forkq_jobs (
   tags         TEXT         NULL DEFAULT NULL COMMENT 'JSON list of strings given at enqueue (tags=[...]), for the dashboard''s tag:NAME search; NULL: none',
   progress     VARCHAR(400) NULL DEFAULT NULL COMMENT 'JSON object of percent, message and at (epoch seconds): what its handler last reported (job.progress, or a command''s forkq-progress: line), at most one write a second; NULL: none',
   tenant       VARCHAR(191) AS (COALESCE(group_key, limit_key, '')) VIRTUAL COMMENT 'generated, never written: the job''s tenant in a fair pool (group_key, else limit_key, else empty)',
+  batch_id     BIGINT UNSIGNED NULL DEFAULT NULL COMMENT 'the forkq_batches row of the batch it belongs to (q.batch()); NULL: in none',
   PRIMARY KEY (id),
   UNIQUE KEY forkq_jobs_unique_key (unique_key),
   KEY forkq_jobs_claim (queue, status, priority DESC, run_at, id),
   KEY forkq_jobs_status (status, queue, run_at),
   KEY forkq_jobs_finished (finished_at),
   KEY forkq_jobs_limit (status, limit_wait, queue, priority DESC, run_at, id),
-  KEY forkq_jobs_tenant (queue, status, tenant, priority DESC, run_at, id)
+  KEY forkq_jobs_tenant (queue, status, tenant, priority DESC, run_at, id),
+  KEY forkq_jobs_batch (batch_id, status)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq jobs: one row per job';
 
 CREATE TABLE IF NOT EXISTS forkq_jobs_archive (
@@ -179,6 +181,22 @@ CREATE TABLE IF NOT EXISTS forkq_tenants (
   KEY forkq_tenants_turn (queue, last_served, tenant)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq fair share: the round-robin cursor of fair queues, one row per tenant with ready jobs; a claim serves the least recently served first and deletes the row of a tenant it finds with no job ready or running';
 
+CREATE TABLE IF NOT EXISTS forkq_batches (
+  id           BIGINT UNSIGNED NOT NULL AUTO_INCREMENT COMMENT 'batch id (forkq_jobs.batch_id of its jobs)',
+  callbacks    TEXT         NOT NULL COMMENT 'JSON {event: [handler, queue]} for success, complete and dead',
+  payload      LONGTEXT     NOT NULL COMMENT 'JSON given to every callback job, under "payload"',
+  total        INT          NOT NULL DEFAULT 0 COMMENT 'jobs enqueued in the batch (set when its with-block ends)',
+  sealed       TINYINT      NOT NULL DEFAULT 0 COMMENT '1 once its with-block ended: no callback fires before',
+  created_at   TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'when the batch was opened',
+  settled_at   TIMESTAMP(6) NULL DEFAULT NULL COMMENT 'when its last job ended and its callbacks were enqueued; NULL: still open',
+  done         INT          NULL DEFAULT NULL COMMENT 'jobs that ended done, counted when it settled',
+  dead         INT          NULL DEFAULT NULL COMMENT 'jobs that ended dead, counted when it settled',
+  cancelled    INT          NULL DEFAULT NULL COMMENT 'jobs that ended cancelled, counted when it settled',
+  fired        TEXT         NULL COMMENT 'JSON {event: callback job id} of the callbacks enqueued when it settled',
+  PRIMARY KEY (id),
+  KEY forkq_batches_open (settled_at, id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq batches (q.batch()): callbacks enqueued once when every job of the batch has ended';
+
 CREATE TABLE IF NOT EXISTS forkq_schema (
   id           TINYINT      NOT NULL COMMENT 'always 1',
   version      INT          NOT NULL COMMENT 'schema version applied',
@@ -187,4 +205,4 @@ CREATE TABLE IF NOT EXISTS forkq_schema (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq schema version';
 
 -- The version this file creates; kept if the database already records one.
-INSERT IGNORE INTO forkq_schema (id, version) VALUES (1, 9);
+INSERT IGNORE INTO forkq_schema (id, version) VALUES (1, 13);

@@ -88,6 +88,7 @@ class JobRow:
     group_key: str | None = None  # its tenant in a fair pool (None: the limit_key is)
     tags: str | None = None  # JSON list given at enqueue (schema 9); None: none
     progress: str | None = None  # JSON its handler last reported (schema 9); None: none
+    batch_id: int | None = None  # the q.batch() it belongs to (schema 13); None: none
 
     @classmethod
     def from_mapping(cls, row: dict[str, Any]) -> JobRow:
@@ -115,6 +116,7 @@ class JobRow:
             group_key=row.get("group_key"),  # schema version 8
             tags=row.get("tags"),
             progress=row.get("progress"),
+            batch_id=None if row.get("batch_id") is None else int(row["batch_id"]),
         )
 
     @property
@@ -216,6 +218,30 @@ class NewJob:
     limit_key: str | None = None  # the bucket of a per_key limit (e.g. a tenant)
     group_key: str | None = None  # its tenant in a fair pool (None: the limit_key is)
     tags: tuple[str, ...] | None = None  # for the dashboard's tag:NAME search
+    batch_id: int | None = None  # the q.batch() it belongs to (schema 13)
+
+
+@dataclass(frozen=True)
+class BatchStatus:
+    """Where a batch (q.batch()) stands. `done` counts jobs that ended done, deleted or
+    archived ones too (the total less the rest); counted live while the batch is open,
+    and as counted when it settled after. `fired`: {event: callback job id}."""
+
+    id: int
+    total: int
+    pending: int
+    done: int
+    dead: int
+    cancelled: int
+    sealed: bool
+    created_at: float
+    settled_at: float | None
+    callbacks: dict[str, str]
+    fired: dict[str, int]
+    payload: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
 
 
 @dataclass(frozen=True)

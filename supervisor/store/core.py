@@ -22,7 +22,7 @@ from supervisor.store.queries import upgrade_statements
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 9  # what `forkq schema apply` creates
+SCHEMA_VERSION = 13  # what `forkq schema apply` creates
 # The oldest schema this code runs on: version 2 only dropped an index, version 3 only
 # documents the `scheduled` status in a column comment, and without version 4's
 # forkq_processes.node the rows this code writes have no node (see register_process).
@@ -276,6 +276,7 @@ class StoreCore(ABC):
             "limit_key": job.limit_key,
             "group_key": job.group_key,
             "tags": json.dumps(list(job.tags), separators=(",", ":")) if job.tags else None,
+            "batch_id": job.batch_id,
             "ahead_us": AHEAD_US,
         }
 
@@ -286,6 +287,8 @@ class StoreCore(ABC):
         Only a job with a limit_key names that column (schema 5), so a producer on an
         older schema still enqueues every other job; likewise group_key (schema 8) and tags
         (schema 9: a tagged job names group_key too)."""
+        if params.get("batch_id") is not None:
+            return "insert_job_batched"  # a job of q.batch() (schema 13)
         if params.get("tags") is not None:
             return "insert_job_tagged"
         if params.get("group_key") is not None:

@@ -18,17 +18,17 @@ from supervisor.errors import SchemaError
 from supervisor.kinds import OnSuccess
 from supervisor.models import HandBack, JobRow, JobState, QueueTimes, utc
 from supervisor.outcomes import SnoozeWritten
+from supervisor.store.batches import BatchOps
 from supervisor.store.core import (
     AHEAD_US,
     LIMITS_SCHEMA_VERSION,
     PROMOTE_BATCH,
     SCHEDULE_AHEAD,
-    StoreCore,
     micros,
 )
 
 
-class JobOps(StoreCore):
+class JobOps(BatchOps):
     """Claiming and settling jobs (workers, the master, `forkq work`)."""
 
     # --- workers -------------------------------------------------------------------------
@@ -90,10 +90,14 @@ class JobOps(StoreCore):
         """Inside an open transaction (retried whole by the caller)."""
         params = self._params(owner=owner, ids=self._ids(ids))
         if mode == OnSuccess.KEEP:
-            return self._execute("complete_keep", params)
-        if mode == OnSuccess.ARCHIVE:
-            self._execute("complete_archive_copy", params)
-        return self._execute("complete_delete", params)
+            changed = self._execute("complete_keep", params)
+        else:
+            if mode == OnSuccess.ARCHIVE:
+                self._execute("complete_archive_copy", params)
+            changed = self._execute("complete_delete", params)
+        if self.batch_members:  # this worker claimed a batch job: the batch hook (batches.py)
+            self.settle_batches_of(ids)
+        return changed
 
     def fail(
         self,
@@ -110,8 +114,7 @@ class JobOps(StoreCore):
         False if no longer held."""
         name = "fail_dead" if dead else "fail_retry"
         delay = self.bounded_wait(delay)
-        changed = self._run(
-            name,
+        values = dict(
             status=JobState.SCHEDULED if delay > SCHEDULE_AHEAD else JobState.READY,
             owner=owner,
             id=job_id,
@@ -120,7 +123,16 @@ class JobOps(StoreCore):
             max_attempts=max_attempts,
             only_expired=1 if only_expired else 0,
         )
-        return changed == 1
+        if dead and self.batch_members and job_id in self.batch_members:
+            return self._retrying(lambda: self._end_batch_job(name, values, job_id)) == 1
+        return self._run(name, **values) == 1
+
+    def _end_batch_job(self, name: str, values: dict[str, Any], job_id: int) -> int:
+        """A batch job ending dead: the batch hook in the same transaction (batches.py)."""
+        with self._tx():
+            changed = self._execute(name, self._params(**values))
+            self.settle_batches_of([job_id])
+            return changed
 
     def snooze(
         self, owner: str, job_id: int, delay: float, max_snoozes: int, reason: str = "snoozed"
@@ -276,6 +288,7 @@ def claimed_job(row: dict[str, Any], queue: str, owner: str) -> JobRow:
         started_at=None,
         finished_at=None,
         limit_key=row.get("limit_key"),  # read by claims under [limits] (store/limits/claims.py)
+        batch_id=row["batch_id"],  # None for a job in no batch: the completion path asks this
     )
 
 

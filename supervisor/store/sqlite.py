@@ -198,7 +198,8 @@ class SQLiteStore(Store):
         _check_length(connection, params["payload"])
         cursor = connection.execute(self.queries[self.insert_query(params)], params)
         grouped = params.get("group_key") is not None
-        if not (grouped or params.get("tags") is not None or params["unique_key"] is not None):
+        returning = params.get("tags") is not None or params.get("batch_id") is not None
+        if not (grouped or returning or params["unique_key"] is not None):
             assert cursor.lastrowid is not None  # set by every successful INSERT
             return cursor.lastrowid
         # fetchall: a RETURNING statement (a unique key, a group_key, tags) is finished (and,

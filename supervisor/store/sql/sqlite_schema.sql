@@ -26,7 +26,8 @@ CREATE TABLE IF NOT EXISTS forkq_jobs (
   group_key    TEXT    NULL, -- its tenant in a fair pool; NULL: the limit_key is
   tenant       TEXT    GENERATED ALWAYS AS (COALESCE(group_key, limit_key, '')) VIRTUAL,
   tags         TEXT    NULL, -- JSON list of strings given at enqueue; NULL: none
-  progress     TEXT    NULL -- JSON {"percent", "message", "at"} its handler last reported
+  progress     TEXT    NULL, -- JSON {"percent", "message", "at"} its handler last reported
+  batch_id     INTEGER NULL -- its forkq_batches row (q.batch()); NULL: in none
 );
 CREATE INDEX IF NOT EXISTS forkq_jobs_claim ON forkq_jobs (queue, status, priority DESC, run_at, id);
 CREATE INDEX IF NOT EXISTS forkq_jobs_status ON forkq_jobs (status, queue, run_at);
@@ -35,6 +36,7 @@ CREATE INDEX IF NOT EXISTS forkq_jobs_limit
   ON forkq_jobs (status, limit_wait, queue, priority DESC, run_at, id);
 CREATE INDEX IF NOT EXISTS forkq_jobs_tenant
   ON forkq_jobs (queue, status, tenant, priority DESC, run_at, id);
+CREATE INDEX IF NOT EXISTS forkq_jobs_batch ON forkq_jobs (batch_id, status);
 
 CREATE TABLE IF NOT EXISTS forkq_jobs_archive (
   id           INTEGER PRIMARY KEY,
@@ -160,6 +162,21 @@ CREATE TABLE IF NOT EXISTS forkq_tenants (
 );
 CREATE INDEX IF NOT EXISTS forkq_tenants_turn ON forkq_tenants (queue, last_served, tenant);
 
+CREATE TABLE IF NOT EXISTS forkq_batches (
+  id           INTEGER PRIMARY KEY AUTOINCREMENT,
+  callbacks    TEXT    NOT NULL, -- JSON {event: [handler, queue]}
+  payload      TEXT    NOT NULL, -- JSON given to every callback job
+  total        INTEGER NOT NULL DEFAULT 0,
+  sealed       INTEGER NOT NULL DEFAULT 0, -- 1 once its with-block ended
+  created_at   REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+  settled_at   REAL    NULL, -- NULL: still open
+  done         INTEGER NULL,
+  dead         INTEGER NULL,
+  cancelled    INTEGER NULL,
+  fired        TEXT    NULL -- JSON {event: callback job id}
+);
+CREATE INDEX IF NOT EXISTS forkq_batches_open ON forkq_batches (settled_at, id);
+
 CREATE TABLE IF NOT EXISTS forkq_schema (
   id           INTEGER NOT NULL PRIMARY KEY,
   version      INTEGER NOT NULL,
@@ -167,4 +184,4 @@ CREATE TABLE IF NOT EXISTS forkq_schema (
 );
 
 -- The version this file creates; kept if the database already records one.
-INSERT OR IGNORE INTO forkq_schema (id, version) VALUES (1, 9);
+INSERT OR IGNORE INTO forkq_schema (id, version) VALUES (1, 13);
