@@ -183,7 +183,7 @@ CREATE TABLE IF NOT EXISTS forkq_tenants (
 
 CREATE TABLE IF NOT EXISTS forkq_batches (
   id           BIGINT UNSIGNED NOT NULL AUTO_INCREMENT COMMENT 'batch id (forkq_jobs.batch_id of its jobs)',
-  callbacks    TEXT         NOT NULL COMMENT 'JSON {event: [handler, queue]} for success, complete and dead',
+  callbacks    TEXT         NOT NULL COMMENT 'JSON object: for each of success, complete and dead it has, the callback''s handler and queue',
   payload      LONGTEXT     NOT NULL COMMENT 'JSON given to every callback job, under "payload"',
   total        INT          NOT NULL DEFAULT 0 COMMENT 'jobs enqueued in the batch (set when its with-block ends)',
   sealed       TINYINT      NOT NULL DEFAULT 0 COMMENT '1 once its with-block ended: no callback fires before',
@@ -192,7 +192,7 @@ CREATE TABLE IF NOT EXISTS forkq_batches (
   done         INT          NULL DEFAULT NULL COMMENT 'jobs that ended done, counted when it settled',
   dead         INT          NULL DEFAULT NULL COMMENT 'jobs that ended dead, counted when it settled',
   cancelled    INT          NULL DEFAULT NULL COMMENT 'jobs that ended cancelled, counted when it settled',
-  fired        TEXT         NULL COMMENT 'JSON {event: callback job id} of the callbacks enqueued when it settled',
+  fired        TEXT         NULL COMMENT 'JSON object: the id of each callback job enqueued when it settled, by event',
   PRIMARY KEY (id),
   KEY forkq_batches_open (settled_at, id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq batches (q.batch()): callbacks enqueued once when every job of the batch has ended';

@@ -36,7 +36,7 @@ from util import (
 from supervisor.dburl import parse_database_url
 from supervisor.proc import node_id
 from supervisor.queue import build_job
-from supervisor.store import SCHEMA_VERSION, open_store
+from supervisor.store import SCHEMA_VERSION, Store, open_store
 from supervisor.store.queries import upgrades
 
 
@@ -105,8 +105,33 @@ def innodb_table_id(url: str) -> int:
     return int(table_id)
 
 
+def table_id_through(url: str, store: Store, version: int) -> int:
+    """Upgrade a MySQL/MariaDB database up to `version` only (the statements run as a DBA
+    would) and return InnoDB's id of forkq_jobs then; 0 on SQLite (nothing run)."""
+    if backend_of(url) != "mysql":
+        return 0
+    current = recorded_version(url)
+    for step, statements in sorted(upgrades(store.queries).items()):
+        if current < step <= version:
+            for statement in statements:
+                sql(url, statement)
+    return innodb_table_id(url)
+
+
+def undo_version_13(url: str) -> None:
+    """Take away what version 13 added (forkq_batches, forkq_jobs.batch_id and its index)."""
+    sql(url, "DROP TABLE forkq_batches")
+    if backend_of(url) == "mysql":
+        sql(url, "ALTER TABLE forkq_jobs DROP INDEX forkq_jobs_batch, DROP COLUMN batch_id")
+    else:
+        sql(url, "DROP INDEX forkq_jobs_batch")
+        sql(url, "ALTER TABLE forkq_jobs DROP COLUMN batch_id")
+    sql(url, "UPDATE forkq_schema SET version = 9")
+
+
 def undo_version_9(url: str) -> None:
-    """Take away what version 9 added (forkq_schedules)."""
+    """Take away what versions 13 and 9 added (then forkq_schedules)."""
+    undo_version_13(url)
     sql(url, "DROP TABLE forkq_schedules")
     sql(url, "UPDATE forkq_schema SET version = 8")
 
@@ -202,12 +227,14 @@ def test_a_version_2_database_is_upgraded_to_3_in_place(db_url: str) -> None:
         make_version_2(db_url)
         table_id = innodb_table_id(db_url) if mysql else 0
         assert store.require_schema() == 2  # the daemon still runs on version 2
+        through_9 = table_id_through(db_url, store, 9)  # 13 rebuilds the table on MariaDB
         assert store.apply_schema() == SCHEMA_VERSION
+        applied = innodb_table_id(db_url) if mysql else 0
         assert recorded_version(db_url) == SCHEMA_VERSION
         assert job_ids(db_url) == before and len(before) == 2
         if mysql:
             assert status_comment(db_url) == STATUS_COMMENT_3
-            assert innodb_table_id(db_url) == table_id  # metadata only: never a table copy
+            assert through_9 == table_id  # metadata only: never a table copy
         # Version 3 is safe to run twice (a DBA replaying a migration): nothing changes,
         # nothing fails.
         for statement in upgrades(store.queries)[3]:
@@ -216,7 +243,7 @@ def test_a_version_2_database_is_upgraded_to_3_in_place(db_url: str) -> None:
         assert job_ids(db_url) == before
         if mysql:
             assert status_comment(db_url) == STATUS_COMMENT_3
-            assert innodb_table_id(db_url) == table_id
+            assert innodb_table_id(db_url) == applied
     finally:
         store.close()
 
@@ -311,7 +338,6 @@ def test_the_schema_file_leaves_an_old_database_old_and_printed_upgrades_upgrade
         store.close()
     before = job_ids(url)
     make_version_2(url)
-    table_id = innodb_table_id(url) if backend_of(url) == "mysql" else 0
     if backend_of(url) == "mysql":
         apply_script(url, schema_file(url).read_text(encoding="utf-8"))
     else:
@@ -335,6 +361,7 @@ def test_the_schema_file_leaves_an_old_database_old_and_printed_upgrades_upgrade
         "forkq_limits",
         "forkq_tenants",
         "forkq_schedules",
+        "forkq_batches",
     }
     new_tables = (
         "forkq_throughput",
@@ -344,6 +371,8 @@ def test_the_schema_file_leaves_an_old_database_old_and_printed_upgrades_upgrade
         "forkq_tenants",
         "forkq_jobs_tenant",
         "forkq_schedules",
+        "forkq_batches",
+        "forkq_jobs_batch",
     )
     assert not any(
         s.startswith("CREATE") and not any(table in s for table in new_tables) for s in statements
@@ -354,9 +383,8 @@ def test_the_schema_file_leaves_an_old_database_old_and_printed_upgrades_upgrade
     assert schema_line(url).split() == ["ok", "schema", "version", str(SCHEMA_VERSION)]
     assert live_columns(url) == declared(MYSQL_DDL)
     assert job_ids(url) == before and before
-    if backend_of(url) == "mysql":
+    if backend_of(url) == "mysql":  # (version 13 rebuilds forkq_jobs on MariaDB: README)
         assert status_comment(url) == STATUS_COMMENT_3
-        assert innodb_table_id(url) == table_id
 
 
 def test_a_version_4_database_is_upgraded_to_5_in_place(db_url: str) -> None:
@@ -368,6 +396,7 @@ def test_a_version_4_database_is_upgraded_to_5_in_place(db_url: str) -> None:
         assert "limit_key" not in live_columns(db_url)["forkq_jobs"]
         assert "forkq_throughput" not in live_columns(db_url)
         table_id = innodb_table_id(db_url) if backend_of(db_url) == "mysql" else 0
+        through_9 = table_id_through(db_url, store, 9)  # 13 rebuilds the table on MariaDB
         assert store.apply_schema() == SCHEMA_VERSION
         assert recorded_version(db_url) == SCHEMA_VERSION
         assert live_columns(db_url) == declared(
@@ -375,7 +404,7 @@ def test_a_version_4_database_is_upgraded_to_5_in_place(db_url: str) -> None:
         )
         assert store.get_job(job_id) is not None
         if backend_of(db_url) == "mysql":
-            assert innodb_table_id(db_url) == table_id  # no table copy
+            assert through_9 == table_id  # no table copy
     finally:
         store.close()
 
@@ -392,13 +421,14 @@ def test_a_version_5_database_is_upgraded_to_6_in_place(db_url: str) -> None:
         assert store.require_schema() == 5
         assert store.purge_results(0.0, queue="default") == 0  # no table: nothing asked
         table_id = innodb_table_id(db_url) if backend_of(db_url) == "mysql" else 0
+        through_9 = table_id_through(db_url, store, 9)  # 13 rebuilds the table on MariaDB
         assert store.apply_schema() == SCHEMA_VERSION
         assert recorded_version(db_url) == SCHEMA_VERSION
         assert live_columns(db_url) == declared(MYSQL_DDL)
         assert store.get_job(job_id) is not None
         assert store.purge_results(0.0, queue="default") == 0  # the table is there now
         if backend_of(db_url) == "mysql":
-            assert innodb_table_id(db_url) == table_id
+            assert through_9 == table_id
     finally:
         store.close()
 
@@ -415,6 +445,7 @@ def test_a_version_6_database_is_upgraded_to_7_in_place(db_url: str) -> None:
         assert "forkq_limits" not in live_columns(db_url)
         assert store.require_schema() == 6  # the daemon still runs on version 6
         table_id = innodb_table_id(db_url) if backend_of(db_url) == "mysql" else 0
+        through_9 = table_id_through(db_url, store, 9)  # 13 rebuilds the table on MariaDB
         assert store.apply_schema() == SCHEMA_VERSION
         assert recorded_version(db_url) == SCHEMA_VERSION
         assert live_columns(db_url) == declared(MYSQL_DDL)
@@ -422,7 +453,7 @@ def test_a_version_6_database_is_upgraded_to_7_in_place(db_url: str) -> None:
         job = store.get_job(job_id)
         assert job is not None and (job.snoozes, job.limit_wait) == (0, "")
         if backend_of(db_url) == "mysql":
-            assert innodb_table_id(db_url) == table_id
+            assert through_9 == table_id
     finally:
         store.close()
 
@@ -444,15 +475,16 @@ def test_a_version_7_database_is_upgraded_to_8_in_place(db_url: str) -> None:
         assert store.require_schema() == 7  # the daemon still runs on version 7
         plain = store.enqueue(_job())  # a producer on version 7
         table_id = innodb_table_id(db_url) if backend_of(db_url) == "mysql" else 0
-        assert store.apply_schema() == SCHEMA_VERSION == 9
-        assert recorded_version(db_url) == 9
+        through_9 = table_id_through(db_url, store, 9)  # 13 rebuilds the table on MariaDB
+        assert store.apply_schema() == SCHEMA_VERSION
+        assert recorded_version(db_url) == SCHEMA_VERSION
         assert live_columns(db_url) == declared(MYSQL_DDL)
         assert "forkq_jobs_tenant" in job_indexes(db_url)
         tenants = dict(sql(db_url, "SELECT id, tenant FROM forkq_jobs"))
         assert tenants == {keyed: "shop-1", plain: ""}
         assert sorted(job.id for job in store.claim("default", "t", 10, lease=30)) == [keyed, plain]
         if backend_of(db_url) == "mysql":
-            assert innodb_table_id(db_url) == table_id  # instant and online: no table copy
+            assert through_9 == table_id  # instant and online: no table copy
     finally:
         store.close()
 
@@ -465,14 +497,28 @@ def test_a_version_8_database_is_upgraded_to_9_in_place(db_url: str) -> None:
         job_id = store.enqueue(_job())
         undo_version_9(db_url)
         assert "forkq_schedules" not in live_columns(db_url)
-        table_id = innodb_table_id(db_url) if backend_of(db_url) == "mysql" else 0
-        assert store.apply_schema() == SCHEMA_VERSION == 9
-        assert recorded_version(db_url) == 9
+        assert store.apply_schema() == SCHEMA_VERSION
+        assert recorded_version(db_url) == SCHEMA_VERSION
         assert live_columns(db_url) == declared(MYSQL_DDL)
         job = store.get_job(job_id)
         assert job is not None and job.tags is None
         assert store.runtime_schedules() == []
-        if backend_of(db_url) == "mysql":
-            assert innodb_table_id(db_url) == table_id
+    finally:
+        store.close()
+
+
+def test_a_version_9_database_is_upgraded_to_13_and_its_jobs_are_in_no_batch(db_url: str) -> None:
+    """Version 13 adds forkq_batches and forkq_jobs.batch_id (on MariaDB a rebuild of the
+    jobs table: no column is added instantly after version 8's indexed virtual column)."""
+    store = open_store(db_url)
+    try:
+        job_id = store.enqueue(_job())
+        undo_version_13(db_url)
+        assert "forkq_batches" not in live_columns(db_url)
+        assert store.apply_schema() == SCHEMA_VERSION == 13
+        assert live_columns(db_url) == declared(MYSQL_DDL)
+        job = store.get_job(job_id)
+        assert job is not None and job.batch_id is None
+        assert store.batch_status(1) is None
     finally:
         store.close()

@@ -8,7 +8,8 @@ import re
 
 from util import REPO_ROOT
 
-from supervisor.store import SCHEMA_VERSION
+from supervisor.store import SCHEMA_VERSION, backend_queries
+from supervisor.store.queries import upgrades
 
 README = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
 
@@ -44,5 +45,5 @@ def test_schema_sql_records_the_version_the_readme_says() -> None:
     assert f"VALUES (1, {SCHEMA_VERSION});" in schema
     assert f"records version {SCHEMA_VERSION} (the latest)" in README
     assert f"Version {SCHEMA_VERSION} (this release)" in README
-    for version in range(2, SCHEMA_VERSION + 1):
+    for version in upgrades(backend_queries("mysql")):  # a gap (another feature's) is fine
         assert f"Version {version} " in README, version

@@ -990,7 +990,7 @@ WHERE id = 1 AND version < 9;
 -- Version 13 adds batches (see mysql.sql).
 CREATE TABLE IF NOT EXISTS forkq_batches (
   id           INTEGER PRIMARY KEY AUTOINCREMENT,
-  callbacks    TEXT    NOT NULL, -- JSON {event: [handler, queue]}
+  callbacks    TEXT    NOT NULL, -- JSON: the handler and queue of each callback, by event
   payload      TEXT    NOT NULL, -- JSON given to every callback job
   total        INTEGER NOT NULL DEFAULT 0,
   sealed       INTEGER NOT NULL DEFAULT 0, -- 1 once its with-block ended
@@ -999,7 +999,7 @@ CREATE TABLE IF NOT EXISTS forkq_batches (
   done         INTEGER NULL,
   dead         INTEGER NULL,
   cancelled    INTEGER NULL,
-  fired        TEXT    NULL -- JSON {event: callback job id}
+  fired        TEXT    NULL -- JSON: the id of each callback job enqueued, by event
 );
 CREATE INDEX IF NOT EXISTS forkq_batches_open ON forkq_batches (settled_at, id);
 ALTER TABLE forkq_jobs ADD COLUMN batch_id INTEGER NULL;

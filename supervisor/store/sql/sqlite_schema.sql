@@ -26,8 +26,8 @@ CREATE TABLE IF NOT EXISTS forkq_jobs (
   group_key    TEXT    NULL, -- its tenant in a fair pool; NULL: the limit_key is
   tenant       TEXT    GENERATED ALWAYS AS (COALESCE(group_key, limit_key, '')) VIRTUAL,
   tags         TEXT    NULL, -- JSON list of strings given at enqueue; NULL: none
-  progress     TEXT    NULL, -- JSON {"percent", "message", "at"} its handler last reported
-  batch_id     INTEGER NULL -- its forkq_batches row (q.batch()); NULL: in none
+  progress     TEXT    NULL, -- JSON object of percent and message and at: its handler's last report
+  batch_id     INTEGER NULL -- the forkq_batches row of its batch, NULL when in none
 );
 CREATE INDEX IF NOT EXISTS forkq_jobs_claim ON forkq_jobs (queue, status, priority DESC, run_at, id);
 CREATE INDEX IF NOT EXISTS forkq_jobs_status ON forkq_jobs (status, queue, run_at);
@@ -164,7 +164,7 @@ CREATE INDEX IF NOT EXISTS forkq_tenants_turn ON forkq_tenants (queue, last_serv
 
 CREATE TABLE IF NOT EXISTS forkq_batches (
   id           INTEGER PRIMARY KEY AUTOINCREMENT,
-  callbacks    TEXT    NOT NULL, -- JSON {event: [handler, queue]}
+  callbacks    TEXT    NOT NULL, -- JSON: the handler and queue of each callback, by event
   payload      TEXT    NOT NULL, -- JSON given to every callback job
   total        INTEGER NOT NULL DEFAULT 0,
   sealed       INTEGER NOT NULL DEFAULT 0, -- 1 once its with-block ended
@@ -173,7 +173,7 @@ CREATE TABLE IF NOT EXISTS forkq_batches (
   done         INTEGER NULL,
   dead         INTEGER NULL,
   cancelled    INTEGER NULL,
-  fired        TEXT    NULL -- JSON {event: callback job id}
+  fired        TEXT    NULL -- JSON: the id of each callback job enqueued, by event
 );
 CREATE INDEX IF NOT EXISTS forkq_batches_open ON forkq_batches (settled_at, id);
 
