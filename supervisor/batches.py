@@ -52,7 +52,7 @@ class Batch:
             for job in [producer.build_one(handler, None, {})]
         }
         if not self.callbacks:
-            raise UsageError("a batch needs on_success, on_complete or on_dead")
+            raise UsageError("a batch needs a callback: on_success, on_complete or on_dead")
         self.payload_json = payload_json
         self.id: int | None = None
         self.total = 0

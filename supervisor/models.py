@@ -165,6 +165,7 @@ class JobListing:
     archived: bool = False
     tags: str | None = None  # JSON text as stored (a job's page only)
     progress: str | None = None  # JSON {"percent", "message", "at"} its handler last reported
+    batch_id: int | None = None  # the q.batch() it belongs to (a job's page links to it)
 
     @classmethod
     def from_mapping(cls, row: dict[str, Any], archived: bool = False) -> JobListing:
@@ -190,6 +191,7 @@ class JobListing:
             archived=archived,
             tags=row.get("tags"),
             progress=row.get("progress"),
+            batch_id=None if row.get("batch_id") is None else int(row["batch_id"]),
         )
 
 
