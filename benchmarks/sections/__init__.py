@@ -18,6 +18,7 @@ from typing import Any
 import scale_env
 
 from . import (
+    batches,
     claims,
     commands,
     drain,
@@ -52,6 +53,7 @@ SECTIONS: dict[str, float] = {  # name -> hard deadline in seconds
     "commands": 150.0,
     "limits": 300.0,
     "fair": 420.0,
+    "batches": 360.0,
 }
 MODULES: dict[str, ModuleType] = {
     "enqueue": enqueue,
@@ -69,6 +71,7 @@ MODULES: dict[str, ModuleType] = {
     "commands": commands,
     "limits": limits,
     "fair": fair,
+    "batches": batches,
 }
 PRIVATE = ("claims", "tick", "wake", "silent", "trickle")  # on databases of their own
 GROUPS = {"scale+": ["scale", *PRIVATE]}  # --sections aliases
@@ -91,6 +94,7 @@ METHOD = [
     *commands.METHOD,
     *limits.METHOD,
     *fair.METHOD,
+    *batches.METHOD,
 ]
 REPRODUCE = scale_common.REPRODUCE
 
