@@ -198,17 +198,21 @@ class SQLiteStore(Store):
         _check_length(connection, params["payload"])
         cursor = connection.execute(self.queries[self.insert_query(params)], params)
         grouped = params.get("group_key") is not None
-        returning = params.get("tags") is not None or params.get("batch_id") is not None
-        if not (grouped or returning or params["unique_key"] is not None):
+        if params.get("batch_id") is not None:  # a batch's job: no unique key, no RETURNING
+            assert cursor.lastrowid is not None
+            job_id = cursor.lastrowid
+        elif not (grouped or params.get("tags") is not None or params["unique_key"] is not None):
             assert cursor.lastrowid is not None  # set by every successful INSERT
             return cursor.lastrowid
-        # fetchall: a RETURNING statement (a unique key, a group_key, tags) is finished (and,
-        # outside a transaction, committed) only once every row has been read. Rows are dicts
-        # on our connection.
-        [row] = cursor.fetchall()
+        else:
+            # fetchall: a RETURNING statement (a unique key, a group_key, tags) is finished
+            # (and, outside a transaction, committed) only once every row has been read.
+            # Rows are dicts on our connection.
+            [row] = cursor.fetchall()
+            job_id = int(row["id"] if isinstance(row, dict) else row[0])
         if grouped and params.get("join_alone", True):  # its tenant joins the queue's round
             connection.execute(self.queries["join_round"], params)  # (a batch's: insert_many)
-        return int(row["id"] if isinstance(row, dict) else row[0])
+        return job_id
 
 
 def _check_length(connection: sqlite3.Connection, payload: str) -> None:

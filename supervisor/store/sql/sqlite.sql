@@ -574,14 +574,14 @@ ON CONFLICT (unique_key) DO UPDATE SET unique_key = excluded.unique_key
 RETURNING id;
 
 -- name: insert_job_batched
+-- A job of a batch never has a unique key (q.batch() refuses one): no RETURNING, so the
+-- insert costs what a plain one does (the id is the cursor's lastrowid).
 INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status, enqueued_at, unique_key,
                         max_attempts, limit_key, group_key, tags, batch_id)
 VALUES (:queue, :handler, :payload, :priority, COALESCE(:run_at, :now + :delay_us / 1000000.0),
         CASE WHEN COALESCE(:run_at, :now + :delay_us / 1000000.0) > :now + :ahead_us / 1000000.0
              THEN 'scheduled' ELSE 'ready' END,
-        :now, :unique_key, :max_attempts, :limit_key, :group_key, :tags, :batch_id)
-ON CONFLICT (unique_key) DO UPDATE SET unique_key = excluded.unique_key
-RETURNING id;
+        :now, :unique_key, :max_attempts, :limit_key, :group_key, :tags, :batch_id);
 
 -- name: claim_select_limited
 SELECT id, handler, payload, priority, attempts, max_attempts, unique_key, limit_key, batch_id,
