@@ -21,7 +21,8 @@ end in concurrent transactions at its very end (more workers than FEW_LEFT finis
 last jobs in the same instant), or its last job ends through a path without this hook
 (a cancel, the master writing a child's success, a daemon killed mid-commit whose job
 the reaper ends), the cluster chore (settle_open_batches, each check tick) settles it:
-later, still exactly once. SQLite has one writer at a time: the recount sees everything.
+later, still exactly once. SQLite has one writer at a time, so the finisher that commits
+last sees every other end: there the count only asks whether any job is left (few_left 0).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from typing import Any
 from supervisor.models import BatchStatus, JobState, NewJob
 from supervisor.store.core import StoreCore
 
-FEW_LEFT = 64  # at most this many unfinished jobs left: lock the batch row and recount
+FEW_LEFT = 16  # at most this many unfinished jobs left: lock the batch row and recount
 MEMBERS_KEPT = 20_000  # a worker's memory of claimed batch jobs (job id -> batch id)
 ENDED = frozenset({JobState.DONE, JobState.DEAD, JobState.CANCELLED})
 EVENTS = ("success", "complete", "dead")
@@ -41,6 +42,10 @@ EVENTS = ("success", "complete", "dead")
 
 class BatchOps(StoreCore):
     """Opening, sealing and settling batches; the finishing transaction's hook."""
+
+    # SQLite runs one writer at a time: the last finisher's count sees every other end, so
+    # it only asks whether any job is left (one index entry read, inside the write lock).
+    few_left: int = FEW_LEFT
 
     # Job id -> batch id of the batch jobs this store's worker claimed: the completion path
     # asks it (one dict look-up) instead of the database. None until the first batch job.
@@ -96,8 +101,9 @@ class BatchOps(StoreCore):
         members = self.batch_members or {}
         batches = sorted({members[i] for i in ids if i in members})
         for batch_id in batches:
-            left = self._fetchall("batch_open_count", self._params(id=batch_id, limit=FEW_LEFT + 1))
-            if int(left[0]["n"]) <= FEW_LEFT:
+            limit = self.few_left + 1
+            left = self._fetchall("batch_open_count", self._params(id=batch_id, limit=limit))
+            if int(left[0]["n"]) <= self.few_left:
                 self._settle_locked(batch_id, None)
 
     def settle_open_batches(self, limit: int = 100) -> int:
