@@ -101,9 +101,10 @@ class BatchOps(StoreCore):
         members = self.batch_members or {}
         batches = sorted({members[i] for i in ids if i in members})
         for batch_id in batches:
-            limit = self.few_left + 1
-            left = self._fetchall("batch_open_count", self._params(id=batch_id, limit=limit))
-            if int(left[0]["n"]) <= self.few_left:
+            params = self._params(id=batch_id, limit=self.few_left + 1)
+            if int(self._fetchall("batch_ready_count", params)[0]["n"]) > self.few_left:
+                continue  # many jobs still wait: not near the end (live entries, read at once)
+            if int(self._fetchall("batch_open_count", params)[0]["n"]) <= self.few_left:
                 self._settle_locked(batch_id, None)
 
     def settle_open_batches(self, limit: int = 100) -> int:

@@ -1053,6 +1053,17 @@ SELECT COUNT(*) AS n FROM (
   LIMIT %(limit)s
 ) AS open_jobs;
 
+-- name: batch_ready_count
+-- The first look, from the newest ready job down: while the batch has many ready jobs
+-- these are live index entries, found at once. (From the low end, a count would first
+-- step over the entries of every job claimed since, delete-marked until InnoDB purges.)
+SELECT COUNT(*) AS n FROM (
+  SELECT 1 FROM forkq_jobs FORCE INDEX (forkq_jobs_batch)
+  WHERE batch_id = %(id)s AND status = 'ready'
+  ORDER BY id DESC
+  LIMIT %(limit)s
+) AS ready_jobs;
+
 -- name: batch_lock
 SELECT id, callbacks, payload, total, sealed, settled_at IS NOT NULL AS settled
 FROM forkq_batches WHERE id = %(id)s FOR UPDATE;

@@ -844,6 +844,14 @@ SELECT COUNT(*) AS n FROM (
   LIMIT :limit
 );
 
+-- name: batch_ready_count
+SELECT COUNT(*) AS n FROM (
+  SELECT 1 FROM forkq_jobs INDEXED BY forkq_jobs_batch
+  WHERE batch_id = :id AND status = 'ready'
+  ORDER BY id DESC
+  LIMIT :limit
+);
+
 -- name: batch_lock
 SELECT id, callbacks, payload, total, sealed, settled_at IS NOT NULL AS settled
 FROM forkq_batches WHERE id = :id;
