@@ -1011,6 +1011,8 @@ CREATE TABLE IF NOT EXISTS forkq_batches (
 );
 CREATE INDEX IF NOT EXISTS forkq_batches_open ON forkq_batches (settled_at, id);
 ALTER TABLE forkq_jobs ADD COLUMN batch_id INTEGER NULL;
-CREATE INDEX IF NOT EXISTS forkq_jobs_batch ON forkq_jobs (batch_id, status);
+-- Partial: a job in no batch has no entry, so its claim and end write no more than before.
+CREATE INDEX IF NOT EXISTS forkq_jobs_batch ON forkq_jobs (batch_id, status)
+  WHERE batch_id IS NOT NULL;
 UPDATE forkq_schema SET version = 13, applied_at = (julianday('now') - 2440587.5) * 86400.0
 WHERE id = 1 AND version < 13;

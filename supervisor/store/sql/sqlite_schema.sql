@@ -36,7 +36,9 @@ CREATE INDEX IF NOT EXISTS forkq_jobs_limit
   ON forkq_jobs (status, limit_wait, queue, priority DESC, run_at, id);
 CREATE INDEX IF NOT EXISTS forkq_jobs_tenant
   ON forkq_jobs (queue, status, tenant, priority DESC, run_at, id);
-CREATE INDEX IF NOT EXISTS forkq_jobs_batch ON forkq_jobs (batch_id, status);
+-- Partial: a job in no batch has no entry, so its claim and end write no more than before.
+CREATE INDEX IF NOT EXISTS forkq_jobs_batch ON forkq_jobs (batch_id, status)
+  WHERE batch_id IS NOT NULL;
 
 CREATE TABLE IF NOT EXISTS forkq_jobs_archive (
   id           INTEGER PRIMARY KEY,
