@@ -44,6 +44,7 @@ CREATE TABLE IF NOT EXISTS forkq_jobs (
   deps         TINYINT      NOT NULL DEFAULT 0 COMMENT 'dependencies (forkq_dependencies): 1 = jobs wait on this one, so ending it releases or cancels them; 2 = it was enqueued with parents; 3 = both; 0 (most jobs) = neither: its end touches no other table',
   tenant       VARCHAR(191) AS (COALESCE(group_key, limit_key, '')) VIRTUAL COMMENT 'generated, never written: the job''s tenant in a fair pool (group_key, else limit_key, else empty)',
   unique_live  BIGINT AS (CASE WHEN unique_key IS NULL THEN NULL WHEN unique_while = 'queued' AND NOT (status IN ('scheduled', 'ready', 'waiting') AND attempts = 0 AND snoozes = 0 AND started_at IS NULL) THEN NULL WHEN unique_while = 'active' AND status NOT IN ('scheduled', 'ready', 'waiting', 'running', 'cancelling') THEN NULL WHEN unique_for > 0 THEN FLOOR(UNIX_TIMESTAMP(enqueued_at) / unique_for) ELSE 0 END) STORED COMMENT 'generated, never written: the window its unique_key holds (0 without unique_for) while its state holds the key (unique_while), else NULL, which never collides',
+  batch_id     BIGINT UNSIGNED NULL DEFAULT NULL COMMENT 'the forkq_batches row of the batch it belongs to (q.batch()); NULL: in none',
   PRIMARY KEY (id),
   UNIQUE KEY forkq_jobs_unique (unique_key, unique_live),
   KEY forkq_jobs_claim (queue, status, priority DESC, run_at, id),
@@ -51,6 +52,7 @@ CREATE TABLE IF NOT EXISTS forkq_jobs (
   KEY forkq_jobs_finished (finished_at),
   KEY forkq_jobs_limit (status, limit_wait, queue, priority DESC, run_at, id),
   KEY forkq_jobs_tenant (queue, status, tenant, priority DESC, run_at, id),
+  KEY forkq_jobs_batch (batch_id, status),
   CONSTRAINT forkq_jobs_unique_while CHECK (unique_while IN ('queued', 'active', 'kept'))
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq jobs: one row per job';
 
@@ -193,6 +195,21 @@ CREATE TABLE IF NOT EXISTS forkq_dependencies (
   PRIMARY KEY (parent_id, child_id),
   KEY forkq_dependencies_child (child_id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq dependencies: one row per parent of a job enqueued with depends_on; the transaction that ends a parent releases (or cancels) its waiting children';
+CREATE TABLE IF NOT EXISTS forkq_batches (
+  id           BIGINT UNSIGNED NOT NULL AUTO_INCREMENT COMMENT 'batch id (forkq_jobs.batch_id of its jobs)',
+  callbacks    TEXT         NOT NULL COMMENT 'JSON object: for each of success, complete and dead it has, the callback''s handler and queue',
+  payload      LONGTEXT     NOT NULL COMMENT 'JSON given to every callback job, under "payload"',
+  total        INT          NOT NULL DEFAULT 0 COMMENT 'jobs enqueued in the batch (set when its with-block ends)',
+  sealed       TINYINT      NOT NULL DEFAULT 0 COMMENT '1 once its with-block ended: no callback fires before',
+  created_at   TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'when the batch was opened',
+  settled_at   TIMESTAMP(6) NULL DEFAULT NULL COMMENT 'when its last job ended and its callbacks were enqueued; NULL: still open',
+  done         INT          NULL DEFAULT NULL COMMENT 'jobs that ended done, counted when it settled',
+  dead         INT          NULL DEFAULT NULL COMMENT 'jobs that ended dead, counted when it settled',
+  cancelled    INT          NULL DEFAULT NULL COMMENT 'jobs that ended cancelled, counted when it settled',
+  fired        TEXT         NULL COMMENT 'JSON object: the id of each callback job enqueued when it settled, by event',
+  PRIMARY KEY (id),
+  KEY forkq_batches_open (settled_at, id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq batches (q.batch()): callbacks enqueued once when every job of the batch has ended';
 
 CREATE TABLE IF NOT EXISTS forkq_schema (
   id           TINYINT      NOT NULL COMMENT 'always 1',

@@ -89,6 +89,7 @@ class JobRow:
     group_key: str | None = None  # its tenant in a fair pool (None: the limit_key is)
     tags: str | None = None  # JSON list given at enqueue (schema 9); None: none
     progress: str | None = None  # JSON its handler last reported (schema 9); None: none
+    batch_id: int | None = None  # the q.batch() it belongs to (schema 13); None: none
 
     @classmethod
     def from_mapping(cls, row: dict[str, Any]) -> JobRow:
@@ -116,6 +117,7 @@ class JobRow:
             group_key=row.get("group_key"),  # schema version 8
             tags=row.get("tags"),
             progress=row.get("progress"),
+            batch_id=None if row.get("batch_id") is None else int(row["batch_id"]),
         )
 
     @property
@@ -164,6 +166,7 @@ class JobListing:
     archived: bool = False
     tags: str | None = None  # JSON text as stored (a job's page only)
     progress: str | None = None  # JSON {"percent", "message", "at"} its handler last reported
+    batch_id: int | None = None  # the q.batch() it belongs to (a job's page links to it)
 
     @classmethod
     def from_mapping(cls, row: dict[str, Any], archived: bool = False) -> JobListing:
@@ -189,6 +192,7 @@ class JobListing:
             archived=archived,
             tags=row.get("tags"),
             progress=row.get("progress"),
+            batch_id=None if row.get("batch_id") is None else int(row["batch_id"]),
         )
 
 
@@ -221,6 +225,7 @@ class NewJob:
     unique_while: str | None = None  # queued | active | kept (None: kept)
     on_conflict: str = "skip"  # skip | replace | debounce: what a conflict does
     debounce_max: float | None = None  # debounce: run_at at most this past the first enqueue
+    batch_id: int | None = None  # the q.batch() it belongs to (schema 13)
 
 
 class Enqueued(int):
@@ -242,6 +247,29 @@ class Enqueued(int):
     def existing(self) -> int | None:
         """The job the enqueue conflicted with (it holds the unique key); None if new."""
         return int(self) if self.conflicted else None
+
+
+@dataclass(frozen=True)
+class BatchStatus:
+    """Where a batch (q.batch()) stands. `done` counts jobs that ended done, deleted or
+    archived ones too (the total less the rest); counted live while the batch is open,
+    and as counted when it settled after. `fired`: {event: callback job id}."""
+
+    id: int
+    total: int
+    pending: int
+    done: int
+    dead: int
+    cancelled: int
+    sealed: bool
+    created_at: float
+    settled_at: float | None
+    callbacks: dict[str, str]
+    fired: dict[str, int]
+    payload: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from supervisor import registry
+from supervisor.batches import Batch
 from supervisor.dburl import DatabaseURL
 from supervisor.errors import UsageError
 from supervisor.lock import Lock
-from supervisor.models import Enqueued, JobRow, NewJob
+from supervisor.models import BatchStatus, Enqueued, JobRow, NewJob
 from supervisor.store import Store, open_store
 from supervisor.store.limits.buckets import bucket_key_ok
 from supervisor.unique import UNIQUE_KEYS, with_unique
@@ -114,35 +115,25 @@ class Queue:
 
     def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[Enqueued]:
         """Add many jobs in one transaction (one round trip per 1,000 rows on MariaDB)."""
-        built = []
-        for spec in jobs:
-            unknown = set(spec) - ENQUEUE_KEYS
-            if unknown:
-                raise UsageError(f"enqueue_many: unknown keys {sorted(unknown)}")
-            if "handler" not in spec:
-                raise UsageError("enqueue_many: every job needs a 'handler'")
-            built.append(
-                build_job(
-                    spec["handler"],
-                    spec.get("payload"),
-                    spec.get("queue"),
-                    spec.get("delay", 0.0),
-                    spec.get("run_at"),
-                    spec.get("priority", 0),
-                    spec.get("unique_key"),
-                    spec.get("max_attempts"),
-                    spec.get("limit_key"),
-                    spec.get("group_key"),
-                )
-            )
-            built[-1] = with_unique(
-                with_tags(built[-1], spec.get("tags")),
-                spec.get("unique_for"),
-                spec.get("unique_while"),
-                spec.get("on_conflict", "skip"),
-                spec.get("debounce_max"),
-            )
-        ids = self.store.insert_many(built)
+        return self.insert_built(build_many(jobs))
+
+    def build_one(self, handler: str, payload: Any, options: Mapping[str, Any]) -> NewJob:
+        """One job checked as enqueue checks it (options: enqueue's keywords)."""
+        unknown = set(options) - ENQUEUE_KEYS
+        if unknown:
+            raise UsageError(f"enqueue: unknown keys {sorted(unknown)}")
+        return build_many([{**options, "handler": handler, "payload": payload}])[0]
+
+    def build_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[NewJob]:
+        return build_many(jobs)
+
+    def insert_built(self, built: Sequence[NewJob], connection: Any = None) -> list[Enqueued]:
+        """Insert jobs already built and checked (build_job): in one transaction of the
+        store's, or in the caller's on `connection`; local daemons nudged."""
+        if connection is not None:
+            ids = [self.store.insert_on(connection, job) for job in built]
+        else:
+            ids = self.store.insert_many(built)
         if self.nudger is not None:
             self.nudger.nudge_jobs(built)
         return ids
@@ -185,26 +176,30 @@ class Queue:
                 options.pop("depends_on", None), options.get("on_parent_failure", "cancel")
             )
             on_failure = options.pop("on_parent_failure", "cancel")
-            unknown = set(options) - ENQUEUE_KEYS | ({"unique_key"} & set(options))
-            if unknown:
-                raise UsageError(f"a job spec takes enqueue's options, not {sorted(unknown)}")
-            job = build_job(
-                spec.handler,
-                spec.payload,
-                options.get("queue"),
-                options.get("delay", 0.0),
-                options.get("run_at"),
-                options.get("priority", 0),
-                None,
-                options.get("max_attempts"),
-                options.get("limit_key"),
-                options.get("group_key"),
-            )
-            built.append((with_tags(job, options.get("tags")), parents, on_failure))
+            if set(options) & (UNIQUE_KEYS | {"unique_key"}):
+                raise UsageError("a job spec: depends_on does not combine with unique_key")
+            built.append((self.build_one(spec.handler, spec.payload, options), parents, on_failure))
         ids = self.store.enqueue_dependents(built, chained=chained) if built else []
         if self.nudger is not None and built:
             self.nudger.nudge_jobs([job for job, _, _ in built])
         return ids
+    def batch(
+        self,
+        *,
+        on_success: str | None = None,
+        on_complete: str | None = None,
+        on_dead: str | None = None,
+        payload: Any = None,
+        connection: Any = None,
+    ) -> Batch:
+        """`with q.batch(on_complete="report.send") as b: b.enqueue(...)`: callbacks enqueued
+        once when every job of the batch has ended (README "Batches")."""
+        callbacks = {"success": on_success, "complete": on_complete, "dead": on_dead}
+        return Batch(self, callbacks, _encode_payload(payload), connection)
+
+    def batch_status(self, batch_id: int) -> BatchStatus | None:
+        """Where batch `batch_id` stands (pending, done, dead, ...), or None if there is none."""
+        return self.store.batch_status(batch_id)
 
     def get(self, job_id: int) -> JobRow | None:
         return self.store.get_job(job_id)
@@ -222,6 +217,39 @@ class Queue:
 
     def close(self) -> None:
         self.store.close()
+
+
+def build_many(jobs: Iterable[Mapping[str, Any]]) -> list[NewJob]:
+    """enqueue_many's jobs, each checked as enqueue checks one."""
+    built = []
+    for spec in jobs:
+        unknown = set(spec) - ENQUEUE_KEYS
+        if unknown:
+            raise UsageError(f"enqueue_many: unknown keys {sorted(unknown)}")
+        if "handler" not in spec:
+            raise UsageError("enqueue_many: every job needs a 'handler'")
+        job = build_job(
+            spec["handler"],
+            spec.get("payload"),
+            spec.get("queue"),
+            spec.get("delay", 0.0),
+            spec.get("run_at"),
+            spec.get("priority", 0),
+            spec.get("unique_key"),
+            spec.get("max_attempts"),
+            spec.get("limit_key"),
+            spec.get("group_key"),
+        )
+        built.append(
+            with_unique(
+                with_tags(job, spec.get("tags")),
+                spec.get("unique_for"),
+                spec.get("unique_while"),
+                spec.get("on_conflict", "skip"),
+                spec.get("debounce_max"),
+            )
+        )
+    return built
 
 
 def build_job(

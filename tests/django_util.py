@@ -34,7 +34,9 @@ def setup_django() -> ModuleType:
     if str(DJANGO_PROJECT) not in sys.path:
         sys.path.insert(0, str(DJANGO_PROJECT))
     if not apps.ready:
-        saved = {k: os.environ.get(k) for k in ("DJANGO_SETTINGS_MODULE", "FORKQ_DJANGO_DATABASE_URL")}
+        saved = {
+            k: os.environ.get(k) for k in ("DJANGO_SETTINGS_MODULE", "FORKQ_DJANGO_DATABASE_URL")
+        }
         os.environ["DJANGO_SETTINGS_MODULE"] = SETTINGS
         os.environ["FORKQ_DJANGO_DATABASE_URL"] = PLACEHOLDER_URL
         try:

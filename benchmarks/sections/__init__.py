@@ -18,6 +18,7 @@ from typing import Any
 import scale_env
 
 from . import (
+    batches,
     chains,
     claims,
     commands,
@@ -58,6 +59,7 @@ SECTIONS: dict[str, float] = {  # name -> hard deadline in seconds
     "fair": 420.0,
     "chains": 150.0,
     "galera": 420.0,
+    "batches": 360.0,
 }
 MODULES: dict[str, ModuleType] = {
     "enqueue": enqueue,
@@ -78,6 +80,7 @@ MODULES: dict[str, ModuleType] = {
     "fair": fair,
     "chains": chains,
     "galera": galera,
+    "batches": batches,
 }
 PRIVATE = ("claims", "tick", "wake", "silent", "trickle")  # on databases of their own
 GROUPS = {"scale+": ["scale", *PRIVATE]}  # --sections aliases
@@ -103,6 +106,7 @@ METHOD = [
     *fair.METHOD,
     *chains.METHOD,
     *galera.METHOD,
+    *batches.METHOD,
 ]
 REPRODUCE = scale_common.REPRODUCE
 

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 from supervisor import logs
+from supervisor.cli.batch import cmd_batch
 from supervisor.cli.checks import cmd_alerts, cmd_check, cmd_schema
 from supervisor.cli.commands import cmd_run, cmd_web, cmd_work
 from supervisor.cli.jobs import (
@@ -173,6 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
     show = command("show", cmd_show, "every field of one job")
     show.add_argument("id", metavar="ID", type=_positive_int)
     _json_flag(show)
+    batch = command("batch", cmd_batch, "where one batch stands: its jobs and callbacks")
+    batch.add_argument("id", metavar="ID", type=_positive_int)
+    _json_flag(batch)
     _retry_parser(command("retry", cmd_retry, "run failed jobs again now"))
     cancel = command("cancel", cmd_cancel, "cancel waiting or running jobs")
     cancel.add_argument("ids", metavar="ID", nargs="+", type=_positive_int)

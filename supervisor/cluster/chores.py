@@ -30,6 +30,8 @@ def fail_held_job(
 ) -> bool:
     """Record a failed attempt for a job whose holder is gone: retry with backoff, or dead."""
     decision = failure_fate_for(row, error)
+    if row.batch_id is not None:  # ending dead settles its batch when it is the last
+        store.note_batch_job(row.id, row.batch_id)
     return store.fail(
         owner,
         row.id,
@@ -180,6 +182,7 @@ class ChoresReport:
     reaped: int = 0
     settled: int = 0
     pruned: int = 0
+    batches: int = 0
 
 
 class Chores:
@@ -216,12 +219,14 @@ class Chores:
         if self.config.limits:  # jobs parked on a limit: none forgotten (store/limits/claims.py)
             look_after_parked(self.store, self.config)
         fair.prune_rounds(self.store, self.config)  # rows of rounds nobody serves
-        if report.reaped or report.settled or report.pruned:
+        report.batches = self.store.settle_open_batches()  # batches no finisher settled
+        if report.reaped or report.settled or report.pruned or report.batches:
             self.log.info(
                 events.CHORES_DONE,
                 reaped=report.reaped,
                 settled=report.settled,
                 pruned=report.pruned,
+                batches=report.batches,
             )
         return report
 

@@ -5,8 +5,9 @@ translation of driver errors into forkq's own, and how values are bound; `Store`
 holds the operations. Callers never see a cursor.
 
 The operations come in one mixin a concern, each over the core's plumbing (core.py):
-the job lifecycle (jobs.py, over dependencies.py: jobs that wait on others), operators'
-calls (operators.py), what the daemons share
+the job lifecycle (jobs.py, over dependencies.py: jobs that wait on others, and
+batches.py: the hook that settles a batch), operators' calls (operators.py), what the
+daemons share
 (cluster.py) and the dashboard's reads (views.py). This module puts them together and
 keeps every name importable from here. A state change of a claimed job always repeats
 its precondition (jobs.py), so a worker whose lease was taken over never overwrites the

@@ -292,6 +292,7 @@ class StoreCore(ABC):
             "replace": int(job.on_conflict != "skip"),
             "debounce": int(job.on_conflict == "debounce"),
             "debounce_max_us": None if job.debounce_max is None else micros(job.debounce_max),
+            "batch_id": job.batch_id,
             "ahead_us": AHEAD_US,
         }
 
@@ -302,9 +303,12 @@ class StoreCore(ABC):
         Only a job with a limit_key names that column (schema 5), so a producer on an
         older schema still enqueues every other job; likewise group_key (schema 8) and tags
         (schema 9: a tagged job names group_key too). A job with a unique key names every
-        column (schema 10: its window and scope) and says whether it conflicted."""
+        column (schema 10: its window and scope) and says whether it conflicted; a job of
+        q.batch() (schema 13) has none."""
         if params["unique_key"] is not None:
             return "insert_job_unique"
+        if params.get("batch_id") is not None:
+            return "insert_job_batched"
         if params.get("tags") is not None:
             return "insert_job_tagged"
         if params.get("group_key") is not None:

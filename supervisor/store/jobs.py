@@ -18,6 +18,7 @@ from supervisor.errors import SchemaError
 from supervisor.kinds import OnSuccess
 from supervisor.models import HandBack, JobRow, JobState, QueueTimes, utc
 from supervisor.outcomes import SnoozeWritten
+from supervisor.store.batches import BatchOps
 from supervisor.store.core import (
     AHEAD_US,
     LIMITS_SCHEMA_VERSION,
@@ -28,7 +29,7 @@ from supervisor.store.core import (
 from supervisor.store.dependencies import EITHER, DependencyOps
 
 
-class JobOps(DependencyOps):
+class JobOps(DependencyOps, BatchOps):
     """Claiming and settling jobs (workers, the master, `forkq work`)."""
 
     # --- workers -------------------------------------------------------------------------
@@ -93,16 +94,19 @@ class JobOps(DependencyOps):
         rows than asked (a parent among them, or a lease lost) does the second pass of
         dependencies.py run, which ends them and settles their children."""
         if self.has_deps_schema():
-            completed = self.complete_pass(owner, ids, mode, skip=EITHER)
-            if completed < len(ids):  # dependencies: one clearly separated hook
-                completed += self.complete_parents(owner, ids, mode)
-            return completed
-        params = self._params(owner=owner, ids=self._ids(ids))
-        if mode == OnSuccess.KEEP:
-            return self._execute("complete_keep", params)
-        if mode == OnSuccess.ARCHIVE:
-            self._execute("complete_archive_copy", params)
-        return self._execute("complete_delete", params)
+            changed = self.complete_pass(owner, ids, mode, skip=EITHER)
+            if changed < len(ids):  # dependencies: one clearly separated hook
+                changed += self.complete_parents(owner, ids, mode)
+        elif mode == OnSuccess.KEEP:
+            changed = self._execute("complete_keep", self._params(owner=owner, ids=self._ids(ids)))
+        else:
+            params = self._params(owner=owner, ids=self._ids(ids))
+            if mode == OnSuccess.ARCHIVE:
+                self._execute("complete_archive_copy", params)
+            changed = self._execute("complete_delete", params)
+        if self.batch_members:  # this worker claimed a batch job: the batch hook (batches.py)
+            self.settle_batches_of(ids)
+        return changed
 
     def fail(
         self,
@@ -117,12 +121,15 @@ class JobOps(DependencyOps):
     ) -> bool:
         """Record a failed attempt: back to ready after `delay` (bounded_wait), or dead.
         False if no longer held."""
+        in_batch = self.batch_members is not None and job_id in self.batch_members
         if dead and self.has_deps_schema():  # a parent's children are settled with it
-            return self.fail_dead(owner, job_id, error, max_attempts, only_expired)
+            ended = self.fail_dead(owner, job_id, error, max_attempts, only_expired)
+            if ended and in_batch:  # its batch just after (the chores catch a crash between)
+                self._retrying(lambda: self._settle_batch_alone(job_id))
+            return ended
         name = "fail_dead" if dead else "fail_retry"
         delay = self.bounded_wait(delay)
-        changed = self._run(
-            name,
+        values = dict(
             status=JobState.SCHEDULED if delay > SCHEDULE_AHEAD else JobState.READY,
             owner=owner,
             id=job_id,
@@ -131,7 +138,20 @@ class JobOps(DependencyOps):
             max_attempts=max_attempts,
             only_expired=1 if only_expired else 0,
         )
-        return changed == 1
+        if dead and in_batch:
+            return self._retrying(lambda: self._end_batch_job(name, values, job_id)) == 1
+        return self._run(name, **values) == 1
+
+    def _settle_batch_alone(self, job_id: int) -> None:
+        with self._tx():
+            self.settle_batches_of([job_id])
+
+    def _end_batch_job(self, name: str, values: dict[str, Any], job_id: int) -> int:
+        """A batch job ending dead: the batch hook in the same transaction (batches.py)."""
+        with self._tx():
+            changed = self._execute(name, self._params(**values))
+            self.settle_batches_of([job_id])
+            return changed
 
     def snooze(
         self, owner: str, job_id: int, delay: float, max_snoozes: int, reason: str = "snoozed"
@@ -313,6 +333,7 @@ def claimed_job(row: dict[str, Any], queue: str, owner: str) -> JobRow:
         started_at=None,
         finished_at=None,
         limit_key=row.get("limit_key"),  # read by claims under [limits] (store/limits/claims.py)
+        batch_id=row["batch_id"],  # None for a job in no batch: the completion path asks this
     )
 
 

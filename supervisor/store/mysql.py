@@ -41,6 +41,8 @@ BATCH_INSERT_QUERIES = frozenset(
         "insert_jobs_row_grouped",
         "insert_jobs_head_tagged",  # a batch with tags: group_key and tags named (schema 9)
         "insert_jobs_row_tagged",
+        "insert_jobs_head_batched",  # a batch of q.batch(): tags and batch_id named (schema 13)
+        "insert_jobs_row_batched",
     }
 )
 INSERT_CHUNK = 1000  # rows per multi-row INSERT
@@ -156,6 +158,7 @@ class MySQLStore(MySQLSession):
         keyed = "_keyed" if any(j.limit_key is not None for j in jobs) else ""
         keyed = "_grouped" if any(j.group_key is not None for j in jobs) else keyed
         keyed = "_tagged" if any(j.tags for j in jobs) else keyed
+        keyed = "_batched" if any(j.batch_id is not None for j in jobs) else keyed
         with self._errors(), conn.cursor() as cursor:
             row = self.queries[f"insert_jobs_row{keyed}"]
             rows = [cursor.mogrify(row, self.job_params(j)) for j in jobs]

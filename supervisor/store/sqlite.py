@@ -36,6 +36,7 @@ T = TypeVar("T")
 
 class SQLiteStore(Store):
     backend = "sqlite"
+    few_left = 0  # one writer at a time: a batch's last finisher sees every other end
 
     def __init__(self, url: DatabaseURL, busy_timeout: float = 30.0) -> None:
         self.url = url
@@ -198,15 +199,19 @@ class SQLiteStore(Store):
         _check_length(connection, params["payload"])
         cursor = connection.execute(self.queries[self.insert_query(params)], params)
         grouped = params.get("group_key") is not None
-        if not (grouped or params.get("tags") is not None or params["unique_key"] is not None):
+        if params.get("batch_id") is not None:  # a batch's job: no unique key, no RETURNING
+            assert cursor.lastrowid is not None
+            job_id = Enqueued(cursor.lastrowid)
+        elif not (grouped or params.get("tags") is not None or params["unique_key"] is not None):
             assert cursor.lastrowid is not None  # set by every successful INSERT
             return Enqueued(cursor.lastrowid)
-        # fetchall: a RETURNING statement (a unique key, a group_key, tags) is finished (and,
-        # outside a transaction, committed) only once every row has been read. Rows are dicts
-        # on our connection.
-        [row] = cursor.fetchall()
-        row = row if isinstance(row, dict) else _dict_row(cursor, row)
-        job_id = Enqueued(row["id"], bool(row.get("duplicates")))  # > 0: the key was held
+        else:
+            # fetchall: a RETURNING statement (a unique key, a group_key, tags) is finished
+            # (and, outside a transaction, committed) only once every row has been read.
+            # Rows are dicts on our connection.
+            [row] = cursor.fetchall()
+            row = row if isinstance(row, dict) else _dict_row(cursor, row)
+            job_id = Enqueued(row["id"], bool(row.get("duplicates")))  # > 0: the key was held
         if grouped and params.get("join_alone", True) and not job_id.conflicted:  # joins the
             connection.execute(self.queries["join_round"], params)  # round (a batch's: insert_many)
         return job_id

@@ -41,6 +41,7 @@ HERE = Path(__file__).parent
 STATIC = HERE / "static"
 DB_TIMEOUT = 30.0  # seconds a page waits on the database
 JOB = f"/jobs/<int(max={MAX_JOB_ID}):job_id>"  # a larger id is no job: 404, never 500
+BATCH = f"/batches/<int(max={MAX_JOB_ID}):batch_id>"
 
 Handler = Callable[..., Response]
 
@@ -154,6 +155,7 @@ def _page_rules() -> list[Rule]:
         Rule("/", endpoint="overview", methods=get),
         Rule("/jobs", endpoint="jobs", methods=get),
         Rule(JOB, endpoint="job", methods=get),
+        Rule(BATCH, endpoint="batch", methods=get),
         Rule("/dead", endpoint="dead", methods=get),
         Rule("/running", endpoint="running", methods=get),
         Rule("/queues", endpoint="queues", methods=get),

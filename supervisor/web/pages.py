@@ -145,6 +145,18 @@ def job(ctx: Context, job_id: int) -> Response:
     )
 
 
+def batch(ctx: Context, batch_id: int) -> Response:
+    """One batch (q.batch()): its counts, callbacks and the jobs of it still in the table."""
+    status = ctx.store.batch_status(batch_id)
+    if status is None:
+        return ctx.render("error.html", status=404, message=f"no batch with id {batch_id}")
+    jobs = ctx.store.batch_jobs(batch_id, BATCH_JOBS_SHOWN)
+    return ctx.render("batch.html", nav="jobs", batch=status, jobs=jobs, shown=BATCH_JOBS_SHOWN)
+
+
+BATCH_JOBS_SHOWN = 200
+
+
 def dead(ctx: Context) -> Response:
     queue = _name(ctx.request.args.get("queue"), 64)
     store = ctx.store
@@ -305,6 +317,7 @@ PAGES: dict[str, Callable[..., Response]] = {
     "overview": overview,
     "jobs": jobs,
     "job": job,
+    "batch": batch,
     "dead": dead,
     "running": running,
     "queues": queues,

@@ -268,6 +268,8 @@ class Worker:
         # What happens to the job, not what the attempt asked: a retry with no attempt
         # left is dead, and the metric, the event and the log line say so.
         outcome, fate = fate_of_attempt(row, attempt)
+        if row.batch_id is not None:  # its end settles the batch when it is the last (batches.py)
+            self.store.note_batch_job(row.id, row.batch_id)
         metrics.job_finished(row.queue, row.handler, outcome, duration)  # a no-op while off
         try:
             if fate is not None:

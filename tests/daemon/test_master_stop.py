@@ -17,7 +17,7 @@ from supervisor import Queue, events
 
 pytestmark = pytest.mark.slow
 
-IGNORE_TERM = '''
+IGNORE_TERM = """
 import signal
 
 from supervisor import handler
@@ -26,7 +26,7 @@ from supervisor import handler
 @handler("t.ignore_term")
 def ignore_term(payload, job):
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a careless library does this
-'''
+"""
 
 
 @pytest.fixture

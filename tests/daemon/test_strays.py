@@ -14,7 +14,7 @@ from util import wait_until
 
 from supervisor import Queue, events
 
-ESCAPER = '''
+ESCAPER = """
 import subprocess
 import time
 
@@ -31,7 +31,7 @@ def escape_then_hang(payload, job):
             time.sleep(1)
         except BaseException:
             pass
-'''
+"""
 
 
 @pytest.fixture

@@ -54,6 +54,7 @@ def test_schema_files_declare_every_forkq_table() -> None:
         "forkq_limits",
         "forkq_tenants",
         "forkq_dependencies",
+        "forkq_batches",
         "forkq_schema",
     }
     assert set(MYSQL_DDL) == expected

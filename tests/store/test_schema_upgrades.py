@@ -141,6 +141,17 @@ def undo_version_14(url: str) -> None:
     sql(url, "UPDATE forkq_schema SET version = 13")
 
 
+def undo_version_13(url: str) -> None:
+    """Take away what version 13 added (forkq_batches, forkq_jobs.batch_id and its index)."""
+    sql(url, "DROP TABLE forkq_batches")
+    if backend_of(url) == "mysql":
+        sql(url, "ALTER TABLE forkq_jobs DROP INDEX forkq_jobs_batch, DROP COLUMN batch_id")
+    else:
+        sql(url, "DROP INDEX forkq_jobs_batch")
+        sql(url, "ALTER TABLE forkq_jobs DROP COLUMN batch_id")
+    sql(url, "UPDATE forkq_schema SET version = 12")
+
+
 def undo_version_15(url: str) -> None:
     """Take away what version 15 added (forkq_tenants.served)."""
     sql(url, "ALTER TABLE forkq_tenants DROP COLUMN served")
@@ -149,7 +160,12 @@ def undo_version_15(url: str) -> None:
 
 # What each version after 9 added, taken away by undo_versions_above (numbers may have
 # gaps: each records the version before its own).
-UNDO_AFTER_9 = {10: undo_version_10, 14: undo_version_14, 15: undo_version_15}
+UNDO_AFTER_9 = {
+    10: undo_version_10,
+    13: undo_version_13,
+    14: undo_version_14,
+    15: undo_version_15,
+}
 
 
 def undo_versions_above(url: str, version: int) -> None:
@@ -272,6 +288,7 @@ def test_a_version_2_database_is_upgraded_to_3_in_place(db_url: str) -> None:
         assert store.require_schema() == 2  # the daemon still runs on version 2
         upgrade_to_9_in_place(db_url)
         assert store.apply_schema() == SCHEMA_VERSION
+        applied = innodb_table_id(db_url) if mysql else 0
         assert recorded_version(db_url) == SCHEMA_VERSION
         assert job_ids(db_url) == before and len(before) == 2
         if mysql:
@@ -284,6 +301,7 @@ def test_a_version_2_database_is_upgraded_to_3_in_place(db_url: str) -> None:
         assert job_ids(db_url) == before
         if mysql:  # version 3's own comment again (version 14 wrote a later one)
             assert status_comment(db_url) == STATUS_COMMENT_3
+            assert innodb_table_id(db_url) == applied
     finally:
         store.close()
 
@@ -402,6 +420,7 @@ def test_the_schema_file_leaves_an_old_database_old_and_printed_upgrades_upgrade
         "forkq_tenants",
         "forkq_schedules",
         "forkq_dependencies",
+        "forkq_batches",
     }
     new_tables = (
         "forkq_throughput",
@@ -413,6 +432,8 @@ def test_the_schema_file_leaves_an_old_database_old_and_printed_upgrades_upgrade
         "forkq_schedules",
         "forkq_jobs_unique",
         "forkq_dependencies",
+        "forkq_batches",
+        "forkq_jobs_batch",
         *(("forkq_jobs_v10", "ON forkq_jobs (") if backend_of(url) == "sqlite" else ()),
     )  # SQLite's version 10 rebuilds forkq_jobs: its indexes are made again
     assert not any(
@@ -607,5 +628,22 @@ def test_a_version_14_database_is_upgraded_to_15_in_place(db_url: str) -> None:
         ]
         if backend_of(db_url) == "mysql":
             assert innodb_table_id(db_url) == table_id  # forkq_jobs untouched
+    finally:
+        store.close()
+
+
+def test_a_version_12_database_is_upgraded_to_13_and_its_jobs_are_in_no_batch(db_url: str) -> None:
+    """Version 13 adds forkq_batches and forkq_jobs.batch_id (on MariaDB a rebuild of the
+    jobs table: no column is added instantly after version 8's indexed virtual column)."""
+    store = open_store(db_url)
+    try:
+        job_id = store.enqueue(_job())
+        undo_versions_above(db_url, 12)
+        assert "forkq_batches" not in live_columns(db_url)
+        assert store.apply_schema() == SCHEMA_VERSION
+        assert live_columns(db_url) == declared(MYSQL_DDL)
+        job = store.get_job(job_id)
+        assert job is not None and job.batch_id is None
+        assert store.batch_status(1) is None
     finally:
         store.close()

@@ -18,7 +18,7 @@ LAYERS = [
     {"errors", "events", "kinds", "models", "durations", "escaping", "dburl", "policy", "outcomes",
      "config", "logs", "proc", "unique"},
     {"store"},
-    {"registry", "fate", "lock", "wake", "queue", "status", "workflow"},
+    {"registry", "fate", "lock", "wake", "queue", "batches", "status", "workflow"},
     {"cluster"},
     {"observe"},
     {"work"},

@@ -95,7 +95,7 @@ ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id) RETURNING id;
 -- forkq_jobs_status and sort the whole backlog for every batch.
 -- Only what a worker needs, times as epoch doubles: every column costs decoding per job,
 -- and a DATETIME costs the most. (Aliases differ from the columns: ORDER BY sees columns.)
-SELECT id, handler, payload, priority, attempts, max_attempts, unique_key,
+SELECT id, handler, payload, priority, attempts, max_attempts, unique_key, batch_id,
        UNIX_TIMESTAMP(run_at) + 0e0 AS run_at_s, UNIX_TIMESTAMP(enqueued_at) + 0e0 AS enqueued_at_s
 FROM forkq_jobs FORCE INDEX (forkq_jobs_claim)
 WHERE queue = %(queue)s AND status = 'ready' AND run_at <= NOW(6)
@@ -702,11 +702,30 @@ INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status, uniqu
  IF(run_at > NOW(6) + INTERVAL %(ahead_us)s MICROSECOND, 'scheduled', 'ready'),
  %(unique_key)s, %(max_attempts)s, %(limit_key)s, %(group_key)s, %(tags)s);
 
+-- name: insert_job_batched
+-- A job of a batch (q.batch()): insert_job_tagged's columns and batch_id (schema 13).
+INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status, unique_key, max_attempts,
+                        limit_key, group_key, tags, batch_id)
+VALUES (%(queue)s, %(handler)s, %(payload)s, %(priority)s,
+        COALESCE(FROM_UNIXTIME(%(run_at)s), NOW(6) + INTERVAL %(delay_us)s MICROSECOND),
+        IF(run_at > NOW(6) + INTERVAL %(ahead_us)s MICROSECOND, 'scheduled', 'ready'),
+        %(unique_key)s, %(max_attempts)s, %(limit_key)s, %(group_key)s, %(tags)s, %(batch_id)s)
+ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id);
+
+-- name: insert_jobs_head_batched
+INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status, unique_key, max_attempts, limit_key, group_key, tags, batch_id) VALUES;
+
+-- name: insert_jobs_row_batched
+(%(queue)s, %(handler)s, %(payload)s, %(priority)s,
+ COALESCE(FROM_UNIXTIME(%(run_at)s), NOW(6) + INTERVAL %(delay_us)s MICROSECOND),
+ IF(run_at > NOW(6) + INTERVAL %(ahead_us)s MICROSECOND, 'scheduled', 'ready'),
+ %(unique_key)s, %(max_attempts)s, %(limit_key)s, %(group_key)s, %(tags)s, %(batch_id)s);
+
 -- name: claim_select_limited
 -- claim_select for a queue some limit covers: the same order, from forkq_jobs_limit, whose
 -- range leaves out the parked jobs (limit_wait <> ''); with handler and limit_key, which
 -- name a job's buckets.
-SELECT id, handler, payload, priority, attempts, max_attempts, unique_key, limit_key,
+SELECT id, handler, payload, priority, attempts, max_attempts, unique_key, limit_key, batch_id,
        UNIX_TIMESTAMP(run_at) + 0e0 AS run_at_s, UNIX_TIMESTAMP(enqueued_at) + 0e0 AS enqueued_at_s
 FROM forkq_jobs FORCE INDEX (forkq_jobs_limit)
 WHERE status = 'ready' AND limit_wait = '' AND queue = %(queue)s AND run_at <= NOW(6)
@@ -997,7 +1016,7 @@ SELECT t.tenant,
        (SELECT 1 FROM forkq_jobs e FORCE INDEX (forkq_jobs_tenant)
         WHERE e.queue = t.queue AND e.status = 'ready' AND e.tenant = t.tenant LIMIT 1) AS any_ready,
        j.id, j.handler, j.payload, j.priority, j.attempts, j.max_attempts, j.unique_key,
-       j.limit_key, UNIX_TIMESTAMP(j.run_at) + 0e0 AS run_at_s,
+       j.limit_key, j.batch_id, UNIX_TIMESTAMP(j.run_at) + 0e0 AS run_at_s,
        UNIX_TIMESTAMP(j.enqueued_at) + 0e0 AS enqueued_at_s
 FROM forkq_tenants t FORCE INDEX (forkq_tenants_turn)
 LEFT JOIN forkq_jobs j FORCE INDEX (PRIMARY)
@@ -1166,6 +1185,65 @@ SELECT parent_id AS id FROM forkq_dependencies WHERE child_id = %(id)s ORDER BY 
 -- name: deps_dependents
 SELECT child_id AS id FROM forkq_dependencies WHERE parent_id = %(id)s ORDER BY child_id;
 
+-- Batches (store/batches.py). A batch settles when no job of it is left unfinished: the
+-- transaction that ends one of its jobs counts the others on forkq_jobs_batch (at most
+-- `limit`, so the count costs the same early in a batch of 100,000), and only when few are
+-- left locks the batch row and counts again (see store/batches.py for why that is exact).
+
+-- name: batch_create
+INSERT INTO forkq_batches (callbacks, payload) VALUES (%(callbacks)s, %(payload)s);
+
+-- name: batch_last_id
+SELECT LAST_INSERT_ID() AS id;
+
+-- name: batch_seal
+UPDATE forkq_batches SET sealed = 1, total = %(total)s WHERE id = %(id)s AND sealed = 0;
+
+-- name: batch_open_count
+SELECT COUNT(*) AS n FROM (
+  SELECT 1 FROM forkq_jobs FORCE INDEX (forkq_jobs_batch)
+  WHERE batch_id = %(id)s AND status NOT IN ('done', 'dead', 'cancelled')
+  LIMIT %(limit)s
+) AS open_jobs;
+
+-- name: batch_ready_count
+-- The first look, from the newest ready job down: while the batch has many ready jobs
+-- these are live index entries, found at once. (From the low end, a count would first
+-- step over the entries of every job claimed since, delete-marked until InnoDB purges.)
+SELECT COUNT(*) AS n FROM (
+  SELECT 1 FROM forkq_jobs FORCE INDEX (forkq_jobs_batch)
+  WHERE batch_id = %(id)s AND status = 'ready'
+  ORDER BY id DESC
+  LIMIT %(limit)s
+) AS ready_jobs;
+
+-- name: batch_lock
+SELECT id, callbacks, payload, total, sealed, settled_at IS NOT NULL AS settled
+FROM forkq_batches WHERE id = %(id)s FOR UPDATE;
+
+-- name: batch_ended
+SELECT status, COUNT(*) AS n FROM forkq_jobs FORCE INDEX (forkq_jobs_batch)
+WHERE batch_id = %(id)s GROUP BY status;
+
+-- name: batch_settle
+UPDATE forkq_batches
+SET settled_at = NOW(6), done = %(done)s, dead = %(dead)s, cancelled = %(cancelled)s, fired = %(fired)s
+WHERE id = %(id)s AND settled_at IS NULL;
+
+-- name: batch_get
+SELECT id, callbacks, payload, total, sealed, done, dead, cancelled, fired,
+       UNIX_TIMESTAMP(created_at) + 0e0 AS created_at_s, UNIX_TIMESTAMP(settled_at) + 0e0 AS settled_at_s
+FROM forkq_batches WHERE id = %(id)s;
+
+-- name: batch_open_list
+-- The chore's look at open batches, oldest first: one that no finishing job settled (its
+-- last jobs ended through a path without the hook: a cancel, a master's write).
+SELECT id FROM forkq_batches FORCE INDEX (forkq_batches_open)
+WHERE settled_at IS NULL AND sealed = 1 ORDER BY id LIMIT %(limit)s;
+
+-- name: batch_jobs
+SELECT id, handler, status, attempts, last_error FROM forkq_jobs FORCE INDEX (forkq_jobs_batch)
+WHERE batch_id = %(id)s ORDER BY id LIMIT %(limit)s;
 
 -- Schema upgrades: `upgrade_to_N` runs once on a database at version N-1 (`forkq schema apply`).
 -- Each holds everything version N adds (new tables included), one statement a line ending
@@ -1325,3 +1403,27 @@ UPDATE forkq_schema SET version = 14, applied_at = NOW(6) WHERE id = 1 AND versi
 -- small table).
 ALTER TABLE forkq_tenants ADD COLUMN IF NOT EXISTS served INT NOT NULL DEFAULT 0 COMMENT 'jobs claimed in the tenant''s turn so far (a pool''s weights: a tenant of weight N keeps its turn for N claims)';
 UPDATE forkq_schema SET version = 15, applied_at = NOW(6) WHERE id = 1 AND version < 15;
+-- name: upgrade_to_13
+-- Version 13 adds batches: forkq_batches and forkq_jobs.batch_id under an index. On
+-- MariaDB the column cannot be added instantly after version 8's indexed virtual column
+-- (1845): this ALTER rebuilds forkq_jobs (online where the server can: enqueues and claims go
+-- on, but it takes the time of a copy of the table).
+CREATE TABLE IF NOT EXISTS forkq_batches (
+  id           BIGINT UNSIGNED NOT NULL AUTO_INCREMENT COMMENT 'batch id (forkq_jobs.batch_id of its jobs)',
+  callbacks    TEXT         NOT NULL COMMENT 'JSON object: for each of success, complete and dead it has, the callback''s handler and queue',
+  payload      LONGTEXT     NOT NULL COMMENT 'JSON given to every callback job, under "payload"',
+  total        INT          NOT NULL DEFAULT 0 COMMENT 'jobs enqueued in the batch (set when its with-block ends)',
+  sealed       TINYINT      NOT NULL DEFAULT 0 COMMENT '1 once its with-block ended: no callback fires before',
+  created_at   TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'when the batch was opened',
+  settled_at   TIMESTAMP(6) NULL DEFAULT NULL COMMENT 'when its last job ended and its callbacks were enqueued; NULL: still open',
+  done         INT          NULL DEFAULT NULL COMMENT 'jobs that ended done, counted when it settled',
+  dead         INT          NULL DEFAULT NULL COMMENT 'jobs that ended dead, counted when it settled',
+  cancelled    INT          NULL DEFAULT NULL COMMENT 'jobs that ended cancelled, counted when it settled',
+  fired        TEXT         NULL COMMENT 'JSON object: the id of each callback job enqueued when it settled, by event',
+  PRIMARY KEY (id),
+  KEY forkq_batches_open (settled_at, id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq batches (q.batch()): callbacks enqueued once when every job of the batch has ended';
+ALTER TABLE forkq_jobs
+  ADD COLUMN batch_id BIGINT UNSIGNED NULL DEFAULT NULL COMMENT 'the forkq_batches row of the batch it belongs to (q.batch()); NULL: in none',
+  ADD KEY forkq_jobs_batch (batch_id, status);
+UPDATE forkq_schema SET version = 13, applied_at = NOW(6) WHERE id = 1 AND version < 13;

@@ -78,7 +78,7 @@ RETURNING id, duplicates;
 -- The claim index is named: with a range on run_at the planner picks forkq_jobs_status
 -- and sorts the whole backlog for every batch.
 -- Only what a worker needs (the same columns as MySQL's claim_select).
-SELECT id, handler, payload, priority, attempts, max_attempts, unique_key,
+SELECT id, handler, payload, priority, attempts, max_attempts, unique_key, batch_id,
        run_at AS run_at_s, enqueued_at AS enqueued_at_s
 FROM forkq_jobs INDEXED BY forkq_jobs_claim
 WHERE queue = :queue AND status = 'ready' AND run_at <= :now
@@ -600,8 +600,18 @@ VALUES (:queue, :handler, :payload, :priority, COALESCE(:run_at, :now + :delay_u
         :now, :unique_key, :max_attempts, :limit_key, :group_key, :tags)
 RETURNING id;
 
+-- name: insert_job_batched
+-- A job of a batch never has a unique key (q.batch() refuses one): no RETURNING, so the
+-- insert costs what a plain one does (the id is the cursor's lastrowid).
+INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status, enqueued_at, unique_key,
+                        max_attempts, limit_key, group_key, tags, batch_id)
+VALUES (:queue, :handler, :payload, :priority, COALESCE(:run_at, :now + :delay_us / 1000000.0),
+        CASE WHEN COALESCE(:run_at, :now + :delay_us / 1000000.0) > :now + :ahead_us / 1000000.0
+             THEN 'scheduled' ELSE 'ready' END,
+        :now, :unique_key, :max_attempts, :limit_key, :group_key, :tags, :batch_id);
+
 -- name: claim_select_limited
-SELECT id, handler, payload, priority, attempts, max_attempts, unique_key, limit_key,
+SELECT id, handler, payload, priority, attempts, max_attempts, unique_key, limit_key, batch_id,
        run_at AS run_at_s, enqueued_at AS enqueued_at_s
 FROM forkq_jobs INDEXED BY forkq_jobs_limit
 WHERE status = 'ready' AND limit_wait = '' AND queue = :queue AND run_at <= :now
@@ -807,7 +817,7 @@ SELECT t.tenant,
        (SELECT 1 FROM forkq_jobs e INDEXED BY forkq_jobs_tenant
         WHERE e.queue = t.queue AND e.status = 'ready' AND e.tenant = t.tenant LIMIT 1) AS any_ready,
        j.id, j.handler, j.payload, j.priority, j.attempts, j.max_attempts, j.unique_key,
-       j.limit_key, j.run_at AS run_at_s, j.enqueued_at AS enqueued_at_s
+       j.limit_key, j.batch_id, j.run_at AS run_at_s, j.enqueued_at AS enqueued_at_s
 FROM forkq_tenants t INDEXED BY forkq_tenants_turn
 LEFT JOIN forkq_jobs j
   ON j.id = (SELECT h.id FROM forkq_jobs h INDEXED BY forkq_jobs_tenant
@@ -937,6 +947,58 @@ SELECT parent_id AS id FROM forkq_dependencies WHERE child_id = :id ORDER BY par
 -- name: deps_dependents
 SELECT child_id AS id FROM forkq_dependencies WHERE parent_id = :id ORDER BY child_id;
 
+-- Batches (store/batches.py; see mysql.sql). SQLite has one writer at a time, so the
+-- batch row needs no lock of its own.
+
+-- name: batch_create
+INSERT INTO forkq_batches (callbacks, payload, created_at) VALUES (:callbacks, :payload, :now);
+
+-- name: batch_last_id
+SELECT last_insert_rowid() AS id;
+
+-- name: batch_seal
+UPDATE forkq_batches SET sealed = 1, total = :total WHERE id = :id AND sealed = 0;
+
+-- name: batch_open_count
+SELECT COUNT(*) AS n FROM (
+  SELECT 1 FROM forkq_jobs INDEXED BY forkq_jobs_batch
+  WHERE batch_id = :id AND status NOT IN ('done', 'dead', 'cancelled')
+  LIMIT :limit
+);
+
+-- name: batch_ready_count
+SELECT COUNT(*) AS n FROM (
+  SELECT 1 FROM forkq_jobs INDEXED BY forkq_jobs_batch
+  WHERE batch_id = :id AND status = 'ready'
+  ORDER BY id DESC
+  LIMIT :limit
+);
+
+-- name: batch_lock
+SELECT id, callbacks, payload, total, sealed, settled_at IS NOT NULL AS settled
+FROM forkq_batches WHERE id = :id;
+
+-- name: batch_ended
+SELECT status, COUNT(*) AS n FROM forkq_jobs INDEXED BY forkq_jobs_batch
+WHERE batch_id = :id GROUP BY status;
+
+-- name: batch_settle
+UPDATE forkq_batches
+SET settled_at = :now, done = :done, dead = :dead, cancelled = :cancelled, fired = :fired
+WHERE id = :id AND settled_at IS NULL;
+
+-- name: batch_get
+SELECT id, callbacks, payload, total, sealed, done, dead, cancelled, fired,
+       created_at AS created_at_s, settled_at AS settled_at_s
+FROM forkq_batches WHERE id = :id;
+
+-- name: batch_open_list
+SELECT id FROM forkq_batches INDEXED BY forkq_batches_open
+WHERE settled_at IS NULL AND sealed = 1 ORDER BY id LIMIT :limit;
+
+-- name: batch_jobs
+SELECT id, handler, status, attempts, last_error FROM forkq_jobs INDEXED BY forkq_jobs_batch
+WHERE batch_id = :id ORDER BY id LIMIT :limit;
 
 -- Schema upgrades: `upgrade_to_N` runs once on a database at version N-1 (`forkq schema apply`).
 -- Each holds everything version N adds, one statement a line ending in `;`, and records
@@ -1123,3 +1185,25 @@ WHERE id = 1 AND version < 14;
 ALTER TABLE forkq_tenants ADD COLUMN served INTEGER NOT NULL DEFAULT 0;
 UPDATE forkq_schema SET version = 15, applied_at = (julianday('now') - 2440587.5) * 86400.0
 WHERE id = 1 AND version < 15;
+-- name: upgrade_to_13
+-- Version 13 adds batches (see mysql.sql).
+CREATE TABLE IF NOT EXISTS forkq_batches (
+  id           INTEGER PRIMARY KEY AUTOINCREMENT,
+  callbacks    TEXT    NOT NULL, -- JSON: the handler and queue of each callback, by event
+  payload      TEXT    NOT NULL, -- JSON given to every callback job
+  total        INTEGER NOT NULL DEFAULT 0,
+  sealed       INTEGER NOT NULL DEFAULT 0, -- 1 once its with-block ended
+  created_at   REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+  settled_at   REAL    NULL, -- NULL: still open
+  done         INTEGER NULL,
+  dead         INTEGER NULL,
+  cancelled    INTEGER NULL,
+  fired        TEXT    NULL -- JSON: the id of each callback job enqueued, by event
+);
+CREATE INDEX IF NOT EXISTS forkq_batches_open ON forkq_batches (settled_at, id);
+ALTER TABLE forkq_jobs ADD COLUMN batch_id INTEGER NULL;
+-- Partial: a job in no batch has no entry, so its claim and end write no more than before.
+CREATE INDEX IF NOT EXISTS forkq_jobs_batch ON forkq_jobs (batch_id, status)
+  WHERE batch_id IS NOT NULL;
+UPDATE forkq_schema SET version = 13, applied_at = (julianday('now') - 2440587.5) * 86400.0
+WHERE id = 1 AND version < 13;

@@ -33,7 +33,8 @@ CREATE TABLE IF NOT EXISTS forkq_jobs (
   duplicates   INTEGER NOT NULL DEFAULT 0,
   unique_live  INTEGER GENERATED ALWAYS AS (CASE WHEN unique_key IS NULL THEN NULL WHEN unique_while = 'queued' AND NOT (status IN ('scheduled', 'ready', 'waiting') AND attempts = 0 AND snoozes = 0 AND started_at IS NULL) THEN NULL WHEN unique_while = 'active' AND status NOT IN ('scheduled', 'ready', 'waiting', 'running', 'cancelling') THEN NULL WHEN unique_for > 0 THEN CAST(enqueued_at / unique_for AS INTEGER) ELSE 0 END) VIRTUAL,
   tags         TEXT    NULL, -- JSON list of strings given at enqueue; NULL: none
-  progress     TEXT    NULL, -- JSON {"percent" "message" "at"} its handler last reported
+  progress     TEXT    NULL, -- JSON object of percent and message and at: its handler's last report
+  batch_id     INTEGER NULL, -- the forkq_batches row of its batch (NULL: in none)
   deps         INTEGER NOT NULL DEFAULT 0 -- 1: jobs wait on it; 2: it has parents; 3: both
 );
 CREATE INDEX IF NOT EXISTS forkq_jobs_claim ON forkq_jobs (queue, status, priority DESC, run_at, id);
@@ -44,6 +45,9 @@ CREATE INDEX IF NOT EXISTS forkq_jobs_limit
 CREATE INDEX IF NOT EXISTS forkq_jobs_tenant
   ON forkq_jobs (queue, status, tenant, priority DESC, run_at, id);
 CREATE UNIQUE INDEX IF NOT EXISTS forkq_jobs_unique ON forkq_jobs (unique_key, unique_live);
+-- Partial: a job in no batch has no entry, so its claim and end write no more than before.
+CREATE INDEX IF NOT EXISTS forkq_jobs_batch ON forkq_jobs (batch_id, status)
+  WHERE batch_id IS NOT NULL;
 
 CREATE TABLE IF NOT EXISTS forkq_jobs_archive (
   id           INTEGER PRIMARY KEY,
@@ -177,6 +181,20 @@ CREATE TABLE IF NOT EXISTS forkq_dependencies (
   PRIMARY KEY (parent_id, child_id)
 );
 CREATE INDEX IF NOT EXISTS forkq_dependencies_child ON forkq_dependencies (child_id);
+CREATE TABLE IF NOT EXISTS forkq_batches (
+  id           INTEGER PRIMARY KEY AUTOINCREMENT,
+  callbacks    TEXT    NOT NULL, -- JSON: the handler and queue of each callback, by event
+  payload      TEXT    NOT NULL, -- JSON given to every callback job
+  total        INTEGER NOT NULL DEFAULT 0,
+  sealed       INTEGER NOT NULL DEFAULT 0, -- 1 once its with-block ended
+  created_at   REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+  settled_at   REAL    NULL, -- NULL: still open
+  done         INTEGER NULL,
+  dead         INTEGER NULL,
+  cancelled    INTEGER NULL,
+  fired        TEXT    NULL -- JSON: the id of each callback job enqueued, by event
+);
+CREATE INDEX IF NOT EXISTS forkq_batches_open ON forkq_batches (settled_at, id);
 
 CREATE TABLE IF NOT EXISTS forkq_schema (
   id           INTEGER NOT NULL PRIMARY KEY,
