@@ -141,6 +141,43 @@ CREATE TABLE IF NOT EXISTS forkq_throughput (
   PRIMARY KEY (minute, queue, host)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq jobs finished per minute, per queue and host (the dashboard''s chart); pruned after a day';
 
+CREATE TABLE IF NOT EXISTS forkq_handler_stats (
+  minute       TIMESTAMP(6) NOT NULL COMMENT 'the minute the attempts ended in (UTC, database clock)',
+  handler      VARCHAR(191) NOT NULL COMMENT 'handler name',
+  host         VARCHAR(255) NOT NULL COMMENT 'the host whose workers ran them',
+  jobs         INT          NOT NULL DEFAULT 0 COMMENT 'attempts that ended (done, failed or snoozed)',
+  failed       INT          NOT NULL DEFAULT 0 COMMENT 'attempts that failed (retried, dead or timed out)',
+  seconds      DOUBLE       NOT NULL DEFAULT 0 COMMENT 'their total duration',
+  fastest      DOUBLE       NULL COMMENT 'the shortest attempt (seconds)',
+  slowest      DOUBLE       NULL COMMENT 'the longest attempt (seconds)',
+  b00          INT          NOT NULL DEFAULT 0,
+  b01          INT          NOT NULL DEFAULT 0,
+  b02          INT          NOT NULL DEFAULT 0,
+  b03          INT          NOT NULL DEFAULT 0,
+  b04          INT          NOT NULL DEFAULT 0,
+  b05          INT          NOT NULL DEFAULT 0,
+  b06          INT          NOT NULL DEFAULT 0,
+  b07          INT          NOT NULL DEFAULT 0,
+  b08          INT          NOT NULL DEFAULT 0,
+  b09          INT          NOT NULL DEFAULT 0,
+  b10          INT          NOT NULL DEFAULT 0,
+  b11          INT          NOT NULL DEFAULT 0,
+  b12          INT          NOT NULL DEFAULT 0,
+  b13          INT          NOT NULL DEFAULT 0,
+  b14          INT          NOT NULL DEFAULT 0,
+  b15          INT          NOT NULL DEFAULT 0,
+  b16          INT          NOT NULL DEFAULT 0,
+  b17          INT          NOT NULL DEFAULT 0,
+  b18          INT          NOT NULL DEFAULT 0,
+  b19          INT          NOT NULL DEFAULT 0,
+  b20          INT          NOT NULL DEFAULT 0,
+  b21          INT          NOT NULL DEFAULT 0,
+  b22          INT          NOT NULL DEFAULT 0,
+  b23          INT          NOT NULL DEFAULT 0,
+  PRIMARY KEY (minute, handler, host),
+  KEY forkq_handler_stats_handler (handler, minute)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq attempts per minute, handler and host: counts and a duration histogram, bNN = attempts of 2^(NN-1) to 2^NN ms (b00 under 1 ms); pruned after a day';
+
 CREATE TABLE IF NOT EXISTS forkq_results (
   job_id       BIGINT UNSIGNED NOT NULL COMMENT 'the job (forkq_jobs.id) this is the result of: a Django TaskResult id (supervisor.contrib.django)',
   queue        VARCHAR(64)  NOT NULL COMMENT 'the job''s queue: the result is pruned with its pool''s retention',
@@ -187,4 +224,4 @@ CREATE TABLE IF NOT EXISTS forkq_schema (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq schema version';
 
 -- The version this file creates; kept if the database already records one.
-INSERT IGNORE INTO forkq_schema (id, version) VALUES (1, 9);
+INSERT IGNORE INTO forkq_schema (id, version) VALUES (1, 11);

@@ -22,7 +22,7 @@ from supervisor.store.queries import upgrade_statements
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 9  # what `forkq schema apply` creates
+SCHEMA_VERSION = 11  # what `forkq schema apply` creates
 # The oldest schema this code runs on: version 2 only dropped an index, version 3 only
 # documents the `scheduled` status in a column comment, and without version 4's
 # forkq_processes.node the rows this code writes have no node (see register_process).
@@ -33,6 +33,7 @@ RESULTS_SCHEMA_VERSION = 6  # forkq_results (task results of supervisor.contrib.
 LIMITS_SCHEMA_VERSION = 7
 # forkq_jobs.group_key and .tenant, forkq_tenants: fair pools and jobs with a group_key need it.
 FAIR_SCHEMA_VERSION = 8
+TIMING_SCHEMA_VERSION = 11  # forkq_handler_stats: per-handler timing (observe/timing.py)
 # A job due later than this is stored `scheduled`, outside the claim's index range, and
 # made `ready` this long before it is due (by the master's poll or `forkq work`), so a
 # claim never walks the jobs waiting for later and is still on time to the microsecond.
@@ -67,6 +68,7 @@ class StoreCore(ABC):
     _node_column: bool | None = None  # does forkq_processes.node exist? (asked once)
     _results_table: bool | None = None  # does forkq_results exist? (asked once)
     _limits_schema: bool | None = None  # is the schema version 7 or later? (asked once)
+    _timing_table: bool | None = None  # does forkq_handler_stats exist? (asked once)
 
     # --- what a backend provides -------------------------------------------------------
 
@@ -237,6 +239,7 @@ class StoreCore(ABC):
         self._run_ddl(self._schema_statements())
         self._run("set_schema_version", version=SCHEMA_VERSION)
         self._node_column = self._results_table = self._limits_schema = None
+        self._timing_table = None
         return SCHEMA_VERSION
 
     def require_schema(self) -> int:

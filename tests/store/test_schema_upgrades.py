@@ -34,6 +34,7 @@ from util import (
 )
 
 from supervisor.dburl import parse_database_url
+from supervisor.observe.timing import Stats
 from supervisor.proc import node_id
 from supervisor.queue import build_job
 from supervisor.store import SCHEMA_VERSION, open_store
@@ -105,8 +106,15 @@ def innodb_table_id(url: str) -> int:
     return int(table_id)
 
 
+def undo_version_11(url: str) -> None:
+    """Take away what version 11 added (forkq_handler_stats)."""
+    sql(url, "DROP TABLE forkq_handler_stats")
+    sql(url, "UPDATE forkq_schema SET version = 9")
+
+
 def undo_version_9(url: str) -> None:
-    """Take away what version 9 added (forkq_schedules)."""
+    """Take away what versions 11 and 9 added (then forkq_schedules)."""
+    undo_version_11(url)
     sql(url, "DROP TABLE forkq_schedules")
     sql(url, "UPDATE forkq_schema SET version = 8")
 
@@ -335,6 +343,7 @@ def test_the_schema_file_leaves_an_old_database_old_and_printed_upgrades_upgrade
         "forkq_limits",
         "forkq_tenants",
         "forkq_schedules",
+        "forkq_handler_stats",
     }
     new_tables = (
         "forkq_throughput",
@@ -344,6 +353,7 @@ def test_the_schema_file_leaves_an_old_database_old_and_printed_upgrades_upgrade
         "forkq_tenants",
         "forkq_jobs_tenant",
         "forkq_schedules",
+        "forkq_handler_stats",
     )
     assert not any(
         s.startswith("CREATE") and not any(table in s for table in new_tables) for s in statements
@@ -444,8 +454,8 @@ def test_a_version_7_database_is_upgraded_to_8_in_place(db_url: str) -> None:
         assert store.require_schema() == 7  # the daemon still runs on version 7
         plain = store.enqueue(_job())  # a producer on version 7
         table_id = innodb_table_id(db_url) if backend_of(db_url) == "mysql" else 0
-        assert store.apply_schema() == SCHEMA_VERSION == 9
-        assert recorded_version(db_url) == 9
+        assert store.apply_schema() == SCHEMA_VERSION == 11
+        assert recorded_version(db_url) == 11
         assert live_columns(db_url) == declared(MYSQL_DDL)
         assert "forkq_jobs_tenant" in job_indexes(db_url)
         tenants = dict(sql(db_url, "SELECT id, tenant FROM forkq_jobs"))
@@ -466,13 +476,34 @@ def test_a_version_8_database_is_upgraded_to_9_in_place(db_url: str) -> None:
         undo_version_9(db_url)
         assert "forkq_schedules" not in live_columns(db_url)
         table_id = innodb_table_id(db_url) if backend_of(db_url) == "mysql" else 0
-        assert store.apply_schema() == SCHEMA_VERSION == 9
-        assert recorded_version(db_url) == 9
+        assert store.apply_schema() == SCHEMA_VERSION == 11
+        assert recorded_version(db_url) == 11
         assert live_columns(db_url) == declared(MYSQL_DDL)
         job = store.get_job(job_id)
         assert job is not None and job.tags is None
         assert store.runtime_schedules() == []
         if backend_of(db_url) == "mysql":
             assert innodb_table_id(db_url) == table_id
+    finally:
+        store.close()
+
+
+def test_a_version_9_database_is_upgraded_to_11_and_times_handlers_only_then(db_url: str) -> None:
+    """Version 11 adds forkq_handler_stats; before it a heartbeat's timing is dropped (the
+    daemon still runs), after it the rows add up per minute, handler and host."""
+    store = open_store(db_url)
+    try:
+        undo_version_11(db_url)
+        assert "forkq_handler_stats" not in live_columns(db_url)
+        stats = {"h.one": Stats(1, 0, 0.5, 0.5, 0.5, [0] * 9 + [1] + [0] * 14)}
+        assert store.record_handler_stats(60.0, "host-a", stats) == 0
+        assert store.handler_stats(3600) == []
+        assert store.apply_schema() == SCHEMA_VERSION == 11
+        assert live_columns(db_url) == declared(MYSQL_DDL)
+        now = store.db_now() // 60 * 60
+        assert store.record_handler_stats(now, "host-a", stats) == 1
+        assert store.record_handler_stats(now, "host-a", stats) == 1
+        [(handler, merged)] = store.handler_stats(3600)
+        assert (handler, merged.jobs, merged.buckets[9], merged.seconds) == ("h.one", 2, 2, 1.0)
     finally:
         store.close()
