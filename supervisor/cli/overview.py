@@ -63,8 +63,10 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def _queues_table(queues: Sequence[QueueStats]) -> str:
     """Counts that reached the cap read "100000+"."""
-    headers = ("QUEUE", "READY", "DELAYED", "RUNNING", "DEAD", "DONE", "OLDEST", "PAUSED")
-    counts = ("ready", "delayed", "running", "dead", "done")
+    headers = (
+        "QUEUE", "READY", "DELAYED", "RUNNING", "DEAD", "DONE", "CANCELLED", "OLDEST", "PAUSED",
+    )  # fmt: skip
+    counts = ("ready", "delayed", "running", "dead", "done", "cancelled")
     rows = [
         (
             q.queue,

@@ -37,6 +37,7 @@ STATUSES = (
     ("running", "running"),
     ("dead", "dead"),
     ("done", "done"),
+    ("cancelled", "cancelled"),
 )
 _PER_PROCESS = re.compile(r"^(counter|histogram|summary)_(\d+)\.db$")
 _ANY_PROCESS = re.compile(r"^[a-z]+(?:_[a-z]+)?_(\d+)\.db$")

@@ -225,7 +225,7 @@ SELECT MIN(queue) AS queue FROM forkq_jobs;
 -- it can tell a capped count), or a single dive: the oldest due run_at and the next
 -- queue name. Its cost is flat however many rows the table holds. The status index is
 -- forced for ready rows: in forkq_jobs_claim, priority sits before run_at and due rows
--- are not one range. Counts no alert rule reads (not due yet, scheduled, running, done)
+-- are not one range. Counts no alert rule reads (not due yet, scheduled, running, done, cancelled)
 -- stop at %(minor_limit)s instead: the check tick keeps those small.
 SELECT
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs FORCE INDEX (forkq_jobs_status)
@@ -241,6 +241,8 @@ SELECT
      WHERE status = 'dead' AND queue = %(queue)s LIMIT %(limit)s) AS c) AS dead,
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
      WHERE status = 'done' AND queue = %(queue)s LIMIT %(minor_limit)s) AS c) AS done,
+  (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
+     WHERE status = 'cancelled' AND queue = %(queue)s LIMIT %(minor_limit)s) AS c) AS cancelled,
   TIMESTAMPDIFF(MICROSECOND,
     (SELECT MIN(run_at) FROM forkq_jobs
      WHERE status = 'ready' AND queue = %(queue)s AND run_at <= NOW(6)), NOW(6)) AS oldest_us,
@@ -260,6 +262,7 @@ SELECT
      WHERE status = 'running' AND queue = %(queue)s AND started_at IS NOT NULL) AS running,
   (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'dead' AND queue = %(queue)s) AS dead,
   (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'done' AND queue = %(queue)s) AS done,
+  (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'cancelled' AND queue = %(queue)s) AS cancelled,
   TIMESTAMPDIFF(MICROSECOND,
     (SELECT MIN(run_at) FROM forkq_jobs
      WHERE status = 'ready' AND queue = %(queue)s AND run_at <= NOW(6)), NOW(6)) AS oldest_us,

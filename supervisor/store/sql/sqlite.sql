@@ -205,6 +205,8 @@ SELECT
      WHERE status = 'dead' AND queue = :queue LIMIT :limit)) AS dead,
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
      WHERE status = 'done' AND queue = :queue LIMIT :minor_limit)) AS done,
+  (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
+     WHERE status = 'cancelled' AND queue = :queue LIMIT :minor_limit)) AS cancelled,
   CAST((:now - (SELECT MIN(run_at) FROM forkq_jobs
      WHERE status = 'ready' AND queue = :queue AND run_at <= :now)) * 1000000 AS INTEGER) AS oldest_us,
   (SELECT MIN(queue) FROM forkq_jobs WHERE queue > :queue) AS next_queue;
@@ -221,6 +223,7 @@ SELECT
      WHERE status = 'running' AND queue = :queue AND started_at IS NOT NULL) AS running,
   (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'dead' AND queue = :queue) AS dead,
   (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'done' AND queue = :queue) AS done,
+  (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'cancelled' AND queue = :queue) AS cancelled,
   CAST((:now - (SELECT MIN(run_at) FROM forkq_jobs
      WHERE status = 'ready' AND queue = :queue AND run_at <= :now)) * 1000000 AS INTEGER) AS oldest_us,
   (SELECT MIN(queue) FROM forkq_jobs WHERE queue > :queue) AS next_queue;
