@@ -33,10 +33,10 @@ from supervisor.daemon.ledger import Ledger
 from supervisor.daemon.scoreboard import Scoreboard
 from supervisor.kinds import RetireReason, Role
 from supervisor.models import JobRow
-from supervisor.observe.timing import FAILED_OUTCOMES, SEND_EVERY, Tally
 from supervisor.outcomes import Outcome
 from supervisor.proc import die_with_parent, hostname, node_id, set_title
 from supervisor.store import Store, open_store
+from supervisor.timing import FAILED_OUTCOMES, SEND_EVERY, Tally
 from supervisor.work.descendants import become_subreaper, kill_leftovers
 from supervisor.work.worker import Worker
 

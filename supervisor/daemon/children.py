@@ -21,8 +21,8 @@ from supervisor.daemon.ledger import Ledger, LockFile
 from supervisor.daemon.scoreboard import Scoreboard
 from supervisor.daemon.state import Child, KillCause, PoolState, Termination
 from supervisor.kinds import RetireReason
-from supervisor.observe.timing import Stats, absorb
 from supervisor.proc import fork_process, kill_group, process_name, reap
+from supervisor.timing import Stats, absorb
 
 KILL_GRACE = 3.0  # seconds past a job's timeout (the child's own soft timeout) before SIGTERM
 TERM_TO_KILL = 2.0  # seconds between SIGTERM and SIGKILL of an overtime child
@@ -117,7 +117,7 @@ class Children:
         *lines, child.buffer = child.buffer.split(b"\n")
         for line in lines:
             message = line.decode(errors="replace")
-            if message[:2] == "T ":  # per-handler timing (observe/timing.py)
+            if message[:2] == "T ":  # per-handler timing (supervisor/timing.py)
                 absorb(self.timing, message[2:])
                 continue
             child.on_message(message, now)

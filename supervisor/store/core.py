@@ -33,7 +33,7 @@ RESULTS_SCHEMA_VERSION = 6  # forkq_results (task results of supervisor.contrib.
 LIMITS_SCHEMA_VERSION = 7
 # forkq_jobs.group_key and .tenant, forkq_tenants: fair pools and jobs with a group_key need it.
 FAIR_SCHEMA_VERSION = 8
-TIMING_SCHEMA_VERSION = 11  # forkq_handler_stats: per-handler timing (observe/timing.py)
+TIMING_SCHEMA_VERSION = 11  # forkq_handler_stats: per-handler timing (supervisor/timing.py)
 # A job due later than this is stored `scheduled`, outside the claim's index range, and
 # made `ready` this long before it is due (by the master's poll or `forkq work`), so a
 # claim never walks the jobs waiting for later and is still on time to the microsecond.

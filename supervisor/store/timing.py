@@ -1,13 +1,13 @@
 """Per-handler timing rows (forkq_handler_stats): what each master's heartbeat adds for
-its children's attempts, and what the dashboard reads back (observe/timing.py)."""
+its children's attempts, and what the dashboard reads back (supervisor/timing.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from supervisor.observe.timing import BUCKETS, Stats
 from supervisor.store.core import PURGE_CHUNK, TIMING_SCHEMA_VERSION, StoreCore, micros
+from supervisor.timing import BUCKETS, Stats
 
 BUCKET_COLUMNS = tuple(f"b{i:02d}" for i in range(BUCKETS))
 

@@ -24,7 +24,7 @@ from supervisor.status import (
     status_document,
 )
 from supervisor.store import Store
-from supervisor.web import search
+from supervisor.web import search, timing_page
 from supervisor.web.chart import HOURS, throughput_chart
 from supervisor.web.context import Context, job_id_of
 from supervisor.web.listing import PAGE, Filters, job_page
@@ -307,4 +307,5 @@ PAGES: dict[str, Callable[..., Response]] = {
     "locks": locks,
     "api_status": api_status,
     "login": login,
+    "handlers": timing_page.handlers,
 }

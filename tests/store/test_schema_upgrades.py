@@ -34,11 +34,11 @@ from util import (
 )
 
 from supervisor.dburl import parse_database_url
-from supervisor.observe.timing import Stats
 from supervisor.proc import node_id
 from supervisor.queue import build_job
 from supervisor.store import SCHEMA_VERSION, open_store
 from supervisor.store.queries import upgrades
+from supervisor.timing import Stats
 
 
 def job_indexes(url: str) -> set[str]:

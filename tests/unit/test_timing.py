@@ -1,4 +1,4 @@
-"""Per-handler timing (observe/timing.py): buckets, the child's tally, the master's
+"""Per-handler timing (supervisor/timing.py): buckets, the child's tally, the master's
 absorbing of its lines, and percentiles read from merged histograms."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from supervisor.observe.timing import (
+from supervisor.timing import (
     BOUNDS,
     BUCKETS,
     MOST_HANDLERS,
@@ -108,3 +108,23 @@ def test_merged_histograms_give_the_percentiles_of_the_whole() -> None:
 def test_no_attempts_no_percentile() -> None:
     assert percentile([0] * BUCKETS, 0.5) is None
     assert Stats().percentile(0.95) is None and Stats().failure_rate == 0.0
+
+
+def test_the_chart_places_one_point_per_minute_with_its_percentiles_and_failure_rate() -> None:
+    from supervisor.web.timing_chart import seconds_text, timing_chart
+
+    now = 36_000.0
+    ok = stats_of([0.1] * 3)
+    bad = stats_of([0.4, 0.4], failed=1)
+    chart = timing_chart([(now - 120, ok), (now - 60, bad), (now - 7200, ok)], now, 1)
+    assert [p.fail_h > 0 for p in chart.points] == [False, True]  # the 2-hour-old row is out
+    assert chart.jobs == 5 and chart.points[0].p50_y > chart.points[1].p50_y  # slower: higher
+    assert "2 attempts, 1 failed (50%)" in chart.points[1].title
+    assert chart.duration_ticks[0].label == "0" and chart.rate_ticks[-1].label == "100 %"
+    assert [seconds_text(v) for v in (None, 0.0004, 0.085, 1.2, 300)] == [
+        "-",
+        "0.40 ms",
+        "85 ms",
+        "1.2 s",
+        "5 min",
+    ]

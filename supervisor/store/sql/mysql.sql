@@ -493,7 +493,7 @@ ORDER BY minute, queue;
 
 -- name: record_handler_stats
 -- Each master adds its children's attempts to the current minute, per handler, every
--- heartbeat (observe/timing.py): one row per handler, minute and host, never contended.
+-- heartbeat (supervisor/timing.py): one row per handler, minute and host, never contended.
 INSERT INTO forkq_handler_stats (minute, handler, host, jobs, failed, seconds, fastest,
   slowest, b00, b01, b02, b03, b04, b05, b06, b07, b08, b09, b10, b11, b12, b13, b14, b15,
   b16, b17, b18, b19, b20, b21, b22, b23)
