@@ -150,6 +150,21 @@ def percentile(
     return slowest
 
 
+def seconds_text(value: float | None) -> str:
+    """A duration as the table shows it: 0.4 ms, 85 ms, 1.2 s, 3.5 min."""
+    if value is None:
+        return "-"
+    if value == 0:
+        return "0"
+    if value < 0.001:
+        return f"{value * 1000:.2f} ms"
+    if value < 1:
+        return f"{value * 1000:.3g} ms"
+    if value < 120:
+        return f"{value:.3g} s"
+    return f"{value / 60:.3g} min"
+
+
 def _least(a: float | None, b: float | None) -> float | None:
     return b if a is None else a if b is None else min(a, b)
 

@@ -19,6 +19,7 @@ from supervisor.models import JobState, Throughput
 from supervisor.status import (
     STATUS_CAP,
     process_view,
+    read_handlers,
     read_limits,
     read_status,
     status_document,
@@ -241,7 +242,8 @@ def api_status(ctx: Context) -> Response:
     """Exactly what `forkq status --json` prints (status.py builds both)."""
     queues, views = read_status(ctx.config, ctx.store, STATUS_CAP)
     limits = read_limits(ctx.config, ctx.store)
-    return ctx.json(status_document(ctx.config, STATUS_CAP, queues, views, limits))
+    handlers = read_handlers(ctx.store)
+    return ctx.json(status_document(ctx.config, STATUS_CAP, queues, views, limits, handlers))
 
 
 def login(ctx: Context) -> Response:

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from supervisor.timing import Stats
+from supervisor.timing import Stats, seconds_text
 from supervisor.web.chart import HEIGHT, LEFT, MAX_BARS, PLOT_W, TOP, WIDTH, Tick, nice_ceiling
 from supervisor.web.chart import x_ticks as time_ticks
 
@@ -43,21 +43,6 @@ class TimingChart:
     rate_ticks: list[Tick]
     x_ticks: list[Tick]
     jobs: int
-
-
-def seconds_text(value: float | None) -> str:
-    """A duration as the table shows it: 0.4 ms, 85 ms, 1.2 s, 3.5 min."""
-    if value is None:
-        return "-"
-    if value == 0:
-        return "0"
-    if value < 0.001:
-        return f"{value * 1000:.2f} ms"
-    if value < 1:
-        return f"{value * 1000:.3g} ms"
-    if value < 120:
-        return f"{value:.3g} s"
-    return f"{value / 60:.3g} min"
 
 
 def timing_chart(rows: Iterable[tuple[float, Stats]], now: float, hours: int) -> TimingChart:

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from werkzeug.exceptions import BadRequest
 from werkzeug.wrappers import Response
 
-from supervisor.timing import Stats, merge
+from supervisor.timing import Stats, merge, seconds_text
 from supervisor.web.chart import HOURS
 from supervisor.web.context import Context
-from supervisor.web.timing_chart import seconds_text, timing_chart
+from supervisor.web.timing_chart import timing_chart
 
 
 @dataclass(frozen=True)

@@ -4,12 +4,15 @@ percentiles read back are those of the handlers' real durations."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from daemon_util import Daemon
-from util import wait_until
+from util import subprocess_env, wait_until
 
 from supervisor import Queue
 from supervisor.store import Store
@@ -21,6 +24,13 @@ def daemon(tmp_path: Path, db_url: str) -> Iterator[Daemon]:
     made = Daemon(tmp_path, db_url, pools={"work": {"workers": 2}})
     yield made
     made.kill_all()
+
+
+def forkq_status(db_url: str, *args: str) -> str:
+    env = subprocess_env(db_url)
+    env.pop("FORKQ_CONFIG", None)
+    run = [sys.executable, "-m", "supervisor", "status", *args, "--database", db_url]
+    return subprocess.run(run, env=env, capture_output=True, text=True, check=True).stdout
 
 
 def jobs_per_handler(store: Store) -> dict[str, Stats]:
@@ -63,3 +73,13 @@ def test_each_handler_gets_its_counts_failure_rate_and_percentiles(
     assert {h: s.jobs for h, s in after.items()} == expected  # nothing counted twice
     series = store.handler_series("t.sleep", 3600)
     assert sum(s.jobs for _, s in series) == 10 and all(m % 60 == 0 for m, _ in series)
+    # `forkq status` (and /api/status, the same document) has the last hour per handler.
+    document = json.loads(forkq_status(db_url, "--json"))["handlers"]
+    assert [(h["handler"], h["attempts"]) for h in document] == sorted(
+        expected.items(), key=lambda item: -item[1]
+    )
+    assert [h["failure_rate"] for h in document if h["handler"] == "t.fail"] == [1.0]
+    text = forkq_status(db_url)
+    assert "handlers, the last hour:" in text
+    row = next(line for line in text.splitlines() if line.startswith("t.fail"))
+    assert row.split()[1:4] == ["4", "4", "100.0%"]

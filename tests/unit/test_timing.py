@@ -111,7 +111,8 @@ def test_no_attempts_no_percentile() -> None:
 
 
 def test_the_chart_places_one_point_per_minute_with_its_percentiles_and_failure_rate() -> None:
-    from supervisor.web.timing_chart import seconds_text, timing_chart
+    from supervisor.timing import seconds_text
+    from supervisor.web.timing_chart import timing_chart
 
     now = 36_000.0
     ok = stats_of([0.1] * 3)
