@@ -149,6 +149,43 @@ CREATE TABLE IF NOT EXISTS forkq_throughput (
   PRIMARY KEY (minute, queue, host)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq jobs finished per minute, per queue and host (the dashboard''s chart); pruned after a day';
 
+CREATE TABLE IF NOT EXISTS forkq_handler_stats (
+  minute       TIMESTAMP(6) NOT NULL COMMENT 'the minute the attempts ended in (UTC, database clock)',
+  handler      VARCHAR(191) NOT NULL COMMENT 'handler name',
+  host         VARCHAR(255) NOT NULL COMMENT 'the host whose workers ran them',
+  jobs         INT          NOT NULL DEFAULT 0 COMMENT 'attempts that ended (done, failed or snoozed)',
+  failed       INT          NOT NULL DEFAULT 0 COMMENT 'attempts that failed (retried, dead or timed out)',
+  seconds      DOUBLE       NOT NULL DEFAULT 0 COMMENT 'their total duration',
+  fastest      DOUBLE       NULL COMMENT 'the shortest attempt (seconds)',
+  slowest      DOUBLE       NULL COMMENT 'the longest attempt (seconds)',
+  b00          INT          NOT NULL DEFAULT 0 COMMENT 'attempts under 1 ms',
+  b01          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 1 ms to 2 ms',
+  b02          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 2 ms to 4 ms',
+  b03          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 4 ms to 8 ms',
+  b04          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 8 ms to 16 ms',
+  b05          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 16 ms to 32 ms',
+  b06          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 32 ms to 64 ms',
+  b07          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 64 ms to 128 ms',
+  b08          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 128 ms to 256 ms',
+  b09          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 256 ms to 512 ms',
+  b10          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 512 ms to 1.024 s',
+  b11          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 1.024 s to 2.048 s',
+  b12          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 2.048 s to 4.096 s',
+  b13          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 4.096 s to 8.192 s',
+  b14          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 8.192 s to 16.384 s',
+  b15          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 16.384 s to 32.768 s',
+  b16          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 32.768 s to 65.536 s',
+  b17          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 65.536 s to 131.072 s',
+  b18          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 131.072 s to 262.144 s',
+  b19          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 262.144 s to 524.288 s',
+  b20          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 524.288 s to 1048.58 s',
+  b21          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 1048.58 s to 2097.15 s',
+  b22          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 2097.15 s to 4194.3 s',
+  b23          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 4194.3 s or more',
+  PRIMARY KEY (minute, handler, host),
+  KEY forkq_handler_stats_handler (handler, minute)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq attempts per minute, handler and host: counts and a duration histogram, bNN = attempts of 2^(NN-1) to 2^NN ms (b00 under 1 ms); pruned after a day';
+
 CREATE TABLE IF NOT EXISTS forkq_results (
   job_id       BIGINT UNSIGNED NOT NULL COMMENT 'the job (forkq_jobs.id) this is the result of: a Django TaskResult id (supervisor.contrib.django)',
   queue        VARCHAR(64)  NOT NULL COMMENT 'the job''s queue: the result is pruned with its pool''s retention',

@@ -285,6 +285,7 @@ class QueueStats:
     dead: int = 0
     done: int = 0  # kept (on_success = keep)
     waiting: int = 0  # on a parent (depends_on): never claimed until its parents are done
+    cancelled: int = 0  # kept until the pool's retention purges them, as dead ones are
     oldest_ready_age: float = 0.0  # seconds the oldest due job has waited (exact, never capped)
     paused: bool = False
     capped: frozenset[str] = frozenset()  # names of the counts above that reached the cap

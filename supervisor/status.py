@@ -11,6 +11,7 @@ from supervisor.config import Config
 from supervisor.models import ProcessRow, QueueStats
 from supervisor.store import Store
 from supervisor.store.limits.upkeep import bucket_status
+from supervisor.timing import merge
 
 # `forkq status` counts up to this many jobs per queue and status ("100000+" past it),
 # so it stays fast on a table of millions; --exact counts them all.
@@ -35,12 +36,34 @@ def read_limits(config: Config, store: Store, cap: int | None = STATUS_CAP) -> l
     return [b.as_dict() for b in bucket_status(store, config, cap or STATUS_CAP)]
 
 
+def read_handlers(store: Store, seconds: float = 3600.0) -> list[dict[str, Any]]:
+    """Per handler over the last hour, most attempts first: attempts, failed, failure
+    rate, p50 and p95 duration (seconds), from forkq_handler_stats (one bounded range)."""
+    totals = merge(store.handler_stats(seconds))
+    return [
+        {
+            "handler": handler,
+            "attempts": stats.jobs,
+            "failed": stats.failed,
+            "failure_rate": round(stats.failure_rate, 4),
+            "p50": _rounded(stats.percentile(0.5)),
+            "p95": _rounded(stats.percentile(0.95)),
+        }
+        for handler, stats in sorted(totals.items(), key=lambda item: (-item[1].jobs, item[0]))
+    ]
+
+
+def _rounded(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 6)
+
+
 def status_document(
     config: Config,
     cap: int | None,
     queues: Sequence[QueueStats],
     processes: Sequence[dict[str, Any]],
     limits: Sequence[dict[str, Any]] = (),
+    handlers: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     """The JSON document of `forkq status --json` and `/api/status`: the URL without its
     password."""
@@ -50,6 +73,7 @@ def status_document(
         "queues": [q.as_dict() for q in queues],
         "processes": list(processes),
         "limits": list(limits),
+        "handlers": list(handlers),  # the last hour (read_handlers)
     }
 
 

@@ -13,8 +13,9 @@ from supervisor.config import Config, ScheduleConfig
 from supervisor.durations import format_duration
 from supervisor.errors import ExitCode
 from supervisor.models import QueueStats
-from supervisor.status import read_limits, read_status, status_document
+from supervisor.status import read_handlers, read_limits, read_status, status_document
 from supervisor.store import Store
+from supervisor.timing import seconds_text
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -23,8 +24,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     with command_store(config) as store:
         queues, views = read_status(config, store, cap)
         limits = read_limits(config, store, cap)
+        handlers = read_handlers(store)
     if args.json:
-        print_json(status_document(config, cap, queues, views, limits))
+        print_json(status_document(config, cap, queues, views, limits, handlers))
         return int(ExitCode.OK)
     print(_queues_table(queues))
     if waiting := [f"{q.queue} {q.shown('waiting')}" for q in queues if q.waiting]:
@@ -35,6 +37,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     print()
     if limits:
         print(_limits_table(limits))
+        print()
+    if handlers:
+        print("handlers, the last hour:")
+        print(_handlers_table(handlers))
         print()
     if not views:
         print("no forkq processes are running")
@@ -65,8 +71,10 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def _queues_table(queues: Sequence[QueueStats]) -> str:
     """Counts that reached the cap read "100000+"."""
-    headers = ("QUEUE", "READY", "DELAYED", "RUNNING", "DEAD", "DONE", "OLDEST", "PAUSED")
-    counts = ("ready", "delayed", "running", "dead", "done")
+    headers = (
+        "QUEUE", "READY", "DELAYED", "RUNNING", "DEAD", "DONE", "CANCELLED", "OLDEST", "PAUSED",
+    )  # fmt: skip
+    counts = ("ready", "delayed", "running", "dead", "done", "cancelled")
     rows = [
         (
             q.queue,
@@ -77,6 +85,21 @@ def _queues_table(queues: Sequence[QueueStats]) -> str:
         for q in queues
     ]
     return table(headers, rows)
+
+
+def _handlers_table(handlers: Sequence[dict[str, Any]]) -> str:
+    rows = [
+        (
+            h["handler"],
+            h["attempts"],
+            h["failed"],
+            f"{h['failure_rate']:.1%}",
+            seconds_text(h["p50"]),
+            seconds_text(h["p95"]),
+        )
+        for h in handlers
+    ]
+    return table(("HANDLER", "ATTEMPTS", "FAILED", "FAILURE", "P50", "P95"), rows)
 
 
 def _limits_table(limits: Sequence[dict[str, Any]]) -> str:

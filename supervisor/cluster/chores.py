@@ -173,7 +173,8 @@ def prune_finished(store: Store, config: Config) -> int:
         pruned += store.purge("dead", pool.retention, queue=pool.name)
         pruned += store.purge("cancelled", pool.retention, queue=pool.name)
         pruned += store.purge_results(pool.retention, queue=pool.name)  # Django's TaskResults
-    return pruned + store.prune_throughput()  # the dashboard's chart keeps a day
+    # the dashboard's charts keep a day
+    return pruned + store.prune_throughput() + store.prune_handler_stats()
 
 
 @dataclass

@@ -36,6 +36,7 @@ from supervisor.models import JobRow
 from supervisor.outcomes import Outcome
 from supervisor.proc import die_with_parent, hostname, node_id, set_title
 from supervisor.store import Store, open_store
+from supervisor.timing import FAILED_OUTCOMES, SEND_EVERY, Tally
 from supervisor.work.descendants import become_subreaper, kill_leftovers
 from supervisor.work.worker import Worker
 
@@ -71,8 +72,16 @@ class PipeEvents:
         self.label = f"forkq: {spec.pool.name} worker {spec.slot}"
         self.jobs = 0
         self.failed = 0
+        self.tally = Tally()  # per-handler timing, sent to the master at most once a second
+        self.started = self.ran = self.send_at = 0.0
 
     def send(self, line: str) -> None:
+        timing = self.tally.encode()  # what it gathered rides along (the master adds it up)
+        if timing:
+            line = f"T {timing}\n{line}" if line else f"T {timing}"
+            self.send_at = time.monotonic() + SEND_EVERY
+        if not line:
+            return
         with contextlib.suppress(OSError):  # the master is gone; the parent-death check ends us
             os.write(self.spec.status_fd, (line + "\n").encode())
 
@@ -89,6 +98,7 @@ class PipeEvents:
         ):
             return False  # the master handed it back to the queue while we were busy
         set_title(f"{self.label} job {job.id} ({job.handler})")
+        self.started = time.monotonic()
         return True
 
     def succeeded(self, job_id: int) -> None:
@@ -108,12 +118,16 @@ class PipeEvents:
         # Still this job's (a death now settles it, attempt counted), but no deadline:
         # its outcome is being written, and a silent database is no overtime.
         self.spec.scoreboard.write(job.id, math.inf, self.jobs, self.failed)
+        self.ran = time.monotonic()
 
     def job_finished(self, job: JobRow, outcome: Outcome) -> None:
         self.jobs += 1
         self.failed += outcome is not Outcome.DONE
         self.spec.scoreboard.write(None, 0.0, self.jobs, self.failed)
         kill_leftovers(job.id)  # a job owns its descendants: they end with it
+        self.tally.add(job.handler, self.ran - self.started, outcome in FAILED_OUTCOMES)
+        if self.ran >= self.send_at:
+            self.send("")  # the timing line alone
 
     def idle(self) -> None:
         set_title(f"{self.label} idle")

@@ -22,6 +22,7 @@ from supervisor.daemon.scoreboard import Scoreboard
 from supervisor.daemon.state import Child, KillCause, PoolState, Termination
 from supervisor.kinds import RetireReason
 from supervisor.proc import fork_process, kill_group, process_name, reap
+from supervisor.timing import Stats, absorb
 
 KILL_GRACE = 3.0  # seconds past a job's timeout (the child's own soft timeout) before SIGTERM
 TERM_TO_KILL = 2.0  # seconds between SIGTERM and SIGKILL of an overtime child
@@ -39,6 +40,7 @@ class Children:
         self.master_name = master_name
         self.by_pid: dict[int, Child] = {}
         self.lock_file = LockFile()  # the ledgers' locks (one byte each), shared with children
+        self.timing: dict[str, Stats] = {}  # per handler, from the children's T lines, unwritten
 
     def __iter__(self) -> Iterator[Child]:
         return iter(list(self.by_pid.values()))
@@ -115,6 +117,9 @@ class Children:
         *lines, child.buffer = child.buffer.split(b"\n")
         for line in lines:
             message = line.decode(errors="replace")
+            if message[:2] == "T ":  # per-handler timing (supervisor/timing.py)
+                absorb(self.timing, message[2:])
+                continue
             child.on_message(message, now)
             if message == "M":  # its claim was full: an idle sibling takes the rest now
                 self.wake_idle(child.pool, 1)

@@ -220,13 +220,19 @@ class Pooling:
             self.counted[child.pid] = (entry.jobs, entry.failed)
 
     def write_throughput(self) -> None:
-        """One upsert per queue per heartbeat into this minute's row of this host."""
+        """One upsert per queue, and one per handler timed, per heartbeat into this
+        minute's rows of this host."""
         s = self.state
         for child in self.children:
             self.count_finished(child)
+        minute = (time.time() + s.clock_offset) // 60 * 60  # the database clock's minute
+        timing = self.children.timing
+        if timing:
+            written = s.db(lambda: s.store.record_handler_stats(minute, s.host, timing))
+            if written is not None:
+                timing.clear()
         if not self.finished:
             return
-        minute = (time.time() + s.clock_offset) // 60 * 60  # the database clock's minute
         counts = dict(self.finished)
         if s.db(lambda: s.store.record_throughput(minute, s.host, counts)) is not None:
             self.finished.clear()

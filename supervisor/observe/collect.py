@@ -38,6 +38,7 @@ STATUSES = (
     ("dead", "dead"),
     ("done", "done"),
     ("waiting", "waiting"),
+    ("cancelled", "cancelled"),
 )
 _PER_PROCESS = re.compile(r"^(counter|histogram|summary)_(\d+)\.db$")
 _ANY_PROCESS = re.compile(r"^[a-z]+(?:_[a-z]+)?_(\d+)\.db$")

@@ -46,7 +46,7 @@ DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 EXIT_REASONS = tuple(ChildExit)  # forkq_child_exits_total{reason}: see kinds.ChildExit
 # Every series a daemon exports (SPEC "Metrics and health" names the first nine).
 SERIES = (
-    "forkq_queue_jobs",  # {queue,status}: ready, scheduled, running, dead, done (kept), waiting
+    "forkq_queue_jobs",  # {queue,status}: ready, scheduled, running, dead, done (kept), waiting, cancelled
     "forkq_queue_oldest_ready_seconds",  # {queue}
     "forkq_jobs_finished_total",  # {queue,handler,outcome}
     "forkq_job_duration_seconds",  # histogram {queue,handler}

@@ -20,8 +20,9 @@ from supervisor.store.cluster import ClusterOps
 from supervisor.store.jobs import JobOps
 from supervisor.store.operators import OperatorOps
 from supervisor.store.schedules import ScheduleOps
+from supervisor.store.timing import TimingOps
 from supervisor.store.views import ViewOps
 
 
-class Store(JobOps, OperatorOps, ClusterOps, ScheduleOps, ViewOps):
+class Store(JobOps, OperatorOps, ClusterOps, ScheduleOps, TimingOps, ViewOps):
     """One database connection (opened lazily, reopened after a fork or a loss)."""

@@ -35,6 +35,7 @@ LIMITS_SCHEMA_VERSION = 7
 FAIR_SCHEMA_VERSION = 8
 # forkq_dependencies and forkq_jobs.deps: enqueue with depends_on needs it.
 DEPS_SCHEMA_VERSION = 14
+TIMING_SCHEMA_VERSION = 11  # forkq_handler_stats: per-handler timing (supervisor/timing.py)
 # A job due later than this is stored `scheduled`, outside the claim's index range, and
 # made `ready` this long before it is due (by the master's poll or `forkq work`), so a
 # claim never walks the jobs waiting for later and is still on time to the microsecond.
@@ -75,6 +76,7 @@ class StoreCore(ABC):
     _results_table: bool | None = None  # does forkq_results exist? (asked once)
     _limits_schema: bool | None = None  # is the schema version 7 or later? (asked once)
     _deps_schema: bool | None = None  # is the schema version 14 or later? (asked once)
+    _timing_table: bool | None = None  # does forkq_handler_stats exist? (asked once)
 
     # --- what a backend provides -------------------------------------------------------
 
@@ -248,6 +250,7 @@ class StoreCore(ABC):
         self._run("set_schema_version", version=SCHEMA_VERSION)
         self._node_column = self._results_table = self._limits_schema = None
         self._deps_schema = None
+        self._timing_table = None
         return SCHEMA_VERSION
 
     def require_schema(self) -> int:

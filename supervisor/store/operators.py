@@ -23,7 +23,7 @@ class OperatorOps(DependencyOps):
     def stats(
         self, cap: int | None = STATS_CAP, queues: Iterable[str] = (), minor_cap: int | None = None
     ) -> list[QueueStats]:
-        """Per queue: ready, delayed, running, dead, done, oldest ready age, paused.
+        """Per queue: ready, delayed, running, dead, done, cancelled, oldest ready age, paused.
 
         Never a scan of the jobs table, so a check tick costs the same at 10k rows and at
         5M: queue names come one index dive each (stats_first_queue, then each queue's
@@ -190,6 +190,7 @@ def _queue_stats(
         dead=count("dead"),
         done=count("done"),
         waiting=count("waiting") if "waiting" in row else 0,
+        cancelled=count("cancelled"),
         oldest_ready_age=max(0.0, int(row["oldest_us"] or 0) / 1e6),
         capped=frozenset(capped),
     )

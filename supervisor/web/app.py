@@ -162,6 +162,7 @@ def _page_rules() -> list[Rule]:
         Rule("/processes", endpoint="processes", methods=get),
         Rule("/schedules", endpoint="schedules", methods=get),
         Rule("/alerts", endpoint="alerts", methods=get),
+        Rule("/handlers", endpoint="handlers", methods=get),
         Rule("/locks", endpoint="locks", methods=get),
         Rule("/api/status", endpoint="api_status", methods=get),
         Rule("/login", endpoint="login", methods=["GET", "POST"]),

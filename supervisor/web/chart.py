@@ -84,7 +84,7 @@ def throughput_chart(rows: Iterable[Throughput], now: float, hours: int) -> Char
         bucket,
         _bars(start, bucket, done, failed, top),
         y_ticks,
-        _x_ticks(start, end, hours, PLOT_W),
+        x_ticks(start, end, hours, PLOT_W),
         sum(done),
         sum(failed),
     )
@@ -130,7 +130,7 @@ def _bars(start: float, bucket: int, done: list[int], failed: list[int], top: fl
     return bars
 
 
-def _x_ticks(start: float, end: float, hours: int, plot_w: int) -> list[Tick]:
+def x_ticks(start: float, end: float, hours: int, plot_w: int) -> list[Tick]:
     """A label every 15 minutes for an hour, every hour or more for longer ranges."""
     step = 15 * 60 if hours <= 1 else 30 * 60 if hours <= 3 else 3600 * max(1, hours // 6)
     first = math.ceil(start / step) * step

@@ -19,12 +19,13 @@ from supervisor.models import JobState, Throughput
 from supervisor.status import (
     STATUS_CAP,
     process_view,
+    read_handlers,
     read_limits,
     read_status,
     status_document,
 )
 from supervisor.store import Store
-from supervisor.web import search
+from supervisor.web import search, timing_page
 from supervisor.web.chart import HOURS, throughput_chart
 from supervisor.web.context import Context, job_id_of
 from supervisor.web.listing import PAGE, Filters, job_page
@@ -260,7 +261,8 @@ def api_status(ctx: Context) -> Response:
     """Exactly what `forkq status --json` prints (status.py builds both)."""
     queues, views = read_status(ctx.config, ctx.store, STATUS_CAP)
     limits = read_limits(ctx.config, ctx.store)
-    return ctx.json(status_document(ctx.config, STATUS_CAP, queues, views, limits))
+    handlers = read_handlers(ctx.store)
+    return ctx.json(status_document(ctx.config, STATUS_CAP, queues, views, limits, handlers))
 
 
 def login(ctx: Context) -> Response:
@@ -327,4 +329,5 @@ PAGES: dict[str, Callable[..., Response]] = {
     "locks": locks,
     "api_status": api_status,
     "login": login,
+    "handlers": timing_page.handlers,
 }

@@ -213,7 +213,7 @@ def test_status_shows_queues_and_processes_of_every_host(
     text = ok(forkq(workdir, "status", database=db_url))
     lines = text.splitlines()
     assert lines[0].split() == [
-        "QUEUE", "READY", "DELAYED", "RUNNING", "DEAD", "DONE", "OLDEST", "PAUSED"
+        "QUEUE", "READY", "DELAYED", "RUNNING", "DEAD", "DONE", "CANCELLED", "OLDEST", "PAUSED"
     ]  # fmt: skip
     mail = next(line.split() for line in lines if line.startswith("mail "))
     assert mail[:6] == ["mail", "3", "1", "0", "0", "0"] and mail[-1] == "no"

@@ -50,6 +50,7 @@ def test_schema_files_declare_every_forkq_table() -> None:
         "forkq_schedules",
         "forkq_alerts",
         "forkq_throughput",
+        "forkq_handler_stats",
         "forkq_results",
         "forkq_limits",
         "forkq_tenants",

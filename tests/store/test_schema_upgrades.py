@@ -39,6 +39,7 @@ from supervisor.proc import node_id
 from supervisor.queue import build_job
 from supervisor.store import SCHEMA_VERSION, open_store
 from supervisor.store.queries import upgrades
+from supervisor.timing import Stats
 
 
 def job_indexes(url: str) -> set[str]:
@@ -141,6 +142,12 @@ def undo_version_14(url: str) -> None:
     sql(url, "UPDATE forkq_schema SET version = 13")
 
 
+def undo_version_11(url: str) -> None:
+    """Take away what version 11 added (forkq_handler_stats)."""
+    sql(url, "DROP TABLE forkq_handler_stats")
+    sql(url, "UPDATE forkq_schema SET version = 10")
+
+
 def undo_version_13(url: str) -> None:
     """Take away what version 13 added (forkq_batches, forkq_jobs.batch_id and its index)."""
     sql(url, "DROP TABLE forkq_batches")
@@ -162,6 +169,7 @@ def undo_version_15(url: str) -> None:
 # gaps: each records the version before its own).
 UNDO_AFTER_9 = {
     10: undo_version_10,
+    11: undo_version_11,
     13: undo_version_13,
     14: undo_version_14,
     15: undo_version_15,
@@ -421,6 +429,7 @@ def test_the_schema_file_leaves_an_old_database_old_and_printed_upgrades_upgrade
         "forkq_schedules",
         "forkq_dependencies",
         "forkq_batches",
+        "forkq_handler_stats",
     }
     new_tables = (
         "forkq_throughput",
@@ -436,6 +445,8 @@ def test_the_schema_file_leaves_an_old_database_old_and_printed_upgrades_upgrade
         "forkq_jobs_batch",
         *(("forkq_jobs_v10", "ON forkq_jobs (") if backend_of(url) == "sqlite" else ()),
     )  # SQLite's version 10 rebuilds forkq_jobs: its indexes are made again
+        "forkq_handler_stats",
+    )
     assert not any(
         s.startswith("CREATE") and not any(table in s for table in new_tables) for s in statements
     )
@@ -645,5 +656,26 @@ def test_a_version_12_database_is_upgraded_to_13_and_its_jobs_are_in_no_batch(db
         job = store.get_job(job_id)
         assert job is not None and job.batch_id is None
         assert store.batch_status(1) is None
+    finally:
+        store.close()
+
+
+def test_a_version_9_database_is_upgraded_to_11_and_times_handlers_only_then(db_url: str) -> None:
+    """Version 11 adds forkq_handler_stats; before it a heartbeat's timing is dropped (the
+    daemon still runs), after it the rows add up per minute, handler and host."""
+    store = open_store(db_url)
+    try:
+        undo_versions_above(db_url, 10)
+        assert "forkq_handler_stats" not in live_columns(db_url)
+        stats = {"h.one": Stats(1, 0, 0.5, 0.5, 0.5, [0] * 9 + [1] + [0] * 14)}
+        assert store.record_handler_stats(60.0, "host-a", stats) == 0
+        assert store.handler_stats(3600) == []
+        assert store.apply_schema() == SCHEMA_VERSION
+        assert live_columns(db_url) == declared(MYSQL_DDL)
+        now = store.db_now() // 60 * 60
+        assert store.record_handler_stats(now, "host-a", stats) == 1
+        assert store.record_handler_stats(now, "host-a", stats) == 1
+        [(handler, merged)] = store.handler_stats(3600)
+        assert (handler, merged.jobs, merged.buckets[9], merged.seconds) == ("h.one", 2, 2, 1.0)
     finally:
         store.close()

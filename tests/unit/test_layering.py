@@ -16,7 +16,7 @@ SUPERVISOR = Path(__file__).resolve().parents[2] / "supervisor"
 
 LAYERS = [
     {"errors", "events", "kinds", "models", "durations", "escaping", "dburl", "policy", "outcomes",
-     "config", "logs", "proc", "unique"},
+     "config", "logs", "proc", "unique", "timing"},
     {"store"},
     {"registry", "fate", "lock", "wake", "queue", "batches", "status", "workflow"},
     {"cluster"},

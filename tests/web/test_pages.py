@@ -55,7 +55,8 @@ def test_overview_counts_equal_forkq_status_json(
     shown = overview_counts(page)
     assert set(shown) == {q["queue"] for q in status["queues"]} == {"email", "reports"}
     for q in status["queues"]:
-        expected = {k: str(q[k]) for k in ("ready", "delayed", "running", "dead", "done")}
+        counts = ("ready", "delayed", "running", "dead", "done", "cancelled")
+        expected = {k: str(q[k]) for k in counts}
         assert shown[q["queue"]] == expected
         row = page.locator(f'tr[data-queue="{q["queue"]}"]')
         assert ("paused" in row.inner_text()) == q["paused"]

@@ -251,7 +251,7 @@ SELECT MIN(queue) AS queue FROM forkq_jobs;
 -- it can tell a capped count), or a single dive: the oldest due run_at and the next
 -- queue name. Its cost is flat however many rows the table holds. The status index is
 -- forced for ready rows: in forkq_jobs_claim, priority sits before run_at and due rows
--- are not one range. Counts no alert rule reads (not due yet, scheduled, running, done)
+-- are not one range. Counts no alert rule reads (not due yet, scheduled, running, done, cancelled)
 -- stop at %(minor_limit)s instead: the check tick keeps those small.
 SELECT
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs FORCE INDEX (forkq_jobs_status)
@@ -269,6 +269,8 @@ SELECT
      WHERE status = 'done' AND queue = %(queue)s LIMIT %(minor_limit)s) AS c) AS done,
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
      WHERE status = 'waiting' AND queue = %(queue)s LIMIT %(minor_limit)s) AS c) AS waiting,
+  (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
+     WHERE status = 'cancelled' AND queue = %(queue)s LIMIT %(minor_limit)s) AS c) AS cancelled,
   TIMESTAMPDIFF(MICROSECOND,
     (SELECT MIN(run_at) FROM forkq_jobs
      WHERE status = 'ready' AND queue = %(queue)s AND run_at <= NOW(6)), NOW(6)) AS oldest_us,
@@ -289,6 +291,7 @@ SELECT
   (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'dead' AND queue = %(queue)s) AS dead,
   (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'done' AND queue = %(queue)s) AS done,
   (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'waiting' AND queue = %(queue)s) AS waiting,
+  (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'cancelled' AND queue = %(queue)s) AS cancelled,
   TIMESTAMPDIFF(MICROSECOND,
     (SELECT MIN(run_at) FROM forkq_jobs
      WHERE status = 'ready' AND queue = %(queue)s AND run_at <= NOW(6)), NOW(6)) AS oldest_us,
@@ -518,6 +521,62 @@ FROM forkq_throughput
 WHERE minute >= NOW(6) - INTERVAL %(age_us)s MICROSECOND
 GROUP BY minute, queue
 ORDER BY minute, queue;
+
+-- name: record_handler_stats
+-- Each master adds its children's attempts to the current minute, per handler, every
+-- heartbeat (supervisor/timing.py): one row per handler, minute and host, never contended.
+INSERT INTO forkq_handler_stats (minute, handler, host, jobs, failed, seconds, fastest,
+  slowest, b00, b01, b02, b03, b04, b05, b06, b07, b08, b09, b10, b11, b12, b13, b14, b15,
+  b16, b17, b18, b19, b20, b21, b22, b23)
+VALUES (FROM_UNIXTIME(%(minute)s), %(handler)s, %(host)s, %(jobs)s, %(failed)s,
+  %(seconds)s, %(fastest)s, %(slowest)s, %(b00)s, %(b01)s, %(b02)s, %(b03)s, %(b04)s,
+  %(b05)s, %(b06)s, %(b07)s, %(b08)s, %(b09)s, %(b10)s, %(b11)s, %(b12)s, %(b13)s, %(b14)s,
+  %(b15)s, %(b16)s, %(b17)s, %(b18)s, %(b19)s, %(b20)s, %(b21)s, %(b22)s, %(b23)s)
+ON DUPLICATE KEY UPDATE
+  jobs = jobs + VALUES(jobs), failed = failed + VALUES(failed),
+  seconds = seconds + VALUES(seconds),
+  fastest = LEAST(COALESCE(fastest, VALUES(fastest)), COALESCE(VALUES(fastest), fastest)),
+  slowest = GREATEST(COALESCE(slowest, VALUES(slowest)), COALESCE(VALUES(slowest), slowest)),
+  b00 = b00 + VALUES(b00), b01 = b01 + VALUES(b01), b02 = b02 + VALUES(b02),
+  b03 = b03 + VALUES(b03), b04 = b04 + VALUES(b04), b05 = b05 + VALUES(b05),
+  b06 = b06 + VALUES(b06), b07 = b07 + VALUES(b07), b08 = b08 + VALUES(b08),
+  b09 = b09 + VALUES(b09), b10 = b10 + VALUES(b10), b11 = b11 + VALUES(b11),
+  b12 = b12 + VALUES(b12), b13 = b13 + VALUES(b13), b14 = b14 + VALUES(b14),
+  b15 = b15 + VALUES(b15), b16 = b16 + VALUES(b16), b17 = b17 + VALUES(b17),
+  b18 = b18 + VALUES(b18), b19 = b19 + VALUES(b19), b20 = b20 + VALUES(b20),
+  b21 = b21 + VALUES(b21), b22 = b22 + VALUES(b22), b23 = b23 + VALUES(b23);
+
+-- name: prune_handler_stats
+DELETE FROM forkq_handler_stats WHERE minute < NOW(6) - INTERVAL %(age_us)s MICROSECOND
+LIMIT %(limit)s;
+
+-- name: web_handler_stats
+-- Per handler over the last `age_us`: a range of the primary key (minute first), summed.
+SELECT handler, SUM(jobs) AS jobs, SUM(failed) AS failed, SUM(seconds) AS seconds,
+       MIN(fastest) AS fastest, MAX(slowest) AS slowest,
+       SUM(b00) AS b00, SUM(b01) AS b01, SUM(b02) AS b02, SUM(b03) AS b03, SUM(b04) AS b04,
+       SUM(b05) AS b05, SUM(b06) AS b06, SUM(b07) AS b07, SUM(b08) AS b08, SUM(b09) AS b09,
+       SUM(b10) AS b10, SUM(b11) AS b11, SUM(b12) AS b12, SUM(b13) AS b13, SUM(b14) AS b14,
+       SUM(b15) AS b15, SUM(b16) AS b16, SUM(b17) AS b17, SUM(b18) AS b18, SUM(b19) AS b19,
+       SUM(b20) AS b20, SUM(b21) AS b21, SUM(b22) AS b22, SUM(b23) AS b23
+FROM forkq_handler_stats
+WHERE minute >= NOW(6) - INTERVAL %(age_us)s MICROSECOND
+GROUP BY handler
+ORDER BY handler;
+
+-- name: web_handler_series
+-- One handler per minute over the last `age_us`: a range of forkq_handler_stats_handler.
+SELECT UNIX_TIMESTAMP(minute) AS minute, SUM(jobs) AS jobs, SUM(failed) AS failed,
+       SUM(seconds) AS seconds, MIN(fastest) AS fastest, MAX(slowest) AS slowest,
+       SUM(b00) AS b00, SUM(b01) AS b01, SUM(b02) AS b02, SUM(b03) AS b03, SUM(b04) AS b04,
+       SUM(b05) AS b05, SUM(b06) AS b06, SUM(b07) AS b07, SUM(b08) AS b08, SUM(b09) AS b09,
+       SUM(b10) AS b10, SUM(b11) AS b11, SUM(b12) AS b12, SUM(b13) AS b13, SUM(b14) AS b14,
+       SUM(b15) AS b15, SUM(b16) AS b16, SUM(b17) AS b17, SUM(b18) AS b18, SUM(b19) AS b19,
+       SUM(b20) AS b20, SUM(b21) AS b21, SUM(b22) AS b22, SUM(b23) AS b23
+FROM forkq_handler_stats
+WHERE handler = %(handler)s AND minute >= NOW(6) - INTERVAL %(age_us)s MICROSECOND
+GROUP BY minute
+ORDER BY minute;
 
 -- name: web_id_range
 -- The lowest and highest job ids: one dive to each end of the primary key.
@@ -1427,3 +1486,43 @@ ALTER TABLE forkq_jobs
   ADD COLUMN batch_id BIGINT UNSIGNED NULL DEFAULT NULL COMMENT 'the forkq_batches row of the batch it belongs to (q.batch()); NULL: in none',
   ADD KEY forkq_jobs_batch (batch_id, status);
 UPDATE forkq_schema SET version = 13, applied_at = NOW(6) WHERE id = 1 AND version < 13;
+-- name: upgrade_to_11
+-- Version 11 adds forkq_handler_stats (attempts per minute, handler and host, with a duration
+-- histogram: the dashboard's per-handler timing). A new table: nothing else is touched.
+CREATE TABLE IF NOT EXISTS forkq_handler_stats (
+  minute       TIMESTAMP(6) NOT NULL COMMENT 'the minute the attempts ended in (UTC, database clock)',
+  handler      VARCHAR(191) NOT NULL COMMENT 'handler name',
+  host         VARCHAR(255) NOT NULL COMMENT 'the host whose workers ran them',
+  jobs         INT          NOT NULL DEFAULT 0 COMMENT 'attempts that ended (done, failed or snoozed)',
+  failed       INT          NOT NULL DEFAULT 0 COMMENT 'attempts that failed (retried, dead or timed out)',
+  seconds      DOUBLE       NOT NULL DEFAULT 0 COMMENT 'their total duration',
+  fastest      DOUBLE       NULL COMMENT 'the shortest attempt (seconds)',
+  slowest      DOUBLE       NULL COMMENT 'the longest attempt (seconds)',
+  b00          INT          NOT NULL DEFAULT 0 COMMENT 'attempts under 1 ms',
+  b01          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 1 ms to 2 ms',
+  b02          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 2 ms to 4 ms',
+  b03          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 4 ms to 8 ms',
+  b04          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 8 ms to 16 ms',
+  b05          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 16 ms to 32 ms',
+  b06          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 32 ms to 64 ms',
+  b07          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 64 ms to 128 ms',
+  b08          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 128 ms to 256 ms',
+  b09          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 256 ms to 512 ms',
+  b10          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 512 ms to 1.024 s',
+  b11          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 1.024 s to 2.048 s',
+  b12          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 2.048 s to 4.096 s',
+  b13          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 4.096 s to 8.192 s',
+  b14          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 8.192 s to 16.384 s',
+  b15          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 16.384 s to 32.768 s',
+  b16          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 32.768 s to 65.536 s',
+  b17          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 65.536 s to 131.072 s',
+  b18          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 131.072 s to 262.144 s',
+  b19          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 262.144 s to 524.288 s',
+  b20          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 524.288 s to 1048.58 s',
+  b21          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 1048.58 s to 2097.15 s',
+  b22          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 2097.15 s to 4194.3 s',
+  b23          INT          NOT NULL DEFAULT 0 COMMENT 'attempts of 4194.3 s or more',
+  PRIMARY KEY (minute, handler, host),
+  KEY forkq_handler_stats_handler (handler, minute)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq attempts per minute, handler and host: counts and a duration histogram, bNN = attempts of 2^(NN-1) to 2^NN ms (b00 under 1 ms); pruned after a day';
+UPDATE forkq_schema SET version = 11, applied_at = NOW(6) WHERE id = 1 AND version < 11;

@@ -232,6 +232,8 @@ SELECT
      WHERE status = 'done' AND queue = :queue LIMIT :minor_limit)) AS done,
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
      WHERE status = 'waiting' AND queue = :queue LIMIT :minor_limit)) AS waiting,
+  (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
+     WHERE status = 'cancelled' AND queue = :queue LIMIT :minor_limit)) AS cancelled,
   CAST((:now - (SELECT MIN(run_at) FROM forkq_jobs
      WHERE status = 'ready' AND queue = :queue AND run_at <= :now)) * 1000000 AS INTEGER) AS oldest_us,
   (SELECT MIN(queue) FROM forkq_jobs WHERE queue > :queue) AS next_queue;
@@ -249,6 +251,7 @@ SELECT
   (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'dead' AND queue = :queue) AS dead,
   (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'done' AND queue = :queue) AS done,
   (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'waiting' AND queue = :queue) AS waiting,
+  (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'cancelled' AND queue = :queue) AS cancelled,
   CAST((:now - (SELECT MIN(run_at) FROM forkq_jobs
      WHERE status = 'ready' AND queue = :queue AND run_at <= :now)) * 1000000 AS INTEGER) AS oldest_us,
   (SELECT MIN(queue) FROM forkq_jobs WHERE queue > :queue) AS next_queue;
@@ -464,6 +467,58 @@ FROM forkq_throughput
 WHERE minute >= :now - :age_us / 1000000.0
 GROUP BY minute, queue
 ORDER BY minute, queue;
+
+-- name: record_handler_stats
+-- Each master adds its children's attempts to the current minute (see mysql.sql).
+INSERT INTO forkq_handler_stats (minute, handler, host, jobs, failed, seconds, fastest,
+  slowest, b00, b01, b02, b03, b04, b05, b06, b07, b08, b09, b10, b11, b12, b13, b14, b15,
+  b16, b17, b18, b19, b20, b21, b22, b23)
+VALUES (:minute, :handler, :host, :jobs, :failed, :seconds, :fastest, :slowest, :b00, :b01,
+  :b02, :b03, :b04, :b05, :b06, :b07, :b08, :b09, :b10, :b11, :b12, :b13, :b14, :b15, :b16,
+  :b17, :b18, :b19, :b20, :b21, :b22, :b23)
+ON CONFLICT (minute, handler, host) DO UPDATE SET
+  jobs = jobs + excluded.jobs, failed = failed + excluded.failed,
+  seconds = seconds + excluded.seconds,
+  fastest = min(coalesce(fastest, excluded.fastest), coalesce(excluded.fastest, fastest)),
+  slowest = max(coalesce(slowest, excluded.slowest), coalesce(excluded.slowest, slowest)),
+  b00 = b00 + excluded.b00, b01 = b01 + excluded.b01, b02 = b02 + excluded.b02,
+  b03 = b03 + excluded.b03, b04 = b04 + excluded.b04, b05 = b05 + excluded.b05,
+  b06 = b06 + excluded.b06, b07 = b07 + excluded.b07, b08 = b08 + excluded.b08,
+  b09 = b09 + excluded.b09, b10 = b10 + excluded.b10, b11 = b11 + excluded.b11,
+  b12 = b12 + excluded.b12, b13 = b13 + excluded.b13, b14 = b14 + excluded.b14,
+  b15 = b15 + excluded.b15, b16 = b16 + excluded.b16, b17 = b17 + excluded.b17,
+  b18 = b18 + excluded.b18, b19 = b19 + excluded.b19, b20 = b20 + excluded.b20,
+  b21 = b21 + excluded.b21, b22 = b22 + excluded.b22, b23 = b23 + excluded.b23;
+
+-- name: prune_handler_stats
+DELETE FROM forkq_handler_stats WHERE rowid IN (
+  SELECT rowid FROM forkq_handler_stats WHERE minute < :now - :age_us / 1000000.0 LIMIT :limit);
+
+-- name: web_handler_stats
+SELECT handler, SUM(jobs) AS jobs, SUM(failed) AS failed, SUM(seconds) AS seconds,
+       MIN(fastest) AS fastest, MAX(slowest) AS slowest,
+       SUM(b00) AS b00, SUM(b01) AS b01, SUM(b02) AS b02, SUM(b03) AS b03, SUM(b04) AS b04,
+       SUM(b05) AS b05, SUM(b06) AS b06, SUM(b07) AS b07, SUM(b08) AS b08, SUM(b09) AS b09,
+       SUM(b10) AS b10, SUM(b11) AS b11, SUM(b12) AS b12, SUM(b13) AS b13, SUM(b14) AS b14,
+       SUM(b15) AS b15, SUM(b16) AS b16, SUM(b17) AS b17, SUM(b18) AS b18, SUM(b19) AS b19,
+       SUM(b20) AS b20, SUM(b21) AS b21, SUM(b22) AS b22, SUM(b23) AS b23
+FROM forkq_handler_stats
+WHERE minute >= :now - :age_us / 1000000.0
+GROUP BY handler
+ORDER BY handler;
+
+-- name: web_handler_series
+SELECT minute, SUM(jobs) AS jobs, SUM(failed) AS failed,
+       SUM(seconds) AS seconds, MIN(fastest) AS fastest, MAX(slowest) AS slowest,
+       SUM(b00) AS b00, SUM(b01) AS b01, SUM(b02) AS b02, SUM(b03) AS b03, SUM(b04) AS b04,
+       SUM(b05) AS b05, SUM(b06) AS b06, SUM(b07) AS b07, SUM(b08) AS b08, SUM(b09) AS b09,
+       SUM(b10) AS b10, SUM(b11) AS b11, SUM(b12) AS b12, SUM(b13) AS b13, SUM(b14) AS b14,
+       SUM(b15) AS b15, SUM(b16) AS b16, SUM(b17) AS b17, SUM(b18) AS b18, SUM(b19) AS b19,
+       SUM(b20) AS b20, SUM(b21) AS b21, SUM(b22) AS b22, SUM(b23) AS b23
+FROM forkq_handler_stats INDEXED BY forkq_handler_stats_handler
+WHERE handler = :handler AND minute >= :now - :age_us / 1000000.0
+GROUP BY minute
+ORDER BY minute;
 
 -- name: web_id_range
 -- Two subqueries: SQLite reads MIN or MAX alone from the end of the rowid, not both at once.
@@ -1207,3 +1262,43 @@ CREATE INDEX IF NOT EXISTS forkq_jobs_batch ON forkq_jobs (batch_id, status)
   WHERE batch_id IS NOT NULL;
 UPDATE forkq_schema SET version = 13, applied_at = (julianday('now') - 2440587.5) * 86400.0
 WHERE id = 1 AND version < 13;
+-- name: upgrade_to_11
+-- Version 11 adds forkq_handler_stats (see mysql.sql)
+CREATE TABLE IF NOT EXISTS forkq_handler_stats (
+  minute       REAL    NOT NULL, -- the minute the attempts ended in (epoch seconds)
+  handler      TEXT    NOT NULL,
+  host         TEXT    NOT NULL,
+  jobs         INTEGER NOT NULL DEFAULT 0,
+  failed       INTEGER NOT NULL DEFAULT 0,
+  seconds      REAL    NOT NULL DEFAULT 0,
+  fastest      REAL    NULL,
+  slowest      REAL    NULL,
+  b00          INTEGER NOT NULL DEFAULT 0,
+  b01          INTEGER NOT NULL DEFAULT 0,
+  b02          INTEGER NOT NULL DEFAULT 0,
+  b03          INTEGER NOT NULL DEFAULT 0,
+  b04          INTEGER NOT NULL DEFAULT 0,
+  b05          INTEGER NOT NULL DEFAULT 0,
+  b06          INTEGER NOT NULL DEFAULT 0,
+  b07          INTEGER NOT NULL DEFAULT 0,
+  b08          INTEGER NOT NULL DEFAULT 0,
+  b09          INTEGER NOT NULL DEFAULT 0,
+  b10          INTEGER NOT NULL DEFAULT 0,
+  b11          INTEGER NOT NULL DEFAULT 0,
+  b12          INTEGER NOT NULL DEFAULT 0,
+  b13          INTEGER NOT NULL DEFAULT 0,
+  b14          INTEGER NOT NULL DEFAULT 0,
+  b15          INTEGER NOT NULL DEFAULT 0,
+  b16          INTEGER NOT NULL DEFAULT 0,
+  b17          INTEGER NOT NULL DEFAULT 0,
+  b18          INTEGER NOT NULL DEFAULT 0,
+  b19          INTEGER NOT NULL DEFAULT 0,
+  b20          INTEGER NOT NULL DEFAULT 0,
+  b21          INTEGER NOT NULL DEFAULT 0,
+  b22          INTEGER NOT NULL DEFAULT 0,
+  b23          INTEGER NOT NULL DEFAULT 0, -- bNN: attempts of 2^(NN-1) to 2^NN ms
+  PRIMARY KEY (minute, handler, host)
+);
+CREATE INDEX IF NOT EXISTS forkq_handler_stats_handler ON forkq_handler_stats (handler, minute);
+UPDATE forkq_schema SET version = 11, applied_at = (julianday('now') - 2440587.5) * 86400.0
+WHERE id = 1 AND version < 11;

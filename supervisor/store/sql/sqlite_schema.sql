@@ -136,6 +136,43 @@ CREATE TABLE IF NOT EXISTS forkq_throughput (
   PRIMARY KEY (minute, queue, host)
 );
 
+CREATE TABLE IF NOT EXISTS forkq_handler_stats (
+  minute       REAL    NOT NULL, -- the minute the attempts ended in (epoch seconds)
+  handler      TEXT    NOT NULL,
+  host         TEXT    NOT NULL,
+  jobs         INTEGER NOT NULL DEFAULT 0,
+  failed       INTEGER NOT NULL DEFAULT 0,
+  seconds      REAL    NOT NULL DEFAULT 0,
+  fastest      REAL    NULL,
+  slowest      REAL    NULL,
+  b00          INTEGER NOT NULL DEFAULT 0,
+  b01          INTEGER NOT NULL DEFAULT 0,
+  b02          INTEGER NOT NULL DEFAULT 0,
+  b03          INTEGER NOT NULL DEFAULT 0,
+  b04          INTEGER NOT NULL DEFAULT 0,
+  b05          INTEGER NOT NULL DEFAULT 0,
+  b06          INTEGER NOT NULL DEFAULT 0,
+  b07          INTEGER NOT NULL DEFAULT 0,
+  b08          INTEGER NOT NULL DEFAULT 0,
+  b09          INTEGER NOT NULL DEFAULT 0,
+  b10          INTEGER NOT NULL DEFAULT 0,
+  b11          INTEGER NOT NULL DEFAULT 0,
+  b12          INTEGER NOT NULL DEFAULT 0,
+  b13          INTEGER NOT NULL DEFAULT 0,
+  b14          INTEGER NOT NULL DEFAULT 0,
+  b15          INTEGER NOT NULL DEFAULT 0,
+  b16          INTEGER NOT NULL DEFAULT 0,
+  b17          INTEGER NOT NULL DEFAULT 0,
+  b18          INTEGER NOT NULL DEFAULT 0,
+  b19          INTEGER NOT NULL DEFAULT 0,
+  b20          INTEGER NOT NULL DEFAULT 0,
+  b21          INTEGER NOT NULL DEFAULT 0,
+  b22          INTEGER NOT NULL DEFAULT 0,
+  b23          INTEGER NOT NULL DEFAULT 0, -- bNN: attempts of 2^(NN-1) to 2^NN ms
+  PRIMARY KEY (minute, handler, host)
+);
+CREATE INDEX IF NOT EXISTS forkq_handler_stats_handler ON forkq_handler_stats (handler, minute);
+
 CREATE TABLE IF NOT EXISTS forkq_results (
   job_id       INTEGER PRIMARY KEY, -- the job this is the result of (supervisor.contrib.django)
   queue        TEXT    NOT NULL,
