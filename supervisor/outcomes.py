@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 class Outcome(StrEnum):
@@ -34,6 +34,7 @@ class Attempt(NamedTuple):
     error: str  # the failure, or the snooze's reason; "" when done
     delay: float | None  # the snooze's, or the retry's the handler asked for
     permanent: bool  # dead whatever attempts are left (Fail, unknown handler, bad payload)
+    value: Any = None  # what the handler returned (DONE): kept when it keeps results
 
 
 @dataclass(frozen=True)

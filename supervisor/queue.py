@@ -16,6 +16,7 @@ from supervisor.dburl import DatabaseURL
 from supervisor.errors import UsageError
 from supervisor.lock import Lock
 from supervisor.models import JobRow, NewJob
+from supervisor.results import JobResult, read_result, wait_result
 from supervisor.store import Store, open_store
 from supervisor.store.limits.buckets import bucket_key_ok
 from supervisor.wake import Nudger
@@ -135,6 +136,16 @@ class Queue:
 
     def get(self, job_id: int) -> JobRow | None:
         return self.store.get_job(job_id)
+
+    def result(self, job_id: int) -> JobResult:
+        """Where the job stands and, once done, what its handler returned (kept when the
+        handler or its pool says `keep_result`): `.state`, `.finished`, `.kept`, `.value`."""
+        return read_result(self.store, int(job_id))
+
+    def wait(self, job_id: int, timeout: float | None = None) -> JobResult:
+        """Wait for the job to end and return its result; TimeoutError after `timeout`
+        seconds. Woken by the worker that ends it on this host, else a backed-off poll."""
+        return wait_result(self.store, int(job_id), timeout)
 
     def cancel(self, job_id: int, by: str | None = None) -> bool:
         """Cancel one job: True if it is cancelled (it was waiting) or being cancelled (it

@@ -151,8 +151,6 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return int(ExitCode.OK)
 
 
-
-
 def _each_job(
     store: Store, ids: Sequence[int], verb: str, operation: Callable[[list[int]], int]
 ) -> int:

@@ -21,16 +21,24 @@ from supervisor.policy import truncate_error
 from supervisor.store import Store
 from supervisor.store.limits import fair
 from supervisor.store.limits.upkeep import look_after_parked
+from supervisor.store.results import attempt_end
 
 CHORES_LOCK = "forkq:chores"
 
 
 def fail_held_job(
-    store: Store, row: JobRow, owner: str, error: str, *, only_expired: bool = False
+    store: Store,
+    row: JobRow,
+    owner: str,
+    error: str,
+    *,
+    only_expired: bool = False,
+    ended: str = "died",
 ) -> bool:
-    """Record a failed attempt for a job whose holder is gone: retry with backoff, or dead."""
+    """Record a failed attempt for a job whose holder is gone: retry with backoff, or dead;
+    the attempt goes into the job's history as `ended` (died, timeout, lease_expired)."""
     decision = failure_fate_for(row, error)
-    return store.fail(
+    failed = store.fail(
         owner,
         row.id,
         truncate_error(decision.error),
@@ -39,6 +47,9 @@ def fail_held_job(
         max_attempts=max_attempts_for(row),
         only_expired=only_expired,
     )
+    if failed and row.status is JobState.RUNNING:
+        store.record_attempt(attempt_end(row, owner, ended, decision.error))
+    return failed
 
 
 def settle_owner(
@@ -49,6 +60,7 @@ def settle_owner(
     count_attempt: bool = True,
     *,
     count_held: bool = False,
+    ended: str = "died",
 ) -> int:
     """Settle every job `owner` held after it died.
 
@@ -69,7 +81,7 @@ def settle_owner(
         if row.id != running_job:
             continue
         if count_attempt:
-            settled += int(fail_held_job(store, row, owner, error))
+            settled += int(fail_held_job(store, row, owner, error, ended=ended))
         else:
             settled += store.release(owner, [row.id], count_attempt=False)
     return settled
@@ -84,7 +96,9 @@ def reap_expired_leases(store: Store, limit: int = 500) -> int:
             reaped += int(store.finish_cancel(row.id))
             continue
         error = GoneWorker.LEASE_EXPIRED.said(f"holder {row.locked_by} stopped without finishing")
-        if row.locked_by and fail_held_job(store, row, row.locked_by, error, only_expired=True):
+        if row.locked_by and fail_held_job(
+            store, row, row.locked_by, error, only_expired=True, ended="lease_expired"
+        ):
             reaped += 1
     return reaped
 
@@ -150,7 +164,8 @@ def prune_finished(store: Store, config: Config) -> int:
             pruned += store.purge_archive(pool.retention, queue=pool.name)
         pruned += store.purge("dead", pool.retention, queue=pool.name)
         pruned += store.purge("cancelled", pool.retention, queue=pool.name)
-        pruned += store.purge_results(pool.retention, queue=pool.name)  # Django's TaskResults
+        pruned += store.purge_results(pool.result_retention, queue=pool.name)  # kept results
+        pruned += store.purge_attempts(pool.retention, queue=pool.name)  # attempt history
     return pruned + store.prune_throughput()  # the dashboard's chart keeps a day
 
 

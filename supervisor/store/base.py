@@ -17,9 +17,10 @@ from __future__ import annotations
 from supervisor.store.cluster import ClusterOps
 from supervisor.store.jobs import JobOps
 from supervisor.store.operators import OperatorOps
+from supervisor.store.results import ResultOps
 from supervisor.store.schedules import ScheduleOps
 from supervisor.store.views import ViewOps
 
 
-class Store(JobOps, OperatorOps, ClusterOps, ScheduleOps, ViewOps):
+class Store(JobOps, OperatorOps, ClusterOps, ScheduleOps, ViewOps, ResultOps):
     """One database connection (opened lazily, reopened after a fork or a loss)."""

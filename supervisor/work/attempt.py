@@ -97,7 +97,7 @@ def run_attempt(row: JobRow, timeout: float, worker: LeaseHolder) -> Attempt:
     try:
         with soft_timeout(timeout):
             try:
-                registered.func(payload, JobContext(row, worker))
+                value = registered.func(payload, JobContext(row, worker))
             finally:
                 exit_if_forked(worker.pid)
     except JobTimeout as exc:  # a command's carries its stderr tail
@@ -114,7 +114,7 @@ def run_attempt(row: JobRow, timeout: float, worker: LeaseHolder) -> Attempt:
         return _dead(f"failed permanently: {text_of(exc)}")
     except Exception as exc:
         return _failed(_describe(exc))
-    return Attempt(Outcome.DONE, "", None, False)
+    return Attempt(Outcome.DONE, "", None, False, value)
 
 
 def log_finished(

@@ -24,7 +24,9 @@ from supervisor.models import JobRow
 from supervisor.outcomes import Fate, SnoozeWritten
 from supervisor.policy import DEFAULT_MAX_SNOOZES, truncate_error
 from supervisor.store import Store
+from supervisor.store.results import AttemptEnd
 from supervisor.work.attempt import text_of
+from supervisor.work.keeping import Keeper
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,17 @@ class Failure:
     dead: bool
     delay: float
     max_attempts: int
+    end: AttemptEnd | None = None  # the attempt, for its history (store/results.py)
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A success whose return value is kept: written at once, with its completion."""
+
+    job_id: int
+    mode: str
+    queue: str
+    value: str  # JSON text
 
 
 @dataclass(frozen=True)
@@ -53,7 +66,7 @@ class Pending:
     """Outcomes waiting to be written: successes by on_success mode, and failures."""
 
     successes: dict[str, list[int]] = field(default_factory=dict)
-    failures: list[Failure | Snoozed] = field(default_factory=list)
+    failures: list[Failure | Snoozed | Kept] = field(default_factory=list)
     oldest: float = 0.0
 
     def __bool__(self) -> bool:
@@ -69,8 +82,10 @@ class Outbox:
         owner: str,
         log: Any,
         written_elsewhere: Callable[[], list[int]] = list,
+        keeper: Keeper | None = None,
     ) -> None:
         self.store = store
+        self.keeper = keeper
         self.owner = owner
         self.log = log
         self.pending = Pending()
@@ -95,13 +110,19 @@ class Outbox:
         self.pending.successes.setdefault(mode, []).append(job_id)
         self.pending.oldest = self.pending.oldest or time.monotonic()
 
-    def failure(self, row: JobRow, fate: Fate) -> None:
-        """A failed attempt's fate, as fate.py's `fate_of_attempt` gave it."""
+    def failure(self, row: JobRow, fate: Fate, end: AttemptEnd | None = None) -> None:
+        """A failed attempt's fate, as fate.py's `fate_of_attempt` gave it; `end` is the
+        attempt as its history keeps it."""
         error = truncate_error(fate.error)
         self.pending.failures.append(
-            Failure(row.id, error, fate.dead, fate.delay, max_attempts_for(row))
+            Failure(row.id, error, fate.dead, fate.delay, max_attempts_for(row), end)
         )
         self.flush()  # failures are written at once
+
+    def kept(self, row: JobRow, mode: str, value: str) -> None:
+        """A success whose return value is kept: written at once, so a waiter hears of it."""
+        self.pending.failures.append(Kept(row.id, mode, row.queue, value))
+        self.flush()
 
     def snooze(self, row: JobRow, reason: str, delay: float) -> None:
         """Back after `delay` without using an attempt (schema 7 counts it; before it, a
@@ -148,9 +169,11 @@ class Outbox:
                 self._end_unwritable(failure.job_id, exc)
             self.pending.failures.pop(0)
 
-    def _write(self, failure: Failure | Snoozed) -> None:
+    def _write(self, failure: Failure | Snoozed | Kept) -> None:
         if isinstance(failure, Snoozed):
             self._write_snooze(failure)
+        elif isinstance(failure, Kept):
+            self._write_kept(failure)
         elif not self.store.fail(
             self.owner,
             failure.job_id,
@@ -160,6 +183,29 @@ class Outbox:
             max_attempts=failure.max_attempts,
         ):
             self.log.warning(events.LEASE_LOST, job_id=failure.job_id)
+        else:
+            self._recorded(failure)
+
+    def _write_kept(self, kept: Kept) -> None:
+        if not self.store.complete_keeping(
+            self.owner, kept.job_id, kept.mode, kept.queue, kept.value
+        ):
+            self.log.warning(events.LEASE_LOST, job_id=kept.job_id)
+        elif self.keeper is not None:
+            self.keeper.wake(kept.job_id)
+
+    def _recorded(self, failure: Failure) -> None:
+        """The failed attempt into the job's history (best effort: the job's fate is
+        written), and same-host waiters of a job that ended dead woken."""
+        if failure.end is not None:
+            try:
+                self.store.record_attempt(failure.end)
+            except (ConnectionLost, TransientDatabaseError):
+                pass  # the fate is written; only this line of the history is missing
+            except Exception as exc:
+                self.log.warning(events.ATTEMPT_NOT_RECORDED, job_id=failure.job_id, error=str(exc))
+        if failure.dead and self.keeper is not None:
+            self.keeper.wake(failure.job_id)
 
     def _end_unwritable(self, job_id: int, exc: Exception) -> None:
         """A failure or snooze the store refused: the job ends dead with the reason. If even
