@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import Any, Protocol
 
 from supervisor.store import Store
+from supervisor.store.results import owner_host_pid
 from supervisor.wake.places import store_identity
 from supervisor.wake.waiters import Waiter
 
@@ -78,3 +80,63 @@ def wait_result(store: Store, job_id: int, timeout: float | None) -> JobResult:
                 raise TimeoutError(f"job {job_id} has not ended ({result.state})")
             # Woken: read again at once (and soon after, if not ended yet); else back off.
             nap = POLL_FIRST if waiter.nap(min(nap, left)) else min(nap * 2, POLL_MOST)
+
+
+@dataclass(frozen=True)
+class AttemptView:
+    """One attempt of a job as `forkq show` and the job page list it."""
+
+    attempt: int
+    outcome: str  # retry | dead | timeout | died | lease_expired | running | done
+    started_at: float | None  # epoch seconds
+    ended_at: float | None  # None while it runs
+    host: str | None
+    pid: int | None
+    error: str | None
+
+
+class JobLike(Protocol):
+    """What attempt_history reads of a job: a JobRow, or the dashboard's JobListing."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def attempts(self) -> int: ...
+    @property
+    def locked_by(self) -> str | None: ...
+    @property
+    def started_at(self) -> datetime | None: ...
+    @property
+    def finished_at(self) -> datetime | None: ...
+
+
+def attempt_history(store: Store, row: JobLike) -> list[AttemptView]:
+    """The job's recorded attempts (those that did not end in its success, the last
+    ATTEMPT_SLOTS), then the one its row describes: running now, or its success (whose
+    host the row no longer names: a success writes no history)."""
+    shown = [
+        AttemptView(
+            int(r["attempt"]),
+            str(r["outcome"]),
+            _seconds(r["started_at"]),
+            _seconds(r["ended_at"]),
+            r["host"],
+            None if r["pid"] is None else int(r["pid"]),
+            r["error"],
+        )
+        for r in store.job_attempts(row.id)
+    ]
+    started = None if row.started_at is None else row.started_at.timestamp()
+    if row.status in RUNNING_STATES and started is not None:
+        host, pid = owner_host_pid(row.locked_by)
+        shown.append(AttemptView(row.attempts, "running", started, None, host, pid, None))
+    elif row.status == "done":
+        ended = None if row.finished_at is None else row.finished_at.timestamp()
+        shown.append(AttemptView(row.attempts, "done", started, ended, None, None, None))
+    return shown
+
+
+def _seconds(value: Any) -> float | None:
+    return None if value is None else float(value)

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 from supervisor import registry
 from supervisor.cli.common import command_config, command_store, operator_name
+from supervisor.cli.history import extras_json, job_extras, print_extras
 from supervisor.cli.tables import WARNING_PREFIX, cell, first_line, plural, print_json, table
 from supervisor.config import Config
 from supervisor.durations import format_duration
@@ -101,13 +102,17 @@ def cmd_show(args: argparse.Namespace) -> int:
     config = command_config(args)
     with command_store(config) as store:
         row = store.get_job(args.id)
-    if row is None:
+        result, attempts = job_extras(store, row, args.id)
+    if row is None and not result.kept:
         raise JobNotFound(f"no job with id {args.id}")
-    fields = row.as_dict()
+    if row is None:  # deleted on success; its result is kept
+        fields = {"id": args.id, "status": "done (its row deleted; its result kept)"}
+    else:
+        fields = row.as_dict()
     if args.json:
-        print_json(fields)
+        print_json({**fields, **extras_json(result, attempts)})
         return int(ExitCode.OK)
-    error = fields.pop("last_error")
+    error = fields.pop("last_error", None)
     width = max(len(key) for key in fields) + 2
     for key, value in fields.items():
         print(f"{key.ljust(width)}{cell(value)}")
@@ -117,6 +122,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             print(f"  {line}")
     else:
         print(f"{'last_error'.ljust(width)}-")
+    print_extras(result, attempts, width)
     return int(ExitCode.OK)
 
 

@@ -16,6 +16,7 @@ from supervisor import events, logs
 from supervisor.cluster.schedules import next_run
 from supervisor.config import ScheduleConfig
 from supervisor.models import JobState, Throughput
+from supervisor.results import attempt_history, read_result
 from supervisor.status import (
     STATUS_CAP,
     process_view,
@@ -135,7 +136,14 @@ def job(ctx: Context, job_id: int) -> Response:
     row = ctx.store.job_listing(job_id)
     if row is None:
         return ctx.render("error.html", status=404, message=f"no job with id {job_id}")
-    return ctx.render("job.html", nav="jobs", job=row, now=ctx.store.db_now())
+    return ctx.render(
+        "job.html",
+        nav="jobs",
+        job=row,
+        now=ctx.store.db_now(),
+        result=read_result(ctx.store, job_id),
+        attempts=attempt_history(ctx.store, row),
+    )
 
 
 def dead(ctx: Context) -> Response:
