@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from supervisor import events, registry
 from supervisor.errors import Fail, JobTimeout, Retry, Snooze
 from supervisor.models import JobRow
-from supervisor.outcomes import Attempt, Outcome
+from supervisor.outcomes import Attempt, Outcome, Returned
 from supervisor.work.exits import CommandFailed, with_stderr
 from supervisor.work.guards import exit_if_forked, soft_timeout
 from supervisor.work.snooze import snooze_outcome
@@ -114,7 +114,7 @@ def run_attempt(row: JobRow, timeout: float, worker: LeaseHolder) -> Attempt:
         return _dead(f"failed permanently: {text_of(exc)}")
     except Exception as exc:
         return _failed(_describe(exc))
-    return Attempt(Outcome.DONE, "", None, False, value)
+    return Returned.of(value)
 
 
 def log_finished(

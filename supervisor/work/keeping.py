@@ -47,7 +47,7 @@ class Keeper:
         """The attempt and its return value as JSON text; a value that is no JSON ends the
         attempt dead (another attempt would return the same)."""
         try:
-            return attempt, _ENCODER.encode(attempt.value)
+            return attempt, _ENCODER.encode(getattr(attempt, "value", None))
         except (TypeError, ValueError, RecursionError) as exc:
             error = f"its return value is kept but is not JSON: {type(exc).__name__}: {exc}"
             return Attempt(Outcome.DEAD, error, None, True), None

@@ -18,7 +18,7 @@ LAYERS = [
     {"errors", "events", "kinds", "models", "durations", "escaping", "dburl", "policy", "outcomes",
      "config", "logs", "proc"},
     {"store"},
-    {"registry", "fate", "lock", "wake", "queue", "status"},
+    {"registry", "fate", "lock", "wake", "queue", "status", "results"},
     {"cluster"},
     {"observe"},
     {"work"},
