@@ -9,6 +9,7 @@ import re
 from util import REPO_ROOT
 
 from supervisor.store import SCHEMA_VERSION
+from supervisor.store.queries import backend_queries, upgrades
 
 README = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
 
@@ -44,5 +45,6 @@ def test_schema_sql_records_the_version_the_readme_says() -> None:
     assert f"VALUES (1, {SCHEMA_VERSION});" in schema
     assert f"records version {SCHEMA_VERSION} (the latest)" in README
     assert f"Version {SCHEMA_VERSION} (this release)" in README
-    for version in range(2, SCHEMA_VERSION + 1):
+    # Every version an upgrade exists for (numbers may have gaps: each feature has its own).
+    for version in sorted(upgrades(backend_queries("mysql"))):
         assert f"Version {version} " in README, version
