@@ -105,8 +105,15 @@ def innodb_table_id(url: str) -> int:
     return int(table_id)
 
 
+def undo_version_12(url: str) -> None:
+    """Take away what version 12 added (forkq_attempts)."""
+    sql(url, "DROP TABLE forkq_attempts")
+    sql(url, "UPDATE forkq_schema SET version = 9")
+
+
 def undo_version_9(url: str) -> None:
-    """Take away what version 9 added (forkq_schedules)."""
+    """Take away what versions 12 and 9 added (forkq_attempts, forkq_schedules)."""
+    undo_version_12(url)
     sql(url, "DROP TABLE forkq_schedules")
     sql(url, "UPDATE forkq_schema SET version = 8")
 
@@ -335,6 +342,7 @@ def test_the_schema_file_leaves_an_old_database_old_and_printed_upgrades_upgrade
         "forkq_limits",
         "forkq_tenants",
         "forkq_schedules",
+        "forkq_attempts",
     }
     new_tables = (
         "forkq_throughput",
@@ -344,6 +352,7 @@ def test_the_schema_file_leaves_an_old_database_old_and_printed_upgrades_upgrade
         "forkq_tenants",
         "forkq_jobs_tenant",
         "forkq_schedules",
+        "forkq_attempts",
     )
     assert not any(
         s.startswith("CREATE") and not any(table in s for table in new_tables) for s in statements
@@ -444,8 +453,8 @@ def test_a_version_7_database_is_upgraded_to_8_in_place(db_url: str) -> None:
         assert store.require_schema() == 7  # the daemon still runs on version 7
         plain = store.enqueue(_job())  # a producer on version 7
         table_id = innodb_table_id(db_url) if backend_of(db_url) == "mysql" else 0
-        assert store.apply_schema() == SCHEMA_VERSION == 9
-        assert recorded_version(db_url) == 9
+        assert store.apply_schema() == SCHEMA_VERSION
+        assert recorded_version(db_url) == SCHEMA_VERSION
         assert live_columns(db_url) == declared(MYSQL_DDL)
         assert "forkq_jobs_tenant" in job_indexes(db_url)
         tenants = dict(sql(db_url, "SELECT id, tenant FROM forkq_jobs"))
@@ -466,12 +475,51 @@ def test_a_version_8_database_is_upgraded_to_9_in_place(db_url: str) -> None:
         undo_version_9(db_url)
         assert "forkq_schedules" not in live_columns(db_url)
         table_id = innodb_table_id(db_url) if backend_of(db_url) == "mysql" else 0
-        assert store.apply_schema() == SCHEMA_VERSION == 9
-        assert recorded_version(db_url) == 9
+        assert store.apply_schema() == SCHEMA_VERSION
+        assert recorded_version(db_url) == SCHEMA_VERSION
         assert live_columns(db_url) == declared(MYSQL_DDL)
         job = store.get_job(job_id)
         assert job is not None and job.tags is None
         assert store.runtime_schedules() == []
+        if backend_of(db_url) == "mysql":
+            assert innodb_table_id(db_url) == table_id
+    finally:
+        store.close()
+
+
+def test_a_version_9_database_is_upgraded_to_12_in_place(db_url: str) -> None:
+    """Version 12 adds forkq_attempts (a new table: forkq_jobs is not copied); a job
+    enqueued before has no recorded attempt, and one can be recorded after."""
+    from supervisor.store.results import AttemptEnd
+
+    store = open_store(db_url)
+    try:
+        job_id = store.enqueue(_job())
+        undo_version_12(db_url)
+        assert "forkq_attempts" not in live_columns(db_url)
+        fresh = open_store(db_url)  # asks the version anew
+        try:
+            assert fresh.job_attempts(job_id) == []  # version 9: nothing to read, no error
+        finally:
+            fresh.close()
+        table_id = innodb_table_id(db_url) if backend_of(db_url) == "mysql" else 0
+        assert store.apply_schema() == SCHEMA_VERSION
+        assert recorded_version(db_url) == SCHEMA_VERSION
+        assert live_columns(db_url) == declared(MYSQL_DDL)
+        upgraded = open_store(db_url)
+        try:
+            upgraded.record_attempt(
+                AttemptEnd(job_id, 1, "default", "retry", "h:7:ab", "boom", None)
+            )
+            [row] = upgraded.job_attempts(job_id)
+            assert (row["outcome"], row["host"], row["pid"], row["error"]) == (
+                "retry",
+                "h",
+                7,
+                "boom",
+            )
+        finally:
+            upgraded.close()
         if backend_of(db_url) == "mysql":
             assert innodb_table_id(db_url) == table_id
     finally:
