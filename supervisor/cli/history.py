@@ -24,7 +24,7 @@ def job_extras(
 def extras_json(result: JobResult, attempts: list[AttemptView]) -> dict[str, Any]:
     return {
         "result": {"state": result.state, "kept": result.kept, "value": result.value},
-        "attempts": [asdict(a) for a in attempts],
+        "attempt_history": [asdict(a) for a in attempts],  # "attempts" is the job's count
     }
 
 
@@ -33,7 +33,7 @@ def print_extras(result: JobResult, attempts: list[AttemptView], width: int) -> 
     print(f"{'result'.ljust(width)}{for_terminal(kept)}")
     if not attempts:
         return
-    print("attempts:")
+    print("attempt history:")
     rows = [
         (a.attempt, a.outcome, _time(a.started_at), _time(a.ended_at), a.host, a.pid,
          first_line(a.error, 100))

@@ -116,13 +116,13 @@ def cmd_show(args: argparse.Namespace) -> int:
     width = max(len(key) for key in fields) + 2
     for key, value in fields.items():
         print(f"{key.ljust(width)}{cell(value)}")
+    print_extras(result, attempts, width)  # before last_error, which ends the output
     if error:
         print("last_error:")
         for line in lines_for_terminal(str(error)):
             print(f"  {line}")
     else:
         print(f"{'last_error'.ljust(width)}-")
-    print_extras(result, attempts, width)
     return int(ExitCode.OK)
 
 

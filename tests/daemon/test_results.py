@@ -195,9 +195,9 @@ def test_a_job_failing_twice_then_succeeding_lists_three_attempts(
         assert attempt.started_at is not None and attempt.ended_at is not None
         assert attempt.started_at <= attempt.ended_at
     shown = forkq_show(daemon, job_id)
-    assert "attempts:" in shown
+    assert "attempt history:" in shown
     assert "flaky attempt 1" in shown and "flaky attempt 2" in shown
-    assert len(json.loads(forkq_show(daemon, job_id, "--json"))["attempts"]) == 3
+    assert len(json.loads(forkq_show(daemon, job_id, "--json"))["attempt_history"]) == 3
     queue.close()
 
 
