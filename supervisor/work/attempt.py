@@ -26,6 +26,7 @@ from supervisor.work.exits import CommandFailed, with_stderr
 from supervisor.work.guards import exit_if_forked, soft_timeout
 from supervisor.work.snooze import snooze_outcome
 
+DONE = Attempt(Outcome.DONE, "", None, False)  # a handler returned None
 PROGRESS_EVERY = 1.0  # seconds between two progress writes of a job, at least
 
 
@@ -114,7 +115,7 @@ def run_attempt(row: JobRow, timeout: float, worker: LeaseHolder) -> Attempt:
         return _dead(f"failed permanently: {text_of(exc)}")
     except Exception as exc:
         return _failed(_describe(exc))
-    return Returned.of(value)
+    return DONE if value is None else Returned.of(value)  # most return None: no allocation
 
 
 def log_finished(
