@@ -1,8 +1,8 @@
 """Kept results and the attempt history (schema 12): what a job returned, and how each of
 its attempts that did not end in its success ended.
 
-A result is written only for a job whose handler or pool says `keep_result`, in the
-transaction that completes it (complete_keeping). An attempt row is written only when an
+A result is written only for a job whose handler or pool says `keep_result`, just
+before the batched acknowledgement that completes it (keep_results). An attempt row is written only when an
 attempt ends other than in the job's success (a failure, a timeout, a worker's death, an
 expired lease), on paths that already write one statement each: a first attempt that
 succeeds is described by the job row itself (started_at, finished_at, attempts) and costs
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from supervisor.models import JobRow
 from supervisor.store.core import StoreCore, micros
@@ -75,22 +75,18 @@ class ResultOps(StoreCore):
 
     _attempts_table: bool | None = None  # does forkq_attempts exist? (asked once)
 
-    if TYPE_CHECKING:  # JobOps's, beside this mixin in Store
+    def keep_results(self, kept: Sequence[tuple[int, str, str]]) -> None:
+        """Write the return values (job id, queue, JSON text) of jobs about to be completed,
+        in one transaction. Before the completion, so a done job always has its value; a
+        job whose completion then finds its lease taken over runs again, and its next
+        value replaces this one (the job row says running until then)."""
 
-        def complete_in_transaction(self, owner: str, ids: Sequence[int], mode: str) -> int: ...
-
-    def complete_keeping(self, owner: str, job_id: int, mode: str, queue: str, value: str) -> int:
-        """Complete one job and keep its return value (JSON text) in one transaction; 0
-        (nothing written) when this owner no longer holds it."""
-
-        def attempt() -> int:
+        def attempt() -> None:
             with self._tx():
-                done = self.complete_in_transaction(owner, [job_id], mode)
-                if done:
+                for job_id, queue, value in kept:
                     self._execute("keep_result", self._params(id=job_id, queue=queue, value=value))
-                return done
 
-        return self._retrying(attempt)
+        self._retrying(attempt)
 
     def job_result(self, job_id: int) -> dict[str, Any] | None:
         """The job's kept result row (status, return_value, finished_at); None if none."""

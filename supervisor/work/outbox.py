@@ -43,7 +43,8 @@ class Failure:
 
 @dataclass(frozen=True)
 class Kept:
-    """A success whose return value is kept: written at once, with its completion."""
+    """A success whose return value is kept: the value is written just before the batched
+    acknowledgement that completes the job (until then the job row still says running)."""
 
     job_id: int
     mode: str
@@ -66,11 +67,12 @@ class Pending:
     """Outcomes waiting to be written: successes by on_success mode, and failures."""
 
     successes: dict[str, list[int]] = field(default_factory=dict)
-    failures: list[Failure | Snoozed | Kept] = field(default_factory=list)
+    failures: list[Failure | Snoozed] = field(default_factory=list)
+    kept: list[Kept] = field(default_factory=list)  # values to write before their successes
     oldest: float = 0.0
 
     def __bool__(self) -> bool:
-        return bool(self.failures) or any(self.successes.values())
+        return bool(self.failures) or bool(self.kept) or any(self.successes.values())
 
 
 class Outbox:
@@ -86,6 +88,7 @@ class Outbox:
     ) -> None:
         self.store = store
         self.keeper = keeper
+        self.waking: list[int] = []  # kept jobs whose waiters hear of them once acknowledged
         self.owner = owner
         self.log = log
         self.pending = Pending()
@@ -120,9 +123,19 @@ class Outbox:
         self.flush()  # failures are written at once
 
     def kept(self, row: JobRow, mode: str, value: str) -> None:
-        """A success whose return value is kept: written at once, so a waiter hears of it."""
-        self.pending.failures.append(Kept(row.id, mode, row.queue, value))
-        self.flush()
+        """A success whose return value is kept: the value goes in one transaction with the
+        other kept values of the batch, then the success is acknowledged as any other
+        (never by the master in the child's stead: it would not write the value)."""
+        self.pending.kept.append(Kept(row.id, mode, row.queue, value))
+        self.success(row.id, mode)
+
+    def write_kept(self) -> None:
+        """Write the kept values waiting for their acknowledgement (before it, always)."""
+        if self.pending.kept:
+            kept = self.pending.kept
+            self.store.keep_results([(k.job_id, k.queue, k.value) for k in kept])
+            self.pending.kept = []
+            self.waking.extend(k.job_id for k in kept)
 
     def snooze(self, row: JobRow, reason: str, delay: float) -> None:
         """Back after `delay` without using an attempt (schema 7 counts it; before it, a
@@ -141,6 +154,7 @@ class Outbox:
     def flush(self) -> None:
         """Write pending outcomes; on a lost connection they stay pending for the next try."""
         self.forget_written_elsewhere()
+        self.write_kept()
         for mode, ids in list(self.pending.successes.items()):
             if ids:
                 self.acknowledged({mode: ids}, self.store.complete(self.owner, ids, mode))
@@ -157,6 +171,10 @@ class Outbox:
             self.pending.successes.pop(mode, None)
         if not any(self.pending.successes.values()):
             self.pending.oldest = 0.0
+        if self.waking and self.keeper is not None:  # written: same-host waiters may read
+            for job_id in self.waking:
+                self.keeper.wake(job_id)
+        self.waking = []
 
     def flush_failures(self) -> None:
         while self.pending.failures:
@@ -169,11 +187,9 @@ class Outbox:
                 self._end_unwritable(failure.job_id, exc)
             self.pending.failures.pop(0)
 
-    def _write(self, failure: Failure | Snoozed | Kept) -> None:
+    def _write(self, failure: Failure | Snoozed) -> None:
         if isinstance(failure, Snoozed):
             self._write_snooze(failure)
-        elif isinstance(failure, Kept):
-            self._write_kept(failure)
         elif not self.store.fail(
             self.owner,
             failure.job_id,
@@ -185,14 +201,6 @@ class Outbox:
             self.log.warning(events.LEASE_LOST, job_id=failure.job_id)
         else:
             self._recorded(failure)
-
-    def _write_kept(self, kept: Kept) -> None:
-        if not self.store.complete_keeping(
-            self.owner, kept.job_id, kept.mode, kept.queue, kept.value
-        ):
-            self.log.warning(events.LEASE_LOST, job_id=kept.job_id)
-        elif self.keeper is not None:
-            self.keeper.wake(kept.job_id)
 
     def _recorded(self, failure: Failure) -> None:
         """The failed attempt into the job's history (best effort: the job's fate is

@@ -126,6 +126,7 @@ class Worker:
                 continue
             pool = self.pool(queue)
             self.outbox.forget_written_elsewhere()
+            self.outbox.write_kept()  # kept values before the claim that acknowledges them
             done = self.pending.successes
             size, lease = self.claim_size(pool, queue), pool.timeout + LEASE_MARGIN
             batch = self._claim(pool, done, queue, size, lease)

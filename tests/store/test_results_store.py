@@ -1,5 +1,5 @@
 """The store's side of kept results and the attempt history (store/results.py), both
-backends: a result written with its job's completion by its holder only; an expired lease
+backends: a kept value read once its holder completed the job; an expired lease
 reaped into the history as `lease_expired`; the last 20 attempts kept, errors capped;
 attempt rows pruned once their job has ended."""
 
@@ -14,13 +14,14 @@ from supervisor.store import Store
 from supervisor.store.results import ATTEMPT_ERROR_CHARS, ATTEMPT_SLOTS, AttemptEnd
 
 
-def test_a_kept_result_is_written_with_the_completion_of_its_holder_only(store: Store) -> None:
+def test_a_kept_value_counts_once_its_job_is_completed_by_its_holder(store: Store) -> None:
     job_id = put(store)
     claim_one(store, A)
+    store.keep_results([(job_id, "work", '{"x": 1}')])
+    assert read_result(store, job_id) == JobResult(job_id, "running")  # the job row says
+    assert store.complete(B, [job_id], "delete") == 0  # not B's
     assert read_result(store, job_id) == JobResult(job_id, "running")
-    assert store.complete_keeping(B, job_id, "delete", "work", '{"x": 1}') == 0  # not B's
-    assert store.job_result(job_id) is None
-    assert store.complete_keeping(A, job_id, "delete", "work", '{"x": 1}') == 1
+    assert store.complete(A, [job_id], "delete") == 1
     assert store.get_job(job_id) is None  # deleted on success, its result kept
     assert read_result(store, job_id) == JobResult(job_id, "done", True, {"x": 1})
     other = put(store)

@@ -1,6 +1,6 @@
 """A worker in-process over the real store (both backends): a success that keeps nothing
 runs no statement of the results feature (its ack is batched as before); one that keeps
-its result is completed at once with its value; a failure goes into the attempt history.
+its result has its value written before that ack; a failure goes into the attempt history.
 The store's own statements are counted by name as they run (nothing is faked)."""
 
 from __future__ import annotations
@@ -88,6 +88,8 @@ def test_only_jobs_that_keep_a_result_or_fail_pay_for_it(
 
     kept, kept_names = run(worker, monkeypatch, "t.kept.kept")
     assert kept_names.count("keep_result") == 1 and "record_attempt" not in kept_names
+    written = kept_names.index("keep_result")
+    assert any(n.startswith("complete") for n in kept_names[written:]), kept_names
     assert read_result(worker.store, kept) == JobResult(kept, "done", True, {"n": 42})
 
     broken, broken_names = run(worker, monkeypatch, "t.kept.breaks")
