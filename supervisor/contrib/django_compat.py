@@ -18,7 +18,8 @@ try:
     NATIVE = importlib.util.find_spec("django.tasks") is not None
 except ImportError as exc:  # no django at all
     raise ImportError(
-        "supervisor.contrib.django needs Django and its Tasks framework: " + install_hint("django")
+        "supervisor.contrib.django needs Django and its Tasks framework: "
+        + install_hint("django")
     ) from exc
 
 if TYPE_CHECKING:
