@@ -202,6 +202,22 @@ CREATE TABLE IF NOT EXISTS forkq_results (
   KEY forkq_results_finished (queue, finished_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq task results (the Django Tasks backend): one row per job, written at the end of each attempt';
 
+CREATE TABLE IF NOT EXISTS forkq_attempts (
+  job_id       BIGINT UNSIGNED NOT NULL COMMENT 'the job (forkq_jobs.id) this attempt was of',
+  slot         SMALLINT     NOT NULL COMMENT 'attempt modulo 20: a job keeps its last 20 attempts, a later one takes the slot of an older one',
+  attempt      INT          NOT NULL COMMENT 'the attempt''s number (forkq_jobs.attempts when it ran)',
+  queue        VARCHAR(64)  NOT NULL COMMENT 'the job''s queue: rows are pruned with its pool''s retention',
+  outcome      VARCHAR(16)  NOT NULL COMMENT 'how it ended: retry | dead | timeout | died (its worker was killed or vanished) | lease_expired',
+  worker       VARCHAR(191) NULL DEFAULT NULL COMMENT 'the lease owner that ran it (host:pid:token)',
+  host         VARCHAR(191) NULL DEFAULT NULL COMMENT 'the host that ran it',
+  pid          INT          NULL DEFAULT NULL COMMENT 'the worker process that ran it',
+  error        TEXT         NULL DEFAULT NULL COMMENT 'what it failed with, cut to 2,000 characters',
+  started_at   TIMESTAMP(6) NULL DEFAULT NULL COMMENT 'when its handler started (NULL: before it started)',
+  ended_at     TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'when its end was recorded; retention counts from here',
+  PRIMARY KEY (job_id, slot),
+  KEY forkq_attempts_ended (queue, ended_at)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq attempt history: one row per attempt that did not end in the job''s success (a success is the job row''s own)';
+
 CREATE TABLE IF NOT EXISTS forkq_limits (
   name          VARCHAR(64)  NOT NULL COMMENT 'the [limits.NAME] this bucket belongs to',
   limit_key     VARCHAR(191) NOT NULL DEFAULT '' COMMENT 'the jobs'' limit_key for a per_key limit; empty for the one bucket of a limit without per_key (and for jobs without a key)',

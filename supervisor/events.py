@@ -107,3 +107,6 @@ WEB_LOGIN_FAILED = "web_login_failed"
 DJANGO_READY = "django_ready"
 DJANGO_RESULT_NOT_SAVED = "django_result_not_saved"
 DJANGO_RESULT_UNREADABLE = "django_result_unreadable"
+
+# --- results and attempts (store/results.py) ------------------------------------------------
+ATTEMPT_NOT_RECORDED = "attempt_not_recorded"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 class Outcome(StrEnum):
@@ -34,6 +34,20 @@ class Attempt(NamedTuple):
     error: str  # the failure, or the snooze's reason; "" when done
     delay: float | None  # the snooze's, or the retry's the handler asked for
     permanent: bool  # dead whatever attempts are left (Fail, unknown handler, bad payload)
+
+
+class Returned(Attempt):
+    """A DONE attempt and what its handler returned (`value`, kept when the handler or its
+    pool keeps results). Not a tuple field: a Returned still equals and unpacks as the
+    four-tuple every other attempt is."""
+
+    value: Any
+
+    @classmethod
+    def of(cls, value: Any) -> Returned:
+        done = cls(Outcome.DONE, "", None, False)
+        done.value = value
+        return done
 
 
 @dataclass(frozen=True)

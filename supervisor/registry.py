@@ -39,6 +39,7 @@ class Handler:
     backoff_cap: float = DEFAULT_BACKOFF_CAP
     argv: tuple[str, ...] = ()  # a [commands."NAME"] table's program; () for a function
     max_snoozes: int = DEFAULT_MAX_SNOOZES  # Snooze requests before the job ends dead
+    keep_result: bool = False  # its return value is kept (forkq_results), for q.result
 
 
 _HANDLERS: dict[str, Handler] = {}
@@ -53,10 +54,12 @@ def handler(
     backoff_base: float = DEFAULT_BACKOFF_BASE,
     backoff_cap: float = DEFAULT_BACKOFF_CAP,
     max_snoozes: int = DEFAULT_MAX_SNOOZES,
+    keep_result: bool = False,
 ) -> Callable[[HandlerFunc], HandlerFunc]:
     """Register `func(payload, job)` under `name`; `queue` is where `enqueue` sends it by default.
 
-    `max_snoozes`: how many times one job may raise Snooze before it ends dead."""
+    `max_snoozes`: how many times one job may raise Snooze before it ends dead.
+    `keep_result`: what it returns (JSON) is kept for `Queue.result` and `Queue.wait`."""
     if not name or len(name) > 191:
         raise ValueError("a handler name has 1 to 191 characters")
     if max_attempts < 1:
@@ -74,6 +77,7 @@ def handler(
             backoff_base,
             backoff_cap,
             max_snoozes=max_snoozes,
+            keep_result=keep_result,
         )
         return func
 
@@ -163,6 +167,7 @@ def load(
             command.backoff_cap,
             argv=command.argv,
             max_snoozes=command.max_snoozes,
+            keep_result=command.keep_result,
         )
     return loaded
 

@@ -13,7 +13,7 @@ import scale_env
 from scale_env import Jobs, ServerDied, fresh_jobs
 
 from supervisor import Queue
-from supervisor.queue import build_job
+from supervisor.building import build_job
 from supervisor.store import Store, open_store
 
 from .scale_common import (

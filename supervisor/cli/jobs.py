@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 from supervisor import registry
 from supervisor.cli.common import command_config, command_store, operator_name
+from supervisor.cli.history import extras_json, job_extras, print_extras
 from supervisor.cli.tables import WARNING_PREFIX, cell, first_line, plural, print_json, table
 from supervisor.config import Config
 from supervisor.durations import format_duration
@@ -113,17 +114,23 @@ def cmd_show(args: argparse.Namespace) -> int:
     config = command_config(args)
     with command_store(config) as store:
         row = store.get_job(args.id)
-        if row is None:
-            raise JobNotFound(f"no job with id {args.id}")
+        result, attempts = job_extras(store, row, args.id)
         # Dependencies (depends_on): the jobs it waits or waited on, and those waiting on it.
-        fields = {**row.as_dict(), **_dependencies(store, row.id)}
+        dependencies = _dependencies(store, row.id) if row is not None else {}
+    if row is None and not result.kept:
+        raise JobNotFound(f"no job with id {args.id}")
+    if row is None:  # deleted on success; its result is kept
+        fields = {"id": args.id, "status": "done (its row deleted; its result kept)"}
+    else:
+        fields = {**row.as_dict(), **dependencies}
     if args.json:
-        print_json(fields)
+        print_json({**fields, **extras_json(result, attempts)})
         return int(ExitCode.OK)
-    error = fields.pop("last_error")
+    error = fields.pop("last_error", None)
     width = max(len(key) for key in fields) + 2
     for key, value in fields.items():
         print(f"{key.ljust(width)}{cell(value)}")
+    print_extras(result, attempts, width)  # before last_error, which ends the output
     if error:
         print("last_error:")
         for line in lines_for_terminal(str(error)):

@@ -21,18 +21,26 @@ from supervisor.policy import truncate_error
 from supervisor.store import Store
 from supervisor.store.limits import fair
 from supervisor.store.limits.upkeep import look_after_parked
+from supervisor.store.results import attempt_end
 
 CHORES_LOCK = "forkq:chores"
 
 
 def fail_held_job(
-    store: Store, row: JobRow, owner: str, error: str, *, only_expired: bool = False
+    store: Store,
+    row: JobRow,
+    owner: str,
+    error: str,
+    *,
+    only_expired: bool = False,
+    ended: str = "died",
 ) -> bool:
-    """Record a failed attempt for a job whose holder is gone: retry with backoff, or dead."""
+    """Record a failed attempt for a job whose holder is gone: retry with backoff, or dead;
+    the attempt goes into the job's history as `ended` (died, timeout, lease_expired)."""
     decision = failure_fate_for(row, error)
     if row.batch_id is not None:  # ending dead settles its batch when it is the last
         store.note_batch_job(row.id, row.batch_id)
-    return store.fail(
+    failed = store.fail(
         owner,
         row.id,
         truncate_error(decision.error),
@@ -41,6 +49,9 @@ def fail_held_job(
         max_attempts=max_attempts_for(row),
         only_expired=only_expired,
     )
+    if failed and row.status is JobState.RUNNING:
+        store.record_attempt(attempt_end(row, owner, ended, decision.error))
+    return failed
 
 
 def settle_owner(
@@ -51,6 +62,7 @@ def settle_owner(
     count_attempt: bool = True,
     *,
     count_held: bool = False,
+    ended: str = "died",
 ) -> int:
     """Settle every job `owner` held after it died.
 
@@ -71,7 +83,7 @@ def settle_owner(
         if row.id != running_job:
             continue
         if count_attempt:
-            settled += int(fail_held_job(store, row, owner, error))
+            settled += int(fail_held_job(store, row, owner, error, ended=ended))
         else:
             settled += store.release(owner, [row.id], count_attempt=False)
     return settled
@@ -89,7 +101,9 @@ def reap_expired_leases(store: Store, limit: int = 500) -> int:
             error = GoneWorker.LEASE_EXPIRED.said(
                 f"holder {row.locked_by} stopped without finishing"
             )
-            reaped += settle_held_rows(store, [row], row.locked_by, error, only_expired=True)
+            reaped += settle_held_rows(
+                store, [row], row.locked_by, error, only_expired=True, ended="lease_expired"
+            )
     return reaped
 
 
@@ -106,7 +120,13 @@ def settle_gone_worker(store: Store, owner: str, error: str, *, only_expired: bo
 
 
 def settle_held_rows(
-    store: Store, rows: list[JobRow], owner: str, error: str, *, only_expired: bool
+    store: Store,
+    rows: list[JobRow],
+    owner: str,
+    error: str,
+    *,
+    only_expired: bool,
+    ended: str = "died",
 ) -> int:
     """Settle running rows of a holder gone with no master to say what it ran.
 
@@ -118,14 +138,23 @@ def settle_held_rows(
     job of a dead holder may, and that attempt is not charged.
     """
     unstarted = [row.id for row in rows if row.started_at is None]
-    released = store.release(owner, unstarted, only_expired=only_expired)
-    # A release the database ignored (another job took its unique key meanwhile) is
-    # settled as a failed attempt instead: counted, it is out of the key's queued scope.
-    # A row already released no longer matches the failure's update.
-    charged = [row for row in rows if row.started_at is not None or released < len(unstarted)]
-    return released + sum(
-        int(fail_held_job(store, row, owner, error, only_expired=only_expired)) for row in charged
+    settled = store.release(owner, unstarted, only_expired=only_expired)
+    if unstarted:
+        settled += release_ignored(store, owner, unstarted, only_expired=only_expired)
+    return settled + sum(
+        int(fail_held_job(store, row, owner, error, only_expired=only_expired, ended=ended))
+        for row in rows
+        if row.started_at is not None
     )
+
+
+def release_ignored(store: Store, owner: str, ids: list[int], *, only_expired: bool) -> int:
+    """Jobs a release left held because the database ignored it (another job took their
+    unique key meanwhile; the row count cannot tell, as MySQL counts matched rows) go back
+    with the claim's attempt kept, which takes them out of the key's queued scope."""
+    held = {row.id for row in store.held_by(owner)}
+    still = [job_id for job_id in ids if job_id in held]
+    return store.release(owner, still, count_attempt=True, only_expired=only_expired)
 
 
 def _finish_cancels(store: Store, rows: list[JobRow]) -> list[JobRow]:
@@ -172,7 +201,8 @@ def prune_finished(store: Store, config: Config) -> int:
             pruned += store.purge_archive(pool.retention, queue=pool.name)
         pruned += store.purge("dead", pool.retention, queue=pool.name)
         pruned += store.purge("cancelled", pool.retention, queue=pool.name)
-        pruned += store.purge_results(pool.retention, queue=pool.name)  # Django's TaskResults
+        pruned += store.purge_results(pool.result_retention, queue=pool.name)  # kept results
+        pruned += store.purge_attempts(pool.retention, queue=pool.name)  # attempt history
     # the dashboard's charts keep a day
     return pruned + store.prune_throughput() + store.prune_handler_stats()
 

@@ -27,9 +27,9 @@ from zoneinfo import ZoneInfo
 from croniter import croniter
 
 from supervisor import events, logs
+from supervisor.building import build_job
 from supervisor.config import Config, ScheduleConfig
 from supervisor.errors import UsageError
-from supervisor.queue import build_job
 from supervisor.store import Store
 
 MAX_SKIPS = 1000  # guard against an iterator that keeps yielding times we skip

@@ -37,10 +37,14 @@ class PoolConfig:
     claim_batch: int = 20  # jobs claimed per transaction
     fair: bool = False  # tenants (group_key, else limit_key) take turns: store/limits/fair.py
     weights: tuple[tuple[str, int], ...] = ()  # a fair pool's tenants' jobs per turn; else 1
+    keep_result: bool = False  # every handler's return value is kept (store/results.py)
+    result_retention: float = 0.0  # seconds results are kept; 0: `retention` (resolved below)
 
     def __post_init__(self) -> None:
         if self.max_workers == 0:  # the one place this default is decided
             object.__setattr__(self, "max_workers", self.workers)
+        if self.result_retention == 0:
+            object.__setattr__(self, "result_retention", self.retention)
 
 
 @dataclass(frozen=True)
@@ -120,6 +124,7 @@ class CommandConfig:
     backoff_base: float = DEFAULT_BACKOFF_BASE
     backoff_cap: float = DEFAULT_BACKOFF_CAP
     max_snoozes: int = DEFAULT_MAX_SNOOZES  # exit 75 + forkq-snooze: before the job is dead
+    keep_result: bool = False  # a last stdout line `forkq-result: JSON` is kept
     env: Mapping[str, str] = field(default_factory=dict)  # besides PATH, LANG and FORKQ_*
     pass_env: tuple[str, ...] = ()  # the daemon's own variables it gets, when they are set
 

@@ -59,6 +59,7 @@ _COMMAND_FIELDS: dict[str, Callable[[Any], Any]] = {
     "backoff_base": read_seconds(0),
     "backoff_cap": read_seconds(0),
     "max_snoozes": read_int(0),
+    "keep_result": read_bool,
     "env": read_environment,
     "pass_env": read_env_names,
 }
@@ -84,6 +85,8 @@ _POOL_FIELDS: dict[str, Callable[[Any], Any]] = {
     "claim_batch": read_int(1),
     "fair": read_bool,
     "weights": read_weights,
+    "keep_result": read_bool,
+    "result_retention": read_seconds(1),
 }
 _RULE_FIELDS: dict[str, Callable[[Any], Any]] = {
     "max_ready": read_int(0),

@@ -107,7 +107,7 @@ def _keep_connections() -> list[str]:
     return changed
 
 
-def run_task(payload: Any, job: Any) -> None:
+def run_task(payload: Any, job: Any) -> Any:
     """The forkq handler: look the task up (never import it), run it, record the attempt.
 
     A task that raises fails the attempt: forkq retries it with backoff while attempts
@@ -137,6 +137,7 @@ def run_task(payload: Any, job: Any) -> None:
             attempt.finish("failed", error=exc)
         raise
     attempt.finish("succeeded", returned=returned)
+    return value  # what a pool with keep_result keeps, on the row just written: the same
 
 
 def _payload(payload: Any) -> dict[str, Any]:

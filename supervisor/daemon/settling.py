@@ -18,7 +18,7 @@ from supervisor.daemon.shared import Shared
 from supervisor.daemon.state import Child
 from supervisor.kinds import GoneWorker, Role
 from supervisor.observe import metrics
-from supervisor.outcomes import Outcome
+from supervisor.outcomes import Outcome, SettleKind
 from supervisor.proc import describe_exit
 
 
@@ -27,7 +27,7 @@ class Settling:
         self.state = state  # its store is replaced on reload: read it through the state
         # (owner name, running job, error, attempt counted, held jobs counted), settled when
         # the database answers
-        self.unsettled: list[tuple[str, int | None, str, bool, bool]] = []
+        self.unsettled: list[tuple[str, int | None, str, bool, bool, str]] = []
 
     def child_exited(self, child: Child, status: int) -> None:
         """A reaped child: count and log its exit, then settle what it held."""
@@ -85,15 +85,20 @@ class Settling:
             if s.db(lambda: s.store.finish_cancel(cancelled)):
                 s.log.warning(events.JOB_CANCELLED, job_id=cancelled, child_pid=child.pid)
         held = counts_held(reason, running, child.jobs)
-        self.unsettled.append((child.name, running, reason.message, reason.counts_attempt, held))
+        ended = "timeout" if reason.kind is SettleKind.TIMED_OUT else "died"  # its history's
+        self.unsettled.append(
+            (child.name, running, reason.message, reason.counts_attempt, held, ended)
+        )
         self.settle_pending()
         s.db(lambda: s.store.remove_processes([child.name]))
 
     def settle_pending(self) -> None:
         s = self.state
         while self.unsettled:
-            name, job_id, error, counted, held = self.unsettled[0]
-            settle = partial(settle_owner, s.store, name, job_id, error, counted, count_held=held)
+            name, job_id, error, counted, held, ended = self.unsettled[0]
+            settle = partial(
+                settle_owner, s.store, name, job_id, error, counted, count_held=held, ended=ended
+            )
             if s.db(settle) is None:
                 return  # database down: try again on the next tick
             self.unsettled.pop(0)

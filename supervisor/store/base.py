@@ -19,10 +19,11 @@ from __future__ import annotations
 from supervisor.store.cluster import ClusterOps
 from supervisor.store.jobs import JobOps
 from supervisor.store.operators import OperatorOps
+from supervisor.store.results import ResultOps
 from supervisor.store.schedules import ScheduleOps
 from supervisor.store.timing import TimingOps
 from supervisor.store.views import ViewOps
 
 
-class Store(JobOps, OperatorOps, ClusterOps, ScheduleOps, TimingOps, ViewOps):
+class Store(JobOps, OperatorOps, ClusterOps, ScheduleOps, TimingOps, ViewOps, ResultOps):
     """One database connection (opened lazily, reopened after a fork or a loss)."""

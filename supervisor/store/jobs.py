@@ -229,12 +229,12 @@ class JobOps(DependencyOps, BatchOps):
                     self.complete_in_transaction(owner, taken.successes, taken.on_success)
                 returned = 0
                 if taken.unstarted:
-                    returned = self._execute(
-                        "release",
-                        self._params(
-                            owner=owner, ids=self._ids(taken.unstarted), uncount=1, only_expired=0
-                        ),
-                    )
+                    held = {"owner": owner, "ids": self._ids(taken.unstarted), "only_expired": 0}
+                    returned = self._execute("release", self._params(uncount=1, **held))
+                    # Again with the attempt kept: only a row the first release left held
+                    # (its unique key taken meanwhile: IGNORE) still matches, and counted
+                    # it is out of the key's queued scope.
+                    self._execute("release", self._params(uncount=0, **held))
                 if taken.running is not None:
                     self._execute(
                         "mark_started",

@@ -13,11 +13,11 @@ from werkzeug.utils import redirect
 from werkzeug.wrappers import Response
 
 from supervisor import events, logs
+from supervisor.building import build_job
 from supervisor.cluster.schedules import add_schedule, change_schedule
 from supervisor.config import schedule_from
 from supervisor.errors import ConfigError, UsageError
 from supervisor.models import CancelResult
-from supervisor.queue import build_job
 from supervisor.web.bulk import jobs_bulk
 from supervisor.web.context import Context, job_id_of
 from supervisor.web.security import SESSION_COOKIE, SESSION_LIFETIME

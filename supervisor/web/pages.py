@@ -16,6 +16,7 @@ from supervisor import events, logs
 from supervisor.cluster.schedules import next_run
 from supervisor.config import ScheduleConfig
 from supervisor.models import JobState, Throughput
+from supervisor.results import attempt_history, read_result
 from supervisor.status import (
     STATUS_CAP,
     process_view,
@@ -143,6 +144,8 @@ def job(ctx: Context, job_id: int) -> Response:
         now=ctx.store.db_now(),
         parents=ctx.store.parents_of(job_id),  # depends_on: what it waits (waited) on
         dependents=ctx.store.dependents_of(job_id),
+        result=read_result(ctx.store, job_id),
+        attempts=attempt_history(ctx.store, row),
     )
 
 

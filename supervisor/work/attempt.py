@@ -21,11 +21,12 @@ from typing import Any, Protocol
 from supervisor import events, registry
 from supervisor.errors import Fail, JobTimeout, Retry, Snooze
 from supervisor.models import JobRow
-from supervisor.outcomes import Attempt, Outcome
+from supervisor.outcomes import Attempt, Outcome, Returned
 from supervisor.work.exits import CommandFailed, with_stderr
 from supervisor.work.guards import exit_if_forked, soft_timeout
 from supervisor.work.snooze import snooze_outcome
 
+DONE = Attempt(Outcome.DONE, "", None, False)  # a handler returned None
 PROGRESS_EVERY = 1.0  # seconds between two progress writes of a job, at least
 
 
@@ -108,7 +109,7 @@ def run_attempt(row: JobRow, timeout: float, worker: LeaseHolder) -> Attempt:
     try:
         with soft_timeout(timeout):
             try:
-                registered.func(payload, JobContext(row, worker))
+                value = registered.func(payload, JobContext(row, worker))
             finally:
                 exit_if_forked(worker.pid)
     except JobTimeout as exc:  # a command's carries its stderr tail
@@ -125,7 +126,7 @@ def run_attempt(row: JobRow, timeout: float, worker: LeaseHolder) -> Attempt:
         return _dead(f"failed permanently: {text_of(exc)}")
     except Exception as exc:
         return _failed(_describe(exc))
-    return Attempt(Outcome.DONE, "", None, False)
+    return DONE if value is None else Returned.of(value)  # most return None: no allocation
 
 
 def log_finished(

@@ -49,7 +49,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from supervisor import events, logs, registry
-from supervisor.errors import JobTimeout
+from supervisor.errors import Fail, JobTimeout
 from supervisor.work.exits import CommandFailed, error_text, judge
 from supervisor.work.pipes import Pipes
 
@@ -95,13 +95,22 @@ class CommandHandler:
             "FORKQ_ATTEMPT": str(job.attempts),
         }
 
-    def __call__(self, payload: Any, job: Any) -> None:
+    def __call__(self, payload: Any, job: Any) -> Any:
+        """Run the program; what its last stdout line `forkq-result: JSON` says (None
+        without one), kept when the command says `keep_result`."""
         log = logs.get(job_id=job.id, handler=job.handler)
         data = json.dumps(payload, separators=(",", ":")).encode("ascii")
         proc = spawn(self.config.argv, self.environment(job))
         pipes: Pipes | None = None
+        result = ResultLine()
         try:
-            pipes = Pipes(proc, data, log, on_stderr_line=lambda line: progress_line(job, line))
+            pipes = Pipes(
+                proc,
+                data,
+                log,
+                on_stderr_line=lambda line: progress_line(job, line),
+                on_stdout_line=result.see,
+            )
             try:
                 pipes.pump()
             finally:
@@ -113,6 +122,32 @@ class CommandHandler:
                 raise JobTimeout(error_text(bytes(pipes.stderr), pipes.cut)) from exc
             raise
         judge(proc.wait(), bytes(pipes.stderr), pipes.cut, log)
+        return result.value()
+
+
+RESULT_PREFIX = "forkq-result:"
+
+
+class ResultLine:
+    """The program's result: its last non-empty stdout line, when that is `forkq-result:
+    JSON`. A result line that is no JSON fails the job for good (Fail)."""
+
+    def __init__(self) -> None:
+        self.text: str | None = None
+
+    def see(self, line: str) -> None:
+        if line.startswith(RESULT_PREFIX):
+            self.text = line[len(RESULT_PREFIX) :].strip()
+        elif line.strip():
+            self.text = None
+
+    def value(self) -> Any:
+        if self.text is None:
+            return None
+        try:
+            return json.loads(self.text)
+        except ValueError as exc:
+            raise Fail(f"its {RESULT_PREFIX} line is not JSON: {exc}") from exc
 
 
 PROGRESS_PREFIX = "forkq-progress:"

@@ -24,7 +24,9 @@ from supervisor.models import JobRow
 from supervisor.outcomes import Fate, SnoozeWritten
 from supervisor.policy import DEFAULT_MAX_SNOOZES, truncate_error
 from supervisor.store import Store
+from supervisor.store.results import AttemptEnd
 from supervisor.work.attempt import text_of
+from supervisor.work.keeping import Keeper
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,18 @@ class Failure:
     dead: bool
     delay: float
     max_attempts: int
+    end: AttemptEnd | None = None  # the attempt, for its history (store/results.py)
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A success whose return value is kept: the value is written just before the batched
+    acknowledgement that completes the job (until then the job row still says running)."""
+
+    job_id: int
+    mode: str
+    queue: str
+    value: str  # JSON text
 
 
 @dataclass(frozen=True)
@@ -54,10 +68,11 @@ class Pending:
 
     successes: dict[str, list[int]] = field(default_factory=dict)
     failures: list[Failure | Snoozed] = field(default_factory=list)
+    kept: list[Kept] = field(default_factory=list)  # values to write before their successes
     oldest: float = 0.0
 
     def __bool__(self) -> bool:
-        return bool(self.failures) or any(self.successes.values())
+        return bool(self.failures) or bool(self.kept) or any(self.successes.values())
 
 
 class Outbox:
@@ -69,8 +84,11 @@ class Outbox:
         owner: str,
         log: Any,
         written_elsewhere: Callable[[], list[int]] = list,
+        keeper: Keeper | None = None,
     ) -> None:
         self.store = store
+        self.keeper = keeper
+        self.waking: list[int] = []  # kept jobs whose waiters hear of them once acknowledged
         self.owner = owner
         self.log = log
         self.pending = Pending()
@@ -95,13 +113,29 @@ class Outbox:
         self.pending.successes.setdefault(mode, []).append(job_id)
         self.pending.oldest = self.pending.oldest or time.monotonic()
 
-    def failure(self, row: JobRow, fate: Fate) -> None:
-        """A failed attempt's fate, as fate.py's `fate_of_attempt` gave it."""
+    def failure(self, row: JobRow, fate: Fate, end: AttemptEnd | None = None) -> None:
+        """A failed attempt's fate, as fate.py's `fate_of_attempt` gave it; `end` is the
+        attempt as its history keeps it."""
         error = truncate_error(fate.error)
         self.pending.failures.append(
-            Failure(row.id, error, fate.dead, fate.delay, max_attempts_for(row))
+            Failure(row.id, error, fate.dead, fate.delay, max_attempts_for(row), end)
         )
         self.flush()  # failures are written at once
+
+    def kept(self, row: JobRow, mode: str, value: str) -> None:
+        """A success whose return value is kept: the value goes in one transaction with the
+        other kept values of the batch, then the success is acknowledged as any other
+        (never by the master in the child's stead: it would not write the value)."""
+        self.pending.kept.append(Kept(row.id, mode, row.queue, value))
+        self.success(row.id, mode)
+
+    def write_kept(self) -> None:
+        """Write the kept values waiting for their acknowledgement (before it, always)."""
+        if self.pending.kept:
+            kept = self.pending.kept
+            self.store.keep_results([(k.job_id, k.queue, k.value) for k in kept])
+            self.pending.kept = []
+            self.waking.extend(k.job_id for k in kept)
 
     def snooze(self, row: JobRow, reason: str, delay: float) -> None:
         """Back after `delay` without using an attempt (schema 7 counts it; before it, a
@@ -120,6 +154,7 @@ class Outbox:
     def flush(self) -> None:
         """Write pending outcomes; on a lost connection they stay pending for the next try."""
         self.forget_written_elsewhere()
+        self.write_kept()
         for mode, ids in list(self.pending.successes.items()):
             if ids:
                 self.acknowledged({mode: ids}, self.store.complete(self.owner, ids, mode))
@@ -136,6 +171,10 @@ class Outbox:
             self.pending.successes.pop(mode, None)
         if not any(self.pending.successes.values()):
             self.pending.oldest = 0.0
+        if self.waking and self.keeper is not None:  # written: same-host waiters may read
+            for job_id in self.waking:
+                self.keeper.wake(job_id)
+        self.waking = []
 
     def flush_failures(self) -> None:
         while self.pending.failures:
@@ -160,6 +199,21 @@ class Outbox:
             max_attempts=failure.max_attempts,
         ):
             self.log.warning(events.LEASE_LOST, job_id=failure.job_id)
+        else:
+            self._recorded(failure)
+
+    def _recorded(self, failure: Failure) -> None:
+        """The failed attempt into the job's history (best effort: the job's fate is
+        written), and same-host waiters of a job that ended dead woken."""
+        if failure.end is not None:
+            try:
+                self.store.record_attempt(failure.end)
+            except (ConnectionLost, TransientDatabaseError):
+                pass  # the fate is written; only this line of the history is missing
+            except Exception as exc:
+                self.log.warning(events.ATTEMPT_NOT_RECORDED, job_id=failure.job_id, error=str(exc))
+        if failure.dead and self.keeper is not None:
+            self.keeper.wake(failure.job_id)
 
     def _end_unwritable(self, job_id: int, exc: Exception) -> None:
         """A failure or snooze the store refused: the job ends dead with the reason. If even

@@ -94,12 +94,13 @@ class Pipes:
     cut: bool = False  # stderr was longer than its tail
     written: int = 0
     on_stderr_line: Callable[[str], None] | None = None
+    on_stdout_line: Callable[[str], None] | None = None  # sees `forkq-result:` lines
 
     def __post_init__(self) -> None:
         assert self.proc.stdin and self.proc.stdout and self.proc.stderr
         self.stdin = self.proc.stdin.fileno()
         self.outputs = {
-            self.proc.stdout.fileno(): Stream("stdout", self.log),
+            self.proc.stdout.fileno(): Stream("stdout", self.log, on_line=self.on_stdout_line),
             self.proc.stderr.fileno(): Stream("stderr", self.log, on_line=self.on_stderr_line),
         }
         for fd in (self.stdin, *self.outputs):

@@ -37,8 +37,10 @@ from supervisor.outcomes import Outcome
 from supervisor.store import Store
 from supervisor.store import limits as flow
 from supervisor.store.limits.claims import plan_for
+from supervisor.store.results import attempt_end
 from supervisor.work.attempt import log_finished, run_attempt
 from supervisor.work.events import NoEvents, WorkerEvents
+from supervisor.work.keeping import Keeper, wall_start
 from supervisor.work.outbox import Outbox, Pending
 
 LEASE_MARGIN = 30.0  # seconds a lease outlives the job's timeout: the master kills first
@@ -77,7 +79,8 @@ class Worker:
         self.stats = WorkerStats()
         self.held: list[JobRow] = []  # claimed and not yet run
         # Outcomes waiting to be written (less those the master wrote in our stead).
-        self.outbox = Outbox(store, owner, self.log, self.events.written_elsewhere)
+        self.keeper = Keeper(store, config)  # keep_result and the attempt history
+        self.outbox = Outbox(store, owner, self.log, self.events.written_elsewhere, self.keeper)
         self._lease_until = 0.0  # monotonic time the current leases run out
         self._paused: set[str] = set()
         self._paused_at = -PAUSE_CACHE
@@ -126,6 +129,7 @@ class Worker:
                 continue
             pool = self.pool(queue)
             self.outbox.forget_written_elsewhere()
+            self.outbox.write_kept()  # kept values before the claim that acknowledges them
             done = self.pending.successes
             size, lease = self.claim_size(pool, queue), pool.timeout + LEASE_MARGIN
             batch = self._claim(pool, done, queue, size, lease)
@@ -261,6 +265,9 @@ class Worker:
             return None
         attempt = run_attempt(row, timeout, self)
         duration = time.monotonic() - started
+        kept = None  # the return value as JSON, when the handler or pool keeps it
+        if attempt.outcome is Outcome.DONE and self.keeper.keeps(row):
+            attempt, kept = self.keeper.encoded(attempt)
         # The handler is done: writing its outcome is no longer the job's time, so a slow
         # or unreachable database never gets the child killed as overtime.
         self.events.job_ran(row)
@@ -272,10 +279,15 @@ class Worker:
             self.store.note_batch_job(row.id, row.batch_id)
         metrics.job_finished(row.queue, row.handler, outcome, duration)  # a no-op while off
         try:
-            if fate is not None:
-                self.outbox.failure(row, fate)  # written at once
+            if fate is not None:  # written at once, and into the job's attempt history
+                end = attempt_end(
+                    row, self.owner, outcome, fate.error, started=wall_start(duration)
+                )
+                self.outbox.failure(row, fate, end)
             elif outcome is Outcome.SNOOZED:
                 self.outbox.snooze(row, attempt.error, attempt.delay or 0.0)  # written at once
+            elif kept is not None:
+                self.outbox.kept(row, self.pool(row.queue).on_success, kept)  # with its value
             else:
                 self.outbox.success(row.id, self.pool(row.queue).on_success)
                 self.events.succeeded(row.id)  # the master may write it while we are busy

@@ -30,6 +30,7 @@ from django_util import (
 from util import REPO_ROOT, backend_of, count_rows, sql, wait_until
 
 from supervisor import Queue, events
+from supervisor.results import JobResult
 
 pytestmark = pytest.mark.usefixtures("django_db")
 
@@ -109,6 +110,10 @@ def test_the_daemon_runs_tasks_and_get_result_has_their_return_values(
     wait_until(lambda: count_rows(db_url, "forkq_jobs") == 0, message="done jobs deleted")
     assert count_rows(db_url, "forkq_results") == 4
     assert shop.add.get_result(added.id) == result  # read from forkq_results alone
+    # One store of results: forkq's own Queue reads a task's return value there too.
+    queue = Queue(db_url, wake=False)
+    assert queue.result(job_id_of(added.id)) == JobResult(job_id_of(added.id), "done", True, 5)
+    queue.close()
 
 
 def test_a_retried_task_keeps_each_attempts_error(
@@ -130,6 +135,11 @@ def test_a_retried_task_keeps_each_attempts_error(
     assert "flaky: attempt 1 of 'w' fails" in error.traceback
     assert "Traceback (most recent call last)" in error.traceback
     assert result.started_at < result.last_attempted_at < result.finished_at
+    # forkq's attempt history has the failed attempt as well (forkq_attempts).
+    queue = Queue(db_url, wake=False)
+    [attempt] = queue.store.job_attempts(job_id_of(flaky.id))
+    assert attempt["outcome"] == "retry" and "flaky: attempt 1 of 'w' fails" in attempt["error"]
+    queue.close()
 
     failed = finished(shop.broken, broken.id, timeout=30)
     assert failed.status == status.FAILED

@@ -14,8 +14,8 @@ from util import (
     sql,
 )
 
+from supervisor.building import build_job
 from supervisor.models import NewJob
-from supervisor.queue import build_job
 from supervisor.store.queries import load_queries
 
 MYSQL_DDL = ddl_columns(SCHEMA_SQL.read_text(encoding="utf-8"))

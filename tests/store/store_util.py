@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from supervisor.building import build_job
 from supervisor.models import NewJob
-from supervisor.queue import build_job
 from supervisor.store import Store
 
 A = "host-a:101:aaaa"  # lease owners, as workers name themselves

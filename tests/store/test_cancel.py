@@ -8,8 +8,8 @@ from __future__ import annotations
 from util import count_rows
 
 from supervisor import Queue
+from supervisor.building import build_job
 from supervisor.models import CancelResult, JobState
-from supervisor.queue import build_job
 from supervisor.store import Store
 
 OWNER = "host-a:101:aaaa"

@@ -16,7 +16,7 @@ import pytest
 from util import count_rows
 
 from supervisor import Queue
-from supervisor.queue import build_job
+from supervisor.building import build_job
 from supervisor.store import Store, open_store
 
 CTX = mp.get_context("fork")

@@ -33,10 +33,10 @@ from util import (
     subprocess_env,
 )
 
+from supervisor.building import build_job
 from supervisor.dburl import parse_database_url
 from supervisor.models import NewJob
 from supervisor.proc import node_id
-from supervisor.queue import build_job
 from supervisor.store import SCHEMA_VERSION, open_store
 from supervisor.store.queries import upgrades
 from supervisor.timing import Stats
@@ -148,6 +148,12 @@ def undo_version_11(url: str) -> None:
     sql(url, "UPDATE forkq_schema SET version = 10")
 
 
+def undo_version_12(url: str) -> None:
+    """Take away what version 12 added (forkq_attempts)."""
+    sql(url, "DROP TABLE forkq_attempts")
+    sql(url, "UPDATE forkq_schema SET version = 11")
+
+
 def undo_version_13(url: str) -> None:
     """Take away what version 13 added (forkq_batches, forkq_jobs.batch_id and its index)."""
     sql(url, "DROP TABLE forkq_batches")
@@ -170,6 +176,7 @@ def undo_version_15(url: str) -> None:
 UNDO_AFTER_9 = {
     10: undo_version_10,
     11: undo_version_11,
+    12: undo_version_12,
     13: undo_version_13,
     14: undo_version_14,
     15: undo_version_15,
@@ -430,6 +437,7 @@ def test_the_schema_file_leaves_an_old_database_old_and_printed_upgrades_upgrade
         "forkq_dependencies",
         "forkq_batches",
         "forkq_handler_stats",
+        "forkq_attempts",
     }
     new_tables = (
         "forkq_throughput",
@@ -444,6 +452,7 @@ def test_the_schema_file_leaves_an_old_database_old_and_printed_upgrades_upgrade
         "forkq_batches",
         "forkq_jobs_batch",
         "forkq_handler_stats",
+        "forkq_attempts",
         *(("forkq_jobs_v10", "ON forkq_jobs (") if backend_of(url) == "sqlite" else ()),
     )  # SQLite's version 10 rebuilds forkq_jobs: its indexes are made again
     assert not any(
@@ -676,5 +685,46 @@ def test_a_version_9_database_is_upgraded_to_11_and_times_handlers_only_then(db_
         assert store.record_handler_stats(now, "host-a", stats) == 1
         [(handler, merged)] = store.handler_stats(3600)
         assert (handler, merged.jobs, merged.buckets[9], merged.seconds) == ("h.one", 2, 2, 1.0)
+    finally:
+        store.close()
+
+
+def test_a_version_11_database_is_upgraded_to_12_in_place(db_url: str) -> None:
+    """Version 12 adds forkq_attempts (a new table: forkq_jobs is not copied); a job
+    enqueued before has no recorded attempt, and one can be recorded after."""
+    from supervisor.store.results import AttemptEnd
+
+    store = open_store(db_url)
+    try:
+        job_id = store.enqueue(_job())
+        undo_versions_above(db_url, 11)
+        assert "forkq_attempts" not in live_columns(db_url)
+        fresh = open_store(db_url)  # asks the version anew
+        try:
+            assert fresh.job_attempts(job_id) == []  # version 9: nothing to read, no error
+        finally:
+            fresh.close()
+        if backend_of(db_url) == "mysql":  # version 12 alone: a new table, no copy
+            table_id = innodb_table_id(db_url)
+            for statement in upgrades(MYSQL_QUERIES)[12]:
+                sql(db_url, statement)
+            assert innodb_table_id(db_url) == table_id
+        assert store.apply_schema() == SCHEMA_VERSION
+        assert recorded_version(db_url) == SCHEMA_VERSION
+        assert live_columns(db_url) == declared(MYSQL_DDL)
+        upgraded = open_store(db_url)
+        try:
+            upgraded.record_attempt(
+                AttemptEnd(job_id, 1, "default", "retry", "h:7:ab", "boom", None)
+            )
+            [row] = upgraded.job_attempts(job_id)
+            assert (row["outcome"], row["host"], row["pid"], row["error"]) == (
+                "retry",
+                "h",
+                7,
+                "boom",
+            )
+        finally:
+            upgraded.close()
     finally:
         store.close()

@@ -136,7 +136,7 @@ def test_settling_keeps_a_settle_until_the_database_answers(
     job = Queue(store=store).enqueue("tests.handlers.ok")
     assert [r.id for r in store.claim("default", "host:9:w", 1, 60.0)] == [job]
     settling = Settling(state)
-    settling.unsettled.append(("host:9:w", job, "worker died", True, False))
+    settling.unsettled.append(("host:9:w", job, "worker died", True, False, "died"))
     state.guard.error, state.guard.retry_at = "down", time.monotonic() + 3600  # breaker open
     settling.settle_pending()
     assert len(settling.unsettled) == 1

@@ -9,10 +9,8 @@ import re
 from util import REPO_ROOT
 
 from supervisor.store import SCHEMA_VERSION
-from supervisor.store.queries import load_queries, upgrades
 
 README = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-MYSQL_QUERIES = load_queries(REPO_ROOT / "supervisor" / "store" / "sql" / "mysql.sql")
 
 
 def slug(heading: str) -> str:
@@ -46,5 +44,5 @@ def test_schema_sql_records_the_version_the_readme_says() -> None:
     assert f"VALUES (1, {SCHEMA_VERSION});" in schema
     assert f"records version {SCHEMA_VERSION} (the latest)" in README
     assert f"Version {SCHEMA_VERSION} (this release)" in README
-    for version in sorted(upgrades(MYSQL_QUERIES)):  # numbers between may be unused
+    for version in range(2, SCHEMA_VERSION + 1):
         assert f"Version {version} " in README, version

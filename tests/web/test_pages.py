@@ -12,8 +12,8 @@ from util import backend_of, sql, wait_until
 from webutil import ServerFactory, forkq_json
 
 from supervisor import Queue
+from supervisor.building import build_job
 from supervisor.dburl import parse_database_url
-from supervisor.queue import build_job
 from supervisor.store import Store
 
 daemons = daemons_fixture  # the real daemon that fires the alerts

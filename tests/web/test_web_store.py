@@ -7,10 +7,10 @@ import pytest
 from util import backend_of, sql
 
 from supervisor import Queue
+from supervisor.building import build_job
 from supervisor.config import build_config
 from supervisor.errors import ConfigError
 from supervisor.models import Throughput
-from supervisor.queue import build_job
 from supervisor.store import Store
 from supervisor.web import listing
 from supervisor.web.chart import nice_ceiling, throughput_chart

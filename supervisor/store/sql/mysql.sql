@@ -497,6 +497,51 @@ WHERE queue = %(queue)s AND finished_at < NOW(6) - INTERVAL %(age_us)s MICROSECO
                     AND j.status IN ('ready', 'scheduled', 'running', 'cancelling'))
 LIMIT %(limit)s;
 
+-- results and attempts -----------------------------------------------------------------------
+-- A kept result (keep_result) and the attempts that did not end in the job's success
+-- (store/results.py). Nothing here runs for a job that keeps no result and succeeds.
+
+-- name: keep_result
+-- A handler's return value, in the transaction that completes its job. The row is the one
+-- the Django backend writes (forkq_results): its payload, errors and workers are kept.
+INSERT INTO forkq_results (job_id, queue, status, payload, return_value, errors, workers)
+VALUES (%(id)s, %(queue)s, 'succeeded', '', %(value)s, '[]', '[]')
+ON DUPLICATE KEY UPDATE status = 'succeeded', return_value = VALUES(return_value),
+                        finished_at = NOW(6);
+
+-- name: job_result
+SELECT job_id, status, return_value, UNIX_TIMESTAMP(finished_at) AS finished_at
+FROM forkq_results WHERE job_id = %(id)s;
+
+-- name: job_state
+-- What q.wait looks at: the job's status (or its archived row's).
+SELECT status FROM forkq_jobs WHERE id = %(id)s
+UNION ALL
+SELECT status FROM forkq_jobs_archive WHERE id = %(id)s;
+
+-- name: record_attempt
+INSERT INTO forkq_attempts (job_id, slot, attempt, queue, outcome, worker, host, pid, error,
+                            started_at)
+VALUES (%(id)s, %(slot)s, %(attempt)s, %(queue)s, %(outcome)s, %(worker)s, %(host)s, %(pid)s,
+        %(error)s, FROM_UNIXTIME(%(started_at)s))
+ON DUPLICATE KEY UPDATE attempt = VALUES(attempt), queue = VALUES(queue),
+  outcome = VALUES(outcome), worker = VALUES(worker), host = VALUES(host), pid = VALUES(pid),
+  error = VALUES(error), started_at = VALUES(started_at), ended_at = NOW(6);
+
+-- name: job_attempts
+SELECT attempt, outcome, worker, host, pid, error,
+       UNIX_TIMESTAMP(started_at) AS started_at, UNIX_TIMESTAMP(ended_at) AS ended_at
+FROM forkq_attempts WHERE job_id = %(id)s ORDER BY ended_at, attempt;
+
+-- name: purge_attempts
+-- Attempts older than the pool's retention, unless their job waits or runs again.
+DELETE FROM forkq_attempts
+WHERE queue = %(queue)s AND ended_at < NOW(6) - INTERVAL %(age_us)s MICROSECOND
+  AND NOT EXISTS (SELECT 1 FROM forkq_jobs j
+                  WHERE j.id = forkq_attempts.job_id
+                    AND j.status IN ('ready', 'scheduled', 'running', 'cancelling'))
+LIMIT %(limit)s;
+
 -- web ----------------------------------------------------------------------------------------
 -- The dashboard's reads and actions (supervisor/web). Each read is a primary-key dive or an
 -- index range that stops at a LIMIT, so a page costs the same at 10k jobs and at 1M; no
@@ -1526,3 +1571,21 @@ CREATE TABLE IF NOT EXISTS forkq_handler_stats (
   KEY forkq_handler_stats_handler (handler, minute)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq attempts per minute, handler and host: counts and a duration histogram, bNN = attempts of 2^(NN-1) to 2^NN ms (b00 under 1 ms); pruned after a day';
 UPDATE forkq_schema SET version = 11, applied_at = NOW(6) WHERE id = 1 AND version < 11;
+-- name: upgrade_to_12
+-- Version 12 adds forkq_attempts: the attempts of a job that did not end in its success.
+CREATE TABLE IF NOT EXISTS forkq_attempts (
+  job_id       BIGINT UNSIGNED NOT NULL COMMENT 'the job (forkq_jobs.id) this attempt was of',
+  slot         SMALLINT     NOT NULL COMMENT 'attempt modulo 20: a job keeps its last 20 attempts, a later one takes the slot of an older one',
+  attempt      INT          NOT NULL COMMENT 'the attempt''s number (forkq_jobs.attempts when it ran)',
+  queue        VARCHAR(64)  NOT NULL COMMENT 'the job''s queue: rows are pruned with its pool''s retention',
+  outcome      VARCHAR(16)  NOT NULL COMMENT 'how it ended: retry | dead | timeout | died (its worker was killed or vanished) | lease_expired',
+  worker       VARCHAR(191) NULL DEFAULT NULL COMMENT 'the lease owner that ran it (host:pid:token)',
+  host         VARCHAR(191) NULL DEFAULT NULL COMMENT 'the host that ran it',
+  pid          INT          NULL DEFAULT NULL COMMENT 'the worker process that ran it',
+  error        TEXT         NULL DEFAULT NULL COMMENT 'what it failed with, cut to 2,000 characters',
+  started_at   TIMESTAMP(6) NULL DEFAULT NULL COMMENT 'when its handler started (NULL: before it started)',
+  ended_at     TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) COMMENT 'when its end was recorded; retention counts from here',
+  PRIMARY KEY (job_id, slot),
+  KEY forkq_attempts_ended (queue, ended_at)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq attempt history: one row per attempt that did not end in the job''s success (a success is the job row''s own)';
+UPDATE forkq_schema SET version = 12, applied_at = NOW(6) WHERE id = 1 AND version < 12;

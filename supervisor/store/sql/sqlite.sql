@@ -446,6 +446,45 @@ DELETE FROM forkq_results WHERE job_id IN (
                       AND j.status IN ('ready', 'scheduled', 'running', 'cancelling'))
   LIMIT :limit);
 
+-- results and attempts -----------------------------------------------------------------------
+-- The same names as mysql.sql (store/results.py).
+
+-- name: keep_result
+INSERT INTO forkq_results (job_id, queue, status, payload, return_value, errors, workers)
+VALUES (:id, :queue, 'succeeded', '', :value, '[]', '[]')
+ON CONFLICT (job_id) DO UPDATE SET status = 'succeeded', return_value = excluded.return_value,
+  finished_at = :now;
+
+-- name: job_result
+SELECT job_id, status, return_value, finished_at FROM forkq_results WHERE job_id = :id;
+
+-- name: job_state
+SELECT status FROM forkq_jobs WHERE id = :id
+UNION ALL
+SELECT status FROM forkq_jobs_archive WHERE id = :id;
+
+-- name: record_attempt
+INSERT INTO forkq_attempts (job_id, slot, attempt, queue, outcome, worker, host, pid, error,
+                            started_at)
+VALUES (:id, :slot, :attempt, :queue, :outcome, :worker, :host, :pid, :error, :started_at)
+ON CONFLICT (job_id, slot) DO UPDATE SET attempt = excluded.attempt, queue = excluded.queue,
+  outcome = excluded.outcome, worker = excluded.worker, host = excluded.host,
+  pid = excluded.pid, error = excluded.error, started_at = excluded.started_at,
+  ended_at = :now;
+
+-- name: job_attempts
+SELECT attempt, outcome, worker, host, pid, error, started_at, ended_at
+FROM forkq_attempts WHERE job_id = :id ORDER BY ended_at, attempt;
+
+-- name: purge_attempts
+DELETE FROM forkq_attempts WHERE rowid IN (
+  SELECT a.rowid FROM forkq_attempts a
+  WHERE a.queue = :queue AND a.ended_at < :now - :age_us / 1000000.0
+    AND NOT EXISTS (SELECT 1 FROM forkq_jobs j
+                    WHERE j.id = a.job_id
+                      AND j.status IN ('ready', 'scheduled', 'running', 'cancelling'))
+  LIMIT :limit);
+
 -- web ----------------------------------------------------------------------------------------
 -- The dashboard's reads and actions (supervisor/web), the same names as mysql.sql: primary
 -- key dives or index ranges that stop at a LIMIT; no OFFSET anywhere.
@@ -1302,3 +1341,22 @@ CREATE TABLE IF NOT EXISTS forkq_handler_stats (
 CREATE INDEX IF NOT EXISTS forkq_handler_stats_handler ON forkq_handler_stats (handler, minute);
 UPDATE forkq_schema SET version = 11, applied_at = (julianday('now') - 2440587.5) * 86400.0
 WHERE id = 1 AND version < 11;
+-- name: upgrade_to_12
+-- Version 12 adds forkq_attempts (see mysql.sql).
+CREATE TABLE IF NOT EXISTS forkq_attempts (
+  job_id       INTEGER NOT NULL, -- the job this attempt was of
+  slot         INTEGER NOT NULL, -- attempt modulo 20: the last 20 attempts are kept
+  attempt      INTEGER NOT NULL,
+  queue        TEXT    NOT NULL,
+  outcome      TEXT    NOT NULL, -- retry | dead | timeout | died | lease_expired
+  worker       TEXT    NULL,
+  host         TEXT    NULL,
+  pid          INTEGER NULL,
+  error        TEXT    NULL,
+  started_at   REAL    NULL,
+  ended_at     REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+  PRIMARY KEY (job_id, slot)
+);
+CREATE INDEX IF NOT EXISTS forkq_attempts_ended ON forkq_attempts (queue, ended_at);
+UPDATE forkq_schema SET version = 12, applied_at = (julianday('now') - 2440587.5) * 86400.0
+WHERE id = 1 AND version < 12;

@@ -188,6 +188,22 @@ CREATE TABLE IF NOT EXISTS forkq_results (
 );
 CREATE INDEX IF NOT EXISTS forkq_results_finished ON forkq_results (queue, finished_at);
 
+CREATE TABLE IF NOT EXISTS forkq_attempts (
+  job_id       INTEGER NOT NULL, -- the job this attempt was of
+  slot         INTEGER NOT NULL, -- attempt modulo 20: the last 20 attempts are kept
+  attempt      INTEGER NOT NULL,
+  queue        TEXT    NOT NULL,
+  outcome      TEXT    NOT NULL, -- retry | dead | timeout | died | lease_expired
+  worker       TEXT    NULL,
+  host         TEXT    NULL,
+  pid          INTEGER NULL,
+  error        TEXT    NULL,
+  started_at   REAL    NULL,
+  ended_at     REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),
+  PRIMARY KEY (job_id, slot)
+);
+CREATE INDEX IF NOT EXISTS forkq_attempts_ended ON forkq_attempts (queue, ended_at);
+
 CREATE TABLE IF NOT EXISTS forkq_limits (
   name          TEXT    NOT NULL, -- the [limits.NAME]
   limit_key     TEXT    NOT NULL DEFAULT '', -- '' for the shared bucket

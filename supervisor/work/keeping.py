@@ -1,0 +1,69 @@
+"""What a worker keeps beyond the job row: a handler's return value (`keep_result`, on the
+handler or its pool) and the end of each attempt that did not succeed (store/results.py).
+
+Kept apart from the claim → run → ack loop so a job that keeps nothing and succeeds pays
+one dict lookup here, no statement: its success is batched as before.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from supervisor import registry
+from supervisor.config import Config
+from supervisor.models import JobRow
+from supervisor.outcomes import Attempt, Outcome
+from supervisor.store import Store
+from supervisor.wake.places import store_identity
+from supervisor.wake.waiters import wake_waiters, worker_wait_dir
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+
+
+class Keeper:
+    """One worker's decisions on results, and its wake-ups of same-host `Queue.wait`s."""
+
+    def __init__(self, store: Store, config: Config) -> None:
+        self.store = store
+        self.config = config
+        self._keeps: dict[tuple[str, str], bool] = {}
+        self._wait_dir: str | None = None
+
+    def keeps(self, row: JobRow) -> bool:
+        """Whether the job's handler or pool keeps its return value (cached per pair)."""
+        key = (row.handler, row.queue)
+        found = self._keeps.get(key)
+        if found is None:
+            registered = registry.get(row.handler)
+            pool = self.config.pool(row.queue)
+            found = self._keeps[key] = bool(
+                (registered is not None and registered.keep_result)
+                or (pool is not None and pool.keep_result)
+            )
+        return found
+
+    def encoded(self, attempt: Attempt) -> tuple[Attempt, str | None]:
+        """The attempt and its return value as JSON text; a value that is no JSON ends the
+        attempt dead (another attempt would return the same)."""
+        try:
+            return attempt, _ENCODER.encode(getattr(attempt, "value", None))
+        except (TypeError, ValueError, RecursionError) as exc:
+            error = f"its return value is kept but is not JSON: {type(exc).__name__}: {exc}"
+            return Attempt(Outcome.DEAD, error, None, True), None
+
+    def wake(self, job_id: int) -> None:
+        """Tell same-host waiters of the job that it ended (best effort, never raises)."""
+        try:
+            if self._wait_dir is None:
+                identity = store_identity(self.store)
+                self._wait_dir = worker_wait_dir(identity) if identity else ""
+            if self._wait_dir:
+                wake_waiters(self._wait_dir, job_id)
+        except Exception:
+            return
+
+
+def wall_start(duration: float) -> float:
+    """The wall-clock start of an attempt that took `duration` seconds and just ended."""
+    return time.time() - duration

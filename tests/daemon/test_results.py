@@ -1,0 +1,230 @@
+"""Kept results and every attempt (issue 25 items 2 and 3), in the real daemon, both backends.
+
+A handler that keeps its result returns a value that `Queue.wait` (in another thread,
+woken by the worker through the same-host wait socket) and `Queue.result` read, and
+`forkq show` prints; a command returns one on its last stdout line; a job failing twice
+then succeeding lists three attempts with host, pid and error; a worker SIGKILLed in the
+middle of a job leaves that attempt recorded as `died`; kept results are pruned after
+`result_retention`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from command_util import commands_toml
+from daemon_util import HANDLERS_MODULE, Daemon, daemons_fixture, render_config  # noqa: F401
+from util import wait_until
+
+from supervisor import Queue
+from supervisor.results import JobResult, attempt_history
+from supervisor.store import Store, open_store
+from supervisor.wake.places import store_identity
+from supervisor.wake.waiters import Waiter
+
+pytestmark = pytest.mark.timeout(120)
+
+RESULT_HANDLERS = """\
+import os
+import time
+
+from supervisor import handler
+
+
+def _gate(path):
+    deadline = time.monotonic() + 30
+    while path and not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+@handler("r.total", queue="work", keep_result=True)
+def total(payload, job):
+    _gate(payload.get("gate"))
+    return {"sum": sum(payload["numbers"]), "job": job.id}
+
+
+@handler("r.plain", queue="work")
+def plain(payload, job):
+    return {"not": "kept"}
+
+
+@handler("r.flaky", queue="work", max_attempts=5, backoff_base=0, backoff_cap=0)
+def flaky(payload, job):
+    if job.attempts < 3:
+        raise RuntimeError(f"flaky attempt {job.attempts}")
+    return "ok"
+
+
+@handler("r.victim", queue="work", max_attempts=3, backoff_base=0, backoff_cap=0)
+def victim(payload, job):
+    if job.attempts == 1:
+        with open(payload["file"], "w") as f:
+            f.write(str(os.getpid()))
+        time.sleep(60)
+"""
+
+POOL = {"workers": 1, "max_workers": 1, "timeout": 30, "on_success": "keep"}
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[Store]:
+    made = open_store(db_url)
+    yield made
+    made.close()
+
+
+def result_daemon(
+    daemons: Callable[..., Daemon], pool: dict[str, Any] | None = None, commands: str = ""
+) -> Daemon:
+    daemon = daemons(
+        pools={"work": {**POOL, **(pool or {})}},
+        supervisor={"handlers": [HANDLERS_MODULE, "resulthandlers"]},
+    )
+    daemon.write_module("resulthandlers", RESULT_HANDLERS)
+    text = render_config(daemon.db_url, daemon.pools, daemon.supervisor) + commands
+    daemon.write_config(text=text)
+    return daemon.start().wait_ready()
+
+
+def forkq_show(daemon: Daemon, job_id: int, *more: str) -> str:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "supervisor",
+            "show",
+            str(job_id),
+            "-c",
+            str(daemon.config_path),
+            *more,
+        ],
+        env=daemon.environment(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return done.stdout
+
+
+def test_a_kept_result_is_waited_for_woken_read_and_shown(
+    daemons: Callable[..., Daemon], db_url: str, store: Store, tmp_path: Path
+) -> None:
+    daemon = result_daemon(daemons)
+    queue = Queue(db_url)
+    gate = tmp_path / "gate"
+    job_id = queue.enqueue("r.total", {"numbers": [1, 2, 3], "gate": str(gate)}, queue="work")
+    waited: list[JobResult] = []
+    waiting = threading.Thread(target=lambda: waited.append(Queue(db_url).wait(job_id, 60)))
+    waiting.start()
+    with Waiter(store_identity(store), job_id) as waiter:
+        assert waiter.listening
+        wait_until(lambda: queue.result(job_id).state == "running", 30, message="running")
+        running = queue.result(job_id)
+        assert not running.finished and not running.kept
+        with pytest.raises(TimeoutError):
+            queue.wait(job_id, timeout=0.05)
+        gate.touch()
+        assert waiter.nap(60)  # the worker that ended it woke this socket: no poll
+    waiting.join(60)
+    expected = {"sum": 6, "job": job_id}
+    assert waited == [JobResult(job_id, "done", True, expected)]
+    assert queue.result(job_id) == JobResult(job_id, "done", True, expected)
+    shown = forkq_show(daemon, job_id)
+    assert any(
+        line.startswith("result") and json.dumps(expected) in line for line in shown.splitlines()
+    )
+    assert json.loads(forkq_show(daemon, job_id, "--json"))["result"]["value"] == expected
+
+    plain = queue.enqueue("r.plain", {}, queue="work")
+    assert queue.wait(plain, 30) == JobResult(plain, "done", False, None)  # not kept
+    queue.close()
+
+
+def test_a_command_returns_its_result_on_its_last_stdout_line(
+    daemons: Callable[..., Daemon], db_url: str
+) -> None:
+    said = "echo working; echo 'forkq-result: {\"rows\": 3}'"
+    commands = commands_toml(
+        {
+            "c.count": {"argv": ["sh", "-c", said], "queue": "work", "keep_result": True},
+            "c.bad": {"argv": ["sh", "-c", "echo 'forkq-result: nope'"], "queue": "work",
+                      "keep_result": True},
+            "c.later": {"argv": ["sh", "-c", "echo 'forkq-result: 1'; echo done"],
+                        "queue": "work", "keep_result": True},
+        }
+    )  # fmt: skip
+    result_daemon(daemons, commands=commands)
+    queue = Queue(db_url)
+    counted = queue.enqueue("c.count", {}, queue="work")
+    bad = queue.enqueue("c.bad", {}, queue="work")
+    later = queue.enqueue("c.later", {}, queue="work")
+    assert queue.wait(counted, 30) == JobResult(counted, "done", True, {"rows": 3})
+    assert queue.wait(bad, 30).state == "dead"
+    row = queue.get(bad)
+    assert row is not None and "forkq-result: line is not JSON" in (row.last_error or "")
+    assert queue.wait(later, 30) == JobResult(later, "done", True, None)  # not the last line
+    queue.close()
+
+
+def test_a_job_failing_twice_then_succeeding_lists_three_attempts(
+    daemons: Callable[..., Daemon], db_url: str, store: Store
+) -> None:
+    daemon = result_daemon(daemons)
+    queue = Queue(db_url)
+    job_id = queue.enqueue("r.flaky", {}, queue="work")
+    assert queue.wait(job_id, 60).state == "done"
+    row = store.get_job(job_id)
+    assert row is not None
+    history = attempt_history(store, row)
+    assert [(a.attempt, a.outcome) for a in history] == [(1, "retry"), (2, "retry"), (3, "done")]
+    for number, attempt in enumerate(history[:2], start=1):
+        assert attempt.host == socket.gethostname()
+        assert attempt.pid is not None and attempt.pid > 1
+        assert f"RuntimeError: flaky attempt {number}" in (attempt.error or "")
+        assert attempt.started_at is not None and attempt.ended_at is not None
+        assert attempt.started_at <= attempt.ended_at
+    shown = forkq_show(daemon, job_id)
+    assert "attempt history:" in shown
+    assert "flaky attempt 1" in shown and "flaky attempt 2" in shown
+    assert len(json.loads(forkq_show(daemon, job_id, "--json"))["attempt_history"]) == 3
+    queue.close()
+
+
+def test_a_worker_killed_mid_job_leaves_that_attempt_recorded_as_died(
+    daemons: Callable[..., Daemon], db_url: str, store: Store, tmp_path: Path
+) -> None:
+    result_daemon(daemons)
+    queue = Queue(db_url)
+    noted = tmp_path / "victim.pid"
+    job_id = queue.enqueue("r.victim", {"file": str(noted)}, queue="work")
+    pid = wait_until(lambda: noted.exists() and noted.read_text() and int(noted.read_text()), 30)
+    os.kill(pid, signal.SIGKILL)
+    assert queue.wait(job_id, 60).state == "done"  # its second attempt returns at once
+    recorded = store.job_attempts(job_id)
+    assert [(r["attempt"], r["outcome"], r["pid"]) for r in recorded] == [(1, "died", pid)]
+    assert recorded[0]["host"] == socket.gethostname()
+    assert "signal 9" in recorded[0]["error"] or "SIGKILL" in recorded[0]["error"]
+    queue.close()
+
+
+def test_kept_results_are_pruned_after_result_retention(
+    daemons: Callable[..., Daemon], db_url: str, store: Store
+) -> None:
+    result_daemon(daemons, pool={"keep_result": True, "result_retention": "1s"})
+    queue = Queue(db_url)
+    job_id = queue.enqueue("r.plain", {}, queue="work")  # the pool keeps what its handlers return
+    assert queue.wait(job_id, 30) == JobResult(job_id, "done", True, {"not": "kept"})
+    wait_until(lambda: store.job_result(job_id) is None, 30, message="result pruned")
+    assert queue.result(job_id) == JobResult(job_id, "done", False, None)  # the job row stays
+    queue.close()

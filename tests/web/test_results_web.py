@@ -1,0 +1,52 @@
+"""The job page shows a kept result and the attempt history (issue 25 items 2 and 3, issue 26
+item 7): a real daemon runs a job that fails twice, then succeeds and keeps its value; a
+real browser reads the page (both backends)."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from daemon_util import Daemon, daemons_fixture, render_config  # noqa: F401
+from webutil import ServerFactory
+
+from supervisor import Queue
+
+MODULE = """
+from supervisor import handler
+
+@handler("w.flaky", queue="work", keep_result=True, max_attempts=5, backoff_base=0, backoff_cap=0)
+def flaky(payload, job):
+    if job.attempts < 3:
+        raise RuntimeError(f"upstream said 503 (attempt {job.attempts})")
+    return {"rows": 4000, "by": "flaky"}
+"""
+
+
+def test_the_job_page_shows_the_kept_result_and_every_attempt(
+    page: Any, web_server: ServerFactory, daemons: Callable[..., Daemon], queue: Queue
+) -> None:
+    daemon = daemons(name="results", pools={"work": {"workers": 1, "on_success": "keep"}})
+    daemon.write_module("resulthandlers", MODULE)
+    supervisor = {
+        **daemon.supervisor,
+        "handlers": [*daemon.supervisor["handlers"], "resulthandlers"],
+    }
+    daemon.write_config(text=render_config(daemon.db_url, daemon.pools, supervisor))
+    daemon.start().wait_ready()
+    job_id = queue.enqueue("w.flaky", {}, queue="work")
+    assert queue.wait(job_id, 60).value == {"rows": 4000, "by": "flaky"}
+
+    server = web_server()
+    page.goto(f"{server.url}/jobs/{job_id}")
+    assert page.locator("table.fields td.result").inner_text() == '{"by": "flaky", "rows": 4000}'
+    rows = page.locator("table.attempts tr.attempt")
+    assert rows.count() == 3
+    cells = [rows.nth(i).locator("td").all_inner_texts() for i in range(3)]
+    assert [c[0] for c in cells] == ["1", "2", "3"]
+    assert [c[1] for c in cells] == ["retry", "retry", "done"]
+    assert cells[0][4] == cells[1][4] == socket.gethostname()
+    assert cells[0][5].isdigit() and cells[1][5].isdigit()
+    assert "upstream said 503 (attempt 1)" in cells[0][6]
+    assert "upstream said 503 (attempt 2)" in cells[1][6]
