@@ -71,6 +71,7 @@ class PipeEvents:
         self.label = f"forkq: {spec.pool.name} worker {spec.slot}"
         self.jobs = 0
         self.failed = 0
+        self.unlisted = 0  # a success of the batch, listed in the ledger at the next start
 
     def send(self, line: str) -> None:
         with contextlib.suppress(OSError):  # the master is gone; the parent-death check ends us
@@ -84,17 +85,22 @@ class PipeEvents:
 
     def start(self, job: JobRow, timeout: float) -> bool:
         board = self.spec.scoreboard
+        success, self.unlisted = self.unlisted, 0
         if not self.spec.ledger.start(
-            job.id, lambda: board.write(job.id, timeout, self.jobs, self.failed)
+            job.id, lambda: board.write(job.id, timeout, self.jobs, self.failed), success
         ):
             return False  # the master handed it back to the queue while we were busy
         set_title(f"{self.label} job {job.id} ({job.handler})")
         return True
 
-    def succeeded(self, job_id: int) -> None:
-        self.spec.ledger.succeeded(job_id)
+    def succeeded(self, job_id: int, more: bool = False) -> None:
+        if more:  # listed with the next job's start, under the same lock
+            self.unlisted = job_id
+        else:
+            self.spec.ledger.succeeded(job_id)
 
     def written_elsewhere(self) -> list[int]:
+        self.unlisted = 0  # the child writes it now: the master must not
         return self.spec.ledger.written_elsewhere()
 
     def holding(self, more: bool) -> None:

@@ -257,7 +257,9 @@ class Worker:
                 self.outbox.snooze(row, attempt.error, attempt.delay or 0.0)  # written at once
             else:
                 self.outbox.success(row.id, self.pool(row.queue).on_success)
-                self.events.succeeded(row.id)  # the master may write it while we are busy
+                # The master may write it while we are busy (listed now, or with the
+                # next held job's start when there is one).
+                self.events.succeeded(row.id, bool(self.held))
         finally:  # written or still pending (the next flush retries it): the job has ended
             self.events.job_finished(row, outcome)
             if self.limits:  # its slot can go to a job parked on its limits
