@@ -8,6 +8,7 @@ looks like a secret is masked by a processor as a second line of defence.
 from __future__ import annotations
 
 import json
+import json.encoder
 import logging
 import os
 import re
@@ -43,6 +44,8 @@ def _enrich(_: Any, method_name: str, event: MutableMapping[str, Any]) -> Mutabl
     if not _SECRET_KEYS.isdisjoint(event):
         for key in _SECRET_KEYS.intersection(event):
             event[key] = "***"
+    if "exc_info" in event:  # structlog's format_exc_info, called only where it has work
+        return structlog.processors.format_exc_info(_, method_name, event)
     return event
 
 
@@ -86,7 +89,24 @@ def _inert(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[s
     return event
 
 
+# The same encoder's C core, made once: JSONEncoder.encode makes it again for every line.
+# Without the circular-reference check (a circular value recurses, then the checking
+# encoder above says what it says today).
+_FAST_LINE: Any = (
+    json.encoder.c_make_encoder(
+        None, _fallback, json.encoder.encode_basestring_ascii, None, ": ", ", ", False, False, True
+    )
+    if json.encoder.c_make_encoder is not None
+    else None
+)
+
+
 def _render_json(_: Any, __: str, event: MutableMapping[str, Any]) -> str:
+    if _FAST_LINE is not None:
+        try:
+            return "".join(_FAST_LINE(event, 0))
+        except RecursionError:
+            pass
     return _LINE_ENCODER.encode(event)
 
 
@@ -133,7 +153,6 @@ def setup(level: str = "info", json_lines: bool | None = None) -> None:
     structlog.configure(
         processors=[
             _enrich,
-            structlog.processors.format_exc_info,
             *inert,
             renderer,
         ],
