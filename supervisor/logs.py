@@ -92,11 +92,12 @@ def _inert(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[s
 # The same encoder's C core, made once: JSONEncoder.encode makes it again for every line.
 # Without the circular-reference check (a circular value recurses, then the checking
 # encoder above says what it says today).
+_C_MAKE_ENCODER: Any = getattr(json.encoder, "c_make_encoder", None)  # None without _json
 _FAST_LINE: Any = (
-    json.encoder.c_make_encoder(
+    _C_MAKE_ENCODER(
         None, _fallback, json.encoder.encode_basestring_ascii, None, ": ", ", ", False, False, True
     )
-    if json.encoder.c_make_encoder is not None
+    if _C_MAKE_ENCODER is not None
     else None
 )
 
