@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import random
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -84,7 +85,8 @@ class Worker:
         self._backoff = 0.0
         self._pools: dict[str, PoolConfig] = {}
         self._batch = 1  # the claim size grows while jobs are quick: see claim_size
-        self._job_time = 0.0  # seconds a job of the last batch took on average
+        self._job_time = 0.0  # seconds a typical job of the last batch took
+        self.durations: list[float] = []  # each job's time in the batch running now
         self.max_jobs: int | None = None  # `forkq work --max-jobs`: claim no more than this
         # [limits]: None without any, and then claims are exactly as without the feature.
         self.limits = plan_for(config, _handler_queues())
@@ -176,8 +178,14 @@ class Worker:
 
     def _run_held(self) -> None:
         started, ran_before = time.monotonic(), self.stats.jobs
+        self.durations = []
         self._run_batch()
-        self._job_time = (time.monotonic() - started) / max(1, self.stats.jobs - ran_before)
+        mean = (time.monotonic() - started) / max(1, self.stats.jobs - ran_before)
+        # The batch's typical job, not its mean: one slow job among quick ones (the master
+        # hands back what waits behind it) must not shrink the next claims of quick ones
+        # to a job or two, each a commit (issue 20's heavy tail).
+        typical = statistics.median_low(self.durations) if self.durations else mean
+        self._job_time = min(mean, typical)
         quick = self._job_time < QUICK_JOB
         self._batch = min(self._batch * 2, MOST_HELD) if quick else 1
 
@@ -242,6 +250,7 @@ class Worker:
             return None
         attempt = run_attempt(row, timeout, self)
         duration = time.monotonic() - started
+        self.durations.append(duration)
         # The handler is done: writing its outcome is no longer the job's time, so a slow
         # or unreachable database never gets the child killed as overtime.
         self.events.job_ran(row)
