@@ -8,10 +8,12 @@ looks like a secret is masked by a processor as a second line of defence.
 from __future__ import annotations
 
 import json
+import json.encoder
 import logging
 import os
 import re
 import sys
+import time
 from collections.abc import MutableMapping
 from datetime import UTC, datetime
 from typing import Any, TextIO
@@ -25,21 +27,41 @@ SECRET_KEY = re.compile("password|passwd|secret|token", re.IGNORECASE)
 
 def _enrich(_: Any, method_name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     """Process context, level, UTC timestamp and masked secrets in one processor: every
-    job writes a line, and each processor is a call per line."""
-    for key, value in _PROCESS_CONTEXT.items():
-        event.setdefault(key, value)
+    job writes a line, and each processor is a call per line (so each step here is one
+    C call in the common case: no key shared with the context, no key unseen before)."""
+    if _PROCESS_CONTEXT.keys().isdisjoint(event):
+        event.update(_PROCESS_CONTEXT)
+    else:
+        for key, value in _PROCESS_CONTEXT.items():
+            event.setdefault(key, value)
     event["level"] = _LEVEL_NAMES.get(method_name, method_name)
-    event["timestamp"] = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+    event["timestamp"] = _timestamp(time.time())
     # Key names are judged once; set operations (in C) then find the few secret ones.
-    unseen = event.keys() - _JUDGED_KEYS
-    if unseen:
+    if not _JUDGED_KEYS.issuperset(event):
+        unseen = event.keys() - _JUDGED_KEYS
         _JUDGED_KEYS.update(unseen)
         _SECRET_KEYS.update(key for key in unseen if SECRET_KEY.search(key))
-    for key in _SECRET_KEYS.intersection(event):
-        event[key] = "***"
+    if not _SECRET_KEYS.isdisjoint(event):
+        for key in _SECRET_KEYS.intersection(event):
+            event[key] = "***"
+    if "exc_info" in event:  # structlog's format_exc_info, called only where it has work
+        return structlog.processors.format_exc_info(_, method_name, event)
     return event
 
 
+def _timestamp(now: float) -> str:
+    """ISO 8601 UTC with microseconds, as datetime.isoformat gives it, the date and time of
+    day formatted once a second: `2026-01-02T03:04:05.123456Z`."""
+    global _SECOND, _SECOND_TEXT
+    second = int(now // 1)
+    if second != _SECOND:
+        _SECOND_TEXT = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        _SECOND = second
+    return f"{_SECOND_TEXT}.{min(999_999, round((now - second) * 1e6)):06d}Z"
+
+
+_SECOND = -1  # the second _SECOND_TEXT formats
+_SECOND_TEXT = ""
 _LEVEL_NAMES = {"warn": "warning", "exception": "error"}  # as structlog's add_log_level
 _JUDGED_KEYS: set[str] = set()
 _SECRET_KEYS: set[str] = set()
@@ -67,7 +89,25 @@ def _inert(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[s
     return event
 
 
+# The same encoder's C core, made once: JSONEncoder.encode makes it again for every line.
+# Without the circular-reference check (a circular value recurses, then the checking
+# encoder above says what it says today).
+_C_MAKE_ENCODER: Any = getattr(json.encoder, "c_make_encoder", None)  # None without _json
+_FAST_LINE: Any = (
+    _C_MAKE_ENCODER(
+        None, _fallback, json.encoder.encode_basestring_ascii, None, ": ", ", ", False, False, True
+    )
+    if _C_MAKE_ENCODER is not None
+    else None
+)
+
+
 def _render_json(_: Any, __: str, event: MutableMapping[str, Any]) -> str:
+    if _FAST_LINE is not None:
+        try:
+            return "".join(_FAST_LINE(event, 0))
+        except RecursionError:
+            pass
     return _LINE_ENCODER.encode(event)
 
 
@@ -114,7 +154,6 @@ def setup(level: str = "info", json_lines: bool | None = None) -> None:
     structlog.configure(
         processors=[
             _enrich,
-            structlog.processors.format_exc_info,
             *inert,
             renderer,
         ],

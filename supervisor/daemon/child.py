@@ -74,6 +74,7 @@ class PipeEvents:
         self.failed = 0
         self.tally = Tally()  # per-handler timing, sent to the master at most once a second
         self.started = self.ran = self.send_at = 0.0
+        self.unlisted = 0  # a success of the batch, listed in the ledger at the next start
 
     def send(self, line: str) -> None:
         timing = self.tally.encode()  # what it gathered rides along (the master adds it up)
@@ -93,18 +94,23 @@ class PipeEvents:
 
     def start(self, job: JobRow, timeout: float) -> bool:
         board = self.spec.scoreboard
+        success, self.unlisted = self.unlisted, 0
         if not self.spec.ledger.start(
-            job.id, lambda: board.write(job.id, timeout, self.jobs, self.failed)
+            job.id, lambda: board.write(job.id, timeout, self.jobs, self.failed), success
         ):
             return False  # the master handed it back to the queue while we were busy
         set_title(f"{self.label} job {job.id} ({job.handler})")
         self.started = time.monotonic()
         return True
 
-    def succeeded(self, job_id: int) -> None:
-        self.spec.ledger.succeeded(job_id)
+    def succeeded(self, job_id: int, more: bool = False) -> None:
+        if more:  # listed with the next job's start, under the same lock
+            self.unlisted = job_id
+        else:
+            self.spec.ledger.succeeded(job_id)
 
     def written_elsewhere(self) -> list[int]:
+        self.unlisted = 0  # the child writes it now: the master must not
         return self.spec.ledger.written_elsewhere()
 
     def holding(self, more: bool) -> None:

@@ -142,15 +142,20 @@ class Ledger:
             self._put(_UNSTARTED, ids)
             self._set(unstarted=len(ids), claiming=0, first=ids[0] if ids else 0)
 
-    def start(self, job_id: int, publish: Callable[[], None]) -> bool:
+    def start(self, job_id: int, publish: Callable[[], None], success: int = 0) -> bool:
         """Take a held job to run it; False when the master took it back. `publish` (the
         scoreboard's job start) runs under the lock, so the master never sees the job
-        neither held nor running."""
+        neither held nor running. `success`: the previous job of the batch, succeeded and
+        not acknowledged, listed under the same lock (one lock a job, not two)."""
         fcntl.lockf(self._lock_fd, fcntl.LOCK_EX, 1, self.slot)  # (per job: no wrapper)
         try:
-            unstarted, done, taken, claiming, first, _ = _HEAD.unpack_from(self._buf, 0)
+            unstarted, done, taken, claiming, first, unmarked = _HEAD.unpack_from(self._buf, 0)
+            if success and done < CAPACITY:
+                struct.pack_into("<q", self._buf, _DONE + 8 * done, success)
+                done += 1
             held = self._ids(_UNSTARTED, unstarted)
             if job_id not in held:
+                _HEAD.pack_into(self._buf, 0, unstarted, done, taken, claiming, first, unmarked)
                 return False
             held.remove(job_id)
             self._put(_UNSTARTED, held)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import MISSING, fields
 from datetime import UTC, datetime
 from typing import Any
 
@@ -313,28 +314,39 @@ def claimed_job(row: dict[str, Any], queue: str, owner: str) -> JobRow:
     """The row as it is after claim_update, without reading it back.
 
     claim_select reads only the columns a worker uses; the lease and time columns it
-    does not read are None here.
+    does not read are None here. Built without the frozen dataclass's __init__ (one
+    object.__setattr__ per field, a few microseconds a job): its fields go into the
+    instance's dict at once, every field with a default taking that default.
     """
-    return JobRow(
+    job = object.__new__(JobRow)
+    job.__dict__.update(
+        _CLAIMED_DEFAULTS,
         id=int(row["id"]),
         queue=queue,
         handler=row["handler"],
         payload=row["payload"],
-        status=JobState.RUNNING,
         priority=int(row["priority"]),
         run_at=utc(row["run_at_s"]) or datetime.now(UTC),  # whatever the row holds
         attempts=int(row["attempts"]) + 1,
         max_attempts=None if row["max_attempts"] is None else int(row["max_attempts"]),
         unique_key=row["unique_key"],
         locked_by=owner,
-        locked_until=None,
-        last_error=None,
         enqueued_at=utc(row["enqueued_at_s"]) or datetime.now(UTC),  # whatever the row holds
-        started_at=None,
-        finished_at=None,
         limit_key=row.get("limit_key"),  # read by claims under [limits] (store/limits/claims.py)
-        batch_id=row["batch_id"],  # None for a job in no batch: the completion path asks this
+        batch_id=row.get("batch_id"),  # None for a job in no batch: the completion path asks this
     )
+    return job
+
+
+# Every field's default, and what a claimed row holds where claim_select reads nothing.
+_CLAIMED_DEFAULTS: dict[str, Any] = {
+    **{f.name: f.default for f in fields(JobRow) if f.default is not MISSING},
+    "status": JobState.RUNNING,
+    "locked_until": None,
+    "last_error": None,
+    "started_at": None,
+    "finished_at": None,
+}
 
 
 def _seconds(us: Any) -> float | None:

@@ -23,7 +23,7 @@ from supervisor.errors import Fail, JobTimeout, Retry, Snooze
 from supervisor.models import JobRow
 from supervisor.outcomes import Attempt, Outcome, Returned
 from supervisor.work.exits import CommandFailed, with_stderr
-from supervisor.work.guards import exit_if_forked, soft_timeout
+from supervisor.work.guards import arm_soft_timeout, disarm_soft_timeout, exit_if_forked
 from supervisor.work.snooze import snooze_outcome
 
 DONE = Attempt(Outcome.DONE, "", None, False)  # a handler returned None
@@ -107,11 +107,12 @@ def run_attempt(row: JobRow, timeout: float, worker: LeaseHolder) -> Attempt:
     except (ValueError, TypeError, RecursionError) as exc:
         return _dead(f"payload is not valid JSON: {exc}")
     try:
-        with soft_timeout(timeout):
-            try:
-                value = registered.func(payload, JobContext(row, worker))
-            finally:
-                exit_if_forked(worker.pid)
+        arm_soft_timeout(timeout)  # soft_timeout's two halves: no generator per job
+        try:
+            value = registered.func(payload, JobContext(row, worker))
+        finally:
+            disarm_soft_timeout()
+            exit_if_forked(worker.pid)
     except JobTimeout as exc:  # a command's carries its stderr tail
         what = f"timed out after {timeout:g}s"
         # A failed attempt (retried or dead by fate.fate_of_attempt), counted as `timeout` (SPEC).

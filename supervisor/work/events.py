@@ -19,7 +19,8 @@ class WorkerEvents(Protocol):
     def claimed(self, ids: list[int]) -> None: ...
     def start(self, job: JobRow, timeout: float) -> bool: ...  # False: taken back, skip it
     def job_ran(self, job: JobRow) -> None: ...
-    def succeeded(self, job_id: int) -> None: ...
+    # `more`: another held job starts next; its start may list this success.
+    def succeeded(self, job_id: int, more: bool = False) -> None: ...
     def job_finished(self, job: JobRow, outcome: Outcome) -> None: ...
     def written_elsewhere(self) -> list[int]: ...  # successes the master acknowledged
     # Claimed several jobs; `more`: the claim was full, more may wait for an idle sibling.
@@ -45,7 +46,7 @@ class NoEvents:
     def job_started(self, job: JobRow, timeout: float) -> None:
         pass
 
-    def succeeded(self, job_id: int) -> None:
+    def succeeded(self, job_id: int, more: bool = False) -> None:
         pass
 
     def written_elsewhere(self) -> list[int]:

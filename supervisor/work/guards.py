@@ -8,29 +8,43 @@ bring its copy back into the worker's loop.
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import Any
 
 from supervisor.errors import JobTimeout
 
 
 @contextmanager
 def soft_timeout(seconds: float) -> Iterator[None]:
-    """Raise JobTimeout inside the handler after `seconds` (SIGALRM; main thread only).
-
-    The handler is installed once per process; each job only arms and disarms the timer.
-    """
-    if signal.getsignal(signal.SIGALRM) is not _expire:
-        signal.signal(signal.SIGALRM, _expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    """Raise JobTimeout inside the handler after `seconds` (SIGALRM; main thread only)."""
+    arm_soft_timeout(seconds)
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        disarm_soft_timeout()
+
+
+def arm_soft_timeout(seconds: float) -> None:
+    """soft_timeout's first half, for the worker's per-job path (no generator per job).
+
+    The handler is installed when SIGALRM's is not ours (once per process, or again after
+    anything else took the signal, e.g. pytest-timeout); each job then only arms and
+    disarms the timer. The raw handler is compared: `signal.getsignal` turns it into an
+    enum by raising and catching a ValueError, a few microseconds every job.
+    """
+    if _raw_getsignal(signal.SIGALRM) is not _expire:
+        signal.signal(signal.SIGALRM, _expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+
+
+def disarm_soft_timeout() -> None:
+    signal.setitimer(signal.ITIMER_REAL, 0)
 
 
 def exit_if_forked(worker_pid: int) -> None:
@@ -51,6 +65,10 @@ def exit_if_forked(worker_pid: int) -> None:
     elif exc is not None:
         code = 1
     os._exit(code)
+
+
+# The C module's getsignal: the handler as installed, no enum conversion.
+_raw_getsignal: Callable[[int], Any] = importlib.import_module("_signal").getsignal
 
 
 def _expire(signum: int, frame: FrameType | None) -> None:

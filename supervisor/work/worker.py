@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import random
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -87,8 +88,9 @@ class Worker:
         self._backoff = 0.0
         self._pools: dict[str, PoolConfig] = {}
         self._batch = 1  # the claim size grows while jobs are quick: see claim_size
-        self._job_time = 0.0  # seconds a job of the last batch took on average
+        self._job_time = 0.0  # seconds a typical job of the last batch took
         self._claim_unknown = False  # a claim lost its connection: it may have committed
+        self.durations: list[float] = []  # each job's time in the batch running now
         self.max_jobs: int | None = None  # `forkq work --max-jobs`: claim no more than this
         # [limits]: None without any, and then claims are exactly as without the feature.
         self.limits = plan_for(config, _handler_queues())
@@ -199,8 +201,14 @@ class Worker:
 
     def _run_held(self) -> None:
         started, ran_before = time.monotonic(), self.stats.jobs
+        self.durations = []
         self._run_batch()
-        self._job_time = (time.monotonic() - started) / max(1, self.stats.jobs - ran_before)
+        mean = (time.monotonic() - started) / max(1, self.stats.jobs - ran_before)
+        # The batch's typical job, not its mean: one slow job among quick ones (the master
+        # hands back what waits behind it) must not shrink the next claims of quick ones
+        # to a job or two, each a commit (issue 20's heavy tail).
+        typical = statistics.median_low(self.durations) if self.durations else mean
+        self._job_time = min(mean, typical)
         quick = self._job_time < QUICK_JOB
         self._batch = min(self._batch * 2, MOST_HELD) if quick else 1
 
@@ -268,6 +276,7 @@ class Worker:
         kept = None  # the return value as JSON, when the handler or pool keeps it
         if attempt.outcome is Outcome.DONE and self.keeper.keeps(row):
             attempt, kept = self.keeper.encoded(attempt)
+        self.durations.append(duration)
         # The handler is done: writing its outcome is no longer the job's time, so a slow
         # or unreachable database never gets the child killed as overtime.
         self.events.job_ran(row)
@@ -290,7 +299,9 @@ class Worker:
                 self.outbox.kept(row, self.pool(row.queue).on_success, kept)  # with its value
             else:
                 self.outbox.success(row.id, self.pool(row.queue).on_success)
-                self.events.succeeded(row.id)  # the master may write it while we are busy
+                # The master may write it while we are busy (listed now, or with the
+                # next held job's start when there is one).
+                self.events.succeeded(row.id, bool(self.held))
         finally:  # written or still pending (the next flush retries it): the job has ended
             self.events.job_finished(row, outcome)
             if self.limits:  # its slot can go to a job parked on its limits

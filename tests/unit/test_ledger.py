@@ -127,3 +127,58 @@ def test_start_and_take_racing_from_two_processes_never_overlap() -> None:
     assert not set(started) & set(taken)
     assert set(started) | set(taken) == everything
     assert taken, "the race was run: some jobs were taken back"
+
+
+def test_a_success_listed_with_the_next_start_is_the_masters_to_take() -> None:
+    """One lock a job: the previous job's success goes into the ledger with the next job's
+    start, also when that job was taken back meanwhile (it never starts here)."""
+    ledger, board = make()
+    ledger.hold([1, 2, 3])
+    assert ledger.start(1, lambda: board.write(1, 10.0, 0))
+    assert ledger.start(2, lambda: board.write(2, 10.0, 1), success=1)
+    taken = ledger.take(board, 0.0, time.monotonic())
+    assert (taken.unstarted, taken.successes, taken.running) == ([3], [1], 2)
+    assert not ledger.start(3, lambda: board.write(3, 10.0, 2), success=2)
+    board.write(None, 0.0, 2)
+    assert ledger.find(2, board) is Holding.SUCCEEDED  # listed although 3 never started
+
+
+def test_a_child_lists_a_success_at_once_unless_another_held_job_starts_next() -> None:
+    from supervisor.config import PoolConfig
+    from supervisor.daemon.child import ChildSpec, PipeEvents
+    from supervisor.store.jobs import claimed_job
+
+    ledger, board = make()
+    status_r, status_w = os.pipe()
+    spec = ChildSpec(PoolConfig(name="q"), 1, "h:1:t", os.getpid(), status_w, status_r, board,
+                     "m", ledger)  # fmt: skip
+    events = PipeEvents(spec)
+
+    def row(job_id: int) -> object:
+        return claimed_job(
+            {"id": job_id, "handler": "h", "payload": "{}", "priority": 0, "attempts": 0,
+             "max_attempts": None, "unique_key": None, "run_at_s": 0.0, "enqueued_at_s": 0.0},
+            "q", "h:1:t",
+        )  # fmt: skip
+
+    ledger.hold([1, 2])
+    assert events.start(row(1), 10.0)  # type: ignore[arg-type]
+    board.write(None, 0.0, 1)  # job 1 ended
+    events.succeeded(1, more=True)  # 2 starts next: listed with it, not yet
+    assert ledger.find(1, board) is Holding.NOT_HELD
+    assert events.start(row(2), 10.0)  # type: ignore[arg-type]
+    board.write(None, 0.0, 2)
+    events.succeeded(2, more=False)  # the batch's last: listed at once
+    assert ledger.find(1, board) is Holding.SUCCEEDED
+    assert ledger.find(2, board) is Holding.SUCCEEDED
+    assert events.written_elsewhere() == [1, 2]
+    ledger.hold([3, 4])
+    assert events.start(row(3), 10.0)  # type: ignore[arg-type]
+    board.write(None, 0.0, 3)
+    events.succeeded(3, more=True)
+    assert events.written_elsewhere() == []  # the child writes 3 itself now ...
+    assert events.start(row(4), 10.0)  # type: ignore[arg-type]
+    board.write(None, 0.0, 4)
+    assert ledger.find(3, board) is Holding.NOT_HELD  # ... so the master never gets it
+    os.close(status_r)
+    os.close(status_w)
