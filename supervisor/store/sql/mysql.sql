@@ -313,6 +313,18 @@ UPDATE IGNORE forkq_jobs
 SET status = 'ready', run_at = NOW(6), attempts = 0, finished_at = NULL, locked_by = NULL, locked_until = NULL
 WHERE id IN %(ids)s AND status NOT IN ('running', 'cancelling');
 
+-- name: deps_retry_jobs
+-- retry_jobs from schema 14: a waiting job is left alone (it runs once its parents are
+-- done), and so is a cancelled job enqueued with parents (deps & 2): its rows of
+-- forkq_dependencies went when it ended, so it could no longer wait on them.
+UPDATE IGNORE forkq_jobs
+SET status = 'ready', run_at = NOW(6), attempts = 0, finished_at = NULL, locked_by = NULL, locked_until = NULL
+WHERE id IN %(ids)s AND status NOT IN ('running', 'cancelling', 'waiting')
+  AND (status <> 'cancelled' OR (deps & 2) = 0);
+
+-- name: deps_flags
+SELECT status, deps FROM forkq_jobs WHERE id = %(id)s;
+
 -- name: retry_dead
 UPDATE IGNORE forkq_jobs
 SET status = 'ready', run_at = NOW(6), attempts = 0, finished_at = NULL

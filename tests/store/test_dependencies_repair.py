@@ -1,0 +1,54 @@
+"""Dependencies, second look: what retry does to a job with parents, and the chores'
+sweep that releases a child whose release was missed (store/dependencies.py), on both
+backends through the product's paths."""
+
+from __future__ import annotations
+
+import pytest
+from store_util import LEASE, A, status
+
+from supervisor import Queue
+from supervisor.cli import parser as cli
+from supervisor.kinds import OnSuccess
+from supervisor.store import Store
+
+
+def test_a_waiting_job_is_not_retried_so_it_never_runs_before_its_parents(
+    queue: Queue, store: Store, db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    parent = queue.enqueue("test.a", queue="work")
+    child = queue.enqueue("test.b", queue="work", depends_on=[parent])
+    assert store.retry_jobs([child]) == 0
+    assert status(store, child) == "waiting"
+    assert cli.main(["retry", str(child), "--database", db_url]) != 0
+    assert f"job {child} (waiting on its parents)" in capsys.readouterr().err
+    assert status(store, child) == "waiting"
+    [row] = store.claim("work", A, 10, LEASE)
+    assert row.id == parent  # the child is not claimed before its parent is done
+    assert store.complete(A, [parent], OnSuccess.KEEP) == 1
+    assert status(store, child) == "ready"
+
+
+def test_a_child_cancelled_while_waiting_is_not_retried(
+    queue: Queue, store: Store, db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its rows of forkq_dependencies went when it was cancelled: retried, it would run
+    whatever its parents do. It is refused with the reason; a job without parents, and a
+    dead child (it ran: its parents had ended), are retried as before."""
+    parent = queue.enqueue("test.a", queue="work")
+    child = queue.enqueue("test.b", queue="work", depends_on=[parent])
+    plain = queue.enqueue("test.c", queue="other")
+    assert store.cancel_jobs([child, plain], "test")[child].ok
+    assert store.retry_jobs([child]) == 0
+    assert status(store, child) == "cancelled"
+    assert cli.main(["retry", str(child), "--database", db_url]) != 0
+    assert "cancelled with parents" in capsys.readouterr().err
+    assert store.retry_jobs([plain]) == 1
+    assert status(store, plain) == "ready"
+    late = queue.enqueue("test.d", queue="work", depends_on=[parent])
+    assert store.complete(A, [r.id for r in store.claim("work", A, 1, LEASE)], "keep") == 1
+    [row] = store.claim("work", A, 1, LEASE)
+    assert row.id == late
+    assert store.fail(A, late, "boom", dead=True)
+    assert store.retry_jobs([late]) == 1
+    assert status(store, late) == "ready"
