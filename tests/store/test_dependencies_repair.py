@@ -9,6 +9,7 @@ from store_util import LEASE, A, status
 
 from supervisor import Queue
 from supervisor.cli import parser as cli
+from supervisor.errors import UsageError
 from supervisor.kinds import OnSuccess
 from supervisor.store import Store
 
@@ -52,3 +53,26 @@ def test_a_child_cancelled_while_waiting_is_not_retried(
     assert store.fail(A, late, "boom", dead=True)
     assert store.retry_jobs([late]) == 1
     assert status(store, late) == "ready"
+
+
+def test_chain_and_group_refuse_uniqueness_options_with_the_reason(
+    queue: Queue, store: Store
+) -> None:
+    """Uniqueness options on a q.job were dropped without a word; they are refused, as
+    enqueue refuses depends_on with a unique_key, and nothing is written."""
+    for options in (
+        {"unique_for": 60, "on_conflict": "debounce"},
+        {"unique_key": "k"},
+        {"unique_while": "active"},
+        {"on_conflict": "replace"},
+        {"debounce_max": 5},
+    ):
+        with pytest.raises(UsageError, match="depends_on, which does not combine with unique_key"):
+            queue.chain([queue.job("test.a"), queue.job("test.h", **options)])
+        with pytest.raises(UsageError, match="depends_on, which does not combine with unique_key"):
+            queue.group([queue.job("test.h", **options)])
+    assert store.list_jobs() == []
+    parent = queue.enqueue("test.a")
+    with pytest.raises(UsageError, match="depends_on does not combine with unique_key"):
+        queue.enqueue("test.b", unique_key="k", depends_on=[parent])
+    assert len(queue.chain([queue.job("test.a", on_conflict="skip")])) == 1
