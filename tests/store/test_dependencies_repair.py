@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import pytest
 from store_util import LEASE, A, status
+from util import count_rows, sql
 
 from supervisor import Queue
 from supervisor.cli import parser as cli
+from supervisor.config import LimitConfig
 from supervisor.errors import UsageError
 from supervisor.kinds import OnSuccess
 from supervisor.store import Store
+from supervisor.store.limits import claims as flow
+from supervisor.store.limits.buckets import LimitPlan
 
 
 def test_a_waiting_job_is_not_retried_so_it_never_runs_before_its_parents(
@@ -76,3 +80,22 @@ def test_chain_and_group_refuse_uniqueness_options_with_the_reason(
     with pytest.raises(UsageError, match="depends_on does not combine with unique_key"):
         queue.enqueue("test.b", unique_key="k", depends_on=[parent])
     assert len(queue.chain([queue.job("test.a", on_conflict="skip")])) == 1
+
+
+def test_a_child_refused_dead_by_a_claim_under_limits_forgets_its_parents(
+    queue: Queue, store: Store, db_url: str
+) -> None:
+    """A released child whose row no bucket can hold (another program's limit_key with a
+    NUL) ends dead in the claim: its rows of forkq_dependencies go with it, as with any
+    end, instead of staying in the table for good."""
+    parent = queue.enqueue("m.send", queue="email")
+    child = queue.enqueue("m.send", queue="email", depends_on=[parent], limit_key="tenant")
+    sql(db_url, "UPDATE forkq_jobs SET limit_key = ? WHERE id = ?", ["bad\x00key", child])
+    plan = LimitPlan([LimitConfig("mail", handlers=("m.send",), concurrency=5, per_key=True)], {})
+    [row] = flow.complete_and_claim(store, plan, {}, "email", A, 10, LEASE)[0]
+    assert row.id == parent
+    assert count_rows(db_url, "forkq_dependencies") == 1
+    flow.complete_and_claim(store, plan, {"keep": [parent]}, "email", A, 10, LEASE)
+    assert [status(store, parent), status(store, child)] == ["done", "dead"]
+    assert store.parents_of(child) == []
+    assert count_rows(db_url, "forkq_dependencies") == 0
