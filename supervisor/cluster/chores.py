@@ -180,6 +180,7 @@ class ChoresReport:
     reaped: int = 0
     settled: int = 0
     pruned: int = 0
+    swept: int = 0  # waiting jobs a missed release had left waiting (sweep_waiting)
 
 
 class Chores:
@@ -192,6 +193,7 @@ class Chores:
         self.config = config
         self.lock = Lock(store, CHORES_LOCK, config.supervisor.chores_lease, owner)
         self.lock.held = owner is not None  # renew first: a tick cannot know what the last one did
+        self.sweep_from: int | None = None  # a tick starts its sweep anywhere (random)
         self.log = logs.get()
 
     def lead(self) -> bool:
@@ -216,6 +218,9 @@ class Chores:
         if self.config.limits:  # jobs parked on a limit: none forgotten (store/limits/claims.py)
             look_after_parked(self.store, self.config)
         fair.prune_rounds(self.store, self.config)  # rows of rounds nobody serves
+        report.swept, self.sweep_from = self.store.sweep_waiting(self.sweep_from)
+        if report.swept:
+            self.log.warning(events.DEPENDENTS_SWEPT, settled=report.swept)
         if report.reaped or report.settled or report.pruned:
             self.log.info(
                 events.CHORES_DONE,

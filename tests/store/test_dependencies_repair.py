@@ -10,10 +10,11 @@ from util import count_rows, sql
 
 from supervisor import Queue
 from supervisor.cli import parser as cli
-from supervisor.config import LimitConfig
+from supervisor.cluster.chores import Chores
+from supervisor.config import LimitConfig, build_config
 from supervisor.errors import UsageError
 from supervisor.kinds import OnSuccess
-from supervisor.store import Store
+from supervisor.store import Store, open_store
 from supervisor.store.limits import claims as flow
 from supervisor.store.limits.buckets import LimitPlan
 
@@ -99,3 +100,76 @@ def test_a_child_refused_dead_by_a_claim_under_limits_forgets_its_parents(
     assert [status(store, parent), status(store, child)] == ["done", "dead"]
     assert store.parents_of(child) == []
     assert count_rows(db_url, "forkq_dependencies") == 0
+
+
+def old_daemon(db_url: str) -> Store:
+    """A store that asked the schema version before `forkq schema apply` took it to 14, as
+    a daemon started before the upgrade did (it asks once): it ends jobs the old way, with
+    the one statement of schema 13 that settles no child. The flag it caches is set
+    here; building a database at 13 and upgrading it under the store ends the same."""
+    old = open_store(db_url)
+    old._deps_schema = False  # type: ignore[attr-defined]
+    return old
+
+
+def test_the_chores_release_a_child_whose_parents_end_missed_it_exactly_once(
+    queue: Queue, store: Store, db_url: str
+) -> None:
+    """A missed release (an old daemon in a rolling upgrade; two Galera writers whose row
+    locks are not certified across nodes) leaves a child waiting with every parent done:
+    one chores run releases it (once: the next finds nothing), and applies the failure
+    rule of a parent that ended dead, transitively, as that parent's end would have."""
+    first = queue.enqueue("test.a", queue="work")
+    second = queue.enqueue("test.b", queue="work")
+    doomed_parent = queue.enqueue("test.c", queue="work")
+    child = queue.enqueue("test.d", queue="kids", depends_on=[first, second])
+    doomed, after = queue.chain(
+        [queue.job("test.e", queue="kids", depends_on=[doomed_parent]), queue.job("test.f")]
+    )
+    goes_on = queue.enqueue(
+        "test.g", queue="kids", depends_on=[doomed_parent], on_parent_failure="continue"
+    )
+    still = queue.enqueue("test.h", queue="kids", depends_on=[first, after])
+    old = old_daemon(db_url)
+    try:
+        assert old.complete(A, [r.id for r in old.claim("work", A, 2, LEASE)], "keep") == 2
+        [row] = old.claim("work", A, 1, LEASE)
+        assert old.fail(A, row.id, "boom", dead=True)
+    finally:
+        old.close()
+    ids = [child, doomed, after, goes_on, still]
+    assert [status(store, i) for i in ids] == ["waiting"] * 5  # missed by the old ends
+    raw = {"database": {"url": db_url}, "pools": {"work": {}, "kids": {}}}
+    chores = Chores(store, build_config(raw, "forkq.toml"))
+    report = chores.run()
+    assert report.leader and report.swept == 5
+    assert [status(store, i) for i in ids] == [
+        "ready",
+        "cancelled",
+        "cancelled",
+        "ready",
+        "cancelled",
+    ]
+    assert "parent job" in (store.get_job(doomed).last_error or "")  # type: ignore[union-attr]
+    assert chores.run().swept == 0
+    assert Chores(store, build_config(raw, "forkq.toml")).run().swept == 0  # from anywhere
+    assert sorted(r.id for r in store.claim("kids", A, 10, LEASE)) == [child, goes_on]
+
+
+def test_the_sweep_looks_at_a_bounded_window_and_walks_on(
+    queue: Queue, store: Store, db_url: str
+) -> None:
+    """Each call reads at most `limit` rows of forkq_dependencies from where the last one
+    stopped, wrapping to the start: every stuck child is reached in a few calls."""
+    parent = queue.enqueue("test.a", queue="work")
+    kids = [queue.enqueue("test.b", queue="kids", depends_on=[parent]) for _ in range(5)]
+    old = old_daemon(db_url)
+    try:
+        assert old.complete(A, [r.id for r in old.claim("work", A, 1, LEASE)], "keep") == 1
+    finally:
+        old.close()
+    assert store.sweep_waiting(kids[3], limit=2) == (2, kids[4] + 1)
+    assert [status(store, k) for k in kids] == ["waiting"] * 3 + ["ready"] * 2
+    assert store.sweep_waiting(kids[4] + 1, limit=2) == (2, kids[1] + 1)
+    assert store.sweep_waiting(kids[1] + 1, limit=2) == (1, kids[3] + 1)  # rows live on
+    assert [status(store, k) for k in kids] == ["ready"] * 5

@@ -943,6 +943,24 @@ WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'waiting';
 -- or runs.
 DELETE FROM forkq_dependencies WHERE child_id IN (SELECT value FROM json_each(:ids));
 
+-- name: deps_sweep_top
+-- The chores' sweep (DependencyOps.sweep_waiting) starts somewhere up to here.
+SELECT COALESCE(MAX(child_id), 0) AS top FROM forkq_dependencies;
+
+-- name: deps_sweep_window
+-- At most :limit rows of the sweep, a range of forkq_dependencies_child: bounded
+-- whatever the table holds.
+SELECT child_id FROM forkq_dependencies
+WHERE child_id >= :start AND child_id < :stop ORDER BY child_id LIMIT :limit;
+
+-- name: deps_sweep_edges
+-- Every parent of those children that still wait, with how it stands (NULL: gone).
+SELECT d.parent_id, d.child_id, d.on_parent_failure, p.status AS parent_status
+FROM forkq_dependencies d
+JOIN forkq_jobs c ON c.id = d.child_id AND c.status = 'waiting'
+LEFT JOIN forkq_jobs p ON p.id = d.parent_id
+WHERE d.child_id IN (SELECT value FROM json_each(:ids)) ORDER BY d.child_id, d.parent_id;
+
 -- name: deps_parents
 SELECT parent_id AS id FROM forkq_dependencies WHERE child_id = :id ORDER BY parent_id;
 
