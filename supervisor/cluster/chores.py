@@ -193,7 +193,7 @@ class Chores:
         self.config = config
         self.lock = Lock(store, CHORES_LOCK, config.supervisor.chores_lease, owner)
         self.lock.held = owner is not None  # renew first: a tick cannot know what the last one did
-        self.sweep_from: int | None = None  # a tick starts its sweep anywhere (random)
+        self.sweep_from: int | None = None  # None: the sweep starts anywhere (random)
         self.log = logs.get()
 
     def lead(self) -> bool:
