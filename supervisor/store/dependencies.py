@@ -32,14 +32,19 @@ at once on two hosts (MySQL/MariaDB, READ COMMITTED sessions):
   above its parents' (they existed when it was enqueued), so ends never wait in a cycle.
   Deadlocks and lock waits past the timeout are retried whole (_retrying).
 SQLite takes the write lock for every write transaction (BEGIN IMMEDIATE): one at a time.
+
+What escapes this (Galera: two writer nodes for a moment, whose row locks are not
+certified across nodes; a daemon from before schema 14 in a rolling upgrade, whose end
+settles no child) the cluster chores catch: sweep_waiting looks at a bounded window of
+forkq_dependencies each tick and settles its stuck children with the same rule (_settle).
 """
 
 from __future__ import annotations
 
 import json
 import random
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 from supervisor.errors import SchemaError, UsageError
 from supervisor.kinds import OnSuccess
@@ -74,16 +79,14 @@ class Edge(NamedTuple):
     ended: str
 
 
-def _stuck(rows: Sequence[dict[str, object]]) -> list[Edge]:
+def _stuck(rows: Sequence[Mapping[str, Any]]) -> list[Edge]:
     """Of the sweep's rows (parents of waiting children), the ended parents of children
     that should not be waiting: none of their parents unfinished, or a failed one that
     cancels them. Read without locks: _settle_stuck reads them again, locked."""
     by_child: dict[int, list[Edge]] = {}
     for r in rows:
         status = JobState.DONE if r["parent_status"] is None else str(r["parent_status"])
-        edge = Edge(
-            int(str(r["parent_id"])), int(str(r["child_id"])), str(r["on_parent_failure"]), status
-        )
+        edge = Edge(int(r["parent_id"]), int(r["child_id"]), str(r["on_parent_failure"]), status)
         by_child.setdefault(edge.child, []).append(edge)
     stuck: list[Edge] = []
     for edges in by_child.values():
