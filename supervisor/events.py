@@ -73,6 +73,9 @@ CHECK_TICK_REPORT_UNREADABLE = "check_tick_report_unreadable"
 TICK_CRASHED = "tick_crashed"
 CHORES_DONE = "chores_done"
 CHORES_SKIPPED = "chores_skipped"
+# The chores released or cancelled waiting jobs whose parents' ends missed them (two
+# Galera writers at once, an old daemon in a rolling upgrade): store/dependencies.py.
+DEPENDENTS_SWEPT = "dependents_swept"
 SCHEDULE_ENQUEUED = "schedule_enqueued"
 SCHEDULE_INVALID = "schedule_invalid"
 SCHEDULES_SKIPPED = "schedules_skipped"

@@ -123,8 +123,10 @@ class Queue:
         cancelled cancels it, unless `on_parent_failure` is "continue" (then that parent
         counts as done). See SPEC "Composing jobs"."""
         parents = checked_parents(depends_on, on_parent_failure)
-        if connection is not None or job.unique_key is not None:
-            raise UsageError("depends_on: not with connection= or unique_key (not yet)")
+        if job.unique_key is not None:
+            raise UsageError("depends_on does not combine with unique_key (not yet)")
+        if connection is not None:
+            raise UsageError("depends_on does not combine with connection= (not yet)")
         job_id = self.store.enqueue_dependent(job, parents, on_parent_failure)
         if self.nudger is not None:
             self.nudger.nudge_jobs((job,))
@@ -154,8 +156,12 @@ class Queue:
                 options.pop("depends_on", None), options.get("on_parent_failure", "cancel")
             )
             on_failure = options.pop("on_parent_failure", "cancel")
-            if set(options) & (UNIQUE_KEYS | {"unique_key"}):
-                raise UsageError("a job spec: depends_on does not combine with unique_key")
+            unique = {k for k in UNIQUE_KEYS | {"unique_key"} if options.get(k) is not None}
+            if unique - {"on_conflict"} or options.get("on_conflict", "skip") != "skip":
+                raise UsageError(
+                    "chain() and group() jobs are enqueued with depends_on, which does not"
+                    f" combine with unique_key or its options: {sorted(unique)}"
+                )
             built.append((self.build_one(spec.handler, spec.payload, options), parents, on_failure))
         ids = self.store.enqueue_dependents(built, chained=chained) if built else []
         if self.nudger is not None and built:

@@ -15,7 +15,7 @@ from supervisor.config import Config
 from supervisor.durations import format_duration
 from supervisor.errors import ExitCode, ForkqError, JobNotFound, UsageError
 from supervisor.escaping import for_terminal, lines_for_terminal
-from supervisor.models import CancelResult, JobRow, JobState
+from supervisor.models import CancelResult, JobRow
 from supervisor.queue import Queue
 from supervisor.store import Store
 from supervisor.work.command import load_handlers
@@ -186,15 +186,7 @@ def _each_job(
         if operation([job_id]):
             done += 1
             continue
-        row = store.get_job(job_id)
-        reason = (
-            "no such job"
-            if row is None
-            else "running (wait for it to finish)"
-            if row.status in (JobState.RUNNING, JobState.CANCELLING)
-            else "archived"
-        )
-        refused.append(f"job {job_id} ({reason})")
+        refused.append(f"job {job_id} ({store.not_retried(job_id)})")
     print(f"{verb} {plural(done, 'job')}")
     if refused:
         raise JobNotFound(f"not {verb}: {', '.join(refused)}")

@@ -214,6 +214,7 @@ class ChoresReport:
     settled: int = 0
     pruned: int = 0
     batches: int = 0
+    swept: int = 0  # waiting jobs a missed release had left waiting (sweep_waiting)
 
 
 class Chores:
@@ -226,6 +227,7 @@ class Chores:
         self.config = config
         self.lock = Lock(store, CHORES_LOCK, config.supervisor.chores_lease, owner)
         self.lock.held = owner is not None  # renew first: a tick cannot know what the last one did
+        self.sweep_from: int | None = None  # None: the sweep starts anywhere (random)
         self.log = logs.get()
 
     def lead(self) -> bool:
@@ -251,6 +253,9 @@ class Chores:
             look_after_parked(self.store, self.config)
         fair.prune_rounds(self.store, self.config)  # rows of rounds nobody serves
         report.batches = self.store.settle_open_batches()  # batches no finisher settled
+        report.swept, self.sweep_from = self.store.sweep_waiting(self.sweep_from)
+        if report.swept:
+            self.log.warning(events.DEPENDENTS_SWEPT, settled=report.swept)
         if report.reaped or report.settled or report.pruned or report.batches:
             self.log.info(
                 events.CHORES_DONE,

@@ -58,6 +58,7 @@ class TickInput:
     saturated_ticks: dict[str, int] = field(default_factory=dict)
     crash_looping: set[str] = field(default_factory=set)
     alert_memory: dict[str, Any] = field(default_factory=dict)  # AlertState by key
+    sweep_from: int | None = None  # where the chores' sweep of dependencies goes on
 
 
 @dataclass
@@ -74,6 +75,7 @@ class TickReport:
     # [rule, queue, firing]: this host's host rules, and the queue rules on the holder.
     queues: list[dict[str, Any]] | None = None
     alerts: list[list[Any]] = field(default_factory=list)
+    sweep_from: int | None = None  # the next tick's TickInput.sweep_from
 
     def encode(self) -> bytes:
         memory = {k: dataclasses.asdict(v) for k, v in self.alert_memory.items()}
@@ -94,10 +96,13 @@ def run_tick(config: Config, store: Store, given: TickInput) -> TickReport:
     # The tick judges reachability on its own connection (with TICK_DB_TIMEOUT), not by the
     # master's shorter timeout: a loaded server that answers a heartbeat in a second is no
     # outage to alert about.
-    report = TickReport(clock_offset=given.clock_offset)
+    report = TickReport(clock_offset=given.clock_offset, sweep_from=given.sweep_from)
     try:
         report.paused = sorted(store.paused_queues())
-        report.leader = Chores(store, config, owner=given.owner).run().leader
+        chores = Chores(store, config, owner=given.owner)
+        chores.sweep_from = given.sweep_from
+        report.leader = chores.run().leader
+        report.sweep_from = chores.sweep_from
     except DatabaseError as exc:
         report.db_error = str(exc) or type(exc).__name__
         log.warning(events.CHORES_SKIPPED, error=report.db_error[:300])

@@ -83,6 +83,7 @@ class CheckTicks:
         self.running: TickProcess | None = None
         self.alert_memory: dict[str, object] = {}  # host alert states, carried across ticks
         self.leader: bool | None = None  # the last tick's; None before the first
+        self.sweep_from: int | None = None  # the chores' sweep of dependencies, carried on
 
     @property
     def pid(self) -> int | None:
@@ -111,6 +112,7 @@ class CheckTicks:
             saturated_ticks={name: p.saturated_ticks for name, p in s.pools.items()},
             crash_looping={name for name, p in s.pools.items() if p.crash_looping},
             alert_memory=dict(self.alert_memory),
+            sweep_from=self.sweep_from,
         )
         self.running = TickProcess.fork(s.config, given, now, self.fds_for_fork())
 
@@ -128,6 +130,7 @@ class CheckTicks:
             return
         metrics.tick_report(report)
         self.alert_memory = report.alert_memory
+        self.sweep_from = report.sweep_from
         s.clock_offset = report.clock_offset
         if report.paused is not None:
             s.paused = set(report.paused)

@@ -32,12 +32,19 @@ at once on two hosts (MySQL/MariaDB, READ COMMITTED sessions):
   above its parents' (they existed when it was enqueued), so ends never wait in a cycle.
   Deadlocks and lock waits past the timeout are retried whole (_retrying).
 SQLite takes the write lock for every write transaction (BEGIN IMMEDIATE): one at a time.
+
+What escapes this (Galera: two writer nodes for a moment, whose row locks are not
+certified across nodes; a daemon from before schema 14 in a rolling upgrade, whose end
+settles no child) the cluster chores catch: sweep_waiting looks at a bounded window of
+forkq_dependencies each tick and settles its stuck children with the same rule (_settle).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 from supervisor.errors import SchemaError, UsageError
 from supervisor.kinds import OnSuccess
@@ -57,6 +64,37 @@ MOST_PARENTS = 1000
 HAS_CHILDREN = 1
 HAS_PARENTS = 2
 EITHER = HAS_CHILDREN | HAS_PARENTS
+
+
+SWEEP_LIMIT = 500  # rows of forkq_dependencies the chores look at per tick
+LAST_ID = 2**63 - 1
+
+
+class Edge(NamedTuple):
+    """One row of forkq_dependencies, and how its parent ended (or DONE: gone)."""
+
+    parent: int
+    child: int
+    on_failure: str
+    ended: str
+
+
+def _stuck(rows: Sequence[Mapping[str, Any]]) -> list[Edge]:
+    """Of the sweep's rows (parents of waiting children), the ended parents of children
+    that should not be waiting: none of their parents unfinished, or a failed one that
+    cancels them. Read without locks: _settle_stuck reads them again, locked."""
+    by_child: dict[int, list[Edge]] = {}
+    for r in rows:
+        status = JobState.DONE if r["parent_status"] is None else str(r["parent_status"])
+        edge = Edge(int(r["parent_id"]), int(r["child_id"]), str(r["on_parent_failure"]), status)
+        by_child.setdefault(edge.child, []).append(edge)
+    stuck: list[Edge] = []
+    for edges in by_child.values():
+        unfinished = any(e.ended in UNFINISHED for e in edges)
+        cancels = any(e.ended in FAILED and e.on_failure != CONTINUE for e in edges)
+        if cancels or not unfinished:
+            stuck += [e for e in edges if e.ended not in UNFINISHED]
+    return stuck
 
 
 class DependencyOps(StoreCore):
@@ -189,40 +227,102 @@ class DependencyOps(StoreCore):
 
         return self._retrying(attempt)
 
-    def settle_children(self, parents: Sequence[int], ended: str) -> None:
+    def settle_children(self, parents: Sequence[int], ended: str) -> int:
         """Inside the transaction that ended `parents` (done, dead or cancelled): release
         each waiting child with no unfinished parent left; when they failed, first cancel
-        the children that said `cancel`, and theirs in turn."""
-        level = sorted(set(parents))
+        the children that said `cancel`, and theirs in turn. How many it settled."""
+        level, settled = sorted(set(parents)), 0
         while level:
-            edges = self._fetchall("deps_children", self._params(ids=self._ids(level)))
-            if not edges:
-                return
-            children = sorted({int(e["child_id"]) for e in edges})
-            waiting = {
-                int(r["id"])
-                for r in self._fetchall("deps_lock_waiting", self._params(ids=self._ids(children)))
-            }
-            doomed: set[int] = set()
-            for edge in edges if ended in FAILED else ():
-                child = int(edge["child_id"])
-                if edge["on_parent_failure"] != CONTINUE and child in waiting - doomed:
-                    doomed.add(child)
-                    error = f"cancelled: parent job {edge['parent_id']} ended {ended}"
-                    self._execute("deps_cancel", self._params(ids=self._ids([child]), error=error))
-            if doomed:
-                self.forget_parents(sorted(doomed))
-            self._release(sorted(waiting - doomed))
-            level, ended = sorted(doomed), JobState.CANCELLED
+            edges = [
+                Edge(int(e["parent_id"]), int(e["child_id"]), str(e["on_parent_failure"]), ended)
+                for e in self._fetchall("deps_children", self._params(ids=self._ids(level)))
+            ]
+            level, released = self._settle(edges)
+            settled += len(level) + released
+            ended = JobState.CANCELLED
+        return settled
 
-    def _release(self, children: Sequence[int]) -> None:
+    def _settle(self, edges: Sequence[Edge]) -> tuple[list[int], int]:
+        """The rule, in one place: lock the edges' children still waiting (id order), cancel
+        those a failed parent cancels, release those with no unfinished parent left. The
+        ids cancelled (their own children come next) and how many were released."""
+        if not edges:
+            return [], 0
+        children = sorted({e.child for e in edges})
+        waiting = {
+            int(r["id"])
+            for r in self._fetchall("deps_lock_waiting", self._params(ids=self._ids(children)))
+        }
+        doomed: set[int] = set()
+        for edge in edges:
+            if (
+                edge.ended in FAILED
+                and edge.on_failure != CONTINUE
+                and edge.child in waiting - doomed
+            ):
+                doomed.add(edge.child)
+                error = f"cancelled: parent job {edge.parent} ended {edge.ended}"
+                self._execute("deps_cancel", self._params(ids=self._ids([edge.child]), error=error))
+        if doomed:
+            self.forget_parents(sorted(doomed))
+        return sorted(doomed), self._release(sorted(waiting - doomed))
+
+    def _release(self, children: Sequence[int]) -> int:
         if not children:
-            return
+            return 0
         rows = self._fetchall("deps_unfinished", self._params(ids=self._ids(children)))
         pending = {int(r["child_id"]) for r in rows}
         free = [c for c in children if c not in pending]
-        if free:
-            self._execute("deps_release", self._params(ids=self._ids(free), ahead_us=AHEAD_US))
+        if not free:
+            return 0
+        return self._execute("deps_release", self._params(ids=self._ids(free), ahead_us=AHEAD_US))
+
+    # --- the chores' safety net -----------------------------------------------------------
+
+    def sweep_waiting(self, start: int | None = None, limit: int = SWEEP_LIMIT) -> tuple[int, int]:
+        """Settle waiting children whose release was missed: every parent ended, or one that
+        failed cancels them. Exact as long as each end settles its children; this catches
+        what escaped that (two Galera writers, whose row locks are not certified across
+        nodes; a parent ended by a daemon from before schema 14 in a rolling upgrade).
+
+        Looks at `limit` rows of forkq_dependencies from child id `start` (None: from a
+        random point), wrapping to the start. (children settled, where to start next)."""
+        if not self.has_deps_schema():
+            return 0, 0
+        if start is None:
+            start = random.randint(0, int(self._rows("deps_sweep_top")[0]["top"]))
+        window = self._window(start, LAST_ID, limit)
+        if len(window) < limit and start > 0:
+            window += self._window(0, start, limit - len(window))
+        after = window[-1] + 1 if len(window) == limit else 0
+        if not window:
+            return 0, after
+        rows = self._rows("deps_sweep_edges", ids=self._ids(sorted(set(window))))
+        stuck = _stuck(rows)
+        if not stuck:
+            return 0, after
+        return self._retrying(lambda: self._settle_stuck(stuck)), after
+
+    def _window(self, start: int, stop: int, limit: int) -> list[int]:
+        rows = self._rows("deps_sweep_window", start=start, stop=stop, limit=limit)
+        return [int(r["child_id"]) for r in rows]
+
+    def _settle_stuck(self, edges: Sequence[Edge]) -> int:
+        """In one transaction: the ended parents locked (id order) and read again, then the
+        rule applied as their end would have applied it."""
+        with self._tx():
+            parents = sorted({e.parent for e in edges})
+            now = {
+                int(r["id"]): str(r["status"])
+                for r in self._fetchall("deps_lock_parents", self._params(ids=self._ids(parents)))
+            }
+            ended = [
+                e._replace(ended=now.get(e.parent, JobState.DONE))
+                for e in edges
+                if now.get(e.parent) not in UNFINISHED
+            ]
+            doomed, released = self._settle(ended)
+            return len(doomed) + released + self.settle_children(doomed, JobState.CANCELLED)
 
     # --- reads -----------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from supervisor.models import CancelResult, JobRow, JobState, QueueStats
 from supervisor.store.core import RESULTS_SCHEMA_VERSION, STATS_CAP, micros
-from supervisor.store.dependencies import DependencyOps
+from supervisor.store.dependencies import HAS_PARENTS, DependencyOps
 
 NOT_STARTED = frozenset({JobState.WAITING, JobState.READY, JobState.SCHEDULED})
 
@@ -64,7 +64,26 @@ class OperatorOps(DependencyOps):
         ]
 
     def retry_jobs(self, ids: Sequence[int]) -> int:
-        return self._run("retry_jobs", ids=self._ids(ids)) if ids else 0
+        """Run jobs again (not running ones). From schema 14 a waiting job is left to its
+        parents, and a cancelled one enqueued with parents is not retried (not_retried)."""
+        if not ids:
+            return 0
+        query = "deps_retry_jobs" if self.has_deps_schema() else "retry_jobs"
+        return self._run(query, ids=self._ids(ids))
+
+    def not_retried(self, job_id: int) -> str:
+        """Why retry_jobs left this job as it was, for the operator."""
+        found = self.get_job(job_id)
+        if found is None:
+            return "no such job"
+        if found.status in (JobState.RUNNING, JobState.CANCELLING):
+            return "running (wait for it to finish)"
+        if found.status == JobState.WAITING:
+            return "waiting on its parents"
+        rows = self._rows("deps_flags", id=job_id) if self.has_deps_schema() else []
+        if found.status == JobState.CANCELLED and rows and int(rows[0]["deps"]) & HAS_PARENTS:
+            return "cancelled with parents, which it can no longer wait on: enqueue it again"
+        return "archived"
 
     def retry_dead(self, queue: str | None = None) -> int:
         return self._run("retry_dead", queue=queue)

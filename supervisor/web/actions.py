@@ -32,9 +32,9 @@ def plural(count: int, noun: str) -> str:
 def job_retry(ctx: Context, job_id: int) -> Response:
     changed = ctx.store.retry_jobs([job_id])
     _log(ctx, "retry", ids=[job_id], changed=changed)
-    return ctx.back(
-        f"job {job_id} will run again" if changed else f"job {job_id} was not retried (it runs)"
-    )
+    if changed:
+        return ctx.back(f"job {job_id} will run again")
+    return ctx.back(f"job {job_id} was not retried ({ctx.store.not_retried(job_id)})")
 
 
 def job_discard(ctx: Context, job_id: int) -> Response:

@@ -14,7 +14,8 @@ from pathlib import Path
 from daemon_util import HANDLERS_MODULE, Daemon, record_ids
 from util import wait_until
 
-from supervisor import Queue
+from supervisor import Queue, events
+from supervisor.store import open_store
 
 PARENTS_SOURCE = '''\
 import json
@@ -117,3 +118,30 @@ def test_a_dead_parent_cancels_its_dependents_and_continue_runs_them(
     finally:
         q.close()
     assert not record.exists()
+
+
+def test_a_child_a_parents_end_missed_is_released_by_the_daemons_chores_and_runs(
+    daemons: Callable[..., Daemon], db_url: str, tmp_path: Path
+) -> None:
+    """A parent ended by a store that read the schema before it reached 14 (an old daemon
+    of a rolling upgrade: its end settles no child) leaves its child waiting; the
+    daemon's check tick sweeps it free (dependents_swept), and it runs once."""
+    record = tmp_path / "swept.rec"
+    q = Queue(db_url)
+    try:
+        parent = q.enqueue("t.record", {"file": str(record)}, queue="before")
+        child = q.enqueue("t.record", {"file": str(record)}, queue="work", depends_on=[parent])
+        old = open_store(db_url)
+        old._deps_schema = False  # type: ignore[attr-defined]  # as cached before the upgrade
+        try:
+            [row] = old.claim("before", "old-host:1:0", 1, 60)
+            assert old.complete("old-host:1:0", [row.id], "keep") == 1
+        finally:
+            old.close()
+        assert q.get(child).status == "waiting"  # type: ignore[union-attr]
+        daemon = daemons(pools={"work": {"workers": 1}}).start().wait_ready()
+        daemon.wait_event(events.DEPENDENTS_SWEPT, timeout=60)
+        wait_until(lambda: child in record_ids(record), timeout=60, message="the child ran")
+    finally:
+        q.close()
+    assert record_ids(record) == [child]

@@ -39,3 +39,9 @@ def test_queue_figures_and_alerts_survive_the_pipe() -> None:
     assert decoded.queues == [figures.as_dict()]
     assert decoded.alerts == [["max_ready", "work", True]]
     assert TickReport.decode(TickReport().encode()).queues is None  # not the holder
+
+
+def test_the_sweep_of_dependencies_goes_on_where_the_last_tick_stopped() -> None:
+    """Each tick is a new process: where the chores' sweep stopped crosses the pipe."""
+    assert TickReport.decode(TickReport(sweep_from=4501).encode()).sweep_from == 4501
+    assert TickReport.decode(TickReport().encode()).sweep_from is None

@@ -50,6 +50,20 @@ def test_retry_and_discard_one_dead_job_from_its_page(
     assert "discarded" in page.inner_text(".flash")
 
 
+def test_a_child_cancelled_while_waiting_is_not_retried_from_its_page(
+    page: Any, web_server: ServerFactory, queue: Queue, store: Store
+) -> None:
+    """Its parents are no longer recorded: retried, it would run before them."""
+    parent = queue.enqueue("report.build", queue="reports")
+    child = queue.enqueue("report.mail", queue="reports", depends_on=[parent])
+    assert store.cancel_jobs([child], "test")[child].ok
+    server = web_server()
+    page.goto(f"{server.url}/jobs/{child}")
+    click(page, "retry")
+    assert status(store, child) == JobState.CANCELLED
+    assert f"job {child} was not retried (cancelled with parents" in page.inner_text(".flash")
+
+
 def test_retry_and_discard_a_selection_of_dead_jobs(
     page: Any, web_server: ServerFactory, queue: Queue, store: Store
 ) -> None:

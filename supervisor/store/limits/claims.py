@@ -206,6 +206,7 @@ class LimitClaim(BucketLocks):
         self.store.statement("limit_refuse", params)
         if self.store.has_deps_schema():  # jobs waiting on them are settled in this claim
             self.store.settle_children(refused, ended=JobState.DEAD)
+            self.store.forget_parents(refused)  # their own rows go as they end, as any end
         return [r for r in rows if int(r["id"]) not in refused]
 
     def take(self, rows: Sequence[dict[str, Any]], *, final: bool) -> None:
