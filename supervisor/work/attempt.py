@@ -16,15 +16,19 @@ import time
 import traceback
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from supervisor import events, registry
 from supervisor.errors import Fail, JobTimeout, Retry, Snooze
 from supervisor.models import JobRow
 from supervisor.outcomes import Attempt, Outcome, Returned
+from supervisor.results import read_result
 from supervisor.work.exits import CommandFailed, with_stderr
 from supervisor.work.guards import arm_soft_timeout, disarm_soft_timeout, exit_if_forked
 from supervisor.work.snooze import snooze_outcome
+
+if TYPE_CHECKING:
+    from supervisor.store import Store
 
 DONE = Attempt(Outcome.DONE, "", None, False)  # a handler returned None
 PROGRESS_EVERY = 1.0  # seconds between two progress writes of a job, at least
@@ -40,7 +44,8 @@ class LeaseHolder(Protocol):
 
     def record_progress(self, job_id: int, progress: str) -> bool: ...
 
-    def parents_of(self, job_id: int) -> list[int]: ...
+    @property
+    def store(self) -> Store: ...
 
 
 class JobContext:
@@ -65,8 +70,14 @@ class JobContext:
         """The ids this job was enqueued to wait on (depends_on, chain, group.then); [] for
         most jobs. Read from the database when first asked (never at the claim), once."""
         if self._parents is None:
-            self._parents = self._worker.parents_of(self.id)
+            self._parents = self._worker.store.parents_of(self.id)
         return list(self._parents)
+
+    def parent_results(self) -> dict[int, Any]:
+        """{parent id: the value its handler returned} for each parent whose handler or
+        pool keeps its result (keep_result); a parent with no kept result is left out."""
+        found = (read_result(self._worker.store, parent) for parent in self.parents)
+        return {result.job_id: result.value for result in found if result.kept}
 
     def heartbeat(self) -> bool:
         """Extend this job's lease (for work longer than the lease). False if it was lost.

@@ -327,9 +327,6 @@ class Worker:
     def record_progress(self, job_id: int, progress: str) -> bool:
         return self.store.set_progress(self.owner, job_id, progress)
 
-    def parents_of(self, job_id: int) -> list[int]:
-        return self.store.parents_of(job_id)
-
     def extend_lease(self, ids: Sequence[int]) -> bool:
         lease = max(self.pool(q).timeout for q in self.queues) + LEASE_MARGIN
         return self.store.extend_leases(self.owner, ids, lease) == len(ids)

@@ -34,6 +34,19 @@ def parents(payload, job):
         os.write(fd, line)
     finally:
         os.close(fd)
+
+
+@handler("t.square", keep_result=True)
+def square(payload, job):
+    return payload["n"] * payload["n"]
+
+
+@handler("t.sum_parents")
+def sum_parents(payload, job):
+    """Write the parents' kept results to payload["file"]."""
+    results = job.parent_results()
+    with open(payload["file"], "w") as out:
+        json.dump({"results": {str(k): v for k, v in results.items()}}, out)
 '''
 
 
@@ -118,6 +131,31 @@ def test_a_dead_parent_cancels_its_dependents_and_continue_runs_them(
     finally:
         q.close()
     assert not record.exists()
+
+
+def test_a_child_reads_its_parents_kept_results(
+    daemons: Callable[..., Daemon], db_url: str, tmp_path: Path
+) -> None:
+    """group([...]).then(job): the last job reads what each parent returned (parents whose
+    handler keeps its result), in its own handler, from a real daemon."""
+    seen = tmp_path / "sum.json"
+    daemon = daemons(
+        pools={"work": {"workers": 2}},
+        supervisor={"handlers": [HANDLERS_MODULE, "parenthandlers"]},
+    )
+    daemon.write_module("parenthandlers", PARENTS_SOURCE)
+    daemon.start().wait_ready()
+    q = Queue(db_url)
+    try:
+        group = q.group([q.job("t.square", {"n": n}, queue="work") for n in (2, 3, 4)])
+        plain = q.enqueue("t.noop", queue="work")  # keeps nothing: left out
+        last = q.job("t.sum_parents", {"file": str(seen)}, queue="work", depends_on=[plain])
+        group.then(last)
+        wait_until(seen.exists, timeout=60, message=f"the last job ran ({daemon.describe()})")
+    finally:
+        q.close()
+    results = json.loads(seen.read_text())["results"]
+    assert sorted(results.values()) == [4, 9, 16] and str(plain) not in results
 
 
 def test_a_child_a_parents_end_missed_is_released_by_the_daemons_chores_and_runs(
