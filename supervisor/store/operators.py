@@ -69,7 +69,8 @@ class OperatorOps(DependencyOps):
         if not ids:
             return 0
         query = "deps_retry_jobs" if self.has_deps_schema() else "retry_jobs"
-        return self._run(query, ids=self._ids(ids))
+        self._run(query, ids=self._ids(ids))
+        return int(self._rows("ready_among", ids=self._ids(ids))[0]["n"])
 
     def not_retried(self, job_id: int) -> str:
         """Why retry_jobs left this job as it was, for the operator."""
@@ -83,6 +84,10 @@ class OperatorOps(DependencyOps):
         rows = self._rows("deps_flags", id=job_id) if self.has_deps_schema() else []
         if found.status == JobState.CANCELLED and rows and int(rows[0]["deps"]) & HAS_PARENTS:
             return "cancelled with parents, which it can no longer wait on: enqueue it again"
+        if found.unique_key is not None:
+            holder = self._rows("key_holder", key=found.unique_key, id=job_id)
+            if holder:
+                return f"its unique key is held by job {holder[0]['id']}"
         return "archived"
 
     def retry_dead(self, queue: str | None = None) -> int:

@@ -25,7 +25,9 @@ from php_util import (
 from util import sql, subprocess_env
 
 from supervisor import Queue
+from supervisor.cluster.chores import reap_expired_leases
 from supervisor.errors import UsageError
+from supervisor.models import HandBack
 from supervisor.store import Store
 
 RAW_INSERT = (
@@ -255,7 +257,8 @@ def test_a_job_back_in_scope_never_collides_with_the_new_holder(queue: Queue, st
     assert store.fail("h:1:t", dead, "boom", dead=True)
     taken = queue.enqueue("u.back", unique_key="a", unique_while="active")
     assert not taken.conflicted
-    store.retry_jobs([dead])  # its key is taken: it stays dead (MariaDB counts it all the same)
+    assert store.retry_jobs([dead]) == 0  # its key is taken: it stays dead, and says why
+    assert store.not_retried(dead) == f"its unique key is held by job {taken}"
     row = queue.get(dead)
     assert row is not None and row.status == "dead"
     # Two claimed at once: the second is claimed behind the first, never started. Handed
@@ -267,3 +270,37 @@ def test_a_job_back_in_scope_never_collides_with_the_new_holder(queue: Queue, st
     store.release("h:2:t", [x, y])
     statuses = {i: getattr(queue.get(i), "status", None) for i in (x, y)}
     assert statuses == {x: "ready", y: "running"}
+
+
+def test_a_hand_back_whose_release_is_ignored_returns_the_job_with_its_attempt_kept(
+    queue: Queue, store: Store
+) -> None:
+    """The master hands back a claimed, unstarted job whose queued key a new job took
+    meanwhile: it goes back to ready at once with the claim's attempt kept (out of the key's
+    queued scope), never left held until its lease ends."""
+    x = queue.enqueue("u.back", queue="hb", unique_key="x2", unique_while="queued")
+    y = queue.enqueue("u.back", queue="hb", unique_key="y2", unique_while="queued")
+    assert [job.id for job in store.claim("hb", "h:3:t", 2, lease=30)] == [x, y]
+    newer = queue.enqueue("u.back", queue="hb", unique_key="y2", unique_while="queued")
+    assert not newer.conflicted
+    store.hand_back("h:3:t", HandBack([], "keep", [y], None, 0.0))
+    row = queue.get(y)
+    assert row is not None and (row.status, row.attempts, row.locked_by) == ("ready", 1, None)
+
+
+def test_an_expired_lease_whose_release_is_ignored_returns_the_job_with_its_attempt_kept(
+    queue: Queue, store: Store
+) -> None:
+    """The reaper settles a gone holder's claimed, unstarted job whose queued key a new job
+    took meanwhile: back to ready with the claim's attempt kept, not left running (MySQL
+    counts the ignored row as released) nor charged a failure."""
+    x = queue.enqueue("u.back", queue="rp", unique_key="x3", unique_while="queued")
+    y = queue.enqueue("u.back", queue="rp", unique_key="y3", unique_while="queued")
+    assert [job.id for job in store.claim("rp", "h:4:t", 2, lease=0.2)] == [x, y]
+    assert not queue.enqueue(
+        "u.back", queue="rp", unique_key="y3", unique_while="queued"
+    ).conflicted
+    time.sleep(0.5)  # the lease runs out: the holder is gone
+    reap_expired_leases(store)
+    row = queue.get(y)
+    assert row is not None and (row.status, row.attempts, row.last_error) == ("ready", 1, None)

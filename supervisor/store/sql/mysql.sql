@@ -708,6 +708,17 @@ WHERE status = %(status)s AND queue = %(queue)s AND id < %(before)s
 ORDER BY id DESC
 LIMIT %(limit)s;
 
+-- name: ready_among
+-- How many of these jobs are ready: what a retry really changed (MySQL's found-rows count
+-- includes the rows UPDATE IGNORE left alone).
+SELECT COUNT(*) AS n FROM forkq_jobs WHERE id IN %(ids)s AND status = 'ready';
+
+-- name: key_holder
+-- Another job holding this unique key in its scope (schema 10): why a retry was ignored.
+SELECT id FROM forkq_jobs
+WHERE unique_key = %(key)s AND id <> %(id)s AND unique_live IS NOT NULL
+ORDER BY id LIMIT 1;
+
 -- name: web_job_by_key
 SELECT id FROM forkq_jobs WHERE unique_key = %(key)s;
 

@@ -637,6 +637,17 @@ WHERE status = :status AND queue = :queue AND id < :before
 ORDER BY id DESC
 LIMIT :limit;
 
+-- name: ready_among
+-- How many of these jobs are ready: what a retry really changed (MySQL's found-rows count
+-- includes the rows UPDATE IGNORE left alone).
+SELECT COUNT(*) AS n FROM forkq_jobs WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'ready';
+
+-- name: key_holder
+-- Another job holding this unique key in its scope (schema 10): why a retry was ignored.
+SELECT id FROM forkq_jobs
+WHERE unique_key = :key AND id <> :id AND unique_live IS NOT NULL
+ORDER BY id LIMIT 1;
+
 -- name: web_job_by_key
 SELECT id FROM forkq_jobs WHERE unique_key = :key;
 
