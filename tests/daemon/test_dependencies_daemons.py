@@ -98,17 +98,22 @@ def test_group_then_runs_once_after_every_job_of_the_group_across_two_daemons(
     assert then_start >= max(end for job_id, _, end in runs if job_id != after)
 
 
-def test_a_dead_parent_cancels_its_dependents_and_continue_runs_them(
-    daemons: Callable[..., Daemon], db_url: str, tmp_path: Path
-) -> None:
-    record = tmp_path / "after.rec"
-    seen = tmp_path / "parents.rec"
+def with_parent_handlers(daemons: Callable[..., Daemon]) -> Daemon:
+    """A daemon of two workers on `work` with PARENTS_SOURCE's handlers too, ready."""
     daemon = daemons(
         pools={"work": {"workers": 2}},
         supervisor={"handlers": [HANDLERS_MODULE, "parenthandlers"]},
     )
     daemon.write_module("parenthandlers", PARENTS_SOURCE)
-    daemon.start().wait_ready()
+    return daemon.start().wait_ready()
+
+
+def test_a_dead_parent_cancels_its_dependents_and_continue_runs_them(
+    daemons: Callable[..., Daemon], db_url: str, tmp_path: Path
+) -> None:
+    record = tmp_path / "after.rec"
+    seen = tmp_path / "parents.rec"
+    with_parent_handlers(daemons)
     q = Queue(db_url)
     try:
         good = q.enqueue("t.noop", queue="work")
@@ -139,12 +144,7 @@ def test_a_child_reads_its_parents_kept_results(
     """group([...]).then(job): the last job reads what each parent returned (parents whose
     handler keeps its result), in its own handler, from a real daemon."""
     seen = tmp_path / "sum.json"
-    daemon = daemons(
-        pools={"work": {"workers": 2}},
-        supervisor={"handlers": [HANDLERS_MODULE, "parenthandlers"]},
-    )
-    daemon.write_module("parenthandlers", PARENTS_SOURCE)
-    daemon.start().wait_ready()
+    daemon = with_parent_handlers(daemons)
     q = Queue(db_url)
     try:
         group = q.group([q.job("t.square", {"n": n}, queue="work") for n in (2, 3, 4)])
