@@ -329,7 +329,7 @@ ORDER BY id DESC LIMIT %(limit)s;
 
 -- name: retry_jobs
 -- IGNORE: a job whose unique key another job took meanwhile (schema 10) is left as
--- it is (a released one is recovered when its lease ends), never an error.
+-- it is, never an error, and not_retried says why (the job holding the key).
 UPDATE IGNORE forkq_jobs
 SET status = 'ready', run_at = NOW(6), attempts = 0, finished_at = NULL, locked_by = NULL, locked_until = NULL
 WHERE id IN %(ids)s AND status NOT IN ('running', 'cancelling');
@@ -1533,7 +1533,7 @@ UPDATE forkq_schema SET version = 9, applied_at = NOW(6) WHERE id = 1 AND versio
 -- row. Its time grows with the table: prune or archive finished jobs first.
 ALTER TABLE forkq_jobs
   ADD COLUMN unique_for   INT UNSIGNED NULL DEFAULT NULL COMMENT 'with unique_key: the window in seconds: one job per key per window of this length (aligned on the epoch, counted from enqueued_at); NULL: no window',
-  ADD COLUMN unique_while VARCHAR(8)   NULL DEFAULT NULL COMMENT 'with unique_key: which of its states hold the key: queued (scheduled, ready or waiting, never claimed) | active (also running) | kept (any state, while the row is kept); NULL: kept',
+  ADD COLUMN unique_while VARCHAR(8)   NULL DEFAULT NULL COMMENT 'with unique_key: which of its states hold the key: queued (scheduled, ready or waiting, whatever its attempts) | active (also running) | kept (any state, while the row is kept); NULL: kept',
   ADD COLUMN duplicates   INT          NOT NULL DEFAULT 0 COMMENT 'later enqueues of its unique key that conflicted with it (skipped, replaced or debounced into it)',
   ADD COLUMN unique_live  BIGINT AS (CASE WHEN unique_key IS NULL THEN NULL WHEN unique_while = 'queued' AND status NOT IN ('scheduled', 'ready', 'waiting') THEN NULL WHEN unique_while = 'active' AND status NOT IN ('scheduled', 'ready', 'waiting', 'running', 'cancelling') THEN NULL WHEN unique_for > 0 THEN FLOOR(UNIX_TIMESTAMP(enqueued_at) / unique_for) ELSE 0 END) STORED COMMENT 'generated, never written: the window its unique_key holds (0 without unique_for) while its state holds the key (unique_while), else NULL, which never collides',
   DROP INDEX forkq_jobs_unique_key,

@@ -286,7 +286,7 @@ ORDER BY id DESC LIMIT :limit;
 
 -- name: retry_jobs
 -- IGNORE: a job whose unique key another job took meanwhile (schema 10) is left as
--- it is (a released one is recovered when its lease ends), never an error.
+-- it is, never an error, and not_retried says why (the job holding the key).
 UPDATE OR IGNORE forkq_jobs
 SET status = 'ready', run_at = :now, attempts = 0, finished_at = NULL, locked_by = NULL, locked_until = NULL
 WHERE id IN (SELECT value FROM json_each(:ids)) AND status NOT IN ('running', 'cancelling');
