@@ -231,7 +231,8 @@ class JobOps(SupersedeOps):
                     returned = self._execute("release", self._params(uncount=1, **held))
                     # A row the release left held (its unique key taken meanwhile: IGNORE)
                     # yields to the key's holder (superseding.py).
-                    self.supersede_in_transaction(owner, taken.unstarted)
+                    kept = sum(self.supersede_in_transaction(owner, taken.unstarted))
+                    returned -= kept if self.counts_matched else 0  # MySQL counted them
                 if taken.running is not None:
                     self._execute(
                         "mark_started",

@@ -343,29 +343,30 @@ def test_a_hand_back_whose_release_is_ignored_ends_the_job_superseded(
     assert [job.id for job in store.claim("hb", "h:3:t", 2, lease=30)] == [x, y]
     newer = queue.enqueue("u.back", queue="hb", unique_key="y2", unique_while="queued")
     assert not newer.conflicted
-    store.hand_back("h:3:t", HandBack([], "keep", [y], None, 0.0))
+    assert store.hand_back("h:3:t", HandBack([], "keep", [y], None, 0.0)) == 0  # none returned
     assert superseded_by(queue, y) == (
         "cancelled", f"superseded: its unique key is held by job {newer}"
     )  # fmt: skip
     assert getattr(queue.get(newer), "status", None) == "ready"
 
 
-def test_an_expired_lease_whose_release_is_ignored_ends_the_job_superseded(
+def test_an_expired_lease_whose_release_or_retry_is_ignored_ends_the_job_superseded(
     queue: Queue, store: Store
 ) -> None:
-    """The reaper settles a gone holder's claimed, unstarted job whose queued key a new job
-    took meanwhile: it yields (cancelled, superseded), not left running (MySQL counts the
-    ignored row as released) nor charged a failure. The first, started by the claim, is
-    retried: its key is free."""
+    """The reaper settles a gone holder's jobs whose queued keys new jobs took meanwhile:
+    the claimed, unstarted one (released) and the one the claim started (retried, its
+    attempt counted) both yield (cancelled, superseded), not left running (MySQL counts
+    the ignored rows as changed); the new jobs keep their keys."""
     x = queue.enqueue("u.back", queue="rp", unique_key="x3", unique_while="queued")
     y = queue.enqueue("u.back", queue="rp", unique_key="y3", unique_while="queued")
     assert [job.id for job in store.claim("rp", "h:4:t", 2, lease=0.2)] == [x, y]
-    newer = queue.enqueue("u.back", queue="rp", unique_key="y3", unique_while="queued")
-    assert not newer.conflicted
+    newer = {k: queue.enqueue("u.back", queue="rp", unique_key=k, unique_while="queued")
+             for k in ("x3", "y3")}  # fmt: skip
+    assert not any(job.conflicted for job in newer.values())
     time.sleep(0.5)  # the lease runs out: the holder is gone
     assert reap_expired_leases(store) == 2
-    assert superseded_by(queue, y) == (
-        "cancelled", f"superseded: its unique key is held by job {newer}"
-    )  # fmt: skip
-    row = queue.get(x)
-    assert row is not None and (row.status, row.attempts) == ("ready", 1)
+    for job_id, key in ((x, "x3"), (y, "y3")):
+        assert superseded_by(queue, job_id) == (
+            "cancelled", f"superseded: its unique key is held by job {newer[key]}"
+        )  # fmt: skip
+    assert [getattr(queue.get(j), "status", None) for j in newer.values()] == ["ready"] * 2
