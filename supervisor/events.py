@@ -38,6 +38,7 @@ JOB_CANCEL_KILL = "job_cancel_kill"
 JOB_FINISHED = "job_finished"
 JOB_LEFTOVERS_KILLED = "job_leftovers_killed"
 JOB_SNOOZED_TOO_OFTEN = "job_snoozed_too_often"
+JOB_SUPERSEDED = "job_superseded"  # its move back into the queue met its unique key held
 JOBS_HANDED_BACK = "jobs_handed_back"
 HAND_BACK_DROPPED = "hand_back_dropped"
 OUTCOME_UNWRITABLE = "outcome_unwritable"  # a failure the store refused: the job ends dead

@@ -66,6 +66,7 @@ class SnoozeWritten(StrEnum):
     SNOOZED = "snoozed"  # back to ready or scheduled, no attempt used
     DEAD = "dead"  # it had snoozed max_snoozes times: ended dead
     LOST = "lost"  # this owner no longer holds the job: nothing written
+    SUPERSEDED = "superseded"  # another job took its unique key meanwhile: ended cancelled
 
 
 class SettleKind(StrEnum):

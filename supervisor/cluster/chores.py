@@ -48,6 +48,7 @@ def fail_held_job(
         delay=decision.delay,
         max_attempts=max_attempts_for(row),
         only_expired=only_expired,
+        unique=row.unique_key is not None,
     )
     if failed and row.status is JobState.RUNNING:
         store.record_attempt(attempt_end(row, owner, ended, decision.error))
@@ -77,15 +78,15 @@ def settle_owner(
     if count_held:
         held_error = f"{error} holding it, before it started any job"
         return sum(int(fail_held_job(store, row, owner, held_error)) for row in rows)
-    unstarted = [r.id for r in rows if r.id != running_job]
-    settled = store.release(owner, unstarted, count_attempt=False)
+    unstarted = [r for r in rows if r.id != running_job]
+    settled = store.release(owner, [r.id for r in unstarted], unique=_unique(unstarted))
     for row in rows:
         if row.id != running_job:
             continue
         if count_attempt:
             settled += int(fail_held_job(store, row, owner, error, ended=ended))
         else:
-            settled += store.release(owner, [row.id], count_attempt=False)
+            settled += store.release(owner, [row.id], unique=_unique([row]))
     return settled
 
 
@@ -137,10 +138,10 @@ def settle_held_rows(
     grace before the holder died (or after its master died): then it runs again, as any
     job of a dead holder may, and that attempt is not charged.
     """
-    unstarted = [row.id for row in rows if row.started_at is None]
-    settled = store.release(owner, unstarted, only_expired=only_expired)
-    if unstarted:
-        settled += release_ignored(store, owner, unstarted, only_expired=only_expired)
+    unstarted = [row for row in rows if row.started_at is None]
+    settled = store.release(
+        owner, [r.id for r in unstarted], only_expired=only_expired, unique=_unique(unstarted)
+    )
     return settled + sum(
         int(fail_held_job(store, row, owner, error, only_expired=only_expired, ended=ended))
         for row in rows
@@ -148,13 +149,9 @@ def settle_held_rows(
     )
 
 
-def release_ignored(store: Store, owner: str, ids: list[int], *, only_expired: bool) -> int:
-    """Jobs a release left held because the database ignored it (another job took their
-    unique key meanwhile; the row count cannot tell, as MySQL counts matched rows) go back
-    with the claim's attempt kept, which takes them out of the key's queued scope."""
-    held = {row.id for row in store.held_by(owner)}
-    still = [job_id for job_id in ids if job_id in held]
-    return store.release(owner, still, count_attempt=True, only_expired=only_expired)
+def _unique(rows: list[JobRow]) -> bool:
+    """Whether a release of these rows may meet a unique key taken meanwhile (superseding)."""
+    return any(row.unique_key is not None for row in rows)
 
 
 def _finish_cancels(store: Store, rows: list[JobRow]) -> list[JobRow]:

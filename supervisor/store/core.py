@@ -72,6 +72,9 @@ class StoreCore(ABC):
     queries: dict[str, str]
     # The first second the backend's time columns cannot hold (None: no such limit).
     TIME_LIMIT: float | None = None
+    # Does an UPDATE's row count include the rows it matched and left as they were (MySQL's
+    # CLIENT.FOUND_ROWS, so also the rows UPDATE IGNORE skipped)? SQLite counts changes.
+    counts_matched = False
     _node_column: bool | None = None  # does forkq_processes.node exist? (asked once)
     _results_table: bool | None = None  # does forkq_results exist? (asked once)
     _limits_schema: bool | None = None  # is the schema version 7 or later? (asked once)

@@ -19,7 +19,6 @@ from supervisor.errors import SchemaError
 from supervisor.kinds import OnSuccess
 from supervisor.models import HandBack, JobRow, JobState, QueueTimes, utc
 from supervisor.outcomes import SnoozeWritten
-from supervisor.store.batches import BatchOps
 from supervisor.store.core import (
     AHEAD_US,
     LIMITS_SCHEMA_VERSION,
@@ -27,10 +26,11 @@ from supervisor.store.core import (
     SCHEDULE_AHEAD,
     micros,
 )
-from supervisor.store.dependencies import EITHER, DependencyOps
+from supervisor.store.dependencies import EITHER
+from supervisor.store.superseding import SupersedeOps
 
 
-class JobOps(DependencyOps, BatchOps):
+class JobOps(SupersedeOps):
     """Claiming and settling jobs (workers, the master, `forkq work`)."""
 
     # --- workers -------------------------------------------------------------------------
@@ -119,9 +119,11 @@ class JobOps(DependencyOps, BatchOps):
         delay: float = 0.0,
         max_attempts: int | None = None,
         only_expired: bool = False,
+        unique: bool = False,
     ) -> bool:
         """Record a failed attempt: back to ready after `delay` (bounded_wait), or dead.
-        False if no longer held."""
+        False if no longer held. `unique`: the job has a unique key, so a retry the
+        database ignored (the key taken meanwhile) ends it superseded (superseding.py)."""
         in_batch = self.batch_members is not None and job_id in self.batch_members
         if dead and self.has_deps_schema():  # a parent's children are settled with it
             ended = self.fail_dead(owner, job_id, error, max_attempts, only_expired)
@@ -141,7 +143,11 @@ class JobOps(DependencyOps, BatchOps):
         )
         if dead and in_batch:
             return self._retrying(lambda: self._end_batch_job(name, values, job_id)) == 1
-        return self._run(name, **values) == 1
+        changed = self._run(name, **values)
+        if unique and not dead:
+            gone, left = self.supersede_held(owner, [job_id], only_expired=only_expired)
+            return gone == 1 or (changed == 1 and left == 0)
+        return changed == 1
 
     def _settle_batch_alone(self, job_id: int) -> None:
         with self._tx():
@@ -155,13 +161,20 @@ class JobOps(DependencyOps, BatchOps):
             return changed
 
     def snooze(
-        self, owner: str, job_id: int, delay: float, max_snoozes: int, reason: str = "snoozed"
+        self,
+        owner: str,
+        job_id: int,
+        delay: float,
+        max_snoozes: int,
+        reason: str = "snoozed",
+        unique: bool = False,
     ) -> SnoozeWritten:
         """The handler raised Snooze(delay): back to ready (or scheduled) after `delay`, the
         claim's attempt given back and the snooze counted. SNOOZED; DEAD when the job had
         already snoozed `max_snoozes` times (so a bug cannot snooze forever unseen); LOST
-        when this owner no longer holds it. Needs schema 7 (snoozes_counted). The wait is
-        bounded as fail's is (bounded_wait)."""
+        when this owner no longer holds it; SUPERSEDED (`unique`) when another job took its
+        unique key meanwhile (superseding.py). Needs schema 7 (snoozes_counted). The wait
+        is bounded as fail's is (bounded_wait)."""
         delay = self.bounded_wait(delay)
         changed = self._run(
             "snooze",
@@ -171,6 +184,10 @@ class JobOps(DependencyOps, BatchOps):
             delay_us=micros(delay),
             max_snoozes=max_snoozes,
         )
+        if unique:
+            ended, left = self.supersede_held(owner, [job_id], max_snoozes=max_snoozes)
+            if ended or left:
+                return SnoozeWritten.SUPERSEDED if ended else SnoozeWritten.LOST
         if changed == 1:
             return SnoozeWritten.SNOOZED
         error = (
@@ -198,26 +215,6 @@ class JobOps(DependencyOps, BatchOps):
                 f"[limits] need schema version {LIMITS_SCHEMA_VERSION}: run `forkq schema apply`"
             )
 
-    def release(
-        self,
-        owner: str,
-        ids: Sequence[int],
-        count_attempt: bool = False,
-        *,
-        only_expired: bool = False,
-    ) -> int:
-        """Return held jobs to ready now; unless `count_attempt`, the claim's attempt is undone.
-        `only_expired` leaves jobs whose lease is still live to their holder."""
-        if not ids:
-            return 0
-        return self._run(
-            "release",
-            owner=owner,
-            ids=self._ids(ids),
-            uncount=0 if count_attempt else 1,
-            only_expired=1 if only_expired else 0,
-        )
-
     def hand_back(self, owner: str, taken: HandBack) -> int:
         """The master's hand-back for a child busy with a long job (daemon/handback.py), in one
         transaction: write the successes it had not written yet, return the jobs it claimed
@@ -232,10 +229,10 @@ class JobOps(DependencyOps, BatchOps):
                 if taken.unstarted:
                     held = {"owner": owner, "ids": self._ids(taken.unstarted), "only_expired": 0}
                     returned = self._execute("release", self._params(uncount=1, **held))
-                    # Again with the attempt kept: only a row the first release left held
-                    # (its unique key taken meanwhile: IGNORE) still matches, and counted
-                    # it is out of the key's queued scope.
-                    self._execute("release", self._params(uncount=0, **held))
+                    # A row the release left held (its unique key taken meanwhile: IGNORE)
+                    # yields to the key's holder (superseding.py).
+                    kept = sum(self.supersede_in_transaction(owner, taken.unstarted))
+                    returned -= kept if self.counts_matched else 0  # MySQL counted them
                 if taken.running is not None:
                     self._execute(
                         "mark_started",

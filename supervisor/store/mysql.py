@@ -53,6 +53,7 @@ MIN_PACKET = 1024
 class MySQLStore(MySQLSession):
     backend = "mysql"
     TIME_LIMIT = 2.0**31  # TIMESTAMP ends at 2038-01-19 03:14:07.999999 UTC
+    counts_matched = True  # CLIENT.FOUND_ROWS (mysql_session.py)
 
     def __init__(
         self,

@@ -39,6 +39,7 @@ class Failure:
     delay: float
     max_attempts: int
     end: AttemptEnd | None = None  # the attempt, for its history (store/results.py)
+    unique: bool = False  # it has a unique key (a retry may find it taken: store.fail)
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class Snoozed:
     delay: float
     max_snoozes: int
     reason: str
+    unique: bool = False  # it has a unique key (store.snooze)
 
 
 @dataclass
@@ -118,7 +120,15 @@ class Outbox:
         attempt as its history keeps it."""
         error = truncate_error(fate.error)
         self.pending.failures.append(
-            Failure(row.id, error, fate.dead, fate.delay, max_attempts_for(row), end)
+            Failure(
+                row.id,
+                error,
+                fate.dead,
+                fate.delay,
+                max_attempts_for(row),
+                end,
+                row.unique_key is not None,
+            )
         )
         self.flush()  # failures are written at once
 
@@ -146,7 +156,9 @@ class Outbox:
             return
         registered = registry.get(row.handler)
         most = registered.max_snoozes if registered else DEFAULT_MAX_SNOOZES
-        self.pending.failures.append(Snoozed(row.id, delay, most, truncate_error(reason, 1000)))
+        self.pending.failures.append(
+            Snoozed(row.id, delay, most, truncate_error(reason, 1000), row.unique_key is not None)
+        )
         self.flush()  # written at once, as failures are
 
     # --- writing -------------------------------------------------------------------------
@@ -197,6 +209,7 @@ class Outbox:
             dead=failure.dead,
             delay=failure.delay,
             max_attempts=failure.max_attempts,
+            unique=failure.unique,
         ):
             self.log.warning(events.LEASE_LOST, job_id=failure.job_id)
         else:
@@ -231,10 +244,17 @@ class Outbox:
 
     def _write_snooze(self, snooze: Snoozed) -> None:
         result = self.store.snooze(
-            self.owner, snooze.job_id, snooze.delay, snooze.max_snoozes, snooze.reason
+            self.owner,
+            snooze.job_id,
+            snooze.delay,
+            snooze.max_snoozes,
+            snooze.reason,
+            snooze.unique,
         )
         if result is SnoozeWritten.LOST:
             self.log.warning(events.LEASE_LOST, job_id=snooze.job_id)
+        elif result is SnoozeWritten.SUPERSEDED:  # its unique key was taken: ended cancelled
+            self.log.info(events.JOB_SUPERSEDED, job_id=snooze.job_id)
         elif result is SnoozeWritten.DEAD:  # snoozed past its max_snoozes: the store ended it dead
             self.log.warning(
                 events.JOB_SNOOZED_TOO_OFTEN, job_id=snooze.job_id, max_snoozes=snooze.max_snoozes

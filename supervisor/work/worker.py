@@ -175,9 +175,10 @@ class Worker:
         their lease; jobs we know of (held, outcomes not yet written) are left alone."""
         known = {row.id for row in self.held} | {f.job_id for f in self.pending.failures}
         known.update(i for ids in self.pending.successes.values() for i in ids)
-        lost = [row.id for row in self.store.held_by(self.owner) if row.id not in known]
-        if lost:
-            self.store.release(self.owner, lost, count_attempt=False)
+        rows = [row for row in self.store.held_by(self.owner) if row.id not in known]
+        if lost := [row.id for row in rows]:
+            unique = any(row.unique_key is not None for row in rows)
+            self.store.release(self.owner, lost, count_attempt=False, unique=unique)
             self.log.info(events.LOST_CLAIM_RELEASED, jobs=len(lost))
         self._claim_unknown = False
 
@@ -317,10 +318,11 @@ class Worker:
 
     def release_held(self) -> None:
         ids = [row.id for row in self.held]
+        unique = any(row.unique_key is not None for row in self.held)
         self.held = []
         self.events.claimed([])  # nothing left for the master to take back
         try:
-            self.store.release(self.owner, ids, count_attempt=False)
+            self.store.release(self.owner, ids, count_attempt=False, unique=unique)
         except DatabaseError as exc:  # their leases expire and they run again
             self.log.warning(events.RELEASE_FAILED, jobs=len(ids), error=str(exc))
 

@@ -13,6 +13,7 @@ from daemon_util import Daemon, record_ids
 from util import wait_until
 
 from supervisor import Queue
+from supervisor.models import Enqueued
 
 GATED_SOURCE = '''\
 """A handler held until its gate file exists (written by tests/daemon/test_unique_daemon.py)."""
@@ -20,13 +21,26 @@ GATED_SOURCE = '''\
 import os
 import time
 
-from supervisor import handler
+from supervisor import Snooze, handler
 
 
 @handler("u.gate")
 def gate(payload, job):
     while not os.path.exists(payload["gate"]):
         time.sleep(0.02)
+    with open(payload["file"], "a") as out:
+        out.write(f"{job.id},0,0,0\\n")
+
+
+@handler("u.then")
+def then(payload, job):
+    """Held until its gate exists, then fails (a retry) or snoozes, as its payload says."""
+    while not os.path.exists(payload["gate"]):
+        time.sleep(0.02)
+    if payload.get("then") == "fail":
+        raise RuntimeError("boom")
+    if payload.get("then") == "snooze":
+        raise Snooze(0)
     with open(payload["file"], "a") as out:
         out.write(f"{job.id},0,0,0\\n")
 '''
@@ -132,3 +146,48 @@ def test_a_debounce_storm_runs_one_job_once_within_debounce_max(
     finally:
         queue.close()
     assert record_ids(record) == [job_id]
+
+
+def test_a_job_failing_or_snoozing_while_a_newer_one_holds_its_key_yields_to_it(
+    daemons: Callable[..., Daemon], db_url: str, tmp_path: Path
+) -> None:
+    """unique_while="queued": a job runs (its key free), a newer job with its key waits
+    (one worker), then the first fails with a retry left, or snoozes: moving back into the
+    queue would make two holders, so it ends cancelled, superseded, and the newer one runs."""
+    pool = {"workers": 1, "max_workers": 1, "timeout": 60}
+    daemon = daemons(
+        pools={"fails": pool, "naps": pool},
+        supervisor={"handlers": ["testhandlers", "uniquehandlers"]},
+    )
+    daemon.write_module("uniquehandlers", GATED_SOURCE)
+    daemon.start().wait_ready()
+    gate, record = tmp_path / "gate", tmp_path / "record.txt"
+    queue = Queue(db_url)
+    try:
+
+        def enqueue(pool: str, then: str) -> Enqueued:
+            payload = {"gate": str(gate), "file": str(record), "then": then}
+            return queue.enqueue("u.then", payload, queue=pool, unique_key=pool,
+                                 unique_while="queued")  # fmt: skip
+
+        first = {"fails": enqueue("fails", "fail"), "naps": enqueue("naps", "snooze")}
+        wait_until(
+            lambda: all(status_of(queue, i) == "running" for i in first.values()),
+            timeout=30,
+            message=f"both running: {daemon.describe()}",
+        )
+        newer = {pool: enqueue(pool, "record") for pool in first}
+        assert not any(job.conflicted for job in newer.values())
+        gate.touch()
+        wait_until(
+            lambda: sorted(record_ids(record)) == sorted(newer.values()),
+            timeout=30,
+            message=f"each newer job run once: {daemon.describe()}",
+        )
+        for pool, job_id in first.items():
+            row = queue.get(job_id)
+            assert row is not None and row.status == "cancelled", (pool, row)
+            assert row.last_error == f"superseded: its unique key is held by job {newer[pool]}"
+    finally:
+        queue.close()
+    assert daemon.alive()

@@ -28,6 +28,7 @@ from supervisor import Queue
 from supervisor.cluster.chores import reap_expired_leases
 from supervisor.errors import UsageError
 from supervisor.models import HandBack
+from supervisor.outcomes import SnoozeWritten
 from supervisor.store import Store
 
 RAW_INSERT = (
@@ -244,15 +245,46 @@ def test_php_enqueues_with_a_window_and_debounces(run_php: Php, store: Store) ->
     assert abs(row.run_at.timestamp() - (row.enqueued_at.timestamp() + 15)) < 0.001
 
 
+def superseded_by(queue: Queue, job_id: int) -> tuple[str, str | None]:
+    row = queue.get(job_id)
+    assert row is not None and row.locked_by is None and row.finished_at is not None
+    return str(row.status), row.last_error
+
+
+def test_a_queued_job_waiting_for_its_retry_or_after_a_snooze_holds_its_key(
+    queue: Queue, store: Store
+) -> None:
+    """unique_while="queued" holds the key in scheduled, ready and waiting, whatever the
+    attempts (SPEC "Composing jobs"): a job that failed and waits for its retry, or that
+    snoozed, still holds it."""
+    later = queue.enqueue("u.back", unique_key="rq", unique_while="queued")
+    now = queue.enqueue("u.back", unique_key="rn", unique_while="queued")
+    nap = queue.enqueue("u.back", unique_key="rs", unique_while="queued")
+    assert {j.id for j in store.claim("default", "h:5:t", 3, lease=30)} == {later, now, nap}
+    assert store.fail("h:5:t", later, "boom", dead=False, delay=600, unique=True)
+    assert store.fail("h:5:t", now, "boom", dead=False, unique=True)
+    assert store.snooze("h:5:t", nap, 600, 5, unique=True) is SnoozeWritten.SNOOZED
+    assert [getattr(queue.get(i), "status", None) for i in (later, now, nap)] == [
+        "scheduled", "ready", "scheduled"
+    ]  # fmt: skip
+    for key, holder in (("rq", later), ("rn", now), ("rs", nap)):
+        again = queue.enqueue("u.back", unique_key=key, unique_while="queued")
+        assert again == holder and again.conflicted
+
+
 def test_a_job_back_in_scope_never_collides_with_the_new_holder(queue: Queue, store: Store) -> None:
-    """A retry of a queued job after it ran, an operator's retry of a dead one and a claimed
-    job handed back, while another job holds their key: no error, never two holders."""
+    """A retry of a queued job that ran while a newer job took its key yields: it ends
+    cancelled, superseded, and the newer one keeps the key. An operator's retry of a dead
+    job whose key is taken leaves it dead and says why. Never an error, never two holders."""
     first = queue.enqueue("u.back", unique_key="q", unique_while="queued")
     dead = queue.enqueue("u.back", unique_key="a", unique_while="active")
     assert {job.id for job in store.claim("default", "h:1:t", 2, lease=30)} == {first, dead}
     newer = queue.enqueue("u.back", unique_key="q", unique_while="queued")
     assert not newer.conflicted  # the first runs: the key is free
-    assert store.fail("h:1:t", first, "boom", dead=False)  # retried: it ran, so not queued
+    assert store.fail("h:1:t", first, "boom", dead=False, unique=True)  # settled: it yielded
+    assert superseded_by(queue, first) == (
+        "cancelled", f"superseded: its unique key is held by job {newer}"
+    )  # fmt: skip
     assert queue.enqueue("u.back", unique_key="q", unique_while="queued") == newer
     assert store.fail("h:1:t", dead, "boom", dead=True)
     taken = queue.enqueue("u.back", unique_key="a", unique_while="active")
@@ -261,46 +293,80 @@ def test_a_job_back_in_scope_never_collides_with_the_new_holder(queue: Queue, st
     assert store.not_retried(dead) == f"its unique key is held by job {taken}"
     row = queue.get(dead)
     assert row is not None and row.status == "dead"
-    # Two claimed at once: the second is claimed behind the first, never started. Handed
-    # back while a new job took its key, it is left to its lease's end.
+    # Two claimed at once, the second never started; released while a new job took the
+    # second's key: the first goes back to ready, the second yields.
     x = queue.enqueue("u.back", queue="hb", unique_key="x", unique_while="queued")
     y = queue.enqueue("u.back", queue="hb", unique_key="y", unique_while="queued")
     assert [job.id for job in store.claim("hb", "h:2:t", 2, lease=30)] == [x, y]
-    assert not queue.enqueue("u.back", queue="hb", unique_key="y", unique_while="queued").conflicted
-    store.release("h:2:t", [x, y])
-    statuses = {i: getattr(queue.get(i), "status", None) for i in (x, y)}
-    assert statuses == {x: "ready", y: "running"}
+    y2 = queue.enqueue("u.back", queue="hb", unique_key="y", unique_while="queued")
+    assert not y2.conflicted
+    assert store.release("h:2:t", [x, y], unique=True) == 2
+    assert getattr(queue.get(x), "status", None) == "ready"
+    assert superseded_by(queue, y) == (
+        "cancelled",
+        f"superseded: its unique key is held by job {y2}",
+    )
 
 
-def test_a_hand_back_whose_release_is_ignored_returns_the_job_with_its_attempt_kept(
+def test_a_snooze_or_a_retry_meeting_its_key_taken_ends_superseded_with_its_children(
+    queue: Queue, store: Store
+) -> None:
+    """A snooze yields as a retry does; a parent that yields settles its waiting children as
+    any cancel does (on_parent_failure="cancel"). A snooze past max_snoozes still ends dead."""
+    nap = queue.enqueue("u.back", queue="sz", unique_key="s", unique_while="queued")
+    parent = queue.enqueue("u.back", queue="sz", unique_key="p", unique_while="queued")
+    child = queue.enqueue("u.back", queue="sz", depends_on=[parent])
+    tired = queue.enqueue("u.back", queue="sz", unique_key="t", unique_while="queued")
+    assert {j.id for j in store.claim("sz", "h:6:t", 3, lease=30)} == {nap, parent, tired}
+    holders = {k: queue.enqueue("u.back", queue="sz", unique_key=k, unique_while="queued")
+               for k in ("s", "p", "t")}  # fmt: skip
+    assert not any(h.conflicted for h in holders.values())
+    assert store.snooze("h:6:t", nap, 0, 5, unique=True) is SnoozeWritten.SUPERSEDED
+    assert superseded_by(queue, nap) == (
+        "cancelled", f"superseded: its unique key is held by job {holders['s']}"
+    )  # fmt: skip
+    assert store.fail("h:6:t", parent, "boom", dead=False, unique=True)
+    assert superseded_by(queue, parent)[0] == "cancelled"
+    assert getattr(queue.get(child), "status", None) == "cancelled"
+    assert store.snooze("h:6:t", tired, 0, 0, unique=True) is SnoozeWritten.DEAD
+    assert [getattr(queue.get(h), "status", None) for h in holders.values()] == ["ready"] * 3
+
+
+def test_a_hand_back_whose_release_is_ignored_ends_the_job_superseded(
     queue: Queue, store: Store
 ) -> None:
     """The master hands back a claimed, unstarted job whose queued key a new job took
-    meanwhile: it goes back to ready at once with the claim's attempt kept (out of the key's
-    queued scope), never left held until its lease ends."""
+    meanwhile: it yields at once (cancelled, superseded), never left held until its lease
+    ends; the new job keeps the key."""
     x = queue.enqueue("u.back", queue="hb", unique_key="x2", unique_while="queued")
     y = queue.enqueue("u.back", queue="hb", unique_key="y2", unique_while="queued")
     assert [job.id for job in store.claim("hb", "h:3:t", 2, lease=30)] == [x, y]
     newer = queue.enqueue("u.back", queue="hb", unique_key="y2", unique_while="queued")
     assert not newer.conflicted
-    store.hand_back("h:3:t", HandBack([], "keep", [y], None, 0.0))
-    row = queue.get(y)
-    assert row is not None and (row.status, row.attempts, row.locked_by) == ("ready", 1, None)
+    assert store.hand_back("h:3:t", HandBack([], "keep", [y], None, 0.0)) == 0  # none returned
+    assert superseded_by(queue, y) == (
+        "cancelled", f"superseded: its unique key is held by job {newer}"
+    )  # fmt: skip
+    assert getattr(queue.get(newer), "status", None) == "ready"
 
 
-def test_an_expired_lease_whose_release_is_ignored_returns_the_job_with_its_attempt_kept(
+def test_an_expired_lease_whose_release_or_retry_is_ignored_ends_the_job_superseded(
     queue: Queue, store: Store
 ) -> None:
-    """The reaper settles a gone holder's claimed, unstarted job whose queued key a new job
-    took meanwhile: back to ready with the claim's attempt kept, not left running (MySQL
-    counts the ignored row as released) nor charged a failure."""
+    """The reaper settles a gone holder's jobs whose queued keys new jobs took meanwhile:
+    the claimed, unstarted one (released) and the one the claim started (retried, its
+    attempt counted) both yield (cancelled, superseded), not left running (MySQL counts
+    the ignored rows as changed); the new jobs keep their keys."""
     x = queue.enqueue("u.back", queue="rp", unique_key="x3", unique_while="queued")
     y = queue.enqueue("u.back", queue="rp", unique_key="y3", unique_while="queued")
     assert [job.id for job in store.claim("rp", "h:4:t", 2, lease=0.2)] == [x, y]
-    assert not queue.enqueue(
-        "u.back", queue="rp", unique_key="y3", unique_while="queued"
-    ).conflicted
+    newer = {k: queue.enqueue("u.back", queue="rp", unique_key=k, unique_while="queued")
+             for k in ("x3", "y3")}  # fmt: skip
+    assert not any(job.conflicted for job in newer.values())
     time.sleep(0.5)  # the lease runs out: the holder is gone
-    reap_expired_leases(store)
-    row = queue.get(y)
-    assert row is not None and (row.status, row.attempts, row.last_error) == ("ready", 1, None)
+    assert reap_expired_leases(store) == 2
+    for job_id, key in ((x, "x3"), (y, "y3")):
+        assert superseded_by(queue, job_id) == (
+            "cancelled", f"superseded: its unique key is held by job {newer[key]}"
+        )  # fmt: skip
+    assert [getattr(queue.get(j), "status", None) for j in newer.values()] == ["ready"] * 2

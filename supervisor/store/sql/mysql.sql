@@ -147,7 +147,9 @@ FROM forkq_jobs WHERE id IN %(ids)s AND status IN ('running', 'cancelling') AND 
 
 -- name: fail_retry
 -- `status` is 'scheduled' when the backoff reaches past the promotion horizon.
-UPDATE forkq_jobs
+-- IGNORE: a job whose unique key another job took while it ran (schema 10) is left
+-- running, never an error; the caller then ends it superseded (held_unique, supersede).
+UPDATE IGNORE forkq_jobs
 SET status = %(status)s, run_at = NOW(6) + INTERVAL %(delay_us)s MICROSECOND, last_error = %(error)s,
     locked_by = NULL, locked_until = NULL, max_attempts = COALESCE(%(max_attempts)s, max_attempts)
 WHERE id = %(id)s AND status = 'running' AND locked_by = %(owner)s
@@ -161,12 +163,28 @@ WHERE id = %(id)s AND status = 'running' AND locked_by = %(owner)s
   AND (%(only_expired)s = 0 OR locked_until < NOW(6));
 
 -- name: release
--- IGNORE: a job whose unique key another job took meanwhile (schema 10) is left as
--- it is (a released one is recovered when its lease ends), never an error.
+-- IGNORE: a job whose unique key another job took meanwhile (schema 10) is left
+-- running, never an error; the caller then ends it superseded (held_unique, supersede).
 UPDATE IGNORE forkq_jobs
 SET status = 'ready', attempts = GREATEST(attempts - %(uncount)s, 0), locked_by = NULL, locked_until = NULL
 WHERE id IN %(ids)s AND status = 'running' AND locked_by = %(owner)s
   AND (%(only_expired)s = 0 OR locked_until < NOW(6));
+
+-- name: held_unique
+-- Jobs with a unique key that a move back into the queue (fail_retry, snooze, release)
+-- left running for this owner: the database ignored it, another job holds their key.
+SELECT id, unique_key FROM forkq_jobs
+WHERE id IN %(ids)s AND status = 'running' AND locked_by = %(owner)s AND unique_key IS NOT NULL
+  AND (%(only_expired)s = 0 OR locked_until < NOW(6))
+  AND (%(max_snoozes)s IS NULL OR snoozes < %(max_snoozes)s);
+
+-- name: supersede
+-- A job whose move back into the queue collided with the holder of its unique key yields
+-- to it: it ends cancelled (its children and batch are settled as any cancel's).
+UPDATE forkq_jobs
+SET status = 'cancelled', finished_at = NOW(6), last_error = %(error)s,
+    locked_by = NULL, locked_until = NULL
+WHERE id = %(id)s AND status = 'running' AND locked_by = %(owner)s;
 
 -- name: held_by
 SELECT * FROM forkq_jobs WHERE status IN ('running', 'cancelling') AND locked_by = %(owner)s ORDER BY id;
@@ -311,7 +329,7 @@ ORDER BY id DESC LIMIT %(limit)s;
 
 -- name: retry_jobs
 -- IGNORE: a job whose unique key another job took meanwhile (schema 10) is left as
--- it is (a released one is recovered when its lease ends), never an error.
+-- it is, never an error, and not_retried says why (the job holding the key).
 UPDATE IGNORE forkq_jobs
 SET status = 'ready', run_at = NOW(6), attempts = 0, finished_at = NULL, locked_by = NULL, locked_until = NULL
 WHERE id IN %(ids)s AND status NOT IN ('running', 'cancelling');
@@ -1070,8 +1088,9 @@ GROUP BY w.limit_wait;
 
 -- name: snooze
 -- Snooze(delay): back to ready (or scheduled) after the delay, the claim's attempt given
--- back, the snooze counted, while the handler's max_snoozes is not reached.
-UPDATE forkq_jobs
+-- back, the snooze counted, while the handler's max_snoozes is not reached. IGNORE: as
+-- fail_retry's (a job whose unique key was taken meanwhile ends superseded).
+UPDATE IGNORE forkq_jobs
 SET status = %(status)s, run_at = NOW(6) + INTERVAL %(delay_us)s MICROSECOND,
     attempts = GREATEST(attempts - 1, 0), snoozes = snoozes + 1,
     locked_by = NULL, locked_until = NULL
@@ -1514,9 +1533,9 @@ UPDATE forkq_schema SET version = 9, applied_at = NOW(6) WHERE id = 1 AND versio
 -- row. Its time grows with the table: prune or archive finished jobs first.
 ALTER TABLE forkq_jobs
   ADD COLUMN unique_for   INT UNSIGNED NULL DEFAULT NULL COMMENT 'with unique_key: the window in seconds: one job per key per window of this length (aligned on the epoch, counted from enqueued_at); NULL: no window',
-  ADD COLUMN unique_while VARCHAR(8)   NULL DEFAULT NULL COMMENT 'with unique_key: which of its states hold the key: queued (scheduled, ready or waiting, never claimed) | active (also running) | kept (any state, while the row is kept); NULL: kept',
+  ADD COLUMN unique_while VARCHAR(8)   NULL DEFAULT NULL COMMENT 'with unique_key: which of its states hold the key: queued (scheduled, ready or waiting, whatever its attempts) | active (also running) | kept (any state, while the row is kept); NULL: kept',
   ADD COLUMN duplicates   INT          NOT NULL DEFAULT 0 COMMENT 'later enqueues of its unique key that conflicted with it (skipped, replaced or debounced into it)',
-  ADD COLUMN unique_live  BIGINT AS (CASE WHEN unique_key IS NULL THEN NULL WHEN unique_while = 'queued' AND NOT (status IN ('scheduled', 'ready', 'waiting') AND attempts = 0 AND snoozes = 0 AND started_at IS NULL) THEN NULL WHEN unique_while = 'active' AND status NOT IN ('scheduled', 'ready', 'waiting', 'running', 'cancelling') THEN NULL WHEN unique_for > 0 THEN FLOOR(UNIX_TIMESTAMP(enqueued_at) / unique_for) ELSE 0 END) STORED COMMENT 'generated, never written: the window its unique_key holds (0 without unique_for) while its state holds the key (unique_while), else NULL, which never collides',
+  ADD COLUMN unique_live  BIGINT AS (CASE WHEN unique_key IS NULL THEN NULL WHEN unique_while = 'queued' AND status NOT IN ('scheduled', 'ready', 'waiting') THEN NULL WHEN unique_while = 'active' AND status NOT IN ('scheduled', 'ready', 'waiting', 'running', 'cancelling') THEN NULL WHEN unique_for > 0 THEN FLOOR(UNIX_TIMESTAMP(enqueued_at) / unique_for) ELSE 0 END) STORED COMMENT 'generated, never written: the window its unique_key holds (0 without unique_for) while its state holds the key (unique_while), else NULL, which never collides',
   DROP INDEX forkq_jobs_unique_key,
   ADD UNIQUE KEY forkq_jobs_unique (unique_key, unique_live),
   ADD CONSTRAINT forkq_jobs_unique_while CHECK (unique_while IN ('queued', 'active', 'kept')),

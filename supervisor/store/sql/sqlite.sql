@@ -125,7 +125,9 @@ WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('running', 'cance
 
 -- name: fail_retry
 -- `status` is 'scheduled' when the backoff reaches past the promotion horizon.
-UPDATE forkq_jobs
+-- OR IGNORE: a job whose unique key another job took while it ran (schema 10) is left
+-- running, never an error; the caller then ends it superseded (held_unique, supersede).
+UPDATE OR IGNORE forkq_jobs
 SET status = :status, run_at = :now + :delay_us / 1000000.0, last_error = :error,
     locked_by = NULL, locked_until = NULL, max_attempts = COALESCE(:max_attempts, max_attempts)
 WHERE id = :id AND status = 'running' AND locked_by = :owner
@@ -139,12 +141,26 @@ WHERE id = :id AND status = 'running' AND locked_by = :owner
   AND (:only_expired = 0 OR locked_until < :now);
 
 -- name: release
--- IGNORE: a job whose unique key another job took meanwhile (schema 10) is left as
--- it is (a released one is recovered when its lease ends), never an error.
+-- OR IGNORE: a job whose unique key another job took meanwhile (schema 10) is left
+-- running, never an error; the caller then ends it superseded (held_unique, supersede).
 UPDATE OR IGNORE forkq_jobs
 SET status = 'ready', attempts = MAX(attempts - :uncount, 0), locked_by = NULL, locked_until = NULL
 WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'running' AND locked_by = :owner
   AND (:only_expired = 0 OR locked_until < :now);
+
+-- name: held_unique
+-- See mysql.sql: what a move back into the queue left running (its unique key held).
+SELECT id, unique_key FROM forkq_jobs
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'running' AND locked_by = :owner
+  AND unique_key IS NOT NULL AND (:only_expired = 0 OR locked_until < :now)
+  AND (:max_snoozes IS NULL OR snoozes < :max_snoozes);
+
+-- name: supersede
+-- See mysql.sql: it yields to the holder of its unique key, ending cancelled.
+UPDATE forkq_jobs
+SET status = 'cancelled', finished_at = :now, last_error = :error,
+    locked_by = NULL, locked_until = NULL
+WHERE id = :id AND status = 'running' AND locked_by = :owner;
 
 -- name: held_by
 SELECT * FROM forkq_jobs WHERE status IN ('running', 'cancelling') AND locked_by = :owner ORDER BY id;
@@ -270,7 +286,7 @@ ORDER BY id DESC LIMIT :limit;
 
 -- name: retry_jobs
 -- IGNORE: a job whose unique key another job took meanwhile (schema 10) is left as
--- it is (a released one is recovered when its lease ends), never an error.
+-- it is, never an error, and not_retried says why (the job holding the key).
 UPDATE OR IGNORE forkq_jobs
 SET status = 'ready', run_at = :now, attempts = 0, finished_at = NULL, locked_by = NULL, locked_until = NULL
 WHERE id IN (SELECT value FROM json_each(:ids)) AND status NOT IN ('running', 'cancelling');
@@ -881,7 +897,8 @@ FROM (SELECT limit_wait FROM forkq_jobs INDEXED BY forkq_jobs_limit
 GROUP BY w.limit_wait;
 
 -- name: snooze
-UPDATE forkq_jobs
+-- OR IGNORE: as fail_retry's (a job whose unique key was taken meanwhile ends superseded).
+UPDATE OR IGNORE forkq_jobs
 SET status = :status, run_at = :now + :delay_us / 1000000.0,
     attempts = MAX(attempts - 1, 0), snoozes = snoozes + 1,
     locked_by = NULL, locked_until = NULL
@@ -1283,7 +1300,7 @@ CREATE TABLE forkq_jobs_v10 (
   unique_for   INTEGER NULL,
   unique_while TEXT    NULL CHECK (unique_while IN ('queued', 'active', 'kept')),
   duplicates   INTEGER NOT NULL DEFAULT 0,
-  unique_live  INTEGER GENERATED ALWAYS AS (CASE WHEN unique_key IS NULL THEN NULL WHEN unique_while = 'queued' AND NOT (status IN ('scheduled', 'ready', 'waiting') AND attempts = 0 AND snoozes = 0 AND started_at IS NULL) THEN NULL WHEN unique_while = 'active' AND status NOT IN ('scheduled', 'ready', 'waiting', 'running', 'cancelling') THEN NULL WHEN unique_for > 0 THEN CAST(enqueued_at / unique_for AS INTEGER) ELSE 0 END) VIRTUAL,
+  unique_live  INTEGER GENERATED ALWAYS AS (CASE WHEN unique_key IS NULL THEN NULL WHEN unique_while = 'queued' AND status NOT IN ('scheduled', 'ready', 'waiting') THEN NULL WHEN unique_while = 'active' AND status NOT IN ('scheduled', 'ready', 'waiting', 'running', 'cancelling') THEN NULL WHEN unique_for > 0 THEN CAST(enqueued_at / unique_for AS INTEGER) ELSE 0 END) VIRTUAL,
   tags         TEXT    NULL, -- JSON list of strings given at enqueue; NULL: none
   progress     TEXT    NULL -- JSON: percent, message, at
 );

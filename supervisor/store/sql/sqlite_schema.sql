@@ -31,7 +31,7 @@ CREATE TABLE IF NOT EXISTS forkq_jobs (
   unique_for   INTEGER NULL,
   unique_while TEXT    NULL CHECK (unique_while IN ('queued', 'active', 'kept')),
   duplicates   INTEGER NOT NULL DEFAULT 0,
-  unique_live  INTEGER GENERATED ALWAYS AS (CASE WHEN unique_key IS NULL THEN NULL WHEN unique_while = 'queued' AND NOT (status IN ('scheduled', 'ready', 'waiting') AND attempts = 0 AND snoozes = 0 AND started_at IS NULL) THEN NULL WHEN unique_while = 'active' AND status NOT IN ('scheduled', 'ready', 'waiting', 'running', 'cancelling') THEN NULL WHEN unique_for > 0 THEN CAST(enqueued_at / unique_for AS INTEGER) ELSE 0 END) VIRTUAL,
+  unique_live  INTEGER GENERATED ALWAYS AS (CASE WHEN unique_key IS NULL THEN NULL WHEN unique_while = 'queued' AND status NOT IN ('scheduled', 'ready', 'waiting') THEN NULL WHEN unique_while = 'active' AND status NOT IN ('scheduled', 'ready', 'waiting', 'running', 'cancelling') THEN NULL WHEN unique_for > 0 THEN CAST(enqueued_at / unique_for AS INTEGER) ELSE 0 END) VIRTUAL,
   tags         TEXT    NULL, -- JSON list of strings given at enqueue; NULL: none
   progress     TEXT    NULL, -- JSON object of percent and message and at: its handler's last report
   batch_id     INTEGER NULL, -- the forkq_batches row of its batch (NULL: in none)
