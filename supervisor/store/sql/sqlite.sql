@@ -963,7 +963,10 @@ WHERE queue = :queue AND tenant IN (SELECT value FROM json_each(:names));
 DELETE FROM forkq_tenants
 WHERE queue = :queue AND tenant IN (SELECT value FROM json_each(:names))
   AND NOT EXISTS (SELECT 1 FROM forkq_jobs j INDEXED BY forkq_jobs_tenant
-                  WHERE j.queue = forkq_tenants.queue AND j.status IN ('running', 'cancelling')
+                  WHERE j.queue = forkq_tenants.queue AND j.status = 'running'
+                    AND j.tenant = forkq_tenants.tenant)
+  AND NOT EXISTS (SELECT 1 FROM forkq_jobs j INDEXED BY forkq_jobs_tenant
+                  WHERE j.queue = forkq_tenants.queue AND j.status = 'cancelling'
                     AND j.tenant = forkq_tenants.tenant);
 
 -- name: fair_skip
