@@ -60,10 +60,13 @@ class HandBacks:
         """Take back from every child whose job has run past the grace, then write. Each
         child learns how many of its pool's children are idle (ledger.tell_idle)."""
         idle: dict[str, int] = {}
-        for child in self.children:
-            idle[child.pool] = idle.get(child.pool, 0) + child.is_idle()
-        for child in self.children:
-            child.ledger.tell_idle(idle[child.pool] - child.is_idle())
+        # Each child's look taken once: it may turn idle between two (its job ends), and
+        # a count taken twice could go below zero (which the ledger cannot hold).
+        looks = [(child, child.is_idle()) for child in self.children]
+        for child, is_idle in looks:
+            idle[child.pool] = idle.get(child.pool, 0) + is_idle
+        for child, is_idle in looks:
+            child.ledger.tell_idle(idle[child.pool] - is_idle)
         for child in self.children:
             if child.ending is not None or child.sigkilled:
                 continue  # being killed: settling returns what it held

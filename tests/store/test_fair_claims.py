@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from util import backend_of, sql
@@ -323,3 +324,35 @@ def test_the_fallback_takes_no_job_of_a_limited_handler(
     finally:
         other.close()
     assert len(limited(store, plan)) == 1 and limited(store, plan) == []
+
+
+def test_a_claim_that_finds_a_tenant_empty_reads_a_bounded_number_of_rows(
+    mysql_db_url: str,
+) -> None:
+    """MariaDB: the claim that deletes the row of a tenant found without jobs (fair_forget)
+    reads that tenant's index entries, not every job of the queue (it did, share-locking
+    them all, with `status IN` in its subquery: deadlocks beside other claims)."""
+    store: Any = open_store(mysql_db_url)
+    queue = Queue(store=store)
+    try:
+        put(queue, "A", 500)
+        [b] = put(queue, "B", 1)
+        claim(store)  # the walk's first step; A's head
+        assert b in [row.id for row in claim(store, 2)]
+        store.complete("h1", [b], "delete")
+        conn = store._connection()  # the store's own session: its counters are the claim's
+        with conn.cursor() as cursor:
+            before = handler_reads(cursor)
+            claim(store, 2)  # A's head, and B found without a job: its row goes
+            read = handler_reads(cursor) - before
+        assert sorted(t for (t,) in sql(mysql_db_url, "SELECT tenant FROM forkq_tenants")) == ["A"]
+        assert read < 60, f"{read} index reads for a claim of 2 among 500 jobs"
+    finally:
+        store.close()
+
+
+def handler_reads(cursor: Any) -> int:
+    cursor.execute(
+        "SHOW SESSION STATUS WHERE Variable_name IN ('Handler_read_next', 'Handler_read_key')"
+    )
+    return sum(int(value) for _, value in cursor.fetchall())

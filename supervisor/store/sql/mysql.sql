@@ -1159,8 +1159,9 @@ INSERT IGNORE INTO forkq_tenants (queue, tenant) VALUES (%(queue)s, %(tenant)s);
 -- its head job (priority, run_at, id: one dive in forkq_jobs_tenant), locked too and with
 -- claim_select's columns. No head (id NULL): none ready (any_ready NULL), or another's.
 SELECT t.tenant,
-       (SELECT 1 FROM forkq_jobs e FORCE INDEX (forkq_jobs_tenant)
-        WHERE e.queue = t.queue AND e.status = 'ready' AND e.tenant = t.tenant LIMIT 1) AS any_ready,
+       IF(j.id IS NULL, (SELECT 1 FROM forkq_jobs e FORCE INDEX (forkq_jobs_tenant)
+                         WHERE e.queue = t.queue AND e.status = 'ready' AND e.tenant = t.tenant
+                         LIMIT 1), 1) AS any_ready,
        j.id, j.handler, j.payload, j.priority, j.attempts, j.max_attempts, j.unique_key,
        j.limit_key, j.batch_id, UNIX_TIMESTAMP(j.run_at) + 0e0 AS run_at_s,
        UNIX_TIMESTAMP(j.enqueued_at) + 0e0 AS enqueued_at_s
@@ -1177,20 +1178,11 @@ ORDER BY t.last_served, t.tenant
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
--- name: fair_claim_update
--- claim_update, and the served tenants sent to the back of the round (last_served: the
--- database clock in us) in the same statement. Every job's tenant row is locked by this
--- transaction (fair_turn): the statement changes two rows a job.
-UPDATE forkq_jobs j
-JOIN forkq_tenants t ON t.queue = j.queue AND t.tenant = j.tenant
-SET j.status = 'running', j.locked_by = %(owner)s, j.attempts = LEAST(j.attempts, 2147483646) + 1,
-    j.started_at = IF(j.id = %(first)s, NOW(6), NULL),
-    j.locked_until = NOW(6) + INTERVAL %(lease_us)s MICROSECOND,
-    t.last_served = CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)
-WHERE j.id IN %(ids)s;
-
 -- name: fair_served
--- SQLite's (fair_claim_update does it here).
+-- The tenants of a fair claim's jobs to the back of the round (the database clock in us),
+-- after claim_update, in the claim's transaction (fair_turn locked their rows). Two
+-- statements cost less than one multi-table UPDATE of jobs and tenants (one process
+-- draining 20,000 jobs of 1,000 tenants: 1.3 against 2.4 ms a claim, and a quicker commit).
 UPDATE forkq_tenants SET last_served = CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)
 WHERE queue = %(queue)s AND tenant IN %(names)s;
 
@@ -1207,10 +1199,16 @@ WHERE queue = %(queue)s AND tenant IN %(names)s;
 -- name: fair_forget
 -- Tenants found without a ready job: the rows (locked by this claim) of those without a
 -- running one either go (a producer's next job, or the walk, brings a tenant back)...
+-- One dive per status: with `status IN (...)` the correlated subquery used only the
+-- queue as its key and read (and share-locked) every job of the queue, which deadlocked
+-- with claims (a tenant found empty behind a flood of 34,000: 34,271 row locks).
 DELETE FROM forkq_tenants
 WHERE queue = %(queue)s AND tenant IN %(names)s
   AND NOT EXISTS (SELECT 1 FROM forkq_jobs j FORCE INDEX (forkq_jobs_tenant)
-                  WHERE j.queue = forkq_tenants.queue AND j.status IN ('running', 'cancelling')
+                  WHERE j.queue = forkq_tenants.queue AND j.status = 'running'
+                    AND j.tenant = forkq_tenants.tenant)
+  AND NOT EXISTS (SELECT 1 FROM forkq_jobs j FORCE INDEX (forkq_jobs_tenant)
+                  WHERE j.queue = forkq_tenants.queue AND j.status = 'cancelling'
                     AND j.tenant = forkq_tenants.tenant);
 
 -- name: fair_skip

@@ -948,8 +948,10 @@ INSERT OR IGNORE INTO forkq_tenants (queue, tenant) VALUES (:queue, :tenant);
 
 -- name: fair_turn
 SELECT t.tenant,
-       (SELECT 1 FROM forkq_jobs e INDEXED BY forkq_jobs_tenant
-        WHERE e.queue = t.queue AND e.status = 'ready' AND e.tenant = t.tenant LIMIT 1) AS any_ready,
+       CASE WHEN j.id IS NULL THEN
+         (SELECT 1 FROM forkq_jobs e INDEXED BY forkq_jobs_tenant
+          WHERE e.queue = t.queue AND e.status = 'ready' AND e.tenant = t.tenant LIMIT 1)
+       ELSE 1 END AS any_ready,
        j.id, j.handler, j.payload, j.priority, j.attempts, j.max_attempts, j.unique_key,
        j.limit_key, j.batch_id, j.run_at AS run_at_s, j.enqueued_at AS enqueued_at_s
 FROM forkq_tenants t INDEXED BY forkq_tenants_turn
@@ -962,14 +964,6 @@ LEFT JOIN forkq_jobs j
 WHERE t.queue = :queue
 ORDER BY t.last_served, t.tenant
 LIMIT :limit;
-
--- name: fair_claim_update
--- claim_update; the tenants' last_served is fair_served's here (no multi-table UPDATE).
-UPDATE forkq_jobs
-SET status = 'running', locked_by = :owner, attempts = attempts + 1,
-    started_at = CASE WHEN id = :first THEN :now END,
-    locked_until = :now + :lease_us / 1000000.0
-WHERE id IN (SELECT value FROM json_each(:ids));
 
 -- name: fair_served
 UPDATE forkq_tenants SET last_served = CAST(:now * 1000000 AS INTEGER)
@@ -986,7 +980,10 @@ WHERE queue = :queue AND tenant IN (SELECT value FROM json_each(:names));
 DELETE FROM forkq_tenants
 WHERE queue = :queue AND tenant IN (SELECT value FROM json_each(:names))
   AND NOT EXISTS (SELECT 1 FROM forkq_jobs j INDEXED BY forkq_jobs_tenant
-                  WHERE j.queue = forkq_tenants.queue AND j.status IN ('running', 'cancelling')
+                  WHERE j.queue = forkq_tenants.queue AND j.status = 'running'
+                    AND j.tenant = forkq_tenants.tenant)
+  AND NOT EXISTS (SELECT 1 FROM forkq_jobs j INDEXED BY forkq_jobs_tenant
+                  WHERE j.queue = forkq_tenants.queue AND j.status = 'cancelling'
                     AND j.tenant = forkq_tenants.tenant);
 
 -- name: fair_skip
