@@ -550,10 +550,11 @@ UNION ALL
 SELECT status FROM forkq_jobs_archive WHERE id = %(id)s;
 
 -- name: record_attempt
+-- started_at is the worker's clock: never after the end, the database's.
 INSERT INTO forkq_attempts (job_id, slot, attempt, queue, outcome, worker, host, pid, error,
                             started_at)
 VALUES (%(id)s, %(slot)s, %(attempt)s, %(queue)s, %(outcome)s, %(worker)s, %(host)s, %(pid)s,
-        %(error)s, FROM_UNIXTIME(%(started_at)s))
+        %(error)s, LEAST(FROM_UNIXTIME(%(started_at)s), NOW(6)))
 ON DUPLICATE KEY UPDATE attempt = VALUES(attempt), queue = VALUES(queue),
   outcome = VALUES(outcome), worker = VALUES(worker), host = VALUES(host), pid = VALUES(pid),
   error = VALUES(error), started_at = VALUES(started_at), ended_at = NOW(6);

@@ -492,9 +492,12 @@ UNION ALL
 SELECT status FROM forkq_jobs_archive WHERE id = :id;
 
 -- name: record_attempt
+-- ended_at named (the column default is julianday('now'), to the millisecond only), and
+-- a start never after it.
 INSERT INTO forkq_attempts (job_id, slot, attempt, queue, outcome, worker, host, pid, error,
-                            started_at)
-VALUES (:id, :slot, :attempt, :queue, :outcome, :worker, :host, :pid, :error, :started_at)
+                            started_at, ended_at)
+VALUES (:id, :slot, :attempt, :queue, :outcome, :worker, :host, :pid, :error,
+        MIN(:started_at, :now), :now)
 ON CONFLICT (job_id, slot) DO UPDATE SET attempt = excluded.attempt, queue = excluded.queue,
   outcome = excluded.outcome, worker = excluded.worker, host = excluded.host,
   pid = excluded.pid, error = excluded.error, started_at = excluded.started_at,
