@@ -123,6 +123,20 @@ def subprocess_env(db_url: str, **extra: str) -> dict[str, str]:
     return env
 
 
+def forkq_cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m supervisor ARGS --database URL` in a subprocess, with no config file."""
+    env = subprocess_env(url)
+    env.pop("FORKQ_CONFIG", None)
+    return subprocess.run(
+        [sys.executable, "-m", "supervisor", *args, "--database", url],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
 def python() -> str:
     """The interpreter running the tests (the venv's), for subprocesses."""
     return sys.executable

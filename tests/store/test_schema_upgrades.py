@@ -7,8 +7,6 @@ the printed upgrade statements upgrading it. The contract itself: test_schema.py
 from __future__ import annotations
 
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,11 +24,11 @@ from util import (
     SQLITE_SCHEMA_SQL,
     backend_of,
     database_name,
+    forkq_cli,
     in_ci,
     mariadb_client,
     run_mariadb_client,
     sql,
-    subprocess_env,
 )
 
 from supervisor.building import build_job
@@ -84,7 +82,9 @@ def test_a_version_1_database_is_upgraded_in_place(db_url: str) -> None:
 
 STATUS_COMMENT_2 = "ready | running | done | dead"
 STATUS_COMMENT_3 = "ready | scheduled | running | done | dead"
-STATUS_COMMENT_LATEST = "waiting | ready | scheduled | running | cancelling | done | dead | cancelled"
+STATUS_COMMENT_LATEST = (
+    "waiting | ready | scheduled | running | cancelling | done | dead | cancelled"
+)
 
 
 def status_comment(url: str) -> str:
@@ -365,20 +365,6 @@ def apply_script(url: str, script: str) -> None:
     run_mariadb_client(url, script)
 
 
-def forkq_cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """`python -m supervisor ARGS --database URL` in a subprocess, with no config file."""
-    env = subprocess_env(url)
-    env.pop("FORKQ_CONFIG", None)
-    return subprocess.run(
-        [sys.executable, "-m", "supervisor", *args, "--database", url],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
 def schema_line(url: str) -> str:
     """The `schema` line of `forkq check`, which must pass."""
     result = forkq_cli(url, "check")
@@ -604,6 +590,8 @@ def test_a_version_9_database_is_upgraded_to_10_with_its_keys_held(db_url: str) 
 
 def _job_with_key(key: str) -> NewJob:
     return build_job("schema.keep", {}, "default", 0.0, None, 0, key, None)
+
+
 def test_a_version_13_database_is_upgraded_to_14_in_place(db_url: str) -> None:
     """Version 14 adds forkq_dependencies and forkq_jobs.deps without a table copy (the
     virtual column tenant and its index are made again after deps); jobs enqueued before

@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-import subprocess
-import sys
 import time
 
 import pymysql
@@ -22,7 +20,7 @@ from php_util import (
     php_fixture,  # noqa: F401  (the `php` fixture)
     run_php_fixture,  # noqa: F401  (the `run_php` fixture)
 )
-from util import sql, subprocess_env
+from util import forkq_cli, sql
 
 from supervisor import Queue
 from supervisor.cluster.chores import reap_expired_leases
@@ -192,29 +190,16 @@ def test_the_cli_enqueues_with_a_window_and_says_it_conflicted(db_url: str, stor
     away_from_a_window_edge(store, 3600)
     args = ["enqueue", "u.cli", '{"v": 1}', "--unique-key", "cli", "--unique-for", "3600",
             "--unique-while", "queued", "--on-conflict", "replace"]  # fmt: skip
-    first = forkq(db_url, *args)
+    first = forkq_cli(db_url, *args)
     assert first.returncode == 0 and first.stderr == "", first.stderr
     args[2] = '{"v": 2}'
-    second = forkq(db_url, *args)
+    second = forkq_cli(db_url, *args)
     assert second.returncode == 0 and second.stdout == first.stdout
     assert f"held by job {first.stdout.strip()}" in second.stderr
     [(payload, unique_for, unique_while)] = sql(
         db_url, "SELECT payload, unique_for, unique_while FROM forkq_jobs WHERE unique_key = 'cli'"
     )
     assert (json.loads(payload), unique_for, unique_while) == ({"v": 2}, 3600, "queued")
-
-
-def forkq(url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = subprocess_env(url)
-    env.pop("FORKQ_CONFIG", None)
-    return subprocess.run(
-        [sys.executable, "-m", "supervisor", *args, "--database", url],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 PHP_ENQUEUE = """
