@@ -20,6 +20,7 @@ from typing import Any
 
 from supervisor.config.databases import check_limits, read_databases
 from supervisor.config.model import (
+    HOME_DATABASE,
     MISFIRE_MODES,
     AlertRule,
     AlertsConfig,
@@ -27,6 +28,7 @@ from supervisor.config.model import (
     Config,
     LimitConfig,
     MetricsConfig,
+    NamedDatabase,
     PoolConfig,
     Rate,
     ScheduleConfig,
@@ -50,6 +52,7 @@ from supervisor.config.values import MAX_SESSION_TIMEOUT, MIN_RATE_PERIOD, parse
 from supervisor.errors import ConfigError
 
 __all__ = [
+    "HOME_DATABASE",
     "LIMIT_NAME_CHARS",
     "MAX_SESSION_TIMEOUT",
     "MIN_RATE_PERIOD",
@@ -60,6 +63,7 @@ __all__ = [
     "Config",
     "LimitConfig",
     "MetricsConfig",
+    "NamedDatabase",
     "PoolConfig",
     "Rate",
     "ScheduleConfig",
@@ -88,14 +92,6 @@ def load_config(path: str | os.PathLike[str] | None, database_url: str | None = 
     return build_config(raw, source, database_url)
 
 
-# [databases.NAME] is read and checked, then refused: serving several databases (routing,
-# claims, chores and status per database) is issue 24's item 2, not built yet.
-NOT_SERVED_YET = (
-    "several databases are not served by this version of forkq yet: keep every queue"
-    " in [database] (a Galera cluster there: [database] nodes)"
-)
-
-
 def build_config(raw: Mapping[str, Any], source: str, database_url: str | None = None) -> Config:
     problems = Problems(source)
     known = (
@@ -114,10 +110,10 @@ def build_config(raw: Mapping[str, Any], source: str, database_url: str | None =
     commands = read_commands(raw.get("commands", {}), problems)
     metrics = read_metrics(raw.get("metrics", {}), problems)
     limits = read_limits(raw.get("limits", {}), problems)
+    databases: tuple[NamedDatabase, ...] = ()
     if "databases" in raw:
         databases = read_databases(raw["databases"], problems)
         check_limits(databases, limits, problems)
-        problems.add("databases", NOT_SERVED_YET)
     problems.raise_if_any()
     assert database is not None
     return Config(
@@ -131,6 +127,7 @@ def build_config(raw: Mapping[str, Any], source: str, database_url: str | None =
         commands=commands,
         metrics=metrics,
         limits=limits,
+        databases=databases,
     )
 
 

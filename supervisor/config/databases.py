@@ -2,40 +2,35 @@
 
     [databases.reports]
     url = "mysql://forkq@db4/reports"     # or nodes = [...], a Galera cluster
-    queues = ["reports", "pdf"]
+    queues = ["reports", "pdf"]           # FORKQ_DATABASE_URL_REPORTS overrides url
 
-Each is a whole forkq installation; every queue not listed stays in `[database]`. Read
-and checked here: a queue in two databases, an entry without queues or URL, and a
-`[limits]` entry whose queues span two databases are config errors (exit 78). Serving
-them (routing producers, each pool claiming from its queue's database, chores, status
-per database) is not built yet: build_config refuses the section until it is.
+Each is a whole forkq installation; every queue not listed stays in `[database]` (named
+"default" in labels). Read and checked here: a queue in two databases, an entry without
+queues or URL, a database named "default", and a `[limits]` entry whose queues span two
+databases are config errors (exit 78). `Config.for_database()` gives each database's own
+config; who serves which: the daemon forks a master per database.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+import re
 from typing import Any, Protocol
 
-from supervisor.config.model import LimitConfig
+from supervisor.config.model import HOME_DATABASE, LimitConfig, NamedDatabase
 from supervisor.config.values import read_str, read_str_list
 from supervisor.dburl import DatabaseURL, parse_database_url, with_nodes
 from supervisor.errors import ConfigError
 
 FIELDS = {"url": read_str, "nodes": read_str_list, "queues": read_str_list}
 HOME = "[database]"
+NAME = re.compile(r"[A-Za-z0-9_]{1,64}")
 
 
 class Problems(Protocol):
     def add(self, key: str, problem: str) -> None: ...
 
     def fields(self, prefix: str, table: Any, spec: Any) -> dict[str, Any]: ...
-
-
-@dataclass(frozen=True)
-class NamedDatabase:
-    name: str
-    url: DatabaseURL
-    queues: tuple[str, ...]
 
 
 def read_databases(table: Any, problems: Problems) -> tuple[NamedDatabase, ...]:
@@ -46,6 +41,12 @@ def read_databases(table: Any, problems: Problems) -> tuple[NamedDatabase, ...]:
     holder: dict[str, str] = {}  # queue -> the database that lists it
     for name, entry in table.items():
         key = f"databases.{name}"
+        if not NAME.fullmatch(name):
+            problems.add(key, "expected a name of letters, digits and _ (it labels metrics)")
+            continue
+        if name == HOME_DATABASE:
+            problems.add(key, f"{HOME_DATABASE!r} is the name of [database]: choose another")
+            continue
         if not isinstance(entry, dict):  # said without its value: it may hold a password
             problems.add(key, "expected a table: [databases.NAME] with url (or nodes), queues")
             continue
@@ -59,6 +60,9 @@ def read_databases(table: Any, problems: Problems) -> tuple[NamedDatabase, ...]:
                     f"{key}.queues", f"queue {queue!r} is in databases.{holder[queue]} too"
                 )
             holder.setdefault(queue, name)
+        env = f"FORKQ_DATABASE_URL_{name.upper()}"  # a password stays out of the file
+        if os.environ.get(env):
+            values["url"] = os.environ[env]
         url = _url(values, key, problems)
         if url is not None and queues:
             found.append(NamedDatabase(name, url, tuple(queues)))

@@ -6,8 +6,8 @@ carry the result, so code that holds a Config never re-checks it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from supervisor.dburl import DatabaseURL
@@ -173,6 +173,18 @@ class MetricsConfig:
     listen: str | None = None  # HOST:PORT ([v6]:PORT); None: no metrics server
 
 
+HOME_DATABASE = "default"  # the name `[database]` goes by in labels, status and alerts
+
+
+@dataclass(frozen=True)
+class NamedDatabase:
+    """`[databases.NAME]`: a database of its own holding `queues` (config/databases.py)."""
+
+    name: str
+    url: DatabaseURL
+    queues: tuple[str, ...]
+
+
 @dataclass(frozen=True)
 class Config:
     database: DatabaseURL
@@ -185,9 +197,63 @@ class Config:
     commands: tuple[CommandConfig, ...] = ()
     metrics: MetricsConfig = MetricsConfig()
     limits: tuple[LimitConfig, ...] = ()
+    databases: tuple[NamedDatabase, ...] = ()  # besides [database]; () for most users
+    # Set on a config narrowed by for_database(): the database it is (HOME_DATABASE else).
+    database_name: str = HOME_DATABASE
 
     def pool(self, name: str) -> PoolConfig | None:
         return next((p for p in self.pools if p.name == name), None)
+
+    def database_of(self, queue: str) -> str:
+        """The name of the database holding `queue` (HOME_DATABASE: `[database]`)."""
+        return next((d.name for d in self.databases if queue in d.queues), HOME_DATABASE)
+
+    def url_of(self, name: str) -> DatabaseURL:
+        """The URL of the database called `name` (KeyError: no such database)."""
+        if name == HOME_DATABASE:
+            return self.database
+        for named in self.databases:
+            if named.name == name:
+                return named.url
+        raise KeyError(name)
+
+    def url_for_queue(self, queue: str) -> DatabaseURL:
+        return self.url_of(self.database_of(queue))
+
+    def every_database(self) -> tuple[tuple[str, DatabaseURL], ...]:
+        """(name, url) of every database, the home one first."""
+        return ((HOME_DATABASE, self.database), *((d.name, d.url) for d in self.databases))
+
+    def for_database(
+        self, name: str, queue_of_handler: Callable[[str], str] | None = None
+    ) -> Config:
+        """This config as one database's own installation: its URL as `database`, the pools,
+        limits and schedules of its queues, no `databases`. A schedule without a queue
+        goes where its handler's registered queue lives (`queue_of_handler`; the home
+        database when it is not given). Limits by handler only are kept in each database:
+        each keeps its own count."""
+
+        def here(queue: str) -> bool:
+            return self.database_of(queue) == name
+
+        def schedule_here(s: ScheduleConfig) -> bool:
+            if s.queue is not None:
+                return here(s.queue)
+            if queue_of_handler is None:
+                return name == HOME_DATABASE
+            return here(queue_of_handler(s.handler))
+
+        return replace(
+            self,
+            database=self.url_of(name),
+            pools=tuple(p for p in self.pools if here(p.name)),
+            schedules=tuple(s for s in self.schedules if schedule_here(s)),
+            limits=tuple(
+                lim for lim in self.limits if not lim.queues or all(here(q) for q in lim.queues)
+            ),
+            databases=(),
+            database_name=name,
+        )
 
     @property
     def from_file(self) -> bool:

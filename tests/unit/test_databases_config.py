@@ -1,6 +1,5 @@
-"""`[databases.NAME]` (issue 24, item 2; serving it is not built yet): what is read and
-checked, and that the section is refused with exit 78 until forkq serves it, so queues
-listed there are never claimed from the wrong database."""
+"""`[databases.NAME]` (issue 24, item 2): what is read and checked, and each database's
+own config (`Config.for_database`)."""
 
 from __future__ import annotations
 
@@ -8,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from supervisor.config import NOT_SERVED_YET, build_config
+from supervisor.config import HOME_DATABASE, build_config
 from supervisor.config.databases import HOME, check_limits, database_of, read_databases
 from supervisor.config.model import LimitConfig
 from supervisor.config.sections import Problems
@@ -75,12 +74,55 @@ def test_a_limit_spanning_two_databases_is_refused() -> None:
     ]
 
 
-def test_the_section_is_refused_until_forkq_serves_it_every_problem_listed() -> None:
+def test_each_database_gets_its_own_config() -> None:
+    raw = {
+        "database": {"url": "mysql://u:p@db1/app"},
+        "databases": {"reports": {"url": "mysql://u:p@db4/reports", "queues": ["pdf"]}},
+        "pools": {"default": {"workers": 2}, "pdf": {"workers": 3}},
+        "limits": {
+            "pdfs": {"queues": ["pdf"], "concurrency": 1},
+            "home": {"queues": ["default"], "concurrency": 1},
+            "mailer": {"handlers": ["send"], "concurrency": 1},
+        },
+        "schedules": {
+            "nightly": {"cron": "0 3 * * *", "handler": "render", "queue": "pdf"},
+            "hourly": {"cron": "0 * * * *", "handler": "render"},
+        },
+    }
+    config = build_config(raw, "test.toml")
+    assert [n for n, _ in config.every_database()] == [HOME_DATABASE, "reports"]
+    assert config.url_for_queue("pdf").host == "db4" and config.url_for_queue("x").host == "db1"
+    reports = config.for_database("reports", queue_of_handler=lambda h: "pdf")
+    assert reports.database.host == "db4" and reports.database_name == "reports"
+    assert [p.name for p in reports.pools] == ["pdf"]
+    assert sorted(lim.name for lim in reports.limits) == ["mailer", "pdfs"]
+    assert sorted(s.name for s in reports.schedules) == ["hourly", "nightly"]
+    assert reports.databases == ()
+    home = config.for_database(HOME_DATABASE)
+    assert [p.name for p in home.pools] == ["default"]
+    assert sorted(lim.name for lim in home.limits) == ["home", "mailer"]
+    assert [s.name for s in home.schedules] == ["hourly"]
+
+
+def test_a_named_database_url_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FORKQ_DATABASE_URL_REPORTS", "mysql://u:secret@db9/reports")
+    found, problems = read({"reports": {"url": "mysql://u@db4/reports", "queues": ["pdf"]}})
+    assert problems == [] and found[0].url.host == "db9"
+
+
+@pytest.mark.parametrize("name", ["default", "bad-name"])
+def test_names_that_cannot_be_a_database(name: str) -> None:
+    _, problems = read({name: {"url": "mysql://u:p@db4/r", "queues": ["pdf"]}})
+    assert problems and problems[0].startswith(f"test.toml: databases.{name}:"), problems
+
+
+def test_every_problem_is_listed_at_once() -> None:
     raw = {
         "database": {"url": "mysql://u:p@db1/app"},
         "databases": {"reports": {"url": "mysql://u:p@db4/reports", "queues": []}},
+        "limits": {"x": {"queues": ["a"], "concurrency": 0}},
     }
     with pytest.raises(ConfigError) as caught:
         build_config(raw, "test.toml")
-    assert NOT_SERVED_YET in str(caught.value)
     assert "databases.reports.queues" in str(caught.value)
+    assert "limits.x" in str(caught.value)
