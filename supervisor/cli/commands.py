@@ -29,9 +29,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     log = logs.get(role=Role.MASTER)
     for handler in registry.unserved(config):  # its jobs would wait for ever: say so at boot
         log.warning(events.HANDLER_QUEUE_UNSERVED, handler=handler.name, queue=handler.queue)
+    path = args.config or os.environ.get("FORKQ_CONFIG") or None
+    if config.databases:  # a master per database, under one supervisor
+        from supervisor.daemon.federation import run_federation
+
+        return run_federation(config, path)
     from supervisor.daemon.master import run_daemon  # the daemon's modules load only for the daemon
 
-    return run_daemon(config, args.config or os.environ.get("FORKQ_CONFIG") or None)
+    return run_daemon(config, path)
 
 
 def cmd_web(args: argparse.Namespace) -> int:
