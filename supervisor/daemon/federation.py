@@ -59,6 +59,7 @@ class Member:
     booted: bool = False  # it said READY=1 (or that it waits for its database)
     pinged: float = 0.0  # its last WATCHDOG=1
     leaving: bool = False  # removed from the config: stopped, not started again
+    status: str = "starting"  # its last STATUS=, shown in `systemctl status` with the others'
 
 
 def respawn_delay(failures: int) -> float:
@@ -76,6 +77,7 @@ class Federation:
         self.stopping = False
         self.code = int(ExitCode.OK)
         self.ready_sent = False
+        self.status_due = False
         usec = systemd.watchdog_interval()
         self.watchdog = usec  # seconds between pings to systemd; None: no watchdog
         self.pinged = 0.0
@@ -276,6 +278,9 @@ class Federation:
             for line in message.splitlines():
                 if line == "READY=1" or line.startswith(WAITING):
                     each.booted = True
+                if line.startswith("STATUS="):
+                    each.status = line.removeprefix("STATUS=")
+                    self.status_due = True
                 elif line == "WATCHDOG=1":
                     each.pinged = time.monotonic()
                 elif line.startswith("EXTEND_TIMEOUT_USEC="):
@@ -286,7 +291,9 @@ class Federation:
         if not self.ready_sent and not self.stopping and live and all(m.booted for m in live):
             self.ready_sent = True
             systemd.ready()
-            systemd.status(f"{len(live)} databases: {', '.join(m.name for m in live)}")
+        if self.status_due:
+            self.status_due = False
+            systemd.status("; ".join(f"{m.name}: {m.status}" for m in live))
         if self.watchdog is None or now - self.pinged < self.watchdog:
             return
         limit = 2 * self.watchdog  # WatchdogSec: a master pings every half of it

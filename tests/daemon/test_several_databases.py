@@ -9,8 +9,12 @@ other's queues go on.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
+import socket
+import tempfile
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -111,11 +115,11 @@ def config_text(home: str, databases: dict[str, tuple[str, list[str]]], extra: s
 
 
 @pytest.fixture
-def several(tmp_path: Path) -> Iterator[Callable[[str], Daemon]]:
+def several(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
     made: list[Daemon] = []
 
-    def make(text: str) -> Daemon:
-        daemon = Daemon(tmp_path, "sqlite:///unused", name=f"several{len(made)}")
+    def make(text: str, env: dict[str, str] | None = None) -> Daemon:
+        daemon = Daemon(tmp_path, "sqlite:///unused", name=f"several{len(made)}", env=env)
         daemon.write_module(MODULE, HANDLERS)
         daemon.write_config(text=text)
         made.append(daemon)
@@ -183,7 +187,7 @@ def enqueue(url: str, queue: str, count: int, file: Path) -> list[int]:
 
 
 def test_each_pool_drains_only_its_own_database(
-    pair: tuple[str, str], several: Callable[[str], Daemon], tmp_path: Path
+    pair: tuple[str, str], several: Callable[..., Daemon], tmp_path: Path
 ) -> None:
     home, other = pair
     log = tmp_path / "ran.txt"
@@ -218,7 +222,7 @@ def test_each_pool_drains_only_its_own_database(
 
 
 def test_reload_adds_and_removes_databases_and_a_dead_master_comes_back(
-    pair: tuple[str, str], several: Callable[[str], Daemon], tmp_path: Path
+    pair: tuple[str, str], several: Callable[..., Daemon], tmp_path: Path
 ) -> None:
     home, other = pair
     log = tmp_path / "ran.txt"
@@ -264,7 +268,7 @@ def test_reload_adds_and_removes_databases_and_a_dead_master_comes_back(
 
 
 def test_a_database_that_does_not_answer_stops_only_its_own_queues(
-    pair: tuple[str, str], several: Callable[[str], Daemon], tmp_path: Path
+    pair: tuple[str, str], several: Callable[..., Daemon], tmp_path: Path
 ) -> None:
     home, _ = pair
     log = tmp_path / "ran.txt"
@@ -302,3 +306,39 @@ def test_a_database_that_does_not_answer_stops_only_its_own_queues(
     status, health = wait_until(judged, timeout=30, message="/healthz judged default")
     assert status == 503 and "other: " in health, health
     assert daemon.stop(timeout=30) == 0
+
+
+def test_systemd_hears_the_supervisor_only_once_every_master_is_up_or_waiting(
+    pair: tuple[str, str], several: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    home, _ = pair
+    down = f"mysql://forkq:forkq@127.0.0.1:{free_tcp_port()}/nowhere"
+    directory = tempfile.mkdtemp(prefix="fq-notify-")
+    path = os.path.join(directory, "notify.sock")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(path)
+    sock.settimeout(0.5)
+    messages: list[str] = []
+
+    def heard(what: Callable[[list[str]], bool]) -> list[str]:
+        def done() -> list[str] | None:
+            with contextlib.suppress(TimeoutError):
+                messages.extend(sock.recv(4096).decode().split("\n"))
+            return messages if what(messages) else None
+
+        return wait_until(done, timeout=30, interval=0, message=f"sd_notify: {messages!r}")
+
+    try:
+        env = {"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "1000000"}
+        daemon = several(config_text(home, {"other": (down, ["beta"])}), env)
+        # `other` never answers: READY comes once home's master is up and other's waits.
+        heard(lambda m: "READY=1" in m)
+        heard(lambda m: any("default: " in x and "other: waiting" in x for x in m))
+        heard(lambda m: m.count("WATCHDOG=1") >= 2)  # the masters ping the supervisor
+        assert masters(daemon).keys() == {"default", "other"}
+        daemon.send_signal(signal.SIGTERM)
+        heard(lambda m: "STOPPING=1" in m)
+        assert daemon.wait_exit(30) == 0
+    finally:
+        sock.close()
+        shutil.rmtree(directory, ignore_errors=True)
