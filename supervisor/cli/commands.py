@@ -32,12 +32,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     for handler in registry.unserved(config):  # its jobs would wait for ever: say so at boot
         log.warning(events.HANDLER_QUEUE_UNSERVED, handler=handler.name, queue=handler.queue)
     path = args.config or os.environ.get("FORKQ_CONFIG") or None
+    from supervisor.daemon.master import run_daemon  # the daemon's modules load only for the daemon
+
     if config.databases:  # a master per database, under one supervisor
         from supervisor.daemon.federation import run_federation
 
-        return run_federation(config, path)
-    from supervisor.daemon.master import run_daemon  # the daemon's modules load only for the daemon
-
+        return run_federation(config, path, run_daemon)
     return run_daemon(config, path)
 
 
