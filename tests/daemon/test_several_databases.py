@@ -314,6 +314,11 @@ def test_a_database_that_does_not_answer_stops_only_its_own_queues(
         return text if 'forkq_pool_max_workers{database="default",pool="alpha"}' in text else None
 
     text = wait_until(labelled, timeout=30, message="labelled pool series")
+    # The database that does not answer counts its failed calls under its own name.
+    errors = [
+        x for x in text.splitlines() if x.startswith('forkq_db_errors_total{database="other"}')
+    ]
+    assert errors and float(errors[0].split()[-1]) >= 1, text
     assert 'forkq_master_loop_timestamp_seconds{database="default"}' in text
 
     def judged() -> tuple[int, str] | None:
