@@ -14,6 +14,8 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
+import sys
 import tempfile
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -24,6 +26,7 @@ import pytest
 from daemon_util import Daemon, title_of
 from private_mariadb import Webhook
 from util import (
+    REPO_ROOT,
     count_rows,
     create_database,
     drop_database,
@@ -81,22 +84,49 @@ def applied(url: str) -> str:
 
 
 @pytest.fixture(params=["sqlite", "mysql"])
-def pair(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
-    """Two databases with the schema applied: (home, other)."""
+def empty_pair(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """Two databases without forkq's tables (SQLite: not yet created): (home, other)."""
     if request.param == "sqlite":
-        yield (
-            applied(sqlite_url_for(tmp_path / "home.db")),
-            applied(sqlite_url_for(tmp_path / "other.db")),
-        )
+        yield sqlite_url_for(tmp_path / "home.db"), sqlite_url_for(tmp_path / "other.db")
         return
     server = request.getfixturevalue("mysql_server_url")
     urls = [with_database(server, f"forkq_several_{os.getpid()}_{n}") for n in ("a", "b")]
     for url in urls:
         create_database(url)
-        applied(url)
     yield urls[0], urls[1]
     for url in urls:
         drop_database(url)
+
+
+@pytest.fixture
+def pair(empty_pair: tuple[str, str]) -> tuple[str, str]:
+    """Two databases with the schema applied: (home, other)."""
+    return applied(empty_pair[0]), applied(empty_pair[1])
+
+
+def test_schema_apply_and_check_cover_both_databases(
+    empty_pair: tuple[str, str], tmp_path: Path
+) -> None:
+    home, other = empty_pair
+    config = tmp_path / "forkq.toml"
+    config.write_text(config_text(home, {"other": (other, ["beta"])}))
+    (tmp_path / f"{MODULE}.py").write_text(HANDLERS)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FORKQ_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(REPO_ROOT)])
+
+    def forkq(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "supervisor", *args, "-c", str(config)]
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+
+    applied_now = forkq("schema", "apply")
+    assert applied_now.returncode == 0, applied_now
+    assert "applied to default: " in applied_now.stdout
+    assert "applied to other: " in applied_now.stdout
+    assert count_rows(home, "forkq_jobs") == 0 and count_rows(other, "forkq_jobs") == 0
+    checked = forkq("check")
+    assert checked.returncode == 0, checked
+    assert "ok    schema    default: version" in checked.stdout
+    assert "ok    schema    other: version" in checked.stdout
 
 
 def config_text(home: str, databases: dict[str, tuple[str, list[str]]], extra: str = "") -> str:
