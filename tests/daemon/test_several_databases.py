@@ -104,20 +104,38 @@ def pair(empty_pair: tuple[str, str]) -> tuple[str, str]:
     return applied(empty_pair[0]), applied(empty_pair[1])
 
 
+def cli(directory: Path, config: str) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """`forkq ARGS -c CONFIG` in `directory`, with no FORKQ_* variable of ours."""
+    (directory / "forkq.toml").write_text(config)
+    (directory / f"{MODULE}.py").write_text(HANDLERS)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FORKQ_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(directory), str(REPO_ROOT)])
+
+    def forkq(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "supervisor", *args, "-c", str(directory / "forkq.toml")]
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+
+    return forkq
+
+
+def test_forkq_work_claims_from_its_queues_database(pair: tuple[str, str], tmp_path: Path) -> None:
+    home, other = pair
+    log = tmp_path / "ran.txt"
+    forkq = cli(tmp_path, config_text(home, {"other": (other, ["beta"])}))
+    stray = enqueue(home, "beta", 1, log)
+    mine = enqueue(other, "beta", 2, log)
+    worked = forkq("work", "--queues", "beta", "--burst")
+    assert worked.returncode == 0, worked
+    assert sorted((job, queue) for job, queue, *_ in records(log)) == [(j, "beta") for j in mine]
+    assert count_rows(other, "forkq_jobs") == 0
+    assert count_rows(home, "forkq_jobs", "id = ? AND status = 'ready'", stray) == 1
+
+
 def test_schema_apply_and_check_cover_both_databases(
     empty_pair: tuple[str, str], tmp_path: Path
 ) -> None:
     home, other = empty_pair
-    config = tmp_path / "forkq.toml"
-    config.write_text(config_text(home, {"other": (other, ["beta"])}))
-    (tmp_path / f"{MODULE}.py").write_text(HANDLERS)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FORKQ_")}
-    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(REPO_ROOT)])
-
-    def forkq(*args: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "supervisor", *args, "-c", str(config)]
-        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
-
+    forkq = cli(tmp_path, config_text(home, {"other": (other, ["beta"])}))
     applied_now = forkq("schema", "apply")
     assert applied_now.returncode == 0, applied_now
     assert "applied to default: " in applied_now.stdout
