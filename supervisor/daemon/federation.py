@@ -159,6 +159,8 @@ class Federation:
 
         def body() -> int:  # in the master
             die_with_parent(signal.SIGTERM)  # a supervisor killed -9: its masters stop
+            for sig in (signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU):  # until the master's
+                signal.signal(sig, signal.SIG_IGN)  # own handlers: it reads the newest config
             os.environ["NOTIFY_SOCKET"] = notify_path
             os.environ["WATCHDOG_PID"] = str(os.getpid())
             member.become(each.name)
