@@ -280,6 +280,13 @@ max_ready = 1
     started = daemon.events("master_started")
     assert {e.get("database") for e in started} == {"default", "other"}
 
+    # TTIN goes to every master: one more child in every pool of every database.
+    daemon.send_signal(signal.SIGTTIN)
+    wait_until(
+        lambda: pool_workers(daemon) == {"alpha": 2, "beta": 2},
+        timeout=30,
+        message="a second child in alpha and beta",
+    )
     assert daemon.stop(timeout=30) == 0
     assert count_rows(home, "forkq_processes") == 0
     assert count_rows(other, "forkq_processes") == 0
