@@ -120,8 +120,8 @@ def read_database_status(config: Config, cap: int | None = STATUS_CAP) -> Databa
     from any step is caught and said, so one database down never hides the others."""
     url = config.database
     found = DatabaseStatus(config.database_name, url.redacted())
-    if url.backend == "sqlite" and url.path != ":memory:" and not os.path.exists(url.path):
-        found.error = f"no SQLite database at {os.path.abspath(url.path)}"  # never created here
+    found.error = missing_sqlite(url)  # never created by looking
+    if found.error is not None:
         return found
     store = open_store(url, timeout=STATUS_TIMEOUT)
     try:
@@ -130,7 +130,7 @@ def read_database_status(config: Config, cap: int | None = STATUS_CAP) -> Databa
         found.limits = read_limits(config, store, cap)
         found.handlers = read_handlers(store)
     except Exception as exc:  # down, refused, no schema: said, without its password
-        found = DatabaseStatus(found.name, found.url, error=_reason(exc, url))
+        found = DatabaseStatus(found.name, found.url, error=why_down(exc, url))
     finally:
         store.close()
     return found
@@ -159,8 +159,17 @@ def every_status_document(
     return {"cap": cap, "databases": documents, "unreachable": down}
 
 
-def _reason(exc: BaseException, url: DatabaseURL) -> str:
+def missing_sqlite(url: DatabaseURL) -> str | None:
+    """What to say of an SQLite file that is not there (opening it would create it)."""
+    if url.backend != "sqlite" or url.path == ":memory:" or os.path.exists(url.path):
+        return None
+    return f"no SQLite database at {os.path.abspath(url.path)}"
+
+
+def why_down(exc: BaseException, url: DatabaseURL) -> str:
+    """Why a database did not answer, in one line and never with its password."""
     text = " ".join(str(exc).split()) or type(exc).__name__
+    text = text.removeprefix("database unreachable: ")  # said by "NAME: unreachable: "
     for each in (url, *url.nodes):  # a driver's message should never hold it; be sure
         if each.password:
             text = text.replace(each.password, "***")

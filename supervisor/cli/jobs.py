@@ -11,10 +11,10 @@ from typing import Any
 from supervisor import registry
 from supervisor.cli.common import command_config, operator_name
 from supervisor.cli.databases import (
+    EachStore,
     by_database,
     database_names,
     database_store,
-    each_store,
     several,
 )
 from supervisor.cli.history import extras_json, job_extras, print_extras
@@ -97,7 +97,8 @@ def _enqueue_warnings(config: Config, name: str, queue: str | None) -> list[str]
 def cmd_jobs(args: argparse.Namespace) -> int:
     config = command_config(args)
     rows: list[tuple[str, JobRow]] = []
-    for database, _, store in each_store(args, config, args.queue):
+    stores = EachStore(args, config, args.queue)
+    for database, _, store in stores:
         rows += [(database, row) for row in store.list_jobs(args.status, args.queue, args.limit)]
     labelled = several(config)
     if labelled:  # newest first across the databases (ids are per database)
@@ -108,7 +109,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         print("no jobs")
     else:
         print(_jobs_table(rows, labelled))
-    return int(ExitCode.OK)
+    return stores.done()
 
 
 def _labelled(fields: dict[str, Any], database: str, labelled: bool) -> dict[str, Any]:
@@ -190,11 +191,11 @@ def cmd_retry(args: argparse.Namespace) -> int:
         raise UsageError("--queue goes with --dead")
     config = command_config(args)
     if args.dead:
-        count = 0
-        for _, _, store in each_store(args, config, args.queue):
+        count, stores = 0, EachStore(args, config, args.queue)
+        for _, _, store in stores:
             count += store.retry_dead(args.queue)
         print(f"retried {plural(count, 'dead job')}")
-        return int(ExitCode.OK)
+        return stores.done()
     done, refused = 0, []
     for database, ids in by_database(config, args.ids).items():
         with database_store(config, database) as store:
@@ -234,7 +235,8 @@ def cmd_purge(args: argparse.Namespace) -> int:
     config = command_config(args)
     statuses = [s for s, wanted in (("done", args.done), ("dead", args.dead)) if wanted]
     age = format_duration(args.older_than) if args.older_than else "0s"
-    for database, _, store in each_store(args, config, args.queue):
+    stores = EachStore(args, config, args.queue)
+    for database, _, store in stores:
         counts: dict[str, int] = {}
         for status in statuses or ["done", "dead"]:
             counts[status] = store.purge(status, args.older_than, queue=args.queue)
@@ -243,7 +245,7 @@ def cmd_purge(args: argparse.Namespace) -> int:
         summary = " and ".join(f"{count} {status}" for status, count in counts.items())
         label = f"{database}: " if several(config) else ""
         print(f"{label}purged {summary} jobs finished more than {age} ago")
-    return int(ExitCode.OK)
+    return stores.done()
 
 
 def cmd_pause(args: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ from typing import Any
 
 from supervisor import registry
 from supervisor.cli.common import command_config, command_store, status_cap
-from supervisor.cli.databases import database_names, each_store, several
+from supervisor.cli.databases import EachStore, database_names, several
 from supervisor.cli.tables import AtLeast, cell, plural, print_json, table
 from supervisor.config import Config, ScheduleConfig
 from supervisor.durations import format_duration
@@ -51,9 +51,11 @@ def _status_of_several(args: argparse.Namespace, config: Config, cap: int | None
     statuses = read_every_status(config, cap, database_names(args, config))
     if args.json:
         print_json(every_status_document(config, cap, statuses))
-    for s in [] if args.json else statuses:
+    for index, s in enumerate([] if args.json else statuses):
+        if index:
+            print()
         if s.error is not None:
-            print(f"{s.name}: unreachable: {for_terminal(s.error)}\n")
+            print(f"{s.name}: unreachable: {for_terminal(s.error)}")
             continue
         print(f"database {s.name}: {s.url}\n")
         here = config.for_database(s.name, registry.queue_of)
@@ -164,7 +166,8 @@ def cmd_locks(args: argparse.Namespace) -> int:
     config = command_config(args)
     labelled = several(config)
     locks = []
-    for database, _, store in each_store(args, config):
+    stores = EachStore(args, config)
+    for database, _, store in stores:
         locks += [(database, lock, live) for lock, live in store.list_locks()]
     if args.json:
         print_json(
@@ -189,7 +192,7 @@ def cmd_locks(args: argparse.Namespace) -> int:
         ]
         headers = ("NAME", "OWNER", "ACQUIRED", "EXPIRES", "HELD")
         print(_with_database(headers, rows, [d for d, _, _ in locks] if labelled else None))
-    return int(ExitCode.OK)
+    return stores.done()
 
 
 def _with_database(
@@ -208,7 +211,8 @@ def cmd_schedules(args: argparse.Namespace) -> int:
     if labelled:  # a schedule without a queue is listed where its handler's queue lives
         load_handlers(config)
     entries = []
-    for database, here, store in each_store(args, config):
+    stores = EachStore(args, config)
+    for database, here, store in stores:
         found = _schedule_entries(here, store)
         entries += [{**e, "database": database} if labelled else e for e in found]
     if args.json:
@@ -227,7 +231,7 @@ def cmd_schedules(args: argparse.Namespace) -> int:
         rows = [tuple({**e, "queue": e["queue"] or "(handler's)"}.values()) for e in shown]
         databases = [e["database"] for e in entries] if labelled else None
         print(_with_database(headers, rows, databases))
-    return int(ExitCode.OK)
+    return stores.done()
 
 
 def _schedule_entries(config: Config, store: Store) -> list[dict[str, Any]]:

@@ -172,8 +172,12 @@ def test_status_names_a_database_that_does_not_answer(
     [gone] = [d for d in parsed["databases"] if d["name"] == "reports"]
     assert gone["reachable"] is False and gone["error"] and gone["queues"] == []
     assert gone["database"].endswith("@127.0.0.1:" + down.split(":")[-1].split("/")[0] + "/nothing")
-    jobs = forkq(workdir, "jobs", "--database", "default", config="down.toml")
-    assert "mail.send" in ok(jobs)
-    for output in (result.stdout, result.stderr, document.stdout, document.stderr):
+    assert "mail.send" in ok(forkq(workdir, "jobs", "--database", "default", config="down.toml"))
+    jobs = forkq(workdir, "jobs", config="down.toml")  # the others listed, the down one named
+    assert jobs.returncode == 1 and "mail.send" in jobs.stdout
+    assert jobs.stderr.splitlines()[0].startswith("forkq: warning: reports: unreachable: ")
+    assert jobs.stderr.splitlines()[1] == "forkq: error: 1 database did not answer: reports"
+    outputs = (result, document, jobs)
+    for output in [o.stdout for o in outputs] + [o.stderr for o in outputs]:
         assert SECRET not in output
         assert ":forkq@" not in output  # the suite's own password neither
