@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from supervisor import events, logs
+from supervisor import events, logs, registry
 from supervisor.config import Config, load_config
 from supervisor.daemon import member, systemd
 from supervisor.daemon.signals import SignalQueue, disarm_check_timer
@@ -153,7 +153,7 @@ class Federation:
         return Member(name, sock)
 
     def spawn(self, each: Member, now: float) -> None:
-        config = self.config.for_database(each.name, member.queue_of_handler)
+        config = self.config.for_database(each.name, registry.queue_of)
         notify_path = os.path.join(self.sockets, each.name)
         path = self.config_path
 

@@ -11,6 +11,9 @@ from pathlib import Path
 
 from util import REPO_ROOT, count_rows, free_tcp_port, sqlite_url_for
 
+from supervisor import Queue
+from supervisor.store import SCHEMA_VERSION
+
 HANDLERS = """\
 import os
 
@@ -78,3 +81,25 @@ def test_forkq_work_refuses_queues_of_two_databases(tmp_path: Path) -> None:
     assert forkq(tmp_path, "schema", "apply").returncode == 0
     both = forkq(tmp_path, "work", "--queues", "alpha,beta", "--burst")
     assert both.returncode == 2 and "default and other" in both.stderr, both
+
+
+def test_database_name_picks_one_database(tmp_path: Path) -> None:
+    home, other = sqlite_url_for(tmp_path / "home.db"), sqlite_url_for(tmp_path / "other.db")
+    write_config(tmp_path, home, {"other": (other, "beta")})
+    applied = forkq(tmp_path, "schema", "apply", "--database", "other")
+    assert applied.returncode == 0, applied
+    assert applied.stdout.splitlines() == [
+        f"schema version {SCHEMA_VERSION} applied to other: {other}"
+    ]
+    assert not (tmp_path / "home.db").exists()
+    checked = forkq(tmp_path, "check", "--database", "other")
+    assert checked.returncode == 0, checked
+    assert "default" not in checked.stdout and "ok    schema    other: version" in checked.stdout
+    q = Queue(other, wake=False)
+    job = q.enqueue("m.where", {"file": str(tmp_path / "ran.txt")}, queue="beta").id
+    q.close()
+    worked = forkq(tmp_path, "work", "--database", "other", "--burst")
+    assert worked.returncode == 0, worked
+    assert (tmp_path / "ran.txt").read_text().splitlines() == [f"{job},beta"]
+    ran = forkq(tmp_path, "run", "--database", "other")
+    assert ran.returncode == 2 and "every database" in ran.stderr, ran
