@@ -251,6 +251,7 @@ class Federation:
             return
         old, new = set(self.members), set(self.names(config))
         self.config = config
+        metrics.reload(config)  # a moved [metrics] listen moves the server
         metrics.several(config, self.names(config))
         for name in old - new:
             self.members[name].leaving = True

@@ -363,6 +363,8 @@ def test_a_database_that_does_not_answer_stops_only_its_own_queues(
                 return answer.status, answer.read().decode()
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read().decode()
+        except OSError as exc:  # not listening (yet)
+            return 0, str(exc)
 
     def labelled() -> str | None:
         _, text = scrape("/metrics")
@@ -382,6 +384,14 @@ def test_a_database_that_does_not_answer_stops_only_its_own_queues(
 
     status, health = wait_until(judged, timeout=30, message="/healthz judged default")
     assert status == 503 and "other: " in health, health
+
+    # HUP with [metrics] listen moved: the one server moves; the masters go on.
+    listen = f"127.0.0.1:{free_tcp_port()}"
+    daemon.write_config(
+        text=config_text(home, {"other": (down, ["beta"])}, f'\n[metrics]\nlisten = "{listen}"\n')
+    )
+    daemon.send_signal(signal.SIGHUP)
+    wait_until(labelled, timeout=30, message="the server on its new port")
     assert daemon.stop(timeout=30) == 0
 
 
