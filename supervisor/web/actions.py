@@ -143,13 +143,16 @@ def schedule_add(ctx: Context) -> Response:
     try:
         fields["payload"] = json.loads(form.get("payload", "").strip() or "{}")
         schedule = schedule_from(name, fields)
+        if schedule.queue is not None:  # kept where its queue lives, whose daemons run it
+            ctx.db = ctx.app.config.database_of(schedule.queue)
         add_schedule(ctx.store, ctx.config, schedule, ctx.who())
     except ValueError as exc:
         return ctx.back(f"schedule not added: payload is not JSON ({exc})", fallback="schedules")
     except (ConfigError, UsageError) as exc:
         return ctx.back(f"schedule not added: {exc}", fallback="schedules")
     _log(ctx, "schedule_add", schedule=name, cron=schedule.cron, handler=schedule.handler)
-    return ctx.back(f"schedule {name} added", fallback="schedules")
+    where = f" in database {ctx.db}" if ctx.app.databases.several else ""
+    return ctx.back(f"schedule {name} added{where}", fallback="schedules")
 
 
 def schedule_change(ctx: Context, action: str) -> Response:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,11 +17,14 @@ from databases_util import (
 )
 from test_actions import click, dead_jobs, status
 from util import free_tcp_port
-from webutil import ServerFactory, csrf_of
+from webutil import TOKEN, ServerFactory, csrf_of
+from werkzeug.test import Client
 
 from supervisor import Queue
+from supervisor.config import load_config
 from supervisor.models import JobState
 from supervisor.store import Store, open_store
+from supervisor.web.app import make_app_from_config
 
 PASSWORD = "sekrit-pw-4711"  # a down database's URL carries it: no page may show it
 PAGES = [
@@ -135,3 +139,47 @@ def test_a_database_that_does_not_answer_is_named_and_the_other_is_served(
         assert code == 503, (path, html)
         assert "database reports does not answer" in html and PASSWORD not in html
     assert PASSWORD not in server.log.read_text()
+
+
+def test_without_its_home_database_the_dashboard_serves_the_other(
+    reports_url: str, reports: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In process (the web_server fixture's home is the test's database): the overview of
+    a home database that does not answer names it and still sums up the other."""
+    (dead_id,) = dead_jobs(Queue(store=reports), reports, 1)
+    closed = free_tcp_port()
+    config = tmp_path / "down-home.toml"
+    config.write_text(
+        f'[database]\nurl = "mysql://forkq:{PASSWORD}@127.0.0.1:{closed}/app"\n'
+        + databases_toml(reports_url)
+    )
+    monkeypatch.delenv("FORKQ_DATABASE_URL", raising=False)
+    client = Client(make_app_from_config(load_config(str(config)), token=None))
+    answer = client.get("/")
+    html = answer.get_data(as_text=True)
+    assert answer.status_code == 503 and PASSWORD not in html
+    assert "database default does not answer" in html
+    row = re.search(r'<tr data-database="reports">(.*?)</tr>', html, re.S)
+    assert row and '<td class="num bad">1</td>' in row.group(1)  # its dead job
+    answer = client.get("/dead?db=reports")
+    html = answer.get_data(as_text=True)
+    assert answer.status_code == 200 and f'href="/jobs/reports:{dead_id}"' in html
+    assert 'data-database="default">database default does not answer' in html
+
+
+def test_a_schedule_added_for_a_queue_is_kept_in_that_queues_database(
+    web_server: ServerFactory, store: Store, reports_url: str, reports: Store
+) -> None:
+    server = web_server(token=TOKEN, extra=databases_toml(reports_url))
+    fields = {"name": "monthly", "cron": "0 5 1 * *", "handler": "report.build"}
+    code = server.request(
+        "/schedules/add", data={**fields, "queue": "reports"}, headers=server.bearer()
+    )[0]
+    assert code == 303
+    assert [s.name for s in reports.runtime_schedules()] == ["monthly"]
+    assert store.runtime_schedules() == []
+    html = server.request("/schedules?db=reports", headers=server.bearer())[1]
+    assert (
+        "monthly" in html
+        and "monthly" not in server.request("/schedules", headers=server.bearer())[1]
+    )
