@@ -8,6 +8,9 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from supervisor.config.model import HOME_DATABASE
+from supervisor.jobref import format_job_ref
+
 
 class JobState(StrEnum):
     WAITING = "waiting"  # on a parent (depends_on): never claimed until every parent is done
@@ -230,18 +233,25 @@ class NewJob:
 
 class Enqueued(int):
     """What enqueue returns: a job id (an int, as before), the new job's or, when the
-    unique key was held, the id of the job holding it (`conflicted` True, `existing` its id)."""
+    unique key was held, the id of the job holding it (`conflicted` True, `existing` its id).
+    `database`: where it is (ids are per database; HOME_DATABASE is `[database]`)."""
 
     conflicted: bool
+    database: str
 
-    def __new__(cls, job_id: int, conflicted: bool = False) -> Enqueued:
+    def __new__(
+        cls, job_id: int, conflicted: bool = False, database: str = HOME_DATABASE
+    ) -> Enqueued:
         made = super().__new__(cls, job_id)
-        made.conflicted = conflicted
+        made.conflicted, made.database = conflicted, database
         return made
 
     @property
-    def id(self) -> int:
-        return int(self)
+    def ref(self) -> str:
+        """Its name in the CLI and the dashboard: `42` (home database) or `reports:42`."""
+        return format_job_ref(self.database, int(self))
+
+    id = property(int)
 
     @property
     def existing(self) -> int | None:
