@@ -155,8 +155,9 @@ class Dashboard:
         except (DatabaseError, SchemaError) as exc:
             self.log.error(events.WEB_DATABASE_ERROR, endpoint=endpoint, error=str(exc))
             if self.databases.several:
-                self.databases.failed(context.db, str(exc))
-                message = f"database {context.db} does not answer: {exc}"
+                why = self.databases.why(context.db, exc)
+                self.databases.failed(context.db, why)
+                message = f"database {context.db} does not answer: {why}"
                 summary = self.databases.summary(STATUS_CAP)  # the others, as the overview
                 return context.render(
                     "error.html", status=503, message=message, every_database=summary

@@ -17,8 +17,9 @@ from werkzeug.routing import BaseConverter, ValidationError
 
 from supervisor.config import Config
 from supervisor.config.model import HOME_DATABASE
-from supervisor.errors import ForkqError
+from supervisor.errors import DatabaseError, ForkqError
 from supervisor.jobref import JobRef, parse_job_ref
+from supervisor.status import missing_sqlite, why_down
 from supervisor.store import Store, open_store
 
 DB_TIMEOUT = 30.0  # seconds a page waits on the database
@@ -62,9 +63,17 @@ class Databases:
         stores: dict[str, Store] = self._local.__dict__.setdefault("stores", {})
         store = stores.get(name)
         if store is None:
-            store = open_store(self.config_of(name).database, timeout=DB_TIMEOUT)
+            url = self.config_of(name).database
+            missing = missing_sqlite(url) if self.several else None
+            if missing is not None:  # opening it would create an empty file
+                raise DatabaseError(missing)
+            store = open_store(url, timeout=DB_TIMEOUT)
             stores[name] = store
         return store
+
+    def why(self, name: str, exc: BaseException) -> str:
+        """Why `name` did not answer, in one line, never with its password."""
+        return why_down(exc, self.config_of(name).database)
 
     def failed(self, name: str, problem: str) -> None:
         """`name` did not answer: this thread reconnects next time; pages name it down."""
@@ -97,8 +106,8 @@ class Databases:
         try:
             self.store(name).db_now()
         except ForkqError as exc:
-            self.failed(name, str(exc))
-            return str(exc)
+            self.failed(name, self.why(name, exc))
+            return self.why(name, exc)
         with self._lock:
             self._health[name] = (now, None)
         return None
@@ -115,8 +124,8 @@ class Databases:
                 try:
                     line.update(self._totals(name, cap))
                 except ForkqError as exc:
-                    self.failed(name, str(exc))
-                    line["problem"] = str(exc)
+                    problem = line["problem"] = self.why(name, exc)
+                    self.failed(name, problem)
             lines.append(line)
         return lines
 

@@ -5,6 +5,7 @@ answer is named on every page while the other is served."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -138,6 +139,12 @@ def test_a_database_that_does_not_answer_is_named_and_the_other_is_served(
         code, html, _ = server.request(path)
         assert code == 503, (path, html)
         assert "database reports does not answer" in html and PASSWORD not in html
+    code, body, _ = server.request("/api/status")
+    document = json.loads(body)  # forkq status --json's, over every database
+    assert code == 200 and PASSWORD not in body
+    assert [d["name"] for d in document["databases"]] == ["default", "reports"]
+    assert document["unreachable"] == ["reports"]
+    assert document["databases"][0]["queues"][0]["queue"] == "email"
     assert PASSWORD not in server.log.read_text()
 
 
@@ -183,3 +190,19 @@ def test_a_schedule_added_for_a_queue_is_kept_in_that_queues_database(
         "monthly" in html
         and "monthly" not in server.request("/schedules", headers=server.bearer())[1]
     )
+
+
+def test_a_missing_sqlite_file_is_named_down_and_never_created(
+    sqlite_db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = tmp_path / "gone" / "reports.db"
+    config = tmp_path / "missing.toml"
+    config.write_text(
+        f'[database]\nurl = "{sqlite_db_url}"\n' + databases_toml(f"sqlite:///{missing}")
+    )
+    monkeypatch.delenv("FORKQ_DATABASE_URL", raising=False)
+    client = Client(make_app_from_config(load_config(str(config)), token=None))
+    html = client.get("/queues").get_data(as_text=True)
+    assert f"database reports does not answer: no SQLite database at {missing}" in html
+    assert client.get("/queues?db=reports").status_code == 503
+    assert not missing.exists()
