@@ -206,3 +206,16 @@ def test_a_missing_sqlite_file_is_named_down_and_never_created(
     assert f"database reports does not answer: no SQLite database at {missing}" in html
     assert client.get("/queues?db=reports").status_code == 503
     assert not missing.exists()
+
+
+def test_a_bulk_retry_on_the_second_database_retries_there_alone(
+    web_server: ServerFactory, store: Store, reports_url: str, reports: Store
+) -> None:
+    home_dead = dead_jobs(Queue(store=store), store, 2)
+    reports_dead = dead_jobs(Queue(store=reports), reports, 3)
+    server = web_server(token=TOKEN, extra=databases_toml(reports_url))
+    form = {"action": "retry", "q": "status:dead", "confirmed": "yes", "next": "/jobs?db=reports"}
+    code, _, headers = server.request("/jobs/bulk?db=reports", data=form, headers=server.bearer())
+    assert code == 303 and headers["Location"].endswith("/jobs?db=reports")
+    assert [status(reports, i) for i in reports_dead] == [JobState.READY] * 3
+    assert [status(store, i) for i in home_dead] == [JobState.DEAD] * 2
