@@ -33,16 +33,16 @@ def job_retry(ctx: Context, job_id: int) -> Response:
     changed = ctx.store.retry_jobs([job_id])
     _log(ctx, "retry", ids=[job_id], changed=changed)
     if changed:
-        return ctx.back(f"job {job_id} will run again")
-    return ctx.back(f"job {job_id} was not retried ({ctx.store.not_retried(job_id)})")
+        return ctx.back(f"job {ctx.ref(job_id)} will run again")
+    return ctx.back(f"job {ctx.ref(job_id)} was not retried ({ctx.store.not_retried(job_id)})")
 
 
 def job_discard(ctx: Context, job_id: int) -> Response:
     changed = ctx.store.discard_dead_jobs([job_id])
     _log(ctx, "discard", ids=[job_id], changed=changed)
     if not changed:
-        return ctx.back(f"job {job_id} was not discarded: only dead jobs are")
-    return ctx.back(f"job {job_id} discarded", fallback="dead")
+        return ctx.back(f"job {ctx.ref(job_id)} was not discarded: only dead jobs are")
+    return ctx.back(f"job {ctx.ref(job_id)} discarded", fallback="dead")
 
 
 def job_cancel(ctx: Context, job_id: int) -> Response:

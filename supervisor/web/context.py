@@ -13,7 +13,7 @@ from werkzeug.utils import redirect
 from werkzeug.wrappers import Request, Response
 
 from supervisor.config import HOME_DATABASE, Config
-from supervisor.jobref import JobRef, parse_job_ref
+from supervisor.jobref import JobRef, format_job_ref, parse_job_ref
 from supervisor.store import Store
 from supervisor.web.security import FLASH_COOKIE, Session, local_target
 
@@ -104,6 +104,7 @@ class Context:
             authenticated=self.session.authenticated,
             database=self.config.database.redacted(),
             db=self.db,
+            ref=self.ref,
             databases=self.app.databases.names if self.app.databases.several else [],
             down=self.app.databases.down() if self.session.authenticated else {},
             # Queues a pool of the config works; None with no config file to say so.
@@ -113,6 +114,10 @@ class Context:
             **values,
         )
         return Response(page, status=status, mimetype="text/html")
+
+    def ref(self, job_id: int) -> str:
+        """How a job of this page's database is named: 42 at home, reports:42 elsewhere."""
+        return format_job_ref(self.db, job_id)
 
     def back(self, message: str, fallback: str = "overview") -> Response:
         """303 to the page the form came from (a local path only), with a message for it."""

@@ -64,13 +64,14 @@ def test_each_database_has_its_pages_and_a_job_is_named_by_its_database(
 
     code, html, _ = server.request("/jobs?db=reports")
     assert code == 200 and "report.build" in html and "mail.send" not in html
-    assert f'href="/jobs/reports:{dead_id}"' in html
+    assert f'href="/jobs/reports:{dead_id}">reports:{dead_id}</a>' in html
     code, html, _ = server.request("/jobs")
     assert code == 200 and "mail.send" in html and "report.build" not in html
     assert f'href="/jobs/{home_id}"' in html
 
     code, html, _ = server.request(f"/jobs/reports:{dead_id}")
     assert code == 200 and "report.build" in html and "boom" in html
+    assert f"<h1>Job reports:{dead_id} " in html
     assert f'action="/jobs/reports:{dead_id}/retry"' in html
     assert server.request(f"/jobs/{home_id}")[1].count("mail.send") >= 1
     assert server.request(f"/jobs/nowhere:{dead_id}")[0] == 404
@@ -115,7 +116,7 @@ def test_a_job_of_the_second_database_is_retried_from_its_page_in_a_browser(
     assert page.inner_text("nav.databases a.here") == "reports"
     click(page, "retry")
     assert status(reports, dead_id) == JobState.READY
-    assert f"job {dead_id} will run again" in page.inner_text(".flash")
+    assert f"job reports:{dead_id} will run again" in page.inner_text(".flash")
     assert page.url.endswith(f"/jobs/reports:{dead_id}")
     assert status(store, home_dead[0]) == JobState.DEAD
 
