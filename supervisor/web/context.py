@@ -57,6 +57,7 @@ class Context:
     bearer: bool  # authenticated by the Authorization header (an API client)
     cookies: list[tuple[str, str, int]] = field(default_factory=list)  # to set: name, value, age
     db: str = HOME_DATABASE  # the database this page shows and its actions change
+    read: bool = False  # this page read its database (so it answers, when the page renders)
 
     def chosen_database(self) -> str:
         """`db` of the query string (or a form's field), the home database without one."""
@@ -72,6 +73,7 @@ class Context:
 
     @property
     def store(self) -> Store:
+        self.read = True
         return self.app.store(self.db)
 
     @property
@@ -95,6 +97,8 @@ class Context:
         flash = self.app.guard.read_flash(self.request.cookies.get(FLASH_COOKIE))
         if flash is not None:
             self.cookies.append((FLASH_COOKIE, "", 0))
+        if self.read and status < 500:
+            self.app.databases.answered(self.db)
         page = self.app.templates.get_template(template).render(
             url=self.url,
             static=lambda name: self.url("static", filename=name),

@@ -23,7 +23,10 @@ from supervisor.status import missing_sqlite, why_down
 from supervisor.store import Store, open_store
 
 DB_TIMEOUT = 30.0  # seconds a page waits on the database
-HEALTH_FOR = 5.0  # seconds a database's answer (or silence) is trusted before asking again
+HEALTH_FOR = 5.0  # seconds a database's answer is trusted before asking again
+# ... and its silence: a server that drops packets costs a connect timeout (5 s) to ask,
+# so a database down is asked less often than one up.
+DOWN_FOR = 30.0
 
 
 class JobRefConverter(BaseConverter):
@@ -85,6 +88,10 @@ class Databases:
         with self._lock:
             self._health[name] = (time.monotonic(), problem)
 
+    def answered(self, name: str) -> None:
+        with self._lock:
+            self._health[name] = (time.monotonic(), None)
+
     def down(self) -> dict[str, str]:
         """The databases that do not answer (asked at most every HEALTH_FOR seconds), with
         why, in the config's order; {} with one database (its page says it)."""
@@ -101,15 +108,14 @@ class Databases:
         now = time.monotonic()
         with self._lock:
             cached = self._health.get(name)
-        if cached is not None and now - cached[0] < HEALTH_FOR:
+        if cached is not None and now - cached[0] < (HEALTH_FOR if cached[1] is None else DOWN_FOR):
             return cached[1]
         try:
             self.store(name).db_now()
         except ForkqError as exc:
             self.failed(name, self.why(name, exc))
             return self.why(name, exc)
-        with self._lock:
-            self._health[name] = (now, None)
+        self.answered(name)
         return None
 
     def summary(self, cap: int) -> list[dict[str, Any]]:

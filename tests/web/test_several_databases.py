@@ -207,6 +207,15 @@ def test_a_missing_sqlite_file_is_named_down_and_never_created(
     assert f"database reports does not answer: no SQLite database at {missing}" in html
     assert client.get("/queues?db=reports").status_code == 503
     assert not missing.exists()
+    # Once it is there, its pages are served and no page names it down any more.
+    missing.parent.mkdir()
+    created = open_store(f"sqlite:///{missing}")
+    created.apply_schema()
+    created.close()
+    answer = client.get("/queues?db=reports")
+    assert answer.status_code == 200
+    assert "does not answer" not in answer.get_data(as_text=True)
+    assert "does not answer" not in client.get("/queues").get_data(as_text=True)
 
 
 def test_a_bulk_retry_on_the_second_database_retries_there_alone(
