@@ -4,6 +4,7 @@ from supervisor.errors import Fail, LockHeld, LockLost, PayloadTooLarge, Retry, 
 from supervisor.models import Enqueued
 from supervisor.queue import Queue
 from supervisor.registry import handler
+from supervisor.routing import Router
 
 __all__ = [
     "Enqueued",
@@ -13,6 +14,7 @@ __all__ = [
     "PayloadTooLarge",
     "Queue",
     "Retry",
+    "Router",
     "Snooze",
     "handler",
 ]

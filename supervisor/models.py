@@ -8,6 +8,9 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from supervisor.config.model import HOME_DATABASE
+from supervisor.jobref import format_job_ref
+
 
 class JobState(StrEnum):
     WAITING = "waiting"  # on a parent (depends_on): never claimed until every parent is done
@@ -233,11 +236,21 @@ class Enqueued(int):
     unique key was held, the id of the job holding it (`conflicted` True, `existing` its id)."""
 
     conflicted: bool
+    database: str  # the database it is in (HOME_DATABASE: `[database]`; see jobref.py)
 
-    def __new__(cls, job_id: int, conflicted: bool = False) -> Enqueued:
+    def __new__(
+        cls, job_id: int, conflicted: bool = False, database: str = HOME_DATABASE
+    ) -> Enqueued:
         made = super().__new__(cls, job_id)
         made.conflicted = conflicted
+        made.database = database
         return made
+
+    @property
+    def ref(self) -> str:
+        """How the CLI and the dashboard name it: `42` in the home database, `reports:42`
+        in another (job ids are per database)."""
+        return format_job_ref(self.database, int(self))
 
     @property
     def id(self) -> int:

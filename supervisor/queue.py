@@ -6,10 +6,11 @@ import os
 import socket
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from supervisor.batches import Batch
 from supervisor.building import ENQUEUE_KEYS, build_job, build_many, encode_payload, with_tags
+from supervisor.config import Config, load_config
 from supervisor.dburl import DatabaseURL
 from supervisor.errors import UsageError
 from supervisor.lock import Lock
@@ -19,6 +20,9 @@ from supervisor.store import Store, open_store
 from supervisor.unique import UNIQUE_KEYS, with_unique
 from supervisor.wake import Nudger
 from supervisor.workflow import Group, JobSpec, as_spec, checked_parents
+
+if TYPE_CHECKING:
+    from supervisor.routing import Router
 
 
 class Queue:
@@ -40,6 +44,21 @@ class Queue:
             store = open_store(url)
         self.store = store
         self.nudger = Nudger.for_store(store) if wake else None
+
+    @classmethod
+    def from_config(
+        cls, config: str | os.PathLike[str] | Config, *, wake: bool = True
+    ) -> Queue | Router:
+        """The producer for a config file (or a loaded Config): a Queue on `[database]`,
+        or, when `[databases.NAME]` spread the queues over several, a Router
+        (routing.py) that writes each job where its queue lives."""
+        from supervisor.routing import Router  # routing builds on Queue
+
+        if not isinstance(config, Config):
+            config = load_config(config)
+        if not config.databases:
+            return cls(config.database, wake=wake)
+        return Router(config, wake=wake)
 
     def enqueue(
         self,

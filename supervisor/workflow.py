@@ -55,7 +55,7 @@ def checked_parents(depends_on: Any, on_parent_failure: Any) -> list[int]:
 class Enqueuer(Protocol):
     """What a Group needs of the Queue that made it."""
 
-    def enqueue_specs(self, specs: Sequence[JobSpec], chained: bool) -> list[int]: ...
+    def enqueue_specs(self, specs: Sequence[JobSpec], chained: bool) -> Sequence[int]: ...
 
 
 class Group:

@@ -226,6 +226,12 @@ class StoreCore(ABC):
     def server_version(self) -> str:
         return str(self._rows("server_version")[0]["version"])
 
+    def connection_database(self, connection: Any) -> str | None:
+        """The database (MySQL) or file (SQLite) a caller's connection is to: the router
+        (routing.py) checks a `connection=` enqueue goes where its queue lives."""
+        rows = self._fetchall_on(connection, "connection_database", {})
+        return str(rows[0]["name"]) if rows and rows[0]["name"] else None
+
     def schema_version(self) -> int | None:
         """The applied version, or None when forkq's tables do not exist yet."""
         try:

@@ -7,6 +7,10 @@
 -- name: server_version
 SELECT VERSION() AS version;
 
+-- name: connection_database
+-- The database a caller's connection uses (routing.py checks connection= enqueues).
+SELECT DATABASE() AS name;
+
 -- name: session_timeout
 -- The daemon's sessions: the server ends one idle this many seconds, so the sessions of a
 -- host that vanished (no FIN ever arrives) do not stay open for the default 8 hours.

@@ -6,6 +6,10 @@
 -- name: server_version
 SELECT 'SQLite ' || sqlite_version() AS version;
 
+-- name: connection_database
+-- The file a caller's connection has open (routing.py checks connection= enqueues).
+SELECT file AS name FROM pragma_database_list WHERE name = 'main';
+
 -- name: session_timeout
 -- SQLite has no server session to end (mysql.sql sets the daemon's wait_timeout): never run.
 SELECT :seconds AS seconds;
