@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from contextlib import closing
+from dataclasses import replace
 
 from supervisor import registry
 from supervisor.cli.common import command_config, command_store, missing_database
 from supervisor.cli.tables import ERROR_PREFIX, plural
 from supervisor.config import Config
+from supervisor.config.model import HOME_DATABASE
 from supervisor.errors import ConfigError, ExitCode, ForkqError, SchemaError, UsageError
 from supervisor.escaping import for_terminal
 from supervisor.proc import hostname
@@ -34,10 +38,29 @@ def cmd_schema(args: argparse.Namespace) -> int:
             for statement in upgrade_statements(backend_queries(backend), upgrade_from):
                 print(f"{statement};")
         return int(ExitCode.OK)
-    with command_store(config, schema=False) as store:
-        version = store.apply_schema()
-    print(f"schema version {version} applied to {config.database.redacted()}")
+    if not config.databases:
+        with command_store(config, schema=False) as store:
+            version = store.apply_schema()
+        print(f"schema version {version} applied to {config.database.redacted()}")
+        return int(ExitCode.OK)
+    failed = []  # several databases: each in turn, one that fails named, the others done
+    for name, url in config.every_database():
+        try:
+            with closing(open_store(url)) as store:
+                version = store.apply_schema()
+        except ForkqError as exc:
+            failed.append(name)
+            print(f"{ERROR_PREFIX}{name}: {url.redacted()}: {_one_line(exc)}", file=sys.stderr)
+            continue
+        print(f"schema version {version} applied to {name}: {url.redacted()}")
+    if failed:
+        print(f"{ERROR_PREFIX}schema not applied to {', '.join(failed)}", file=sys.stderr)
+        return int(ExitCode.FAILURE)
     return int(ExitCode.OK)
+
+
+def _one_line(exc: BaseException) -> str:
+    return for_terminal(" ".join(str(exc).split()))
 
 
 class _Checks:
@@ -46,18 +69,19 @@ class _Checks:
     def __init__(self) -> None:
         self.failed: list[str] = []
         self.config_failed = False
+        self.prefix = ""  # "NAME: " while one of several databases is checked
 
     def ok(self, name: str, detail: str) -> None:
-        print(f"ok    {name.ljust(9)} {detail}")
+        print(f"ok    {name.ljust(9)} {self.prefix}{detail}")
 
     def fail(self, name: str, detail: str, *, config: bool = False) -> None:
         for line in detail.splitlines() or [""]:
-            print(f"FAIL  {name.ljust(9)} {for_terminal(line)}")
-        self.failed.append(name)
+            print(f"FAIL  {name.ljust(9)} {self.prefix}{for_terminal(line)}")
+        self.failed.append(f"{name} ({self.prefix[:-2]})" if self.prefix else name)
         self.config_failed = self.config_failed or config
 
     def skip(self, name: str, reason: str) -> None:
-        print(f"skip  {name.ljust(9)} {reason}")
+        print(f"skip  {name.ljust(9)} {self.prefix}{reason}")
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -81,7 +105,14 @@ def cmd_check(args: argparse.Namespace) -> int:
         checks.fail("database", missing)
         checks.skip("schema", "no database")
     else:
-        _check_database(config, checks)
+        _check_database(config, checks, HOME_DATABASE if config.databases else "")
+    for named in config.databases:  # each a forkq installation of its own, named
+        url = named.url
+        if url.backend == "sqlite" and url.path != ":memory:" and not os.path.exists(url.path):
+            checks.fail("database", f"{named.name}: no SQLite database at {url.redacted()}")
+            checks.skip("schema", f"{named.name}: no database")
+        else:
+            _check_database(replace(config, database=url), checks, named.name)
     return _check_result(checks)
 
 
@@ -101,7 +132,9 @@ def _check_schedules(config: Config, checks: _Checks) -> None:
         checks.ok("schedules", f"{plural(len(config.schedules), 'schedule')}, handlers registered")
 
 
-def _check_database(config: Config, checks: _Checks) -> None:
+def _check_database(config: Config, checks: _Checks, name: str = "") -> None:
+    """`name`: with several databases, which one (said first on each of its lines)."""
+    checks.prefix = f"{name}: " if name else ""
     url = config.database.redacted()
     store = open_store(config.database, timeout=CHECK_TIMEOUT)
     try:
@@ -115,6 +148,7 @@ def _check_database(config: Config, checks: _Checks) -> None:
         checks.skip("schema", "the database is unreachable")
     finally:
         store.close()
+        checks.prefix = ""
 
 
 def _check_nodes(store: MySQLStore, checks: _Checks) -> None:

@@ -36,7 +36,7 @@ def bind(listen: str) -> socket.socket:
     return socket.create_server((host, port), family=family, backlog=64)
 
 
-def spawn(sock: socket.socket, directory: str, pulse: Pulse, close_fds: list[int]) -> int:
+def spawn(sock: socket.socket, directory: str, pulse: Pulse | None, close_fds: list[int]) -> int:
     """Fork the server (proc.fork_process); its pid."""
     master = os.getpid()
 

@@ -93,7 +93,9 @@ def test_schema_statements_are_idempotent_create_if_not_exists() -> None:
     for path in (SCHEMA_SQL, SQLITE_SCHEMA_SQL):
         *creates, last = split_script(path.read_text(encoding="utf-8"))
         for statement in creates:
-            assert re.match(r"CREATE (TABLE|INDEX|UNIQUE INDEX) IF NOT EXISTS ", statement), statement[:60]
+            assert re.match(r"CREATE (TABLE|INDEX|UNIQUE INDEX) IF NOT EXISTS ", statement), (
+                statement[:60]
+            )
         assert re.match(r"INSERT (OR )?IGNORE INTO forkq_schema ", last), last
 
 

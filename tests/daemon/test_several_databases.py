@@ -1,0 +1,344 @@
+"""`forkq run` with `[databases.NAME]`: a supervisor, a master per database (issue 24).
+
+Two real databases each time (two SQLite files, or two MariaDB databases on the shared
+server), jobs enqueued into each with `Queue(url)`, a real daemon: each pool drains
+only its own database, a schedule fires in its handler's database, stop, HUP and a
+killed master's respawn work, and a database that does not answer is named while the
+other's queues go on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import tempfile
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from daemon_util import Daemon, title_of
+from util import (
+    count_rows,
+    create_database,
+    drop_database,
+    free_tcp_port,
+    sqlite_url_for,
+    wait_until,
+    with_database,
+)
+
+from supervisor import Queue
+from supervisor.store import open_store
+
+MODULE = "severalhandlers"
+HANDLERS = '''\
+import os
+
+from supervisor import handler
+
+
+def _note(payload, job):
+    line = f"{job.id},{job.queue},{os.getpid()},{os.getppid()}\\n".encode()
+    fd = os.open(payload["file"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+@handler("m.where")
+def where(payload, job):
+    """Append `id,queue,pid,ppid`: the ppid is the master that forked this worker."""
+    _note(payload, job)
+
+
+@handler("m.beat", queue="beta")
+def beat(payload, job):
+    _note(payload, job)
+'''
+SUPERVISOR = {
+    "handlers": [MODULE],
+    "check_interval": 0.5,
+    "heartbeat_interval": 0.5,
+    "poll_interval": 0.02,
+    "shutdown_timeout": 10,
+}
+
+
+def applied(url: str) -> str:
+    store = open_store(url)
+    try:
+        store.apply_schema()
+    finally:
+        store.close()
+    return url
+
+
+@pytest.fixture(params=["sqlite", "mysql"])
+def pair(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """Two databases with the schema applied: (home, other)."""
+    if request.param == "sqlite":
+        yield (
+            applied(sqlite_url_for(tmp_path / "home.db")),
+            applied(sqlite_url_for(tmp_path / "other.db")),
+        )
+        return
+    server = request.getfixturevalue("mysql_server_url")
+    urls = [with_database(server, f"forkq_several_{os.getpid()}_{n}") for n in ("a", "b")]
+    for url in urls:
+        create_database(url)
+        applied(url)
+    yield urls[0], urls[1]
+    for url in urls:
+        drop_database(url)
+
+
+def config_text(home: str, databases: dict[str, tuple[str, list[str]]], extra: str = "") -> str:
+    lines = ["[database]", f'url = "{home}"', "", "[supervisor]"]
+    lines += [f"{k} = {v!r}".replace("'", '"') for k, v in SUPERVISOR.items()]
+    lines += ["", "[pools.alpha]", "workers = 1"]
+    for name, (url, queues) in databases.items():
+        lines += [
+            "",
+            f"[databases.{name}]",
+            f'url = "{url}"',
+            f"queues = {queues!r}".replace("'", '"'),
+        ]
+        for queue in queues:
+            lines += ["", f"[pools.{queue}]", "workers = 1"]
+    return "\n".join(lines) + "\n" + extra
+
+
+@pytest.fixture
+def several(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
+    made: list[Daemon] = []
+
+    def make(text: str, env: dict[str, str] | None = None) -> Daemon:
+        daemon = Daemon(tmp_path, "sqlite:///unused", name=f"several{len(made)}", env=env)
+        daemon.write_module(MODULE, HANDLERS)
+        daemon.write_config(text=text)
+        made.append(daemon)
+        return daemon.start()
+
+    yield make
+    for daemon in made:
+        daemon.kill_all()
+
+
+def masters(daemon: Daemon) -> dict[str, int]:
+    """database name -> pid of its master, from the titles ("forkq: master [NAME]")."""
+    found = {}
+    for kid in daemon.children():
+        title = title_of(kid)
+        if title.startswith("forkq: master [") and title.endswith("]"):
+            found[title[len("forkq: master [") : -1]] = kid.pid
+    return found
+
+
+def pool_workers(daemon: Daemon) -> dict[str, int]:
+    """pool -> how many idle workers, over every master."""
+    counts: dict[str, int] = {}
+    for pid in masters(daemon).values():
+        try:
+            kids = psutil.Process(pid).children()
+        except psutil.Error:
+            continue
+        for kid in kids:
+            try:
+                title = title_of(kid)
+            except psutil.Error:
+                continue
+            if " worker " in title and title.endswith(" idle"):
+                pool = title.split()[1]
+                counts[pool] = counts.get(pool, 0) + 1
+    return counts
+
+
+def wait_serving(daemon: Daemon, names: set[str], pools: set[str]) -> dict[str, int]:
+    def up() -> dict[str, int] | None:
+        assert daemon.alive(), daemon.describe()
+        found = masters(daemon)
+        return found if set(found) == names and set(pool_workers(daemon)) >= pools else None
+
+    return wait_until(up, timeout=30, interval=0.1, message=f"masters {names}, pools {pools}")
+
+
+def records(path: Path) -> list[tuple[int, str, int, int]]:
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        job, queue, pid, ppid = line.split(",")
+        rows.append((int(job), queue, int(pid), int(ppid)))
+    return rows
+
+
+def enqueue(url: str, queue: str, count: int, file: Path) -> list[int]:
+    q = Queue(url, wake=False)
+    try:
+        return [q.enqueue("m.where", {"file": str(file)}, queue=queue).id for _ in range(count)]
+    finally:
+        q.close()
+
+
+def test_each_pool_drains_only_its_own_database(
+    pair: tuple[str, str], several: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    home, other = pair
+    log = tmp_path / "ran.txt"
+    beat = tmp_path / "beat.txt"
+    schedule = f'[schedules.tick]\ncron = "* * * * * */1"\nhandler = "m.beat"\npayload = {{ file = "{beat}" }}\n'
+    daemon = several(config_text(home, {"other": (other, ["beta"])}, "\n" + schedule))
+    pids = wait_serving(daemon, {"default", "other"}, {"alpha", "beta"})
+    assert title_of(psutil.Process(daemon.pid)) == "forkq: supervisor"
+
+    alpha = enqueue(home, "alpha", 5, log)
+    beta = enqueue(other, "beta", 5, log)
+    stray = enqueue(home, "beta", 1, log)  # queue beta lives in `other`: nobody claims it here
+    wait_until(lambda: len(records(log)) >= 10, timeout=30, message="10 jobs ran")
+    ran = {(job, queue): ppid for job, queue, _, ppid in records(log)}
+    assert {ran[j, "alpha"] for j in alpha} == {pids["default"]}
+    assert {ran[j, "beta"] for j in beta} == {pids["other"]}
+    # The schedule's handler is registered on queue beta: it fires in `other` only.
+    wait_until(lambda: records(beat), timeout=30, message="the schedule fired")
+    assert {ppid for _, queue, _, ppid in records(beat)} == {pids["other"]}
+    assert count_rows(home, "forkq_jobs", "id = ? AND status = 'ready'", stray) == 1
+    assert count_rows(home, "forkq_jobs", "handler = ?", ("m.beat",)) == 0
+    # Every master registered itself in its own database, and its log names it.
+    assert count_rows(home, "forkq_processes", "role = 'master'") == 1
+    assert count_rows(other, "forkq_processes", "role = 'master'") == 1
+    started = daemon.events("master_started")
+    assert {e.get("database") for e in started} == {"default", "other"}
+
+    assert daemon.stop(timeout=30) == 0
+    assert count_rows(home, "forkq_processes") == 0
+    assert count_rows(other, "forkq_processes") == 0
+    assert daemon.events("supervisor_stopped")
+
+
+def test_reload_adds_and_removes_databases_and_a_dead_master_comes_back(
+    pair: tuple[str, str], several: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    home, other = pair
+    log = tmp_path / "ran.txt"
+    daemon = several(config_text(home, {"other": (other, ["beta"])}))
+    first = wait_serving(daemon, {"default", "other"}, {"alpha", "beta"})
+
+    # A bad config on HUP is refused; the masters go on as they were.
+    good = daemon.config_path.read_text()
+    daemon.write_config(text=good + "\n[databases.default]\nurl = 'x'\nqueues = ['q']\n")
+    daemon.send_signal(signal.SIGHUP)
+    daemon.wait_event("reload_refused")
+    assert masters(daemon) == first
+
+    # `other` leaves the config: its master stops; beta is home's now, and drains there.
+    daemon.write_config(
+        text=config_text(home, {}).replace(
+            "[pools.alpha]", "[pools.beta]\nworkers = 1\n\n[pools.alpha]"
+        )
+        + '\n[databases.spare]\nurl = "'
+        + other
+        + '"\nqueues = ["gamma"]\n[pools.gamma]\nworkers = 1\n'
+    )
+    daemon.send_signal(signal.SIGHUP)
+    now = wait_serving(daemon, {"default", "spare"}, {"alpha", "beta", "gamma"})
+    assert now["default"] == first["default"]
+    beta = enqueue(home, "beta", 2, log)
+    gamma = enqueue(other, "gamma", 2, log)
+    wait_until(lambda: len(records(log)) >= 4, timeout=30, message="4 jobs ran")
+    ran = {(job, queue): ppid for job, queue, _, ppid in records(log)}  # ids are per database
+    assert {ran[j, "beta"] for j in beta} == {now["default"]}
+    assert {ran[j, "gamma"] for j in gamma} == {now["spare"]}
+
+    # A master killed -9 is started again; its database's queues drain again.
+    os.kill(now["spare"], signal.SIGKILL)
+    daemon.wait_event("master_exited", where=lambda e: e.get("database") == "spare")
+    back = wait_serving(daemon, {"default", "spare"}, {"gamma"})
+    assert back["spare"] != now["spare"] and back["default"] == now["default"]
+    more = enqueue(other, "gamma", 2, log)
+    wait_until(lambda: len(records(log)) >= 6, timeout=30, message="2 more jobs ran")
+    ran = {(job, queue): ppid for job, queue, _, ppid in records(log)}
+    assert {ran[j, "gamma"] for j in more} == {back["spare"]}
+    assert daemon.stop(timeout=30) == 0
+
+
+def test_a_database_that_does_not_answer_stops_only_its_own_queues(
+    pair: tuple[str, str], several: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    home, _ = pair
+    log = tmp_path / "ran.txt"
+    port = free_tcp_port()  # nothing listens there: every connection is refused
+    down = f"mysql://forkq:forkq@127.0.0.1:{port}/nowhere"
+    listen = f"127.0.0.1:{free_tcp_port()}"
+    daemon = several(
+        config_text(home, {"other": (down, ["beta"])}, f'\n[metrics]\nlisten = "{listen}"\n')
+    )
+    wait_serving(daemon, {"default", "other"}, {"alpha"})
+    daemon.wait_event("db_unreachable", where=lambda e: e.get("database") == "other")
+    jobs = enqueue(home, "alpha", 3, log)
+    wait_until(lambda: len(records(log)) >= 3, timeout=30, message="home's jobs ran")
+    assert {job for job, *_ in records(log)} == set(jobs)
+
+    # One metrics port for the host: pool series carry their database; /healthz says each.
+    def scrape(path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://{listen}{path}", timeout=5) as answer:
+                return answer.status, answer.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
+    def labelled() -> str | None:
+        _, text = scrape("/metrics")
+        return text if 'forkq_pool_max_workers{database="default",pool="alpha"}' in text else None
+
+    text = wait_until(labelled, timeout=30, message="labelled pool series")
+    assert 'forkq_master_loop_timestamp_seconds{database="default"}' in text
+
+    def judged() -> tuple[int, str] | None:
+        answer = scrape("/healthz")
+        return answer if "default: ok" in answer[1] else None
+
+    status, health = wait_until(judged, timeout=30, message="/healthz judged default")
+    assert status == 503 and "other: " in health, health
+    assert daemon.stop(timeout=30) == 0
+
+
+def test_systemd_hears_the_supervisor_only_once_every_master_is_up_or_waiting(
+    pair: tuple[str, str], several: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    home, _ = pair
+    down = f"mysql://forkq:forkq@127.0.0.1:{free_tcp_port()}/nowhere"
+    directory = tempfile.mkdtemp(prefix="fq-notify-")
+    path = os.path.join(directory, "notify.sock")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(path)
+    sock.settimeout(0.5)
+    messages: list[str] = []
+
+    def heard(what: Callable[[list[str]], bool]) -> list[str]:
+        def done() -> list[str] | None:
+            with contextlib.suppress(TimeoutError):
+                messages.extend(sock.recv(4096).decode().split("\n"))
+            return messages if what(messages) else None
+
+        return wait_until(done, timeout=30, interval=0, message=f"sd_notify: {messages!r}")
+
+    try:
+        env = {"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "1000000"}
+        daemon = several(config_text(home, {"other": (down, ["beta"])}), env)
+        # `other` never answers: READY comes once home's master is up and other's waits.
+        heard(lambda m: "READY=1" in m)
+        heard(lambda m: any("default: " in x and "other: waiting" in x for x in m))
+        heard(lambda m: m.count("WATCHDOG=1") >= 2)  # the masters ping the supervisor
+        assert masters(daemon).keys() == {"default", "other"}
+        daemon.send_signal(signal.SIGTERM)
+        heard(lambda m: "STOPPING=1" in m)
+        assert daemon.wait_exit(30) == 0
+    finally:
+        sock.close()
+        shutil.rmtree(directory, ignore_errors=True)
