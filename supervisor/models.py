@@ -233,28 +233,25 @@ class NewJob:
 
 class Enqueued(int):
     """What enqueue returns: a job id (an int, as before), the new job's or, when the
-    unique key was held, the id of the job holding it (`conflicted` True, `existing` its id)."""
+    unique key was held, the id of the job holding it (`conflicted` True, `existing` its id).
+    `database`: where it is (ids are per database; HOME_DATABASE is `[database]`)."""
 
     conflicted: bool
-    database: str  # the database it is in (HOME_DATABASE: `[database]`; see jobref.py)
+    database: str
 
     def __new__(
         cls, job_id: int, conflicted: bool = False, database: str = HOME_DATABASE
     ) -> Enqueued:
         made = super().__new__(cls, job_id)
-        made.conflicted = conflicted
-        made.database = database
+        made.conflicted, made.database = conflicted, database
         return made
 
     @property
     def ref(self) -> str:
-        """How the CLI and the dashboard name it: `42` in the home database, `reports:42`
-        in another (job ids are per database)."""
+        """Its name in the CLI and the dashboard: `42` (home database) or `reports:42`."""
         return format_job_ref(self.database, int(self))
 
-    @property
-    def id(self) -> int:
-        return int(self)
+    id = property(int)
 
     @property
     def existing(self) -> int | None:

@@ -6,7 +6,7 @@ import os
 import socket
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from supervisor.batches import Batch
 from supervisor.building import ENQUEUE_KEYS, build_job, build_many, encode_payload, with_tags
@@ -16,13 +16,11 @@ from supervisor.errors import UsageError
 from supervisor.lock import Lock
 from supervisor.models import BatchStatus, Enqueued, JobRow, NewJob
 from supervisor.results import JobResult, read_result, wait_result
+from supervisor.routing import Router
 from supervisor.store import Store, open_store
 from supervisor.unique import UNIQUE_KEYS, with_unique
 from supervisor.wake import Nudger
 from supervisor.workflow import Group, JobSpec, as_spec, checked_parents
-
-if TYPE_CHECKING:
-    from supervisor.routing import Router
 
 
 class Queue:
@@ -52,13 +50,11 @@ class Queue:
         """The producer for a config file (or a loaded Config): a Queue on `[database]`,
         or, when `[databases.NAME]` spread the queues over several, a Router
         (routing.py) that writes each job where its queue lives."""
-        from supervisor.routing import Router  # routing builds on Queue
-
         if not isinstance(config, Config):
             config = load_config(config)
         if not config.databases:
             return cls(config.database, wake=wake)
-        return Router(config, wake=wake)
+        return Router(config, cls, wake=wake)
 
     def enqueue(
         self,

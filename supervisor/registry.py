@@ -88,6 +88,13 @@ def get(name: str) -> Handler | None:
     return _HANDLERS.get(name)
 
 
+def queue_of(name: str) -> str:
+    """The queue a handler's jobs go to when none is named: its registered one, else
+    "default" (as building.build_job decides)."""
+    registered = _HANDLERS.get(name)
+    return registered.queue if registered else "default"
+
+
 def names() -> list[str]:
     return sorted(_HANDLERS)
 

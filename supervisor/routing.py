@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from supervisor.batches import Batch
 from supervisor.building import encode_payload
@@ -26,10 +26,12 @@ from supervisor.errors import UsageError
 from supervisor.jobref import JobRef, parse_job_ref
 from supervisor.lock import Lock
 from supervisor.models import BatchStatus, Enqueued, JobRow, NewJob
-from supervisor.queue import Queue
 from supervisor.results import JobResult
 from supervisor.store import Store
 from supervisor.workflow import Group, JobSpec, as_spec
+
+if TYPE_CHECKING:
+    from supervisor.queue import Queue
 
 Ref = int | str | JobRef  # an Enqueued is an int that knows its database
 
@@ -53,8 +55,10 @@ def job_ref(ref: Ref) -> JobRef:
 class Router:
     """`Queue.from_config(path)` with several databases: Queue's methods, routed by queue."""
 
-    def __init__(self, config: Config, *, wake: bool = True) -> None:
+    def __init__(self, config: Config, queue_class: type[Queue], *, wake: bool = True) -> None:
+        """`queue_class`: Queue (passed in: queue.py's from_config makes Routers)."""
         self.config = config
+        self.queue_class = queue_class
         self.wake = wake
         self.queues: dict[str, Queue] = {}
 
@@ -66,7 +70,7 @@ class Router:
             except KeyError:
                 names = ", ".join(name for name, _ in self.config.every_database())
                 raise UsageError(f"no database named {database!r} (there are: {names})") from None
-            self.queues[database] = Queue(url, wake=self.wake)
+            self.queues[database] = self.queue_class(url, wake=self.wake)
         return self.queues[database]
 
     def database_of_job(self, job: NewJob) -> str:
@@ -122,7 +126,10 @@ class Router:
                 found[index] = Enqueued(job_id, getattr(job_id, "conflicted", False), name)
         return [job_id for job_id in found if job_id is not None]
 
-    job = staticmethod(Queue.job)
+    @staticmethod
+    def job(handler: str, payload: Any = None, **options: Any) -> JobSpec:
+        """A job for chain() and group(), as Queue.job."""
+        return JobSpec(handler, payload, options)
 
     def chain(self, specs: Sequence[JobSpec | Mapping[str, Any]]) -> list[Enqueued]:
         """Queue.chain, in the one database every job's queue is in."""

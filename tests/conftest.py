@@ -146,3 +146,28 @@ def store(db_url: str) -> Iterator[Store]:
 @pytest.fixture
 def queue(store: Store) -> Queue:
     return Queue(store=store)
+
+
+# --- two databases ([databases.NAME]) --------------------------------------------------------
+
+
+@pytest.fixture(params=BACKENDS, ids=BACKENDS)
+def two_db_urls(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """(home, reports): two databases of one backend (two SQLite files, or two MariaDB
+    databases on the shared server), schema applied to both; dropped afterwards."""
+    if request.param == "sqlite":
+        pair = (sqlite_url_for(tmp_path / "home.db"), sqlite_url_for(tmp_path / "reports.db"))
+    else:
+        server = request.getfixturevalue("mysql_server_url")
+        base = f"{database_name(server)}_{os.getpid()}_two"[:58]
+        pair = (with_database(server, f"{base}_home"), with_database(server, f"{base}_rep"))
+        for url in pair:
+            create_database(url)
+    for url in pair:
+        store = open_store(url)
+        store.apply_schema()
+        store.close()
+    yield pair
+    if request.param == "mysql":
+        for url in pair:
+            drop_database(url)

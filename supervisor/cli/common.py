@@ -1,4 +1,5 @@
-"""What every `forkq` sub-command shares: its config (-c, $FORKQ_CONFIG, --database),
+"""What every `forkq` sub-command shares: its config (-c, $FORKQ_CONFIG, --database URL
+or NAME: a URL overrides `[database] url`, a name picks one of `[databases.NAME]`),
 the refusal of a missing SQLite file, its store, and where `forkq status` stops counting."""
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from supervisor.config import Config, load_config
-from supervisor.errors import ForkqError
+from supervisor.config.databases import NAME
+from supervisor.config.model import HOME_DATABASE
+from supervisor.errors import ForkqError, UsageError
 from supervisor.proc import hostname
 from supervisor.status import STATUS_CAP
 from supervisor.store import Store, open_store
@@ -26,12 +29,29 @@ MAY_CREATE = ("run", "work", "schema", "alerts", "check")
 def command_config(args: argparse.Namespace) -> Config:
     """-c FILE, else $FORKQ_CONFIG, else the built-in defaults; a named missing file is fatal."""
     path = args.config or os.environ.get("FORKQ_CONFIG") or None
-    config = load_config(path, args.database)
+    name = _database_name(args.database)
+    config = load_config(path, None if name else args.database)
+    if name is not None:  # `--database NAME`: one of the config's databases
+        if not config.databases and name != HOME_DATABASE:
+            load_config(path, args.database)  # not a name here: refused as a URL (78)
+        check_database_name(config, name)
+        args.only_database = name
     if getattr(args, "command", None) not in MAY_CREATE:
         missing = missing_database(args, config)
         if missing is not None:
             raise ForkqError(missing)
     return config
+
+
+def check_database_name(config: Config, name: str) -> None:
+    names = [each for each, _ in config.every_database()]
+    if name not in names:
+        raise UsageError(f"no database named {name!r} (there are: {', '.join(names)})")
+
+
+def _database_name(value: str | None) -> str | None:
+    """`--database NAME` (no `://`: not a URL) picks one of the config's databases."""
+    return value if value and "://" not in value and NAME.fullmatch(value) else None
 
 
 def missing_database(args: argparse.Namespace, config: Config) -> str | None:
@@ -48,7 +68,7 @@ def missing_database(args: argparse.Namespace, config: Config) -> str | None:
 
 def database_origin(args: argparse.Namespace) -> str:
     """Where the database URL came from, in the order load_config weighs them."""
-    if args.database:
+    if args.database and _database_name(args.database) is None:
         return "--database"
     if os.environ.get("FORKQ_DATABASE_URL"):
         return "FORKQ_DATABASE_URL"

@@ -5,18 +5,29 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from supervisor import registry
-from supervisor.cli.common import command_config, command_store, operator_name
+from supervisor.cli.common import command_config, operator_name
+from supervisor.cli.databases import (
+    EachStore,
+    by_database,
+    database_names,
+    database_store,
+    several,
+)
 from supervisor.cli.history import extras_json, job_extras, print_extras
 from supervisor.cli.tables import WARNING_PREFIX, cell, first_line, plural, print_json, table
 from supervisor.config import Config
+from supervisor.config.model import HOME_DATABASE
 from supervisor.durations import format_duration
 from supervisor.errors import ExitCode, ForkqError, JobNotFound, UsageError
 from supervisor.escaping import for_terminal, lines_for_terminal
+from supervisor.jobref import format_job_ref
 from supervisor.models import CancelResult, JobRow
 from supervisor.queue import Queue
+from supervisor.routing import same_database
 from supervisor.store import Store
 from supervisor.work.command import load_handlers
 
@@ -25,7 +36,12 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
     config = command_config(args)
     # So the handler's default queue applies.
     load_handlers(config)
-    with command_store(config) as store:
+    # Into the database of its queue (one of [databases.NAME], or the home one).
+    [database] = database_names(args, config, args.queue or registry.queue_of(args.handler))
+    parents = None
+    if args.depends_on is not None:
+        parents = same_database(args.depends_on, database, "--depends-on")
+    with database_store(config, database) as store:
         job_id = Queue(store=store).enqueue(
             args.handler,
             args.payload,
@@ -42,13 +58,14 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
             unique_while=args.unique_while,
             on_conflict=args.on_conflict,
             debounce_max=args.debounce_max,
-            depends_on=args.depends_on,
+            depends_on=parents,
             on_parent_failure=args.on_parent_failure,
         )
-    print(job_id)
+    ref = format_job_ref(database, job_id)
+    print(ref)
     if job_id.conflicted:  # stdout stays the id alone, as before
         print(
-            f"unique key {for_terminal(args.unique_key)!r} is held by job {job_id}:"
+            f"unique key {for_terminal(args.unique_key)!r} is held by job {ref}:"
             f" no new job ({args.on_conflict})",
             file=sys.stderr,
         )
@@ -79,50 +96,66 @@ def _enqueue_warnings(config: Config, name: str, queue: str | None) -> list[str]
 
 def cmd_jobs(args: argparse.Namespace) -> int:
     config = command_config(args)
-    with command_store(config) as store:
-        rows = store.list_jobs(status=args.status, queue=args.queue, limit=args.limit)
+    rows: list[tuple[str, JobRow]] = []
+    stores = EachStore(args, config, args.queue)
+    for database, _, store in stores:
+        rows += [(database, row) for row in store.list_jobs(args.status, args.queue, args.limit)]
+    labelled = several(config)
+    if labelled:  # newest first across the databases (ids are per database)
+        rows = sorted(rows, key=lambda pair: pair[1].enqueued_at, reverse=True)[: args.limit]
     if args.json:
-        print_json([row.as_dict() for row in rows])
+        print_json([_labelled(row.as_dict(), database, labelled) for database, row in rows])
     elif not rows:
         print("no jobs")
     else:
-        print(_jobs_table(rows))
-    return int(ExitCode.OK)
+        print(_jobs_table(rows, labelled))
+    return stores.done()
 
 
-def _jobs_table(rows: Sequence[JobRow]) -> str:
+def _labelled(fields: dict[str, Any], database: str, labelled: bool) -> dict[str, Any]:
+    """A JSON object with its `database` (and the job's `ref`) when there are several."""
+    if not labelled:
+        return fields
+    return {"database": database, "ref": format_job_ref(database, fields["id"]), **fields}
+
+
+def _jobs_table(rows: Sequence[tuple[str, JobRow]], labelled: bool) -> str:
     headers = ("ID", "STATUS", "QUEUE", "HANDLER", "PRI", "ATTEMPTS", "RUN AT", "LAST ERROR")
-    return table(
-        headers,
-        [
-            (
-                row.id,
-                row.shown_status,
-                row.queue,
-                row.handler,
-                row.priority,
-                f"{row.attempts}/{row.max_attempts or '-'}",
-                row.run_at,
-                first_line(row.last_error),
-            )
-            for row in rows
-        ],
-    )
+    lines = [
+        (
+            format_job_ref(database, row.id) if labelled else row.id,
+            row.shown_status,
+            row.queue,
+            row.handler,
+            row.priority,
+            f"{row.attempts}/{row.max_attempts or '-'}",
+            row.run_at,
+            first_line(row.last_error),
+        )
+        for database, row in rows
+    ]
+    if labelled:
+        return table(
+            ("DATABASE", *headers), [(d, *line) for (d, _), line in zip(rows, lines, strict=True)]
+        )
+    return table(headers, lines)
 
 
 def cmd_show(args: argparse.Namespace) -> int:
     config = command_config(args)
-    with command_store(config) as store:
-        row = store.get_job(args.id)
-        result, attempts = job_extras(store, row, args.id)
+    database, job_id = args.id
+    with database_store(config, database) as store:
+        row = store.get_job(job_id)
+        result, attempts = job_extras(store, row, job_id)
         # Dependencies (depends_on): the jobs it waits or waited on, and those waiting on it.
-        dependencies = _dependencies(store, row.id) if row is not None else {}
+        dependencies = _dependencies(store, row.id, database) if row is not None else {}
     if row is None and not result.kept:
         raise JobNotFound(f"no job with id {args.id}")
     if row is None:  # deleted on success; its result is kept
-        fields = {"id": args.id, "status": "done (its row deleted; its result kept)"}
+        fields = {"id": job_id, "status": "done (its row deleted; its result kept)"}
     else:
         fields = {**row.as_dict(), **dependencies}
+    fields = _labelled(fields, database, several(config))
     if args.json:
         print_json({**fields, **extras_json(result, attempts)})
         return int(ExitCode.OK)
@@ -140,10 +173,15 @@ def cmd_show(args: argparse.Namespace) -> int:
     return int(ExitCode.OK)
 
 
-def _dependencies(store: Store, job_id: int) -> dict[str, list[int]]:
-    """`parents` and `dependents` when the job has any (most have none: nothing shown)."""
+def _dependencies(store: Store, job_id: int, database: str) -> dict[str, list[Any]]:
+    """`parents` and `dependents` when the job has any (most have none: nothing shown);
+    named as jobs of its database are (they are all in it)."""
     found = {"parents": store.parents_of(job_id), "dependents": store.dependents_of(job_id)}
-    return {key: ids for key, ids in found.items() if ids}
+    return {
+        key: [i if database == HOME_DATABASE else format_job_ref(database, i) for i in ids]
+        for key, ids in found.items()
+        if ids
+    }
 
 
 def cmd_retry(args: argparse.Namespace) -> int:
@@ -152,20 +190,36 @@ def cmd_retry(args: argparse.Namespace) -> int:
     if args.queue and not args.dead:
         raise UsageError("--queue goes with --dead")
     config = command_config(args)
-    with command_store(config) as store:
-        if args.dead:
-            count = store.retry_dead(args.queue)
-            print(f"retried {plural(count, 'dead job')}")
-            return int(ExitCode.OK)
-        return _each_job(store, args.ids, "retried", lambda ids: store.retry_jobs(ids))
+    if args.dead:
+        count, stores = 0, EachStore(args, config, args.queue)
+        for _, _, store in stores:
+            count += store.retry_dead(args.queue)
+        print(f"retried {plural(count, 'dead job')}")
+        return stores.done()
+    done, refused = 0, []
+    for database, ids in by_database(config, args.ids).items():
+        with database_store(config, database) as store:
+            for job_id in ids:  # job by job, so every id not retried is named with why
+                if store.retry_jobs([job_id]):
+                    done += 1
+                else:
+                    ref = format_job_ref(database, job_id)
+                    refused.append(f"job {ref} ({store.not_retried(job_id)})")
+    print(f"retried {plural(done, 'job')}")
+    if refused:
+        raise JobNotFound(f"not retried: {', '.join(refused)}")
+    return int(ExitCode.OK)
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     """Waiting jobs end cancelled now, running ones within 2 s on whatever host runs them;
     a done, dead or unknown job is named, with exit 1 (SPEC: Job lifecycle)."""
     config = command_config(args)
-    with command_store(config) as store:
-        results = store.cancel_jobs(args.ids, by=f"{operator_name()} (forkq cancel)")
+    results: dict[str, CancelResult] = {}
+    for database, ids in by_database(config, args.ids).items():
+        with database_store(config, database) as store:
+            found = store.cancel_jobs(ids, by=f"{operator_name()} (forkq cancel)")
+        results.update((format_job_ref(database, i), r) for i, r in found.items())
     cancelled = sum(1 for r in results.values() if r == CancelResult.CANCELLED)
     stopping = sum(1 for r in results.values() if r == CancelResult.CANCELLING)
     print(f"cancelled {plural(cancelled, 'job')}")
@@ -177,35 +231,21 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return int(ExitCode.OK)
 
 
-def _each_job(
-    store: Store, ids: Sequence[int], verb: str, operation: Callable[[list[int]], int]
-) -> int:
-    """Apply `operation` job by job, so every id that was not changed is named with why."""
-    done, refused = 0, []
-    for job_id in dict.fromkeys(ids):
-        if operation([job_id]):
-            done += 1
-            continue
-        refused.append(f"job {job_id} ({store.not_retried(job_id)})")
-    print(f"{verb} {plural(done, 'job')}")
-    if refused:
-        raise JobNotFound(f"not {verb}: {', '.join(refused)}")
-    return int(ExitCode.OK)
-
-
 def cmd_purge(args: argparse.Namespace) -> int:
     config = command_config(args)
     statuses = [s for s, wanted in (("done", args.done), ("dead", args.dead)) if wanted]
-    counts: dict[str, int] = {}
-    with command_store(config) as store:
+    age = format_duration(args.older_than) if args.older_than else "0s"
+    stores = EachStore(args, config, args.queue)
+    for database, _, store in stores:
+        counts: dict[str, int] = {}
         for status in statuses or ["done", "dead"]:
             counts[status] = store.purge(status, args.older_than, queue=args.queue)
             if status == "done":
                 counts[status] += store.purge_archive(args.older_than, queue=args.queue)
-    summary = " and ".join(f"{count} {status}" for status, count in counts.items())
-    age = format_duration(args.older_than) if args.older_than else "0s"
-    print(f"purged {summary} jobs finished more than {age} ago")
-    return int(ExitCode.OK)
+        summary = " and ".join(f"{count} {status}" for status, count in counts.items())
+        label = f"{database}: " if several(config) else ""
+        print(f"{label}purged {summary} jobs finished more than {age} ago")
+    return stores.done()
 
 
 def cmd_pause(args: argparse.Namespace) -> int:
@@ -218,7 +258,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 def _set_paused(args: argparse.Namespace, *, paused: bool) -> int:
     config = command_config(args)
-    with command_store(config) as store:
+    [database] = database_names(args, config, args.queue)  # the queue's own database
+    with database_store(config, database) as store:
         store.set_paused(args.queue, paused)
     print(f"queue {args.queue} {'paused' if paused else 'resumed'}")
     return int(ExitCode.OK)

@@ -7,20 +7,33 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from supervisor import registry
 from supervisor.cli.common import command_config, command_store, status_cap
-from supervisor.cli.tables import AtLeast, cell, print_json, table
+from supervisor.cli.databases import EachStore, database_names, several
+from supervisor.cli.tables import AtLeast, cell, plural, print_json, table
 from supervisor.config import Config, ScheduleConfig
 from supervisor.durations import format_duration
-from supervisor.errors import ExitCode
+from supervisor.errors import ExitCode, ForkqError
+from supervisor.escaping import for_terminal
 from supervisor.models import QueueStats
-from supervisor.status import read_handlers, read_limits, read_status, status_document
+from supervisor.status import (
+    every_status_document,
+    read_every_status,
+    read_handlers,
+    read_limits,
+    read_status,
+    status_document,
+)
 from supervisor.store import Store
 from supervisor.timing import seconds_text
+from supervisor.work.command import load_handlers
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     config = command_config(args)
     cap = status_cap(args)
+    if several(config):
+        return _status_of_several(args, config, cap)
     with command_store(config) as store:
         queues, views = read_status(config, store, cap)
         limits = read_limits(config, store, cap)
@@ -28,6 +41,38 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         print_json(status_document(config, cap, queues, views, limits, handlers))
         return int(ExitCode.OK)
+    _print_status(config, queues, views, limits, handlers)
+    return int(ExitCode.OK)
+
+
+def _status_of_several(args: argparse.Namespace, config: Config, cap: int | None) -> int:
+    """Each database under its name; one that does not answer is said so (`NAME:
+    unreachable: why`) while the others are shown, and the exit is 1."""
+    statuses = read_every_status(config, cap, database_names(args, config))
+    if args.json:
+        print_json(every_status_document(config, cap, statuses))
+    for index, s in enumerate([] if args.json else statuses):
+        if index:
+            print()
+        if s.error is not None:
+            print(f"{s.name}: unreachable: {for_terminal(s.error)}")
+            continue
+        print(f"database {s.name}: {s.url}\n")
+        here = config.for_database(s.name, registry.queue_of)
+        _print_status(here, s.queues, s.processes, s.limits, s.handlers)
+    down = [s.name for s in statuses if s.error is not None]
+    if down:
+        raise ForkqError(f"{plural(len(down), 'database')} did not answer: {', '.join(down)}")
+    return int(ExitCode.OK)
+
+
+def _print_status(
+    config: Config,
+    queues: Sequence[QueueStats],
+    views: Sequence[dict[str, Any]],
+    limits: Sequence[dict[str, Any]],
+    handlers: Sequence[dict[str, Any]],
+) -> None:
     print(_queues_table(queues))
     if waiting := [f"{q.queue} {q.shown('waiting')}" for q in queues if q.waiting]:
         print(f"\nwaiting on parents (depends_on): {', '.join(waiting)}")
@@ -44,7 +89,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         print()
     if not views:
         print("no forkq processes are running")
-        return int(ExitCode.OK)
+        return
     rows = [
         (
             v["host"],
@@ -66,7 +111,6 @@ def cmd_status(args: argparse.Namespace) -> int:
             f" {format_duration(config.supervisor.process_stale_after)} or more"
             " (process_stale_after); the host is down or cannot reach the database"
         )
-    return int(ExitCode.OK)
 
 
 def _queues_table(queues: Sequence[QueueStats]) -> str:
@@ -120,8 +164,11 @@ def _limits_table(limits: Sequence[dict[str, Any]]) -> str:
 
 def cmd_locks(args: argparse.Namespace) -> int:
     config = command_config(args)
-    with command_store(config) as store:
-        locks = store.list_locks()
+    labelled = several(config)
+    locks = []
+    stores = EachStore(args, config)
+    for database, _, store in stores:
+        locks += [(database, lock, live) for lock, live in store.list_locks()]
     if args.json:
         print_json(
             [
@@ -131,8 +178,9 @@ def cmd_locks(args: argparse.Namespace) -> int:
                     "acquired_at": lock.acquired_at.isoformat() if lock.acquired_at else None,
                     "expires_at": lock.expires_at.isoformat(),
                     "live": live,
+                    **({"database": database} if labelled else {}),
                 }
-                for lock, live in locks
+                for database, lock, live in locks
             ]
         )
     elif not locks:
@@ -140,16 +188,33 @@ def cmd_locks(args: argparse.Namespace) -> int:
     else:
         rows = [
             (lock.name, lock.owner if live else None, lock.acquired_at, lock.expires_at, live)
-            for lock, live in locks
+            for _, lock, live in locks
         ]
-        print(table(("NAME", "OWNER", "ACQUIRED", "EXPIRES", "HELD"), rows))
-    return int(ExitCode.OK)
+        headers = ("NAME", "OWNER", "ACQUIRED", "EXPIRES", "HELD")
+        print(_with_database(headers, rows, [d for d, _, _ in locks] if labelled else None))
+    return stores.done()
+
+
+def _with_database(
+    headers: Sequence[str], rows: Sequence[Sequence[Any]], databases: Sequence[str] | None
+) -> str:
+    """A table, with a DATABASE column first when there are several databases."""
+    if databases is None:
+        return table(headers, rows)
+    labelled = [(d, *row) for d, row in zip(databases, rows, strict=True)]
+    return table(("DATABASE", *headers), labelled)
 
 
 def cmd_schedules(args: argparse.Namespace) -> int:
     config = command_config(args)
-    with command_store(config) as store:
-        entries = _schedule_entries(config, store)
+    labelled = several(config)
+    if labelled:  # a schedule without a queue is listed where its handler's queue lives
+        load_handlers(config)
+    entries = []
+    stores = EachStore(args, config)
+    for database, here, store in stores:
+        found = _schedule_entries(here, store)
+        entries += [{**e, "database": database} if labelled else e for e in found]
     if args.json:
         print_json(
             [
@@ -162,9 +227,11 @@ def cmd_schedules(args: argparse.Namespace) -> int:
     else:
         headers = ("NAME", "CRON", "TIMEZONE", "HANDLER", "QUEUE", "LAST SLOT", "NEXT RUN")
         headers += ("SOURCE", "STATE")  # type: ignore[assignment]
-        rows = [{**e, "queue": e["queue"] or "(handler's)"}.values() for e in entries]
-        print(table(headers, [tuple(row) for row in rows]))
-    return int(ExitCode.OK)
+        shown = [{k: v for k, v in e.items() if k != "database"} for e in entries]
+        rows = [tuple({**e, "queue": e["queue"] or "(handler's)"}.values()) for e in shown]
+        databases = [e["database"] for e in entries] if labelled else None
+        print(_with_database(headers, rows, databases))
+    return stores.done()
 
 
 def _schedule_entries(config: Config, store: Store) -> list[dict[str, Any]]:

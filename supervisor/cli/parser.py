@@ -37,9 +37,11 @@ from supervisor.cli.overview import cmd_locks, cmd_schedules, cmd_status
 from supervisor.cli.schedule import cmd_schedule, schedule_parser
 from supervisor.cli.tables import ERROR_PREFIX, PROG
 from supervisor.config import parse_listen
+from supervisor.config.model import HOME_DATABASE
 from supervisor.durations import parse_duration
 from supervisor.errors import ConfigError, ExitCode, ForkqError, UsageError
 from supervisor.escaping import for_terminal
+from supervisor.jobref import JobRef, parse_job_ref
 from supervisor.models import JobState
 from supervisor.status import STATUS_CAP
 from supervisor.store import SCHEMA_VERSION
@@ -69,9 +71,10 @@ def _common_options(*, in_subcommand: bool) -> _Parser:
     )
     group.add_argument(
         "--database",
-        metavar="URL",
+        metavar="URL|NAME",
         default=none,
-        help="database URL; wins over the file and $FORKQ_DATABASE_URL",
+        help="database URL (wins over the file and $FORKQ_DATABASE_URL), or the NAME of one"
+        " of the config's databases ([databases.NAME], or default) to look at it alone",
     )
     group.add_argument(
         "--debug",
@@ -92,6 +95,16 @@ def _positive_int(text: str) -> int:
     if value > 2**63 - 1:  # ids and counts are 64-bit in both databases
         raise argparse.ArgumentTypeError(f"must be at most {2**63 - 1}, got {value}")
     return value
+
+
+def _job_ref(text: str) -> JobRef:
+    """A job's id (42, in the home database) or DATABASE:ID (reports:42)."""
+    if ":" not in text:
+        return JobRef(HOME_DATABASE, _positive_int(text))
+    try:
+        return parse_job_ref(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _int(text: str) -> int:
@@ -172,14 +185,14 @@ def build_parser() -> argparse.ArgumentParser:
     _status_parser(command("status", cmd_status, "queues and processes across hosts"))
     _jobs_parser(command("jobs", cmd_jobs, "list jobs, newest first"))
     show = command("show", cmd_show, "every field of one job")
-    show.add_argument("id", metavar="ID", type=_positive_int)
+    show.add_argument("id", metavar="ID", type=_job_ref)
     _json_flag(show)
     batch = command("batch", cmd_batch, "where one batch stands: its jobs and callbacks")
-    batch.add_argument("id", metavar="ID", type=_positive_int)
+    batch.add_argument("id", metavar="ID", type=_job_ref)
     _json_flag(batch)
     _retry_parser(command("retry", cmd_retry, "run failed jobs again now"))
     cancel = command("cancel", cmd_cancel, "cancel waiting or running jobs")
-    cancel.add_argument("ids", metavar="ID", nargs="+", type=_positive_int)
+    cancel.add_argument("ids", metavar="ID", nargs="+", type=_job_ref)
     for name, func in (("pause", cmd_pause), ("resume", cmd_resume)):
         sub = command(name, func, f"{name} claiming from a queue, on every host")
         sub.add_argument("queue", metavar="QUEUE", type=_queue_name)
@@ -268,9 +281,9 @@ def _enqueue_parser(sub: argparse.ArgumentParser) -> None:
     sub.add_argument(
         "--depends-on",
         metavar="ID",
-        type=_positive_int,
+        type=_job_ref,
         action="append",
-        help="wait until job ID is done (repeatable)",
+        help="wait until job ID (or DATABASE:ID) is done (repeatable)",
     )
     sub.add_argument(
         "--on-parent-failure",
@@ -288,7 +301,7 @@ def _jobs_parser(sub: argparse.ArgumentParser) -> None:
 
 
 def _retry_parser(sub: argparse.ArgumentParser) -> None:
-    sub.add_argument("ids", metavar="ID", nargs="*", type=_positive_int)
+    sub.add_argument("ids", metavar="ID", nargs="*", type=_job_ref)
     sub.add_argument("--dead", action="store_true", help="every dead job (of --queue)")
     sub.add_argument("--queue", metavar="Q", type=_queue_name, help="with --dead")
 

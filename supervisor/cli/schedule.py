@@ -11,10 +11,14 @@ import json
 from typing import Any
 
 from supervisor.cli.common import command_config, command_store, operator_name
+from supervisor.cli.databases import database_names, narrowed, several
 from supervisor.cli.overview import cmd_schedules
-from supervisor.config import MISFIRE_MODES, schedule_from
+from supervisor.config import MISFIRE_MODES, Config, ScheduleConfig, schedule_from
+from supervisor.config.model import HOME_DATABASE
 from supervisor.errors import ConfigError, ExitCode, SchemaError, UsageError
+from supervisor.registry import queue_of
 from supervisor.store import Store
+from supervisor.work.command import load_handlers
 
 SCHEDULES_SCHEMA_VERSION = 9  # forkq_schedules exists from this version on
 
@@ -52,15 +56,46 @@ def cmd_schedule(args: argparse.Namespace) -> int:
             schedule = schedule_from(args.name, _fields(args))
         except ConfigError as exc:
             raise UsageError(str(exc)) from None
-    with command_store(config) as store:
+    database = _database_of(args, config, schedule)
+    here = narrowed(config, database)
+    with command_store(here) as store:
         _require_table(store)
         by = f"{operator_name()} (forkq schedule)"
         if schedule is not None:
-            add_schedule(store, config, schedule, by)
-            print(f"schedule {args.name} added")
+            add_schedule(store, here, schedule, by)
+            print(f"schedule {args.name} added" + (f" in {database}" if several(config) else ""))
         else:
-            print(change_schedule(store, config, args.name, args.action, by))
+            print(change_schedule(store, here, args.name, args.action, by))
     return int(ExitCode.OK)
+
+
+def _database_of(args: argparse.Namespace, config: Config, schedule: ScheduleConfig | None) -> str:
+    """Where a schedule lives: its queue's database (the handler's registered queue when
+    it names none); to change one, the database that has it (--database NAME to pick)."""
+    if not several(config):
+        return HOME_DATABASE
+    load_handlers(config)  # a schedule without a queue goes where its handler's queue is
+    if schedule is not None:
+        [database] = database_names(args, config, schedule.queue or queue_of(schedule.handler))
+        return database
+    names = database_names(args, config)
+    if len(names) == 1:
+        return names[0]
+    having = [name for name in names if _has_schedule(config, name, args.name)]
+    if len(having) > 1:
+        raise UsageError(
+            f"schedule {args.name!r} is in {' and '.join(having)}: pick one with --database NAME"
+        )
+    return having[0] if having else HOME_DATABASE
+
+
+def _has_schedule(config: Config, database: str, name: str) -> bool:
+    here = narrowed(config, database)
+    if any(s.name == name for s in here.schedules):
+        return True
+    with command_store(here) as store:
+        _require_table(store)
+        return any(s.name == name for s in store.runtime_schedules())
 
 
 def _fields(args: argparse.Namespace) -> dict[str, Any]:

@@ -3,20 +3,12 @@
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from util import (
-    create_database,
-    database_name,
-    drop_database,
-    mysql_connect,
-    sqlite_url_for,
-    with_database,
-)
+from util import mysql_connect, sqlite_url_for
 
 from supervisor import Enqueued, Queue, Router, handler
 from supervisor.config import load_config
@@ -32,25 +24,9 @@ def _report(payload: object, job: object) -> None:
     """Registered on queue "reports", which lives in database `reports`."""
 
 
-@pytest.fixture(params=["sqlite", "mysql"], ids=["sqlite", "mysql"])
-def urls(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
-    """(home, reports): two databases of one backend, schema applied to both."""
-    if request.param == "sqlite":
-        pair = (sqlite_url_for(tmp_path / "home.db"), sqlite_url_for(tmp_path / "reports.db"))
-    else:
-        server = request.getfixturevalue("mysql_server_url")
-        base = f"{database_name(server)}_{os.getpid()}_route"[:58]
-        pair = (with_database(server, f"{base}_home"), with_database(server, f"{base}_rep"))
-        for url in pair:
-            create_database(url)
-    for url in pair:
-        store = open_store(url)
-        store.apply_schema()
-        store.close()
-    yield pair
-    if request.param == "mysql":
-        for url in pair:
-            drop_database(url)
+@pytest.fixture
+def urls(two_db_urls: tuple[str, str]) -> tuple[str, str]:
+    return two_db_urls
 
 
 @pytest.fixture

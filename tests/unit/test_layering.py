@@ -16,10 +16,10 @@ SUPERVISOR = Path(__file__).resolve().parents[2] / "supervisor"
 
 LAYERS = [
     {"errors", "events", "kinds", "models", "durations", "escaping", "dburl", "policy", "outcomes",
-     "config", "logs", "proc", "unique", "timing"},
+     "config", "logs", "proc", "unique", "timing", "jobref"},
     {"store"},
     {"registry", "fate", "lock", "wake", "building", "queue", "batches", "status", "workflow",
-     "results"},
+     "results", "routing"},
     {"cluster"},
     {"observe"},
     {"work"},
