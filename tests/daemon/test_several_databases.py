@@ -22,6 +22,7 @@ from pathlib import Path
 import psutil
 import pytest
 from daemon_util import Daemon, title_of
+from private_mariadb import Webhook
 from util import (
     count_rows,
     create_database,
@@ -144,18 +145,9 @@ def pool_workers(daemon: Daemon) -> dict[str, int]:
     """pool -> how many idle workers, over every master."""
     counts: dict[str, int] = {}
     for pid in masters(daemon).values():
-        try:
-            kids = psutil.Process(pid).children()
-        except psutil.Error:
-            continue
-        for kid in kids:
-            try:
-                title = title_of(kid)
-            except psutil.Error:
-                continue
-            if " worker " in title and title.endswith(" idle"):
-                pool = title.split()[1]
-                counts[pool] = counts.get(pool, 0) + 1
+        with contextlib.suppress(psutil.Error):
+            for pool, count in pool_workers_of(pid).items():
+                counts[pool] = counts.get(pool, 0) + count
     return counts
 
 
@@ -187,13 +179,30 @@ def enqueue(url: str, queue: str, count: int, file: Path) -> list[int]:
 
 
 def test_each_pool_drains_only_its_own_database(
-    pair: tuple[str, str], several: Callable[..., Daemon], tmp_path: Path
+    pair: tuple[str, str],
+    several: Callable[..., Daemon],
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> None:
     home, other = pair
     log = tmp_path / "ran.txt"
     beat = tmp_path / "beat.txt"
-    schedule = f'[schedules.tick]\ncron = "* * * * * */1"\nhandler = "m.beat"\npayload = {{ file = "{beat}" }}\n'
-    daemon = several(config_text(home, {"other": (other, ["beta"])}, "\n" + schedule))
+    hook = Webhook()
+    request.addfinalizer(hook.close)
+    extra = f"""
+[schedules.tick]
+cron = "* * * * * */1"
+handler = "m.beat"
+payload = {{ file = "{beat}" }}
+
+[alerts]
+webhook_url = "{hook.url}"
+
+[alerts.rules.stuck]
+max_ready = 1
+"""
+    text = config_text(home, {"other": (other, ["beta"])}, extra)
+    daemon = several(text.replace('queues = ["beta"]', 'queues = ["beta", "stuck"]'))
     pids = wait_serving(daemon, {"default", "other"}, {"alpha", "beta"})
     assert title_of(psutil.Process(daemon.pid)) == "forkq: supervisor"
 
@@ -212,6 +221,14 @@ def test_each_pool_drains_only_its_own_database(
     # Every master registered itself in its own database, and its log names it.
     assert count_rows(home, "forkq_processes", "role = 'master'") == 1
     assert count_rows(other, "forkq_processes", "role = 'master'") == 1
+    # No pool works `stuck` (in `other`): its backlog alert names the database.
+    q = Queue(other, wake=False)
+    for _ in range(3):
+        q.enqueue("m.where", {"file": str(log)}, queue="stuck")
+    q.close()
+    wait_until(lambda: hook.texts, timeout=30, message="the backlog alert")
+    assert hook.texts[0].startswith("[forkq other] "), hook.texts
+    assert 'queue "stuck" backlog 3 ready' in hook.texts[0], hook.texts
     started = daemon.events("master_started")
     assert {e.get("database") for e in started} == {"default", "other"}
 
@@ -342,3 +359,27 @@ def test_systemd_hears_the_supervisor_only_once_every_master_is_up_or_waiting(
     finally:
         sock.close()
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_one_master_refuses_a_reload_that_adds_databases(
+    pair: tuple[str, str], several: Callable[..., Daemon]
+) -> None:
+    home, other = pair
+    daemon = several(config_text(home, {}))
+    wait_until(lambda: pool_workers_of(daemon.pid) == {"alpha": 1}, timeout=30, message="alpha up")
+    assert title_of(psutil.Process(daemon.pid)) == "forkq: master"  # no supervisor: as before
+    daemon.write_config(text=config_text(home, {"other": (other, ["beta"])}))
+    daemon.send_signal(signal.SIGHUP)
+    refused = daemon.wait_event("reload_refused")
+    assert "restart the daemon" in refused[0]["error"]
+    assert daemon.stop(timeout=30) == 0
+
+
+def pool_workers_of(master: int) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for kid in psutil.Process(master).children():
+        with contextlib.suppress(psutil.Error):
+            title = title_of(kid)
+            if " worker " in title and title.endswith(" idle"):
+                counts[title.split()[1]] = counts.get(title.split()[1], 0) + 1
+    return counts
