@@ -99,7 +99,7 @@ class Router:
         job_id = target.enqueue(
             handler, payload, connection=connection, depends_on=parents, **options
         )
-        return Enqueued(job_id, job_id.conflicted if isinstance(job_id, Enqueued) else False, name)
+        return Enqueued(job_id, job_id.conflicted, name)
 
     def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[Enqueued]:
         """Queue.enqueue_many: one transaction per database (all of one database's jobs
@@ -123,7 +123,7 @@ class Router:
                 check_connection(connection, target.store, self.config.url_of(name), name)
             ids = target.insert_built([built[i] for i in indexes], connection)
             for index, job_id in zip(indexes, ids, strict=True):
-                found[index] = Enqueued(job_id, getattr(job_id, "conflicted", False), name)
+                found[index] = Enqueued(job_id, job_id.conflicted, name)
         return [job_id for job_id in found if job_id is not None]
 
     @staticmethod
@@ -235,7 +235,7 @@ class OneDatabase:
 
     def insert_built(self, built: Sequence[NewJob], connection: Any = None) -> list[Enqueued]:
         ids = self.router.on(self.name).insert_built(built, connection)
-        return [Enqueued(job_id, getattr(job_id, "conflicted", False), self.name) for job_id in ids]
+        return [Enqueued(job_id, job_id.conflicted, self.name) for job_id in ids]
 
     def _here(self, built: list[NewJob]) -> list[NewJob]:
         for job in built:

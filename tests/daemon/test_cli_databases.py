@@ -17,6 +17,8 @@ import pytest
 from cli_util import failed, ok
 from util import free_tcp_port, subprocess_env
 
+from supervisor import Queue
+
 HANDLERS = """
 from supervisor import handler
 
@@ -181,3 +183,18 @@ def test_status_names_a_database_that_does_not_answer(
     for output in [o.stdout for o in outputs] + [o.stderr for o in outputs]:
         assert SECRET not in output
         assert ":forkq@" not in output  # the suite's own password neither
+
+
+def test_batch_takes_a_reference(workdir: Path, two_db_urls: tuple[str, str]) -> None:
+    _, reports = two_db_urls
+    producer = Queue(reports, wake=False)  # the reports database's own producer
+    try:
+        with producer.batch(on_complete="report.done") as batch:
+            batch.enqueue("report.build", {"day": 1}, queue="reports")
+    finally:
+        producer.close()
+    ref = f"reports:{batch.id}"
+    assert ok(forkq(workdir, "batch", ref)).startswith(f"batch {ref}: open\n")
+    document = json.loads(ok(forkq(workdir, "batch", ref, "--json")))
+    assert (document["database"], document["total"]) == ("reports", 1)
+    assert "no batch with id" in failed(forkq(workdir, "batch", str(batch.id + 1000)), 1)
