@@ -4,7 +4,8 @@
 `mariadbd`, data directory and port (tests/private_mariadb.py). Either can be killed -9
 and restarted on its data directory while the other goes on.
 
-`databases_config()` writes such a config for tests/daemon_util.py's launcher; the
+`databases_config()` writes such a config for tests/daemon_util.py's launcher, and
+`wait_idle()` waits for its workers, the grandchildren of `forkq run` there; the
 fault tests (tests/faults/test_faults_databases.py) and the bench section
 (benchmarks/sections/databases.py) share it. Fixture: `two_databases` (module scope),
 both servers destroyed at the end, pass or fail.
@@ -15,9 +16,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+import psutil
 import pytest
-from daemon_util import render_config, toml_value
+from daemon_util import Daemon, render_config, title_of, toml_value
 from private_mariadb import PrivateMariaDB, binaries_missing, unavailable
+from util import wait_until
 
 REPORTS = "reports"  # the second database's name in the config
 
@@ -86,6 +89,34 @@ def rows(server: PrivateMariaDB, columns: str = "id, queue, handler, payload") -
 def remaining(server: PrivateMariaDB) -> int:
     """Jobs left on a server (done jobs are deleted with on_success = "delete")."""
     return int(server.admin(f"SELECT COUNT(*) FROM `{server.database}`.forkq_jobs")[0][0])
+
+
+def worker_titles(daemon: Daemon) -> list[str]:
+    """The titles of every pool child of the daemon, whatever master forked it (with
+    several databases the process `forkq run` started forks a master per database)."""
+    if not daemon.alive():
+        raise AssertionError(f"{daemon.name} exited: {daemon.describe()}")
+    titles = []
+    for process in psutil.Process(daemon.pid).children(recursive=True):
+        try:
+            title = title_of(process)
+        except psutil.Error:
+            continue
+        if " worker " in title:
+            titles.append(title)
+    return titles
+
+
+def wait_idle(daemon: Daemon, timeout: float = 60.0) -> Daemon:
+    """Until every pool of the daemon has its `workers` children, all idle."""
+    expected = sum(int(p.get("workers", 2)) for p in daemon.pools.values())
+
+    def ready() -> bool:
+        titles = worker_titles(daemon)
+        return len(titles) == expected and all(t.endswith(" idle") for t in titles)
+
+    wait_until(ready, timeout=timeout, interval=0.05, message=f"{daemon.name}'s workers idle")
+    return daemon
 
 
 @pytest.fixture(scope="module")
