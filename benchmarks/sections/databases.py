@@ -65,10 +65,17 @@ def drain(
         producer.enqueue_many(batch[start : start + 1000])
     while remaining(pair.home) or remaining(pair.reports):
         if not made.alive():
-            raise RuntimeError(f"daemon exited: {made.describe()[-400:]}")
+            raise RuntimeError(f"{made.name} exited: {why_stopped(made)}")
         deadline.check("waiting for the drain")
         time.sleep(0.02)
     return time.monotonic() - started
+
+
+def why_stopped(made: Any) -> str:
+    """The exit status, what stopped the supervisor (a signal, an error), stderr's tail."""
+    said = [e for e in made.events() if e.get("component") == "supervisor"]
+    stops = [e for e in said if e.get("event") in ("supervisor_stopping", "supervisor_stopped")]
+    return f"rc {made.proc.poll()}, {stops[-2:]}, stderr: {made.stderr_text()[-300:]!r}"
 
 
 @contextlib.contextmanager
