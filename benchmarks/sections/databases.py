@@ -158,11 +158,15 @@ def _figures(bench: Any, rates: dict[tuple[str, str], list[float]]) -> None:
                   "jobs/s", note=note)  # fmt: skip
         ratios = [b / a for a, b in zip(one, two, strict=True)]
         bench.fig("databases", f"{kind} drain, two ÷ one", statistics.median(ratios), "x",
-                  note="both servers on the same 2 cores: capacity needs separate hardware")  # fmt: skip
+                  note=f"rounds: {rounds(ratios)}; one machine: no speed-up expected")  # fmt: skip
     flush2 = rates[("no-op", "flush2")]
     ratios = [b / a for a, b in zip(rates[("no-op", "one")], flush2, strict=True)]
     bench.fig("databases", "no-op drain, one database, flush_log_at_trx_commit=2 ÷ 1",
-              statistics.median(ratios), "x", note="scaling up: one fsync a second")  # fmt: skip
+              statistics.median(ratios), "x", note=f"rounds: {rounds(ratios)}")  # fmt: skip
+
+
+def rounds(ratios: list[float]) -> str:
+    return ", ".join(f"{r:.2f}" for r in ratios)
 
 
 METHOD = [
