@@ -29,6 +29,7 @@ from private_databases import REPORTS, TwoDatabases, remaining, rows, two_databa
 from util import report_figures, wait_until
 
 from supervisor import Queue, events
+from supervisor.errors import ConnectionLost
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(300)]
 
@@ -181,8 +182,11 @@ def test_server_2_killed_mid_drain_stops_only_its_queues(
         )
         pair.reports.kill9()
         killed_at, reports_run_at_kill = time.time(), count_lines(reports_file)
-        # The home queue goes on: what was queued, and what is enqueued while server 2 is down.
+        # The home queue goes on: what was queued, and what is enqueued while server 2 is down;
+        # an enqueue into server 2's queue says its database does not answer.
         second = router.enqueue_many([job(HOME_QUEUE, home_file)] * later)
+        with pytest.raises(ConnectionLost, match="2003"):
+            router.enqueue("t.noop", {}, queue=REPORTS_QUEUE)
     finally:
         router.close()
     home_ids = [int(e) for e in (*first, *second)]
@@ -221,6 +225,10 @@ def test_server_2_killed_mid_drain_stops_only_its_queues(
         interval=0.2,
         message="server 2's queue finished after its restart",
     )
+    daemon.wait_event(
+        events.DB_REACHABLE_AGAIN, timeout=60, where=lambda e: e.get("database") == REPORTS
+    )
+    assert forkq(daemon, "status").returncode == 0  # both databases answer again
     reports_runs = record_ids(reports_file)
     report_figures(
         "two databases, server 2 killed -9",
