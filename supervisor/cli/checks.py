@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from supervisor import registry
 from supervisor.cli.common import command_config, command_store, missing_database
+from supervisor.cli.databases import database_names
 from supervisor.cli.tables import ERROR_PREFIX, plural
 from supervisor.config import Config
 from supervisor.config.model import HOME_DATABASE
@@ -44,7 +45,8 @@ def cmd_schema(args: argparse.Namespace) -> int:
         print(f"schema version {version} applied to {config.database.redacted()}")
         return int(ExitCode.OK)
     failed = []  # several databases: each in turn, one that fails named, the others done
-    for name, url in config.every_database():
+    for name in database_names(args, config):
+        url = config.url_of(name)
         try:
             with closing(open_store(url)) as store:
                 version = store.apply_schema()
@@ -100,20 +102,29 @@ def cmd_check(args: argparse.Namespace) -> int:
         _check_schedules(config, checks)
     except ConfigError as exc:
         checks.fail("handlers", str(exc), config=True)
-    missing = missing_database(args, config)
-    if missing is not None:  # a check never creates the database it checks
+    for name in database_names(args, config):  # each a forkq installation of its own
+        _check_one(args, config, name, checks)
+    return _check_result(checks)
+
+
+def _check_one(args: argparse.Namespace, config: Config, name: str, checks: _Checks) -> None:
+    """One database's lines; a check never creates the database it checks."""
+    if name == HOME_DATABASE:
+        missing = missing_database(args, config)
+        here = config
+    else:
+        here = replace(config, database=config.url_of(name))
+        url = here.database
+        absent = url.backend == "sqlite" and url.path != ":memory:" and not os.path.exists(url.path)
+        missing = f"no SQLite database at {url.redacted()}" if absent else None
+    label = name if config.databases else ""
+    if missing is not None:
+        checks.prefix = f"{label}: " if label else ""
         checks.fail("database", missing)
         checks.skip("schema", "no database")
+        checks.prefix = ""
     else:
-        _check_database(config, checks, HOME_DATABASE if config.databases else "")
-    for named in config.databases:  # each a forkq installation of its own, named
-        url = named.url
-        if url.backend == "sqlite" and url.path != ":memory:" and not os.path.exists(url.path):
-            checks.fail("database", f"{named.name}: no SQLite database at {url.redacted()}")
-            checks.skip("schema", f"{named.name}: no database")
-        else:
-            _check_database(replace(config, database=url), checks, named.name)
-    return _check_result(checks)
+        _check_database(here, checks, label)
 
 
 def _check_schedules(config: Config, checks: _Checks) -> None:

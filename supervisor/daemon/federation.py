@@ -27,9 +27,10 @@ import signal
 import socket
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from supervisor import events, logs
+from supervisor import events, logs, registry
 from supervisor.config import Config, load_config
 from supervisor.daemon import member, systemd
 from supervisor.daemon.signals import SignalQueue, disarm_check_timer
@@ -39,6 +40,7 @@ from supervisor.observe import metrics
 from supervisor.proc import describe_exit, die_with_parent, fork_process, set_title
 from supervisor.work.command import load_handlers
 
+RunMaster = Callable[[Config, str | None], int]
 TURN = 0.25  # seconds between looks at exited masters and due respawns, at most
 RESPAWN_MAX = 30.0  # seconds between two starts of a master that keeps dying, at most
 HEALTHY_RUN = 60.0  # a master that ran this long starts again at once when it dies
@@ -68,8 +70,9 @@ def respawn_delay(failures: int) -> float:
 
 
 class Federation:
-    def __init__(self, config: Config, config_path: str | None) -> None:
+    def __init__(self, config: Config, config_path: str | None, run_master: RunMaster) -> None:
         self.config, self.config_path = config, config_path
+        self.run_master = run_master  # master.run_daemon: only the command line imports it
         self.log = logs.get(role=Role.MASTER, component="supervisor")
         self.signals = SignalQueue()
         self.sockets = tempfile.mkdtemp(prefix="forkq-notify-")  # mode 0700
@@ -150,19 +153,19 @@ class Federation:
         return Member(name, sock)
 
     def spawn(self, each: Member, now: float) -> None:
-        config = self.config.for_database(each.name, member.queue_of_handler)
+        config = self.config.for_database(each.name, registry.queue_of)
         notify_path = os.path.join(self.sockets, each.name)
         path = self.config_path
 
         def body() -> int:  # in the master
             die_with_parent(signal.SIGTERM)  # a supervisor killed -9: its masters stop
+            for sig in (signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU):  # until the master's
+                signal.signal(sig, signal.SIG_IGN)  # own handlers: it reads the newest config
             os.environ["NOTIFY_SOCKET"] = notify_path
             os.environ["WATCHDOG_PID"] = str(os.getpid())
             member.become(each.name)
-            from supervisor.daemon.master import run_daemon
-
             try:
-                return run_daemon(config, path)
+                return self.run_master(config, path)
             except ConfigError as exc:  # an older schema in this database: one line, 78
                 logs.get(role=Role.MASTER).error(events.MASTER_REFUSED, error=str(exc))
                 return int(ExitCode.CONFIG)
@@ -248,6 +251,7 @@ class Federation:
             return
         old, new = set(self.members), set(self.names(config))
         self.config = config
+        metrics.reload(config)  # a moved [metrics] listen moves the server
         metrics.several(config, self.names(config))
         for name in old - new:
             self.members[name].leaving = True
@@ -302,11 +306,11 @@ class Federation:
             systemd.watchdog()
 
 
-def run_federation(config: Config, config_path: str | None) -> int:
+def run_federation(config: Config, config_path: str | None, run_master: RunMaster) -> int:
     """`forkq run` with `[databases]`: handlers imported before any fork, then supervise."""
     metrics.boot(config)  # before any fork: every master records in one directory
     try:
         load_handlers(config)
-        return Federation(config, config_path).run()
+        return Federation(config, config_path, run_master).run()
     finally:
         metrics.shutdown()

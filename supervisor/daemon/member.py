@@ -38,12 +38,6 @@ def master_title() -> str:
     return "forkq: master" if _name is None else f"forkq: master [{_name}]"
 
 
-def queue_of_handler(handler: str) -> str:
-    """Where a schedule without a queue goes: its handler's registered queue."""
-    found = registry.get(handler)
-    return "default" if found is None else found.queue
-
-
 def reloaded_config(path: str | None, current: Config) -> Config:
     """HUP: the config file read again, handlers reloaded, narrowed to this master's
     database (ConfigError: refused, the master goes on with what it has)."""
@@ -54,6 +48,6 @@ def reloaded_config(path: str | None, current: Config) -> Config:
             raise ConfigError("[databases] was added: restart the daemon to serve several")
         return config
     try:
-        return config.for_database(_name, queue_of_handler)
+        return config.for_database(_name, registry.queue_of)
     except KeyError:
         raise ConfigError(f"database {_name!r} is no longer in the config") from None

@@ -49,17 +49,18 @@ class ForkqCollector:
 
     def __init__(self, directory: str, pulse: Pulse | None) -> None:
         self.directory = directory
-        self.pulse = pulse  # None: several databases, a master each (observe/several.py)
+        self.pulse = pulse  # None: several databases (observe/several.py reads theirs)
         self.lock = threading.Lock()  # one scrape at a time reads and folds the files
 
     def collect(self) -> list[Metric]:
         with self.lock:
             fold_gone(self.directory)
             found = read_files(self.directory)
-        if self.pulse is None:
-            from supervisor.observe.several import collect_several
+        return self.add_master(found)
 
-            return collect_several(self.directory, found)
+    def add_master(self, found: list[Metric]) -> list[Metric]:
+        """The master's own: its last check and its loop's last turn."""
+        assert self.pulse is not None
         found += check_families(read_check(self.directory))
         loop = self.pulse.read()
         if loop is not None:
@@ -73,10 +74,7 @@ class ForkqCollector:
         return found
 
     def health(self, now: float | None = None) -> Health:
-        if self.pulse is None:
-            from supervisor.observe.several import health_of_several
-
-            return health_of_several(self.directory, time.monotonic() if now is None else now)
+        assert self.pulse is not None
         return health_of(self.pulse.read(), read_check(self.directory), now)
 
 

@@ -68,7 +68,7 @@ class MasterSide:
 
         self.directory = directory
         self.close_fds = close_fds  # what the server closes after its fork
-        self.series: MasterSeries = MasterSeries()
+        self.series: MasterSeries = MasterSeries(database)
         # A master of several databases: its pulse in a file the supervisor's server
         # maps; the supervisor (`several`): its server reads every master's.
         self.database = database

@@ -126,7 +126,7 @@ def _job_series() -> JobSeries:
     global _jobs
     from supervisor.observe.series import JobSeries
 
-    _jobs = JobSeries()
+    _jobs = JobSeries(_database)
     return _jobs
 
 

@@ -11,14 +11,28 @@ With one database none of this runs and no series has a `database` label.
 from __future__ import annotations
 
 import os
+import time
 
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
-from supervisor.observe.collect import check_families, health_of
+from supervisor.observe.collect import ForkqCollector, check_families, health_of
 from supervisor.observe.health import Health
 from supervisor.observe.shared import Beat, Pulse, pulse_path, read_check, read_databases
 
 HOME = "default"  # config.model.HOME_DATABASE (not imported: the server stays light)
+
+
+class SeveralCollector(ForkqCollector):
+    """The server's collector with several databases: every master's, labelled."""
+
+    def __init__(self, directory: str) -> None:
+        super().__init__(directory, None)
+
+    def add_master(self, found: list[Metric]) -> list[Metric]:
+        return collect_several(self.directory, found)
+
+    def health(self, now: float | None = None) -> Health:
+        return health_of_several(self.directory, time.monotonic() if now is None else now)
 
 
 def collect_several(directory: str, found: list[Metric]) -> list[Metric]:

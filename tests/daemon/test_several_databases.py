@@ -14,6 +14,8 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
+import sys
 import tempfile
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -24,6 +26,7 @@ import pytest
 from daemon_util import Daemon, title_of
 from private_mariadb import Webhook
 from util import (
+    REPO_ROOT,
     count_rows,
     create_database,
     drop_database,
@@ -81,22 +84,67 @@ def applied(url: str) -> str:
 
 
 @pytest.fixture(params=["sqlite", "mysql"])
-def pair(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
-    """Two databases with the schema applied: (home, other)."""
+def empty_pair(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """Two databases without forkq's tables (SQLite: not yet created): (home, other)."""
     if request.param == "sqlite":
-        yield (
-            applied(sqlite_url_for(tmp_path / "home.db")),
-            applied(sqlite_url_for(tmp_path / "other.db")),
-        )
+        yield sqlite_url_for(tmp_path / "home.db"), sqlite_url_for(tmp_path / "other.db")
         return
     server = request.getfixturevalue("mysql_server_url")
     urls = [with_database(server, f"forkq_several_{os.getpid()}_{n}") for n in ("a", "b")]
     for url in urls:
         create_database(url)
-        applied(url)
     yield urls[0], urls[1]
     for url in urls:
         drop_database(url)
+
+
+@pytest.fixture
+def pair(empty_pair: tuple[str, str]) -> tuple[str, str]:
+    """Two databases with the schema applied: (home, other)."""
+    return applied(empty_pair[0]), applied(empty_pair[1])
+
+
+def cli(directory: Path, config: str) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """`forkq ARGS -c CONFIG` in `directory`, with no FORKQ_* variable of ours."""
+    (directory / "forkq.toml").write_text(config)
+    (directory / f"{MODULE}.py").write_text(HANDLERS)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FORKQ_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(directory), str(REPO_ROOT)])
+
+    def forkq(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "supervisor", *args, "-c", str(directory / "forkq.toml")]
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+
+    return forkq
+
+
+def test_forkq_work_claims_from_its_queues_database(pair: tuple[str, str], tmp_path: Path) -> None:
+    home, other = pair
+    log = tmp_path / "ran.txt"
+    forkq = cli(tmp_path, config_text(home, {"other": (other, ["beta"])}))
+    stray = enqueue(home, "beta", 1, log)
+    mine = enqueue(other, "beta", 2, log)
+    worked = forkq("work", "--queues", "beta", "--burst")
+    assert worked.returncode == 0, worked
+    assert sorted((job, queue) for job, queue, *_ in records(log)) == [(j, "beta") for j in mine]
+    assert count_rows(other, "forkq_jobs") == 0
+    assert count_rows(home, "forkq_jobs", "id = ? AND status = 'ready'", stray) == 1
+
+
+def test_schema_apply_and_check_cover_both_databases(
+    empty_pair: tuple[str, str], tmp_path: Path
+) -> None:
+    home, other = empty_pair
+    forkq = cli(tmp_path, config_text(home, {"other": (other, ["beta"])}))
+    applied_now = forkq("schema", "apply")
+    assert applied_now.returncode == 0, applied_now
+    assert "applied to default: " in applied_now.stdout
+    assert "applied to other: " in applied_now.stdout
+    assert count_rows(home, "forkq_jobs") == 0 and count_rows(other, "forkq_jobs") == 0
+    checked = forkq("check")
+    assert checked.returncode == 0, checked
+    assert "ok    schema    default: version" in checked.stdout
+    assert "ok    schema    other: version" in checked.stdout
 
 
 def config_text(home: str, databases: dict[str, tuple[str, list[str]]], extra: str = "") -> str:
@@ -232,6 +280,13 @@ max_ready = 1
     started = daemon.events("master_started")
     assert {e.get("database") for e in started} == {"default", "other"}
 
+    # TTIN goes to every master: one more child in every pool of every database.
+    daemon.send_signal(signal.SIGTTIN)
+    wait_until(
+        lambda: pool_workers(daemon) == {"alpha": 2, "beta": 2},
+        timeout=30,
+        message="a second child in alpha and beta",
+    )
     assert daemon.stop(timeout=30) == 0
     assert count_rows(home, "forkq_processes") == 0
     assert count_rows(other, "forkq_processes") == 0
@@ -281,7 +336,13 @@ def test_reload_adds_and_removes_databases_and_a_dead_master_comes_back(
     wait_until(lambda: len(records(log)) >= 6, timeout=30, message="2 more jobs ran")
     ran = {(job, queue): ppid for job, queue, _, ppid in records(log)}
     assert {ran[j, "gamma"] for j in more} == {back["spare"]}
-    assert daemon.stop(timeout=30) == 0
+
+    # The supervisor killed -9: each master is told (SIGTERM) and stops as at a stop.
+    os.kill(daemon.pid, signal.SIGKILL)
+    for pid in back.values():
+        wait_until(lambda pid=pid: not psutil.pid_exists(pid), timeout=30, message="masters gone")
+    assert count_rows(home, "forkq_processes", "role = 'master'") == 0
+    assert count_rows(other, "forkq_processes", "role = 'master'") == 0
 
 
 def test_a_database_that_does_not_answer_stops_only_its_own_queues(
@@ -308,12 +369,19 @@ def test_a_database_that_does_not_answer_stops_only_its_own_queues(
                 return answer.status, answer.read().decode()
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read().decode()
+        except OSError as exc:  # not listening (yet)
+            return 0, str(exc)
 
     def labelled() -> str | None:
         _, text = scrape("/metrics")
         return text if 'forkq_pool_max_workers{database="default",pool="alpha"}' in text else None
 
     text = wait_until(labelled, timeout=30, message="labelled pool series")
+    # The database that does not answer counts its failed calls under its own name.
+    errors = [
+        x for x in text.splitlines() if x.startswith('forkq_db_errors_total{database="other"}')
+    ]
+    assert errors and float(errors[0].split()[-1]) >= 1, text
     assert 'forkq_master_loop_timestamp_seconds{database="default"}' in text
 
     def judged() -> tuple[int, str] | None:
@@ -322,6 +390,14 @@ def test_a_database_that_does_not_answer_stops_only_its_own_queues(
 
     status, health = wait_until(judged, timeout=30, message="/healthz judged default")
     assert status == 503 and "other: " in health, health
+
+    # HUP with [metrics] listen moved: the one server moves; the masters go on.
+    listen = f"127.0.0.1:{free_tcp_port()}"
+    daemon.write_config(
+        text=config_text(home, {"other": (down, ["beta"])}, f'\n[metrics]\nlisten = "{listen}"\n')
+    )
+    daemon.send_signal(signal.SIGHUP)
+    wait_until(labelled, timeout=30, message="the server on its new port")
     assert daemon.stop(timeout=30) == 0
 
 

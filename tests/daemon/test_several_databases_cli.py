@@ -12,6 +12,7 @@ from pathlib import Path
 from util import REPO_ROOT, count_rows, free_tcp_port, sqlite_url_for
 
 from supervisor import Queue
+from supervisor.store import SCHEMA_VERSION
 
 HANDLERS = """\
 import os
@@ -74,22 +75,31 @@ def test_schema_apply_and_check_cover_every_database(tmp_path: Path) -> None:
     assert forkq(tmp_path, "check").returncode == 0
 
 
-def test_forkq_work_claims_from_its_queues_database(tmp_path: Path) -> None:
+def test_forkq_work_refuses_queues_of_two_databases(tmp_path: Path) -> None:
     home, other = sqlite_url_for(tmp_path / "home.db"), sqlite_url_for(tmp_path / "other.db")
     write_config(tmp_path, home, {"other": (other, "beta")})
     assert forkq(tmp_path, "schema", "apply").returncode == 0
-    ran = tmp_path / "ran.txt"
-    ids = []
-    for url in (home, other):
-        q = Queue(url, wake=False)
-        ids.append(q.enqueue("m.where", {"file": str(ran)}, queue="beta").id)
-        q.close()
-
-    worked = forkq(tmp_path, "work", "--queues", "beta", "--burst")
-    assert worked.returncode == 0, worked
-    assert ran.read_text().splitlines() == [f"{ids[1]},beta"]  # other's job, not home's
-    assert count_rows(other, "forkq_jobs") == 0
-    assert count_rows(home, "forkq_jobs", "queue = 'beta' AND status = 'ready'") == 1
-
     both = forkq(tmp_path, "work", "--queues", "alpha,beta", "--burst")
     assert both.returncode == 2 and "default and other" in both.stderr, both
+
+
+def test_database_name_picks_one_database(tmp_path: Path) -> None:
+    home, other = sqlite_url_for(tmp_path / "home.db"), sqlite_url_for(tmp_path / "other.db")
+    write_config(tmp_path, home, {"other": (other, "beta")})
+    applied = forkq(tmp_path, "schema", "apply", "--database", "other")
+    assert applied.returncode == 0, applied
+    assert applied.stdout.splitlines() == [
+        f"schema version {SCHEMA_VERSION} applied to other: {other}"
+    ]
+    assert not (tmp_path / "home.db").exists()
+    checked = forkq(tmp_path, "check", "--database", "other")
+    assert checked.returncode == 0, checked
+    assert "default" not in checked.stdout and "ok    schema    other: version" in checked.stdout
+    q = Queue(other, wake=False)
+    job = q.enqueue("m.where", {"file": str(tmp_path / "ran.txt")}, queue="beta").id
+    q.close()
+    worked = forkq(tmp_path, "work", "--database", "other", "--burst")
+    assert worked.returncode == 0, worked
+    assert (tmp_path / "ran.txt").read_text().splitlines() == [f"{job},beta"]
+    ran = forkq(tmp_path, "run", "--database", "other")
+    assert ran.returncode == 2 and "every database" in ran.stderr, ran
