@@ -25,6 +25,7 @@ from supervisor import events, logs
 from supervisor.config import HOME_DATABASE, Config, load_config
 from supervisor.errors import DatabaseError, ForkqError, SchemaError
 from supervisor.jobref import JobRef
+from supervisor.status import STATUS_CAP
 from supervisor.store import Store
 from supervisor.web import filters
 from supervisor.web.context import MAX_JOB_ID, Context, DashboardRequest
@@ -154,9 +155,13 @@ class Dashboard:
         except (DatabaseError, SchemaError) as exc:
             self.log.error(events.WEB_DATABASE_ERROR, endpoint=endpoint, error=str(exc))
             if self.databases.several:
-                self.databases.failed(context.db, str(exc))
-                message = f"database {context.db} does not answer: {exc}"
-                return context.render("error.html", status=503, message=message)
+                why = self.databases.why(context.db, exc)
+                self.databases.failed(context.db, why)
+                message = f"database {context.db} does not answer: {why}"
+                summary = self.databases.summary(STATUS_CAP)  # the others, as the overview
+                return context.render(
+                    "error.html", status=503, message=message, every_database=summary
+                )
             return context.render("error.html", status=503, message=str(exc))
         except ForkqError as exc:
             return context.render("error.html", status=400, message=str(exc))

@@ -13,7 +13,7 @@ from werkzeug.utils import redirect
 from werkzeug.wrappers import Request, Response
 
 from supervisor.config import HOME_DATABASE, Config
-from supervisor.jobref import JobRef, parse_job_ref
+from supervisor.jobref import JobRef, format_job_ref, parse_job_ref
 from supervisor.store import Store
 from supervisor.web.security import FLASH_COOKIE, Session, local_target
 
@@ -57,6 +57,7 @@ class Context:
     bearer: bool  # authenticated by the Authorization header (an API client)
     cookies: list[tuple[str, str, int]] = field(default_factory=list)  # to set: name, value, age
     db: str = HOME_DATABASE  # the database this page shows and its actions change
+    read: bool = False  # this page read its database (so it answers, when the page renders)
 
     def chosen_database(self) -> str:
         """`db` of the query string (or a form's field), the home database without one."""
@@ -72,6 +73,7 @@ class Context:
 
     @property
     def store(self) -> Store:
+        self.read = True
         return self.app.store(self.db)
 
     @property
@@ -95,6 +97,8 @@ class Context:
         flash = self.app.guard.read_flash(self.request.cookies.get(FLASH_COOKIE))
         if flash is not None:
             self.cookies.append((FLASH_COOKIE, "", 0))
+        if self.read and status < 500:
+            self.app.databases.answered(self.db)
         page = self.app.templates.get_template(template).render(
             url=self.url,
             static=lambda name: self.url("static", filename=name),
@@ -104,6 +108,7 @@ class Context:
             authenticated=self.session.authenticated,
             database=self.config.database.redacted(),
             db=self.db,
+            ref=self.ref,
             databases=self.app.databases.names if self.app.databases.several else [],
             down=self.app.databases.down() if self.session.authenticated else {},
             # Queues a pool of the config works; None with no config file to say so.
@@ -113,6 +118,10 @@ class Context:
             **values,
         )
         return Response(page, status=status, mimetype="text/html")
+
+    def ref(self, job_id: int) -> str:
+        """How a job of this page's database is named: 42 at home, reports:42 elsewhere."""
+        return format_job_ref(self.db, job_id)
 
     def back(self, message: str, fallback: str = "overview") -> Response:
         """303 to the page the form came from (a local path only), with a message for it."""

@@ -17,12 +17,16 @@ from werkzeug.routing import BaseConverter, ValidationError
 
 from supervisor.config import Config
 from supervisor.config.model import HOME_DATABASE
-from supervisor.errors import ForkqError
+from supervisor.errors import DatabaseError, ForkqError
 from supervisor.jobref import JobRef, parse_job_ref
+from supervisor.status import missing_sqlite, why_down
 from supervisor.store import Store, open_store
 
 DB_TIMEOUT = 30.0  # seconds a page waits on the database
-HEALTH_FOR = 5.0  # seconds a database's answer (or silence) is trusted before asking again
+HEALTH_FOR = 5.0  # seconds a database's answer is trusted before asking again
+# ... and its silence: a server that drops packets costs a connect timeout (5 s) to ask,
+# so a database down is asked less often than one up.
+DOWN_FOR = 30.0
 
 
 class JobRefConverter(BaseConverter):
@@ -62,9 +66,17 @@ class Databases:
         stores: dict[str, Store] = self._local.__dict__.setdefault("stores", {})
         store = stores.get(name)
         if store is None:
-            store = open_store(self.config_of(name).database, timeout=DB_TIMEOUT)
+            url = self.config_of(name).database
+            missing = missing_sqlite(url) if self.several else None
+            if missing is not None:  # opening it would create an empty file
+                raise DatabaseError(missing)
+            store = open_store(url, timeout=DB_TIMEOUT)
             stores[name] = store
         return store
+
+    def why(self, name: str, exc: BaseException) -> str:
+        """Why `name` did not answer, in one line, never with its password."""
+        return why_down(exc, self.config_of(name).database)
 
     def failed(self, name: str, problem: str) -> None:
         """`name` did not answer: this thread reconnects next time; pages name it down."""
@@ -75,6 +87,10 @@ class Databases:
                 store.close()
         with self._lock:
             self._health[name] = (time.monotonic(), problem)
+
+    def answered(self, name: str) -> None:
+        with self._lock:
+            self._health[name] = (time.monotonic(), None)
 
     def down(self) -> dict[str, str]:
         """The databases that do not answer (asked at most every HEALTH_FOR seconds), with
@@ -92,15 +108,14 @@ class Databases:
         now = time.monotonic()
         with self._lock:
             cached = self._health.get(name)
-        if cached is not None and now - cached[0] < HEALTH_FOR:
+        if cached is not None and now - cached[0] < (HEALTH_FOR if cached[1] is None else DOWN_FOR):
             return cached[1]
         try:
             self.store(name).db_now()
         except ForkqError as exc:
-            self.failed(name, str(exc))
-            return str(exc)
-        with self._lock:
-            self._health[name] = (now, None)
+            self.failed(name, self.why(name, exc))
+            return self.why(name, exc)
+        self.answered(name)
         return None
 
     def summary(self, cap: int) -> list[dict[str, Any]]:
@@ -115,8 +130,8 @@ class Databases:
                 try:
                     line.update(self._totals(name, cap))
                 except ForkqError as exc:
-                    self.failed(name, str(exc))
-                    line["problem"] = str(exc)
+                    problem = line["problem"] = self.why(name, exc)
+                    self.failed(name, problem)
             lines.append(line)
         return lines
 

@@ -20,7 +20,9 @@ from supervisor.models import JobState, Throughput
 from supervisor.results import attempt_history, read_result
 from supervisor.status import (
     STATUS_CAP,
+    every_status_document,
     process_view,
+    read_every_status,
     read_handlers,
     read_limits,
     read_status,
@@ -270,7 +272,11 @@ def locks(ctx: Context) -> Response:
 
 
 def api_status(ctx: Context) -> Response:
-    """Exactly what `forkq status --json` prints (status.py builds both)."""
+    """Exactly what `forkq status --json` prints (status.py builds both): with several
+    databases, each one's, and those that do not answer (`?db=NAME`: that one's alone)."""
+    if ctx.app.databases.several and "db" not in ctx.request.args:
+        config = ctx.app.config
+        return ctx.json(every_status_document(config, STATUS_CAP, read_every_status(config)))
     queues, views = read_status(ctx.config, ctx.store, STATUS_CAP)
     limits = read_limits(ctx.config, ctx.store)
     handlers = read_handlers(ctx.store)
