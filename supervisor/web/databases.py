@@ -19,6 +19,7 @@ from supervisor.config import Config
 from supervisor.config.model import HOME_DATABASE
 from supervisor.errors import DatabaseError, ForkqError
 from supervisor.jobref import JobRef, parse_job_ref
+from supervisor.registry import queue_of
 from supervisor.status import missing_sqlite, why_down
 from supervisor.store import Store, open_store
 
@@ -54,7 +55,11 @@ class Databases:
         self.config = config
         self.names = [name for name, _ in config.every_database()]
         self.several = len(self.names) > 1
-        self._configs = {n: config.for_database(n) if self.several else config for n in self.names}
+        # A schedule without a queue belongs where its handler's queue lives (registry.py:
+        # the handlers are loaded before the dashboard is made).
+        self._configs = {
+            n: config.for_database(n, queue_of) if self.several else config for n in self.names
+        }
         self._local = threading.local()
         self._lock = threading.Lock()
         self._health: dict[str, tuple[float, str | None]] = {}  # name: (checked at, problem)
