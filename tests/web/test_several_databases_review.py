@@ -18,6 +18,7 @@ from databases_util import (
     databases_toml,
     reports_url_fixture,  # noqa: F401  (the `reports_url` fixture)
 )
+from util import free_tcp_port
 from webutil import TOKEN, ServerFactory, WebServer, csrf_of
 from werkzeug.test import Client
 
@@ -134,3 +135,19 @@ def test_a_schedule_without_a_queue_is_kept_where_its_handlers_queue_lives(
         assert store.runtime_schedules() == []
     finally:
         reports.close()
+
+
+def test_finding_a_job_of_a_database_that_does_not_answer_never_blames_this_one(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    closed = free_tcp_port()
+    down = f"mysql://forkq:{PASSWORD}@127.0.0.1:{closed}/reports"
+    client = app_client(tmp_path, db_url, databases_toml(down), monkeypatch)
+    # Before: 503 "database default does not answer", and every page said so for 30 s.
+    answer = client.get("/jobs?find=reports:1")
+    assert answer.status_code == 303
+    assert answer.headers["Location"].endswith("/jobs/reports:1")  # which says why: 503
+    answer = client.get("/dead")
+    html = answer.get_data(as_text=True)
+    assert answer.status_code == 200 and "database default does not answer" not in html
+    assert "database reports does not answer" in html and PASSWORD not in html
