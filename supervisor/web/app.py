@@ -149,7 +149,8 @@ class Dashboard:
         try:
             if not isinstance(ref, JobRef):
                 context.db = context.chosen_database()
-            down = self.databases.known_down(context.db) if self.databases.several else None
+            asks = self.databases.several and endpoint not in ("login", "logout")
+            down = self.databases.known_down(context.db) if asks else None
             if down is not None:
                 return self._down(context, down)
             return self.handlers[endpoint](context, **args)

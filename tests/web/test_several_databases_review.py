@@ -151,3 +151,19 @@ def test_finding_a_job_of_a_database_that_does_not_answer_never_blames_this_one(
     html = answer.get_data(as_text=True)
     assert answer.status_code == 200 and "database default does not answer" not in html
     assert "database reports does not answer" in html and PASSWORD not in html
+
+
+def test_the_login_page_is_served_and_tells_nothing_while_a_database_is_down(
+    reports_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "login.toml"
+    down = f"mysql://forkq:{PASSWORD}@127.0.0.1:{free_tcp_port()}/app"
+    config.write_text(f'[database]\nurl = "{down}"\n' + databases_toml(reports_url))
+    monkeypatch.delenv("FORKQ_DATABASE_URL", raising=False)
+    client = Client(make_app_from_config(load_config(str(config)), token=TOKEN))
+    answer = client.get("/", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert answer.status_code == 503  # the home database is known down from here on
+    answer = client.get("/login")  # no session, no token: a stranger
+    html = answer.get_data(as_text=True)
+    assert answer.status_code == 200 and 'name="token"' in html
+    assert "reports" not in html and "does not answer" not in html
