@@ -151,6 +151,7 @@ class ForkqBackend(BaseTaskBackend):
         own uncommitted jobs. With `queue_databases` each database is asked in turn: ids
         are per database, the id's random token tells which enqueue it was."""
         job_id = _job_id(result_id)
+        missing = TaskResultDoesNotExist(result_id)
         for database in self.databases():
             connection = self._connection(database)
             store = results.store_for(connection)
@@ -159,10 +160,14 @@ class ForkqBackend(BaseTaskBackend):
                 record = store.result_on(connection.connection, job_id)
             if job is None and record is None:
                 continue
-            result = results.build_result(job, record, result_id=result_id)
+            try:
+                result = results.build_result(job, record, result_id=result_id)
+            except TaskResultDoesNotExist as exc:  # no Django task here: ask the next
+                missing = exc
+                continue
             if result.id == result_id:  # not the job id of another enqueue (a reused id)
                 return result
-        raise TaskResultDoesNotExist(result_id)
+        raise missing
 
     def database_for(self, queue: str) -> str:
         """The DATABASES alias holding `queue`'s jobs."""

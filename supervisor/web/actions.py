@@ -18,6 +18,7 @@ from supervisor.cluster.schedules import add_schedule, change_schedule
 from supervisor.config import schedule_from
 from supervisor.errors import ConfigError, UsageError
 from supervisor.models import CancelResult
+from supervisor.registry import queue_of
 from supervisor.web.bulk import jobs_bulk
 from supervisor.web.context import Context, job_id_of
 from supervisor.web.security import SESSION_COOKIE, SESSION_LIFETIME
@@ -56,9 +57,9 @@ def running_cancel(ctx: Context) -> Response:
 def _cancel(ctx: Context, ids: Sequence[int]) -> str:
     results = ctx.store.cancel_jobs(ids, by=ctx.who())
     _log(ctx, "cancel", ids=list(ids), results={str(k): str(v) for k, v in results.items()})
-    done = [str(i) for i, r in results.items() if r == CancelResult.CANCELLED]
-    stopping = [str(i) for i, r in results.items() if r == CancelResult.CANCELLING]
-    refused = [f"{i} ({r})" for i, r in results.items() if not r.ok]
+    done = [ctx.ref(i) for i, r in results.items() if r == CancelResult.CANCELLED]
+    stopping = [ctx.ref(i) for i, r in results.items() if r == CancelResult.CANCELLING]
+    refused = [f"{ctx.ref(i)} ({r})" for i, r in results.items() if not r.ok]
     parts = []
     if done:
         parts.append(f"cancelled {', '.join(done)}")
@@ -130,7 +131,8 @@ def schedule_run(ctx: Context) -> Response:
     )
     job_id = ctx.store.enqueue(job)
     _log(ctx, "run_now", schedule=name, job_id=job_id)
-    return ctx.back(f"schedule {name}: job {job_id} enqueued to run now", fallback="schedules")
+    said = f"schedule {name}: job {ctx.ref(job_id)} enqueued to run now"
+    return ctx.back(said, fallback="schedules")
 
 
 def schedule_add(ctx: Context) -> Response:
@@ -143,8 +145,9 @@ def schedule_add(ctx: Context) -> Response:
     try:
         fields["payload"] = json.loads(form.get("payload", "").strip() or "{}")
         schedule = schedule_from(name, fields)
-        if schedule.queue is not None:  # kept where its queue lives, whose daemons run it
-            ctx.db = ctx.app.config.database_of(schedule.queue)
+        # Kept where its queue lives (without one, its handler's: forkq schedule add and
+        # the daemons place it so), whose daemons run it.
+        ctx.db = ctx.app.config.database_of(schedule.queue or queue_of(schedule.handler))
         add_schedule(ctx.store, ctx.config, schedule, ctx.who())
     except ValueError as exc:
         return ctx.back(f"schedule not added: payload is not JSON ({exc})", fallback="schedules")
@@ -193,7 +196,7 @@ def _queue(ctx: Context, *, required: bool) -> str | None:
 
 def _log(ctx: Context, action: str, **details: object) -> None:
     logs.get(component="web").info(
-        events.WEB_ACTION, action=action, client=ctx.request.remote_addr, **details
+        events.WEB_ACTION, action=action, client=ctx.request.remote_addr, **ctx.where(), **details
     )
 
 

@@ -149,6 +149,10 @@ class Dashboard:
         try:
             if not isinstance(ref, JobRef):
                 context.db = context.chosen_database()
+            asks = self.databases.several and endpoint not in ("login", "logout")
+            down = self.databases.known_down(context.db) if asks else None
+            if down is not None:
+                return self._down(context, down)
             return self.handlers[endpoint](context, **args)
         except HTTPException as exc:
             return _plain(exc.code or 400, exc.description or exc.name)
@@ -157,14 +161,16 @@ class Dashboard:
             if self.databases.several:
                 why = self.databases.why(context.db, exc)
                 self.databases.failed(context.db, why)
-                message = f"database {context.db} does not answer: {why}"
-                summary = self.databases.summary(STATUS_CAP)  # the others, as the overview
-                return context.render(
-                    "error.html", status=503, message=message, every_database=summary
-                )
+                return self._down(context, why)
             return context.render("error.html", status=503, message=str(exc))
         except ForkqError as exc:
             return context.render("error.html", status=400, message=str(exc))
+
+    def _down(self, context: Context, why: str) -> Response:
+        """503: the page's database does not answer; the others summed up, as the overview."""
+        message = f"database {context.db} does not answer: {why}"
+        summary = self.databases.summary(STATUS_CAP)
+        return context.render("error.html", status=503, message=message, every_database=summary)
 
 
 def _page_rules() -> list[Rule]:

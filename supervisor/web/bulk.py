@@ -47,6 +47,7 @@ def jobs_bulk(ctx: Context) -> Response:
         events.WEB_ACTION,
         action=f"bulk_{action}",
         client=ctx.request.remote_addr,
+        **ctx.where(),
         who=ctx.who(),
         search=text,
         matched=len(matched),

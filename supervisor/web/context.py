@@ -123,6 +123,10 @@ class Context:
         """How a job of this page's database is named: 42 at home, reports:42 elsewhere."""
         return format_job_ref(self.db, job_id)
 
+    def where(self) -> dict[str, str]:
+        """The database an action changed, for its log line (ids repeat across databases)."""
+        return {"database": self.db} if self.app.databases.several else {}
+
     def back(self, message: str, fallback: str = "overview") -> Response:
         """303 to the page the form came from (a local path only), with a message for it."""
         local = local_target(self.request.form.get("next", ""))

@@ -28,6 +28,10 @@ HEALTH_FOR = 5.0  # seconds a database's answer is trusted before asking again
 # ... and its silence: a server that drops packets costs a connect timeout (5 s) to ask,
 # so a database down is asked less often than one up.
 DOWN_FOR = 30.0
+# Asking whether a database answers costs every page (the banner): a connection of its own
+# with a short timeout, never the page's (a server that accepts and then says nothing
+# would hold each page DB_TIMEOUT seconds).
+PROBE_TIMEOUT = 3.0
 
 
 class JobRefConverter(BaseConverter):
@@ -109,6 +113,23 @@ class Databases:
                 found[name] = problem
         return found
 
+    def known_down(self, name: str) -> str | None:
+        """Why `name` still does not answer when it did not a moment ago (asked again, with
+        PROBE_TIMEOUT: a page of it is refused at once, never held DB_TIMEOUT seconds,
+        and served as soon as it is back); None when it answers or was not known down."""
+        with self._lock:
+            cached = self._health.get(name)
+        if cached is None or cached[1] is None:
+            return None
+        try:
+            self._ask(name)
+        except ForkqError as exc:
+            problem = self.why(name, exc)
+            self.failed(name, problem)
+            return problem
+        self.answered(name)
+        return None
+
     def _problem(self, name: str) -> str | None:
         now = time.monotonic()
         with self._lock:
@@ -116,12 +137,25 @@ class Databases:
         if cached is not None and now - cached[0] < (HEALTH_FOR if cached[1] is None else DOWN_FOR):
             return cached[1]
         try:
-            self.store(name).db_now()
+            self._ask(name)
         except ForkqError as exc:
             self.failed(name, self.why(name, exc))
             return self.why(name, exc)
         self.answered(name)
         return None
+
+    def _ask(self, name: str) -> None:
+        """Raise ForkqError unless `name` answers within PROBE_TIMEOUT seconds."""
+        url = self.config_of(name).database
+        missing = missing_sqlite(url)
+        if missing is not None:  # opening it would create an empty file
+            raise DatabaseError(missing)
+        store = open_store(url, timeout=PROBE_TIMEOUT)
+        try:
+            store.db_now()
+        finally:
+            with contextlib.suppress(Exception):  # closing a connection that broke
+                store.close()
 
     def summary(self, cap: int) -> list[dict[str, Any]]:
         """The overview's line per database: its queues' totals, processes and firing

@@ -15,6 +15,7 @@ from werkzeug.wrappers import Response
 from supervisor import events, logs
 from supervisor.cluster.schedules import next_run
 from supervisor.config import ScheduleConfig
+from supervisor.errors import DatabaseError, SchemaError
 from supervisor.jobref import JobRef
 from supervisor.models import JobState, Throughput
 from supervisor.results import attempt_history, read_result
@@ -141,7 +142,15 @@ def _find(ctx: Context, text: str) -> Response | None:
 
 
 def _exists(ctx: Context, ref: JobRef) -> bool:
-    return ctx.app.store(ref.database).job_listing(ref.id) is not None
+    """Whether `ref` is a job; yes in another database that does not answer (its page: 503)."""
+    databases = ctx.app.databases
+    try:
+        return databases.store(ref.database).job_listing(ref.id) is not None
+    except (DatabaseError, SchemaError) as exc:
+        if ref.database == ctx.db:
+            raise
+        databases.failed(ref.database, databases.why(ref.database, exc))
+        return True
 
 
 def job(ctx: Context, job_id: int) -> Response:

@@ -87,3 +87,18 @@ def test_queue_databases_is_checked() -> None:
     missing = ForkqBackend("x", {"OPTIONS": {"queue_databases": {"reports": "nowhere"}}})
     [error] = list(missing.check())
     assert error.id == "forkq.E001" and "'nowhere'" in error.msg and "queue_databases" in error.msg
+
+
+def test_a_result_is_found_past_a_plain_forkq_job_of_the_same_id_in_the_first_database(
+    shop: ModuleType, db_url: str, reports_db: str
+) -> None:
+    from supervisor import Queue
+
+    ids = {Queue(db_url, wake=False).enqueue("mail.send", {"to": "a"}, queue="email")}
+    report = shop.report.using(backend="routed").enqueue("monthly")
+    ids.add(int(report.id.partition("-")[0]))
+    backend = api().task_backends["routed"]
+    # Before: the home database's job of that id (no Django task) ended the search there,
+    # TaskResultDoesNotExist, when the task's own row waited in reports_db.
+    assert len(ids) == 1 or db_url.startswith("mysql")  # both job 1 on fresh SQLite files
+    assert backend.get_result(report.id).args == ["monthly"]
