@@ -16,7 +16,7 @@ from supervisor.config import Config
 from supervisor.config.model import HOME_DATABASE
 from supervisor.errors import DatabaseError, ExitCode, ForkqError, SchemaError, UsageError
 from supervisor.escaping import for_terminal
-from supervisor.jobref import JobRef
+from supervisor.jobref import JobRef, format_job_ref
 from supervisor.status import missing_sqlite, why_down
 from supervisor.store import Store
 
@@ -95,10 +95,33 @@ class EachStore:
         return int(ExitCode.OK)
 
 
-def by_database(config: Config, refs: Sequence[JobRef]) -> dict[str, list[int]]:
+def job_refs(args: argparse.Namespace, refs: Sequence[JobRef]) -> list[JobRef]:
+    """Where each job the command names is: a plain id (parsed with a blank database) in
+    the database `--database NAME` picks, else the home one; a `NAME:ID` of another
+    database than the one picked is refused, never acted on in either."""
+    picked: str | None = getattr(args, "only_database", None)
+    found = []
+    for ref in refs:
+        if ref.database and picked is not None and ref.database != picked:
+            shown = format_job_ref(ref.database, ref.id)
+            raise UsageError(
+                f"job {shown} is in database {ref.database}, not {picked} (--database)"
+            )
+        found.append(JobRef(ref.database or picked or HOME_DATABASE, ref.id))
+    return found
+
+
+def job_ref(args: argparse.Namespace, ref: JobRef) -> JobRef:
+    [found] = job_refs(args, [ref])
+    return found
+
+
+def by_database(
+    args: argparse.Namespace, config: Config, refs: Sequence[JobRef]
+) -> dict[str, list[int]]:
     """Job ids grouped by database (in the order given), every database checked."""
     grouped: dict[str, list[int]] = {}
-    for ref in dict.fromkeys(refs):
+    for ref in dict.fromkeys(job_refs(args, refs)):
         check_database_name(config, ref.database)
         grouped.setdefault(ref.database, []).append(ref.id)
     return grouped

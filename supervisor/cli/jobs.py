@@ -15,6 +15,8 @@ from supervisor.cli.databases import (
     by_database,
     database_names,
     database_store,
+    job_ref,
+    job_refs,
     several,
 )
 from supervisor.cli.history import extras_json, job_extras, print_extras
@@ -40,7 +42,7 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
     [database] = database_names(args, config, args.queue or registry.queue_of(args.handler))
     parents = None
     if args.depends_on is not None:
-        parents = same_database(args.depends_on, database, "--depends-on")
+        parents = same_database(job_refs(args, args.depends_on), database, "--depends-on")
     with database_store(config, database) as store:
         job_id = Queue(store=store).enqueue(
             args.handler,
@@ -143,6 +145,7 @@ def _jobs_table(rows: Sequence[tuple[str, JobRow]], labelled: bool) -> str:
 
 def cmd_show(args: argparse.Namespace) -> int:
     config = command_config(args)
+    args.id = job_ref(args, args.id)
     database, job_id = args.id
     with database_store(config, database) as store:
         row = store.get_job(job_id)
@@ -197,7 +200,7 @@ def cmd_retry(args: argparse.Namespace) -> int:
         print(f"retried {plural(count, 'dead job')}")
         return stores.done()
     done, refused = 0, []
-    for database, ids in by_database(config, args.ids).items():
+    for database, ids in by_database(args, config, args.ids).items():
         with database_store(config, database) as store:
             for job_id in ids:  # job by job, so every id not retried is named with why
                 if store.retry_jobs([job_id]):
@@ -216,7 +219,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     a done, dead or unknown job is named, with exit 1 (SPEC: Job lifecycle)."""
     config = command_config(args)
     results: dict[str, CancelResult] = {}
-    for database, ids in by_database(config, args.ids).items():
+    for database, ids in by_database(args, config, args.ids).items():
         with database_store(config, database) as store:
             found = store.cancel_jobs(ids, by=f"{operator_name()} (forkq cancel)")
         results.update((format_job_ref(database, i), r) for i, r in found.items())

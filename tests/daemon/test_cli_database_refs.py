@@ -1,0 +1,38 @@
+"""`--database NAME` with a plain job id: the id is that database's, never the home
+job that happens to have the same number (ids are per database); a `NAME:ID` of another
+database than the one picked is refused. Found by review: `forkq cancel 1 --database
+reports` cancelled the home database's job 1."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cli_util import failed, ok
+from test_cli_databases import forkq, workdir  # noqa: F401 (workdir: the fixture)
+
+
+def _same_number(workdir: Path) -> int:  # noqa: F811
+    """A number that is the id of a reports job and of a home job (a different job)."""
+    report = ok(forkq(workdir, "enqueue", "report.build", '{"day": 1}')).strip()
+    number = int(report.removeprefix("reports:"))
+    for _ in range(number + 2):
+        if int(ok(forkq(workdir, "enqueue", "mail.send", "{}"))) >= number:
+            break
+    assert json.loads(ok(forkq(workdir, "show", str(number), "--json")))["queue"] == "mail"
+    return number
+
+
+def test_a_plain_id_is_the_picked_databases_job(workdir: Path) -> None:  # noqa: F811
+    number = _same_number(workdir)
+    shown = json.loads(ok(forkq(workdir, "show", str(number), "--database", "reports", "--json")))
+    assert (shown["database"], shown["queue"]) == ("reports", "reports")
+    ok(forkq(workdir, "cancel", str(number), "--database", "reports"))
+    home = json.loads(ok(forkq(workdir, "show", str(number), "--json")))
+    assert home["status"] == "ready", home  # the home job with that number is untouched
+    report = json.loads(ok(forkq(workdir, "show", f"reports:{number}", "--json")))
+    assert report["status"] == "cancelled"
+    assert ok(forkq(workdir, "retry", str(number), "--database", "reports")) == "retried 1 job\n"
+    line = failed(forkq(workdir, "cancel", f"reports:{number}", "--database", "default"), 2)
+    assert f"job reports:{number} is in database reports, not default (--database)" in line
+    assert json.loads(ok(forkq(workdir, "show", str(number), "--json")))["status"] == "ready"
