@@ -183,7 +183,7 @@ class Router:
         if connection is not None:
             check_connection(connection, self.on(name).store, self.config.url_of(name), name)
         producer = OneDatabase(self, name)
-        return Batch(producer, callbacks, encode_payload(payload), connection)
+        return RoutedBatch(producer, callbacks, encode_payload(payload), connection)
 
     # --- one job, by reference -----------------------------------------------------------
 
@@ -217,6 +217,19 @@ class Router:
         for queue in self.queues.values():
             queue.close()
         self.queues.clear()
+
+
+class RoutedBatch(Batch):
+    """A Batch whose id knows its database (an Enqueued: `.ref` is `reports:7`), so
+    `batch_status(batch.id)` asks that database, not the home one's batch 7."""
+
+    producer: OneDatabase
+
+    def __enter__(self) -> RoutedBatch:
+        super().__enter__()
+        if self.id is not None:
+            self.id = Enqueued(self.id, False, self.producer.name)
+        return self
 
 
 class OneDatabase:

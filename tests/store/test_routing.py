@@ -175,3 +175,17 @@ def test_lock_lives_in_its_queues_database(router: Router) -> None:
         assert lock.held
         assert router.on("reports").store.list_locks()[0][0].name == "export"
         assert router.on("default").store.list_locks() == []
+
+
+def test_a_batch_id_knows_its_database(router: Router) -> None:
+    """batch_status(batch.id) asks the batch's own database, never the home batch that
+    has the same number (ids are per database)."""
+    with router.batch(on_complete="email.send") as home:
+        home.enqueue("email.send")
+        home.enqueue("email.send")
+    with router.batch(on_complete="routing.report") as batch:
+        batch.enqueue("pdf.render", queue="pdf")
+    assert isinstance(batch.id, Enqueued) and batch.id.ref == f"reports:{int(batch.id)}"
+    status = router.batch_status(batch.id)
+    assert status is not None and status.total == 1, status
+    assert router.batch_status(home.id).total == 2  # type: ignore[union-attr]
