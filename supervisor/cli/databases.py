@@ -40,10 +40,11 @@ def database_names(args: argparse.Namespace, config: Config, queue: str | None =
 
 
 def narrowed(config: Config, name: str) -> Config:
-    """One database's own config (its URL as `database`); the config itself with one."""
+    """One database's own config (its URL as `database`); the config itself with one.
+    A name the config lacks is refused even then: `reports:1` is never the home job 1."""
+    check_database_name(config, name)
     if not several(config):
         return config
-    check_database_name(config, name)
     return config.for_database(name, registry.queue_of)
 
 

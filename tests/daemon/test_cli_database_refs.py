@@ -36,3 +36,13 @@ def test_a_plain_id_is_the_picked_databases_job(workdir: Path) -> None:  # noqa:
     line = failed(forkq(workdir, "cancel", f"reports:{number}", "--database", "default"), 2)
     assert f"job reports:{number} is in database reports, not default (--database)" in line
     assert json.loads(ok(forkq(workdir, "show", str(number), "--json")))["status"] == "ready"
+
+
+def test_a_reference_to_a_database_the_config_lacks_is_refused(workdir: Path) -> None:  # noqa: F811
+    """On a host whose config has one database, `reports:1` (copied from another host)
+    is refused, never read or acted on as the home job 1."""
+    ok(forkq(workdir, "enqueue", "mail.send", "{}", config="home.toml"))
+    for command in ("show", "batch", "cancel", "retry"):
+        line = failed(forkq(workdir, command, "reports:1", config="home.toml"), 2)
+        assert "no database named 'reports' (there are: default)" in line, (command, line)
+    assert json.loads(ok(forkq(workdir, "show", "1", "--json", config="home.toml")))["id"] == 1
