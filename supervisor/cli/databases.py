@@ -65,9 +65,17 @@ class EachStore:
     NAME: unreachable: why`) and skipped, so the others are still listed; `done()` then
     ends the command with exit 1. With one database its error is the command's, as ever."""
 
-    def __init__(self, args: argparse.Namespace, config: Config, queue: str | None = None):
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        config: Config,
+        queue: str | None = None,
+        names: Sequence[str] | None = None,
+    ):
+        """`names`: these databases (those of the jobs a command names), else as
+        database_names decides."""
         self.config = config
-        self.names = database_names(args, config, queue)
+        self.names = list(names) if names is not None else database_names(args, config, queue)
         self.down: list[str] = []
 
     def __iter__(self) -> Iterator[tuple[str, Config, Store]]:

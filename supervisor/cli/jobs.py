@@ -200,14 +200,16 @@ def cmd_retry(args: argparse.Namespace) -> int:
         print(f"retried {plural(count, 'dead job')}")
         return stores.done()
     done, refused = 0, []
-    for database, ids in by_database(args, config, args.ids).items():
-        with database_store(config, database) as store:
-            for job_id in ids:  # job by job, so every id not retried is named with why
-                if store.retry_jobs([job_id]):
-                    done += 1
-                else:
-                    ref = format_job_ref(database, job_id)
-                    refused.append(f"job {ref} ({store.not_retried(job_id)})")
+    grouped = by_database(args, config, args.ids)
+    stores = EachStore(args, config, names=list(grouped))
+    for database, _, store in stores:
+        for job_id in grouped[database]:  # job by job: every id not retried is named with why
+            if store.retry_jobs([job_id]):
+                done += 1
+            else:
+                ref = format_job_ref(database, job_id)
+                refused.append(f"job {ref} ({store.not_retried(job_id)})")
+    refused += _not_reached(stores, grouped)
     print(f"retried {plural(done, 'job')}")
     if refused:
         raise JobNotFound(f"not retried: {', '.join(refused)}")
@@ -219,9 +221,10 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     a done, dead or unknown job is named, with exit 1 (SPEC: Job lifecycle)."""
     config = command_config(args)
     results: dict[str, CancelResult] = {}
-    for database, ids in by_database(args, config, args.ids).items():
-        with database_store(config, database) as store:
-            found = store.cancel_jobs(ids, by=f"{operator_name()} (forkq cancel)")
+    grouped = by_database(args, config, args.ids)
+    stores = EachStore(args, config, names=list(grouped))  # one down: the others still done
+    for database, _, store in stores:
+        found = store.cancel_jobs(grouped[database], by=f"{operator_name()} (forkq cancel)")
         results.update((format_job_ref(database, i), r) for i, r in found.items())
     cancelled = sum(1 for r in results.values() if r == CancelResult.CANCELLED)
     stopping = sum(1 for r in results.values() if r == CancelResult.CANCELLING)
@@ -229,9 +232,19 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     if stopping:
         print(f"cancelling {plural(stopping, 'running job')}: stopped within 2 s where they run")
     refused = [f"job {i} ({r})" for i, r in results.items() if not r.ok]
+    refused += _not_reached(stores, grouped)
     if refused:
         raise ForkqError(f"not cancelled: {', '.join(refused)}")
     return int(ExitCode.OK)
+
+
+def _not_reached(stores: EachStore, grouped: dict[str, list[int]]) -> list[str]:
+    """The jobs of the databases that did not answer (each warned of on stderr)."""
+    return [
+        f"job {format_job_ref(database, job_id)} (database {database} did not answer)"
+        for database in stores.down
+        for job_id in grouped[database]
+    ]
 
 
 def cmd_purge(args: argparse.Namespace) -> int:

@@ -9,7 +9,8 @@ import json
 from pathlib import Path
 
 from cli_util import failed, ok
-from test_cli_databases import forkq, workdir  # noqa: F401 (workdir: the fixture)
+from test_cli_databases import SECRET, forkq, workdir, write_config  # noqa: F401 (workdir)
+from util import free_tcp_port
 
 
 def _same_number(workdir: Path) -> int:  # noqa: F811
@@ -46,3 +47,27 @@ def test_a_reference_to_a_database_the_config_lacks_is_refused(workdir: Path) ->
         line = failed(forkq(workdir, command, "reports:1", config="home.toml"), 2)
         assert "no database named 'reports' (there are: default)" in line, (command, line)
     assert json.loads(ok(forkq(workdir, "show", "1", "--json", config="home.toml")))["id"] == 1
+
+
+def test_cancel_and_retry_say_what_they_did_when_a_database_is_down(
+    workdir: Path,  # noqa: F811
+    two_db_urls: tuple[str, str],
+) -> None:
+    """The home job is cancelled and said so; the down database's job is named as not
+    cancelled, with why (never its password), exit 1. Before: one error line, and the
+    home job cancelled without a word."""
+    home, _ = two_db_urls
+    down = f"mysql://forkq:{SECRET}@127.0.0.1:{free_tcp_port()}/nothing"
+    write_config(workdir, "down.toml", home, down)
+    job = ok(forkq(workdir, "enqueue", "mail.send", "{}", config="down.toml")).strip()
+    result = forkq(workdir, "cancel", job, "reports:1", config="down.toml")
+    assert (result.returncode, result.stdout) == (1, "cancelled 1 job\n"), result
+    warning, error = result.stderr.splitlines()
+    assert warning.startswith("forkq: warning: reports: unreachable: ")
+    assert error == "forkq: error: not cancelled: job reports:1 (database reports did not answer)"
+    result = forkq(workdir, "retry", job, "reports:1", config="down.toml")
+    assert (result.returncode, result.stdout) == (1, "retried 1 job\n"), result
+    assert result.stderr.splitlines()[-1] == (
+        "forkq: error: not retried: job reports:1 (database reports did not answer)"
+    )
+    assert SECRET not in result.stderr
