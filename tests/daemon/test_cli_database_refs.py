@@ -71,3 +71,12 @@ def test_cancel_and_retry_say_what_they_did_when_a_database_is_down(
         "forkq: error: not retried: job reports:1 (database reports did not answer)"
     )
     assert SECRET not in result.stderr
+
+
+def test_a_database_name_is_refused_where_it_would_be_ignored(workdir: Path) -> None:  # noqa: F811
+    """`schema apply`, `check` and `work` take a URL, not a name: `--database reports`
+    applied the schema to, checked and worked the home database instead."""
+    for command in (("schema", "apply"), ("check",), ("work", "--burst")):
+        line = failed(forkq(workdir, *command, "--database", "reports"), 2)
+        assert f"forkq {command[0]} takes a database URL, not a name" in line, line
+    assert "applied" in ok(forkq(workdir, "schema", "apply", "--database", "default"))
