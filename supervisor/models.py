@@ -254,9 +254,10 @@ class Enqueued(int):
     id = property(int)
 
     @property
-    def existing(self) -> int | None:
-        """The job the enqueue conflicted with (it holds the unique key); None if new."""
-        return int(self) if self.conflicted else None
+    def existing(self) -> Enqueued | None:
+        """The job the enqueue conflicted with (it holds the unique key); None if new.
+        An Enqueued, so it still says its database (a Router asks that one)."""
+        return Enqueued(int(self), True, self.database) if self.conflicted else None
 
 
 @dataclass(frozen=True)

@@ -189,3 +189,13 @@ def test_a_batch_id_knows_its_database(router: Router) -> None:
     status = router.batch_status(batch.id)
     assert status is not None and status.total == 1, status
     assert router.batch_status(home.id).total == 2  # type: ignore[union-attr]
+
+
+def test_the_job_holding_a_unique_key_knows_its_database(router: Router) -> None:
+    """`existing` (the job a conflicting enqueue names) is asked of its own database, not
+    of the home job with the same number."""
+    router.enqueue("email.send")  # a home job numbered as the reports job will be
+    first = router.enqueue("routing.report", {"n": 1}, unique_key="daily")
+    again = router.enqueue("routing.report", {"n": 2}, unique_key="daily")
+    assert again.conflicted and again.existing == first
+    assert router.get(again.existing).handler == "routing.report"  # type: ignore[arg-type,union-attr]
