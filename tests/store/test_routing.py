@@ -199,3 +199,20 @@ def test_the_job_holding_a_unique_key_knows_its_database(router: Router) -> None
     again = router.enqueue("routing.report", {"n": 2}, unique_key="daily")
     assert again.conflicted and again.existing == first
     assert router.get(again.existing).handler == "routing.report"  # type: ignore[arg-type,union-attr]
+
+
+def test_ids_read_back_through_the_router_know_their_database(router: Router) -> None:
+    """A row's, a result's and a batch status's ids name jobs of their own database:
+    `router.cancel(router.get(ref).id)` cancels that job, not the home one numbered so."""
+    home = router.enqueue("email.send")
+    report = router.enqueue("routing.report")
+    assert int(home) == int(report)  # fresh databases: both number from the same start
+    row = router.get(report.ref)
+    assert row is not None and router.cancel(row.id) is True
+    assert router.get(home).status == "ready"  # type: ignore[union-attr]
+    assert router.get(router.result(report.ref).job_id).status == "cancelled"  # type: ignore[union-attr]
+    with router.batch(on_complete="routing.report") as batch:
+        batch.enqueue("routing.report")
+    status = router.batch_status(batch.id)
+    assert status is not None and router.batch_status(status.id) == status
+    assert router.get(row.id).as_dict()["id"] == int(report)  # type: ignore[union-attr]
