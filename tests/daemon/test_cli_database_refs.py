@@ -80,3 +80,24 @@ def test_a_database_name_is_refused_where_it_would_be_ignored(workdir: Path) -> 
         line = failed(forkq(workdir, *command, "--database", "reports"), 2)
         assert f"forkq {command[0]} takes a database URL, not a name" in line, line
     assert "applied" in ok(forkq(workdir, "schema", "apply", "--database", "default"))
+
+
+def test_a_schedule_is_changed_while_another_database_is_down(
+    workdir: Path,  # noqa: F811
+    two_db_urls: tuple[str, str],
+) -> None:
+    """Looking for the database that has a schedule, one that does not answer is warned of
+    and skipped: the home schedule is paused. Before: a bare `database unreachable`."""
+    home, _ = two_db_urls
+    write_config(workdir, "down.toml", home, f"mysql://u:{SECRET}@127.0.0.1:{free_tcp_port()}/x")
+    added = ok(forkq(workdir, "schedule", "add", "mailer", "--cron", "0 4 * * *",
+                     "--handler", "mail.send", config="down.toml"))  # fmt: skip
+    assert added == "schedule mailer added in default\n"
+    paused = forkq(workdir, "schedule", "pause", "mailer", config="down.toml")
+    assert (paused.returncode, paused.stdout) == (0, "schedule mailer paused\n"), paused
+    assert paused.stderr.startswith("forkq: warning: reports: unreachable: ")
+    missing = forkq(workdir, "schedule", "pause", "nosuch", config="down.toml")
+    assert missing.returncode == 1 and missing.stderr.splitlines()[-1] == (
+        "forkq: error: 1 database did not answer: reports"
+    )
+    assert SECRET not in paused.stderr + missing.stderr
