@@ -158,6 +158,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         fields = {"id": job_id, "status": "done (its row deleted; its result kept)"}
     else:
         fields = {**row.as_dict(), **dependencies}
+        if row.batch_id is not None and database != HOME_DATABASE:  # as `forkq batch` takes it
+            fields["batch_id"] = format_job_ref(database, row.batch_id)
     fields = _labelled(fields, database, several(config))
     if args.json:
         print_json({**fields, **extras_json(result, attempts)})

@@ -6,11 +6,14 @@ reports` cancelled the home database's job 1."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from cli_util import failed, ok
 from test_cli_databases import SECRET, forkq, workdir, write_config  # noqa: F401 (workdir)
 from util import free_tcp_port
+
+from supervisor import Queue
 
 
 def _same_number(workdir: Path) -> int:  # noqa: F811
@@ -101,3 +104,24 @@ def test_a_schedule_is_changed_while_another_database_is_down(
         "forkq: error: 1 database did not answer: reports"
     )
     assert SECRET not in paused.stderr + missing.stderr
+
+
+def test_show_names_a_reports_jobs_batch_as_forkq_batch_takes_it(
+    workdir: Path,  # noqa: F811
+    two_db_urls: tuple[str, str],
+) -> None:
+    """`batch_id` of a job outside the home database is its reference (as its parents are),
+    so `forkq batch` given what `forkq show` says asks the right database."""
+    _, reports = two_db_urls
+    producer = Queue(reports, wake=False)
+    try:
+        with producer.batch(on_complete="report.done") as batch:
+            job = batch.enqueue("report.build", {"day": 1}, queue="reports")
+    finally:
+        producer.close()
+    shown = json.loads(ok(forkq(workdir, "show", f"reports:{job}", "--json")))
+    assert shown["batch_id"] == f"reports:{batch.id}"
+    assert re.search(
+        rf"^batch_id +reports:{batch.id}$", ok(forkq(workdir, "show", f"reports:{job}")), re.M
+    )
+    assert ok(forkq(workdir, "batch", shown["batch_id"])).startswith(f"batch reports:{batch.id}: ")
