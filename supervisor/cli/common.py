@@ -17,6 +17,7 @@ from supervisor.config.databases import NAME
 from supervisor.config.model import HOME_DATABASE
 from supervisor.errors import ForkqError, UsageError
 from supervisor.proc import hostname
+from supervisor.registry import queue_of
 from supervisor.status import STATUS_CAP
 from supervisor.store import Store, open_store
 
@@ -25,8 +26,10 @@ from supervisor.store import Store, open_store
 # file: `forkq status` in the wrong directory must not leave a new empty database there.
 MAY_CREATE = ("run", "work", "schema", "alerts", "check")
 # Commands that act on one database's config as a whole: `--database NAME` (other than
-# the home one) is refused, not quietly taken as the home database.
-URL_ONLY = ("run", "work", "web", "schema", "alerts", "check")
+# the home one) is refused, not quietly taken as the home database...
+URL_ONLY = ("run", "work", "web", "alerts")
+# ...or, for these, gives them that database's own config.
+ONE_DATABASE = ("schema", "check")
 
 
 def command_config(args: argparse.Namespace) -> Config:
@@ -44,6 +47,8 @@ def command_config(args: argparse.Namespace) -> Config:
                 f"forkq {command} takes a database URL, not a name: --database"
                 f" followed by [databases.{name}]'s url"
             )
+        if command in ONE_DATABASE:  # that database's config, as its own installation
+            config = config.for_database(name, queue_of)
         args.only_database = name
     if getattr(args, "command", None) not in MAY_CREATE:
         missing = missing_database(args, config)
