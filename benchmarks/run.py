@@ -15,6 +15,9 @@ Measures, on MariaDB/MySQL and on SQLite, what a user of forkq pays for it:
              same-host wake-up, the master with a silent database, issue 11's
              reproduction, on a private mariadbd (benchmarks/sections/, scale_env.py);
 8. commands  a command handler's per-job overhead against the no-op Python handler.
+9. galera, databases (MariaDB only, on private servers the sections start): a 3-node
+             Galera writer against a standalone server and its failover; one database
+             against two (issue 24).
 
 Every figure is printed with its target and PASS/MISS; the whole run is bounded
 (each section has a deadline, the daemon runs in its own session and its processes

@@ -18,6 +18,15 @@ CONFIG_RELOADED = "config_reloaded"
 RELOAD_REFUSED = "reload_refused"
 HANDLER_QUEUE_UNSERVED = "handler_queue_unserved"
 
+# --- several databases: the supervisor and its masters (daemon/federation.py) ------------
+SUPERVISOR_STARTED = "supervisor_started"
+SUPERVISOR_STOPPING = "supervisor_stopping"
+SUPERVISOR_STOPPED = "supervisor_stopped"
+MASTER_FORKED = "master_forked"
+MASTER_NOT_STARTED = "master_not_started"
+MASTER_EXITED = "master_exited"
+MASTER_REFUSED = "master_refused"
+
 # --- pools and children -----------------------------------------------------------------
 POOL_RESIZED = "pool_resized"
 POOL_CRASH_LOOP = "pool_crash_loop"

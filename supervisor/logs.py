@@ -168,11 +168,20 @@ def get(**context: Any) -> Any:
 
 
 def bind(**context: Any) -> None:
-    """Bind process-wide context (role, pool, pid) after a fork; it replaces the old one."""
+    """Bind process-wide context (role, pool, pid) after a fork; it replaces the old one
+    (but for what `stick` set: a master of several databases names its own in every line)."""
     _PROCESS_CONTEXT.clear()
+    _PROCESS_CONTEXT.update(_STICKY)
+    _PROCESS_CONTEXT.update(context)
+
+
+def stick(**context: Any) -> None:
+    """Context kept by every later `bind`, in this process and the ones it forks."""
+    _STICKY.update(context)
     _PROCESS_CONTEXT.update(context)
 
 
 # One process, one context (forkq forks; it has no threads or tasks to tell apart), so a
 # plain dict does what contextvars would, for a fraction of the cost per line.
+_STICKY: dict[str, Any] = {}
 _PROCESS_CONTEXT: dict[str, Any] = {}

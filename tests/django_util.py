@@ -50,16 +50,16 @@ def setup_django() -> ModuleType:
     return importlib.import_module("shop.tasks")
 
 
-def point_django_at(db_url: str) -> None:
-    """Make this thread's "default" connection one to `db_url`'s database."""
+def point_django_at(db_url: str, alias: str = "default") -> None:
+    """Make this thread's `alias` connection one to `db_url`'s database."""
     from django.db import connections
 
     settings = importlib.import_module(SETTINGS)
     connections.close_all()
-    configured = connections.configure_settings({"default": settings.database(db_url)})
-    connections.settings["default"] = configured["default"]
+    entries = {**connections.settings, alias: settings.database(db_url)}
+    connections.settings[alias] = connections.configure_settings(entries)[alias]
     with contextlib.suppress(AttributeError):  # no connection made in this thread yet
-        del connections["default"]
+        del connections[alias]
 
 
 @pytest.fixture(name="shop", scope="session")

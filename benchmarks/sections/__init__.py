@@ -22,6 +22,7 @@ from . import (
     chains,
     claims,
     commands,
+    databases,
     drain,
     enqueue,
     fair,
@@ -59,6 +60,7 @@ SECTIONS: dict[str, float] = {  # name -> hard deadline in seconds
     "fair": 420.0,
     "chains": 150.0,
     "galera": 420.0,
+    "databases": 240.0,
     "batches": 360.0,
 }
 MODULES: dict[str, ModuleType] = {
@@ -80,6 +82,7 @@ MODULES: dict[str, ModuleType] = {
     "fair": fair,
     "chains": chains,
     "galera": galera,
+    "databases": databases,
     "batches": batches,
 }
 PRIVATE = ("claims", "tick", "wake", "silent", "trickle")  # on databases of their own
@@ -106,6 +109,7 @@ METHOD = [
     *fair.METHOD,
     *chains.METHOD,
     *galera.METHOD,
+    *databases.METHOD,
     *batches.METHOD,
 ]
 REPRODUCE = scale_common.REPRODUCE

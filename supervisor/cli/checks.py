@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from contextlib import closing
+from dataclasses import replace
 
 from supervisor import registry
 from supervisor.cli.common import command_config, command_store, missing_database
+from supervisor.cli.databases import database_names
 from supervisor.cli.tables import ERROR_PREFIX, plural
 from supervisor.config import Config
+from supervisor.config.model import HOME_DATABASE
 from supervisor.errors import ConfigError, ExitCode, ForkqError, SchemaError, UsageError
 from supervisor.escaping import for_terminal
 from supervisor.proc import hostname
@@ -34,10 +39,30 @@ def cmd_schema(args: argparse.Namespace) -> int:
             for statement in upgrade_statements(backend_queries(backend), upgrade_from):
                 print(f"{statement};")
         return int(ExitCode.OK)
-    with command_store(config, schema=False) as store:
-        version = store.apply_schema()
-    print(f"schema version {version} applied to {config.database.redacted()}")
+    if not config.databases:
+        with command_store(config, schema=False) as store:
+            version = store.apply_schema()
+        print(f"schema version {version} applied to {config.database.redacted()}")
+        return int(ExitCode.OK)
+    failed = []  # several databases: each in turn, one that fails named, the others done
+    for name in database_names(args, config):
+        url = config.url_of(name)
+        try:
+            with closing(open_store(url)) as store:
+                version = store.apply_schema()
+        except ForkqError as exc:
+            failed.append(name)
+            print(f"{ERROR_PREFIX}{name}: {url.redacted()}: {_one_line(exc)}", file=sys.stderr)
+            continue
+        print(f"schema version {version} applied to {name}: {url.redacted()}")
+    if failed:
+        print(f"{ERROR_PREFIX}schema not applied to {', '.join(failed)}", file=sys.stderr)
+        return int(ExitCode.FAILURE)
     return int(ExitCode.OK)
+
+
+def _one_line(exc: BaseException) -> str:
+    return for_terminal(" ".join(str(exc).split()))
 
 
 class _Checks:
@@ -46,18 +71,19 @@ class _Checks:
     def __init__(self) -> None:
         self.failed: list[str] = []
         self.config_failed = False
+        self.prefix = ""  # "NAME: " while one of several databases is checked
 
     def ok(self, name: str, detail: str) -> None:
-        print(f"ok    {name.ljust(9)} {detail}")
+        print(f"ok    {name.ljust(9)} {self.prefix}{detail}")
 
     def fail(self, name: str, detail: str, *, config: bool = False) -> None:
         for line in detail.splitlines() or [""]:
-            print(f"FAIL  {name.ljust(9)} {for_terminal(line)}")
-        self.failed.append(name)
+            print(f"FAIL  {name.ljust(9)} {self.prefix}{for_terminal(line)}")
+        self.failed.append(f"{name} ({self.prefix[:-2]})" if self.prefix else name)
         self.config_failed = self.config_failed or config
 
     def skip(self, name: str, reason: str) -> None:
-        print(f"skip  {name.ljust(9)} {reason}")
+        print(f"skip  {name.ljust(9)} {self.prefix}{reason}")
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -76,13 +102,29 @@ def cmd_check(args: argparse.Namespace) -> int:
         _check_schedules(config, checks)
     except ConfigError as exc:
         checks.fail("handlers", str(exc), config=True)
-    missing = missing_database(args, config)
-    if missing is not None:  # a check never creates the database it checks
+    for name in database_names(args, config):  # each a forkq installation of its own
+        _check_one(args, config, name, checks)
+    return _check_result(checks)
+
+
+def _check_one(args: argparse.Namespace, config: Config, name: str, checks: _Checks) -> None:
+    """One database's lines; a check never creates the database it checks."""
+    if name == HOME_DATABASE:
+        missing = missing_database(args, config)
+        here = config
+    else:
+        here = replace(config, database=config.url_of(name))
+        url = here.database
+        absent = url.backend == "sqlite" and url.path != ":memory:" and not os.path.exists(url.path)
+        missing = f"no SQLite database at {url.redacted()}" if absent else None
+    label = name if config.databases else ""
+    if missing is not None:
+        checks.prefix = f"{label}: " if label else ""
         checks.fail("database", missing)
         checks.skip("schema", "no database")
+        checks.prefix = ""
     else:
-        _check_database(config, checks)
-    return _check_result(checks)
+        _check_database(here, checks, label)
 
 
 def _check_schedules(config: Config, checks: _Checks) -> None:
@@ -101,7 +143,9 @@ def _check_schedules(config: Config, checks: _Checks) -> None:
         checks.ok("schedules", f"{plural(len(config.schedules), 'schedule')}, handlers registered")
 
 
-def _check_database(config: Config, checks: _Checks) -> None:
+def _check_database(config: Config, checks: _Checks, name: str = "") -> None:
+    """`name`: with several databases, which one (said first on each of its lines)."""
+    checks.prefix = f"{name}: " if name else ""
     url = config.database.redacted()
     store = open_store(config.database, timeout=CHECK_TIMEOUT)
     try:
@@ -115,6 +159,7 @@ def _check_database(config: Config, checks: _Checks) -> None:
         checks.skip("schema", "the database is unreachable")
     finally:
         store.close()
+        checks.prefix = ""
 
 
 def _check_nodes(store: MySQLStore, checks: _Checks) -> None:

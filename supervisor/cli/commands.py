@@ -14,7 +14,9 @@ import os
 
 from supervisor import events, logs, registry
 from supervisor.cli.common import command_config
-from supervisor.errors import ConfigError, install_hint
+from supervisor.config import Config
+from supervisor.config.model import HOME_DATABASE
+from supervisor.errors import ConfigError, UsageError, install_hint
 from supervisor.kinds import Role
 from supervisor.work.command import load_handlers
 
@@ -29,9 +31,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     log = logs.get(role=Role.MASTER)
     for handler in registry.unserved(config):  # its jobs would wait for ever: say so at boot
         log.warning(events.HANDLER_QUEUE_UNSERVED, handler=handler.name, queue=handler.queue)
+    path = args.config or os.environ.get("FORKQ_CONFIG") or None
+    if getattr(args, "only_database", None) is not None:
+        raise UsageError("forkq run serves every database of its config: no --database NAME")
     from supervisor.daemon.master import run_daemon  # the daemon's modules load only for the daemon
 
-    return run_daemon(config, args.config or os.environ.get("FORKQ_CONFIG") or None)
+    if config.databases:  # a master per database, under one supervisor
+        from supervisor.daemon.federation import run_federation
+
+        return run_federation(config, path, run_daemon)
+    return run_daemon(config, path)
 
 
 def cmd_web(args: argparse.Namespace) -> int:
@@ -46,6 +55,22 @@ def cmd_web(args: argparse.Namespace) -> int:
 
 def cmd_work(args: argparse.Namespace) -> int:
     config = command_config(args)
+    if config.databases:
+        config = one_database(config, args.queues, getattr(args, "only_database", None))
     from supervisor.work.foreground import run_foreground
 
     return run_foreground(config, args.queues, args.max_jobs, args.burst)
+
+
+def one_database(config: Config, queues: list[str] | None, picked: str | None) -> Config:
+    """`forkq work` with several databases: the one its queues live in (or the one
+    `--database NAME` picks: its pools), as its own config."""
+    names = queues or [p.name for p in config.pools if picked in (None, config.database_of(p.name))]
+    homes = sorted({config.database_of(q) for q in names} | ({picked} if picked else set()))
+    if len(homes) > 1:
+        raise UsageError(
+            f"these queues are in {' and '.join(homes)}: a worker claims from one database,"
+            " run one `forkq work --queues ...` per database"
+        )
+    load_handlers(config)  # a schedule without a queue goes where its handler's queue is
+    return config.for_database(homes[0] if homes else HOME_DATABASE, registry.queue_of)

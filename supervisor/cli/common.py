@@ -17,7 +17,6 @@ from supervisor.config.databases import NAME
 from supervisor.config.model import HOME_DATABASE
 from supervisor.errors import ForkqError, UsageError
 from supervisor.proc import hostname
-from supervisor.registry import queue_of
 from supervisor.status import STATUS_CAP
 from supervisor.store import Store, open_store
 
@@ -25,11 +24,6 @@ from supervisor.store import Store, open_store
 # report a missing one as a failed check (`check`). Every other command refuses a missing
 # file: `forkq status` in the wrong directory must not leave a new empty database there.
 MAY_CREATE = ("run", "work", "schema", "alerts", "check")
-# Commands that act on one database's config as a whole: `--database NAME` (other than
-# the home one) is refused, not quietly taken as the home database...
-URL_ONLY = ("run", "work", "web", "alerts")
-# ...or, for these, gives them that database's own config.
-ONE_DATABASE = ("schema", "check")
 
 
 def command_config(args: argparse.Namespace) -> Config:
@@ -41,14 +35,6 @@ def command_config(args: argparse.Namespace) -> Config:
         if not config.databases and name != HOME_DATABASE:
             load_config(path, args.database)  # not a name here: refused as a URL (78)
         check_database_name(config, name)
-        command = getattr(args, "command", None)
-        if name != HOME_DATABASE and command in URL_ONLY:  # it would act on the home one
-            raise UsageError(
-                f"forkq {command} takes a database URL, not a name: --database"
-                f" followed by [databases.{name}]'s url"
-            )
-        if command in ONE_DATABASE:  # that database's config, as its own installation
-            config = config.for_database(name, queue_of)
         args.only_database = name
     if getattr(args, "command", None) not in MAY_CREATE:
         missing = missing_database(args, config)

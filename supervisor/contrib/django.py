@@ -11,7 +11,10 @@
 Enqueueing writes one forkq_jobs row on Django's own connection to `database` (the
 alias whose database holds forkq's tables), so inside `transaction.atomic()` the job
 exists if and only if the transaction commits; outside one Django autocommits and the
-job exists at once. The job's handler is the task's path (`shop.tasks.send_invoice`).
+job exists at once. Queues spread over several databases (forkq's `[databases.NAME]`):
+`"queue_databases": {"reports": "reports_db"}` writes the jobs of queue "reports" on the
+alias "reports_db" (inside `transaction.atomic(using="reports_db")`), and their results
+are read and written there. The job's handler is the task's path (`shop.tasks.send_invoice`).
 A TaskResult's id is the forkq job id and a random token (`42-9f0c...`): see
 django_results.result_id_of. Django's priority (-100 to
 100, higher first) is forkq's priority unchanged, `run_after` is the job's run_at and
@@ -49,7 +52,7 @@ from .django_compat import (
 
 MAX_QUEUE_NAME = 64  # forkq_jobs.queue
 MAX_ID = 2**63 - 1  # forkq_jobs.id is a BIGINT
-OPTIONS = frozenset({"database", "max_attempts"})
+OPTIONS = frozenset({"database", "max_attempts", "queue_databases"})
 
 
 class ForkqBackend(BaseTaskBackend):
@@ -74,6 +77,14 @@ class ForkqBackend(BaseTaskBackend):
             raise InvalidTaskBackend(
                 f"TASKS[{alias!r}]: OPTIONS 'database' names a DATABASES alias"
             )
+        routes = self.options.get("queue_databases") or {}
+        if not isinstance(routes, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) and v for k, v in routes.items()
+        ):
+            raise InvalidTaskBackend(
+                f"TASKS[{alias!r}]: OPTIONS 'queue_databases' maps queue names to DATABASES aliases"
+            )
+        self.queue_databases: dict[str, str] = dict(routes)
         attempts = self.max_attempts
         if attempts is not None and (
             isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1
@@ -109,10 +120,11 @@ class ForkqBackend(BaseTaskBackend):
         run_at = task.run_after
         if run_at is not None and timezone.is_naive(run_at):  # USE_TZ = False: local time
             run_at = timezone.make_aware(run_at)
-        connection = self._connection()
+        database = self.database_for(task.queue_name)
+        connection = self._connection(database)
         queue, nudger = results.queue_for(connection)
         with (
-            transaction.mark_for_rollback_on_error(using=self.database),
+            transaction.mark_for_rollback_on_error(using=database),
             connection.wrap_database_errors,
         ):
             job_id = queue.enqueue(
@@ -127,7 +139,7 @@ class ForkqBackend(BaseTaskBackend):
             row = queue.store.result_job_on(connection.connection, job_id)
         if nudger is not None and (run_at is None or run_at <= timezone.now()):
             # Local daemons start it at once, but only once it is committed.
-            transaction.on_commit(partial(nudger.nudge, [task.queue_name]), self.database)
+            transaction.on_commit(partial(nudger.nudge, [task.queue_name]), database)
         result = results.build_result(row, None, task=task, result_id=str(job_id))
         task_enqueued.send(type(self), task_result=result)
         return result
@@ -136,37 +148,51 @@ class ForkqBackend(BaseTaskBackend):
         """The task's state now: its job row while it exists, its result row after that.
 
         Read on Django's connection, so inside a transaction it sees that transaction's
-        own uncommitted jobs."""
+        own uncommitted jobs. With `queue_databases` each database is asked in turn: ids
+        are per database, the id's random token tells which enqueue it was."""
         job_id = _job_id(result_id)
-        connection = self._connection()
-        store = results.store_for(connection)
-        with connection.wrap_database_errors:
-            job = store.result_job_on(connection.connection, job_id)
-            record = store.result_on(connection.connection, job_id)
-        result = results.build_result(job, record, result_id=result_id)
-        if result.id != result_id:  # the job id of another enqueue (a reused id)
-            raise TaskResultDoesNotExist(result_id)
-        return result
+        for database in self.databases():
+            connection = self._connection(database)
+            store = results.store_for(connection)
+            with connection.wrap_database_errors:
+                job = store.result_job_on(connection.connection, job_id)
+                record = store.result_on(connection.connection, job_id)
+            if job is None and record is None:
+                continue
+            result = results.build_result(job, record, result_id=result_id)
+            if result.id == result_id:  # not the job id of another enqueue (a reused id)
+                return result
+        raise TaskResultDoesNotExist(result_id)
+
+    def database_for(self, queue: str) -> str:
+        """The DATABASES alias holding `queue`'s jobs."""
+        return self.queue_databases.get(queue, self.database)
+
+    def databases(self) -> list[str]:
+        """Every alias this backend writes to, `database` first."""
+        return list(dict.fromkeys([self.database, *self.queue_databases.values()]))
 
     def check(self, **kwargs: Any) -> Iterable[checks.CheckMessage]:
         yield from super().check(**kwargs)
-        if self.database not in settings.DATABASES:
-            yield checks.Error(
-                f"TASKS[{self.alias!r}]: OPTIONS 'database' is {self.database!r},"
-                " which is not in DATABASES",
-                id="forkq.E001",
-            )
-            return
-        try:
-            results.database_url(connections[self.database])
-        except Exception as exc:
-            yield checks.Error(f"TASKS[{self.alias!r}]: {exc}", id="forkq.E002")
+        for database in self.databases():
+            if database not in settings.DATABASES:
+                option = "database" if database == self.database else "queue_databases"
+                yield checks.Error(
+                    f"TASKS[{self.alias!r}]: OPTIONS {option!r} names {database!r},"
+                    " which is not in DATABASES",
+                    id="forkq.E001",
+                )
+                continue
+            try:
+                results.database_url(connections[database])
+            except Exception as exc:
+                yield checks.Error(f"TASKS[{self.alias!r}]: {exc}", id="forkq.E002")
 
     # --- plumbing ------------------------------------------------------------------------------
 
-    def _connection(self) -> Any:
+    def _connection(self, database: str) -> Any:
         """Django's connection, open and usable (not in a transaction marked for rollback)."""
-        connection = connections[self.database]
+        connection = connections[database]
         connection.ensure_connection()
         connection.validate_no_broken_transaction()
         return connection

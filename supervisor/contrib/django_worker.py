@@ -147,6 +147,12 @@ def _payload(payload: Any) -> dict[str, Any]:
         raise Fail(f"not a Django task payload: {exc}") from exc
 
 
+def _database_of(backend: Any, queue: str) -> str:
+    """The alias holding the job's queue (`queue_databases`), its backend's `database` else."""
+    database_for = getattr(backend, "database_for", None)
+    return str(database_for(queue)) if database_for else getattr(backend, "database", "default")
+
+
 class Attempt:
     """One attempt of a task, and its record in forkq_results, which is written on the
     connection of the task's backend's database (forkq's tables live there)."""
@@ -168,7 +174,7 @@ class Attempt:
         self.payload = payload
         self.started = time.time()
         self.worker = f"{socket.gethostname()}:{os.getpid()}"  # until the lease's name is read
-        self.connection = connections[getattr(self.backend, "database", "default")]
+        self.connection = connections[_database_of(self.backend, job.queue)]
         self.store = results.store_for(self.connection)
         self.previous: dict[str, Any] = {}
 

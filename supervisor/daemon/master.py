@@ -19,8 +19,8 @@ import traceback
 
 from supervisor import events, logs, wake
 from supervisor.cluster.chores import CHORES_LOCK
-from supervisor.config import Config, load_config
-from supervisor.daemon import systemd
+from supervisor.config import Config
+from supervisor.daemon import member, systemd
 from supervisor.daemon.booting import require_latest_schema, wait_for_database
 from supervisor.daemon.children import Children
 from supervisor.daemon.dbguard import DbGuard
@@ -105,13 +105,13 @@ class Master:
             return False
         become_subreaper()  # what a hard-killed child's job leaves comes to us (kill_strays)
         self.listener = wake.listen(self.state.config.database, self.state.log)
-        set_title("forkq: master")
+        set_title(member.master_title())
         metrics.start(self.state.config, self.fds_for_fork)
         self.state.log.info(
             events.MASTER_STARTED,
             name=self.state.name,
             pools={p: s.config.workers for p, s in self.state.pools.items()},
-            database=self.state.config.database.redacted(),
+            url=self.state.config.database.redacted(),
             pid=os.getpid(),
         )
         self.pooling.maintain(time.monotonic())
@@ -250,8 +250,7 @@ class Master:
         """HUP: re-read config and handlers; replace every child gracefully."""
         systemd.reloading()
         try:
-            config = load_config(self.config_path) if self.config_path else self.state.config
-            load_handlers(config, reload=True)
+            config = member.reloaded_config(self.config_path, self.state.config)
         except ConfigError as exc:
             self.state.log.error(events.RELOAD_REFUSED, error=str(exc))
             systemd.ready()

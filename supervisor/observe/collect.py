@@ -28,7 +28,7 @@ from prometheus_client.mmap_dict import MmapedDict, mmap_key
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 from supervisor.observe.health import DB_STALE_FLOOR, Health, Seen, judge
-from supervisor.observe.shared import Check, Pulse, read_check
+from supervisor.observe.shared import Beat, Check, Pulse, read_check
 
 # forkq_queue_jobs{status}: QueueStats field by status label.
 STATUSES = (
@@ -47,15 +47,20 @@ _ANY_PROCESS = re.compile(r"^[a-z]+(?:_[a-z]+)?_(\d+)\.db$")
 class ForkqCollector:
     """The one collector the server registers: files, check and pulse, per scrape."""
 
-    def __init__(self, directory: str, pulse: Pulse) -> None:
+    def __init__(self, directory: str, pulse: Pulse | None) -> None:
         self.directory = directory
-        self.pulse = pulse
+        self.pulse = pulse  # None: several databases (observe/several.py reads theirs)
         self.lock = threading.Lock()  # one scrape at a time reads and folds the files
 
     def collect(self) -> list[Metric]:
         with self.lock:
             fold_gone(self.directory)
             found = read_files(self.directory)
+        return self.add_master(found)
+
+    def add_master(self, found: list[Metric]) -> list[Metric]:
+        """The master's own: its last check and its loop's last turn."""
+        assert self.pulse is not None
         found += check_families(read_check(self.directory))
         loop = self.pulse.read()
         if loop is not None:
@@ -69,18 +74,22 @@ class ForkqCollector:
         return found
 
     def health(self, now: float | None = None) -> Health:
-        loop = self.pulse.read()
-        check = read_check(self.directory)
-        seen = Seen(
-            loop_at=None if loop is None else loop.at,
-            checked_at=None if check is None else check.checked_at,
-            db_error=None if check is None else check.db_error,
-            check_stale_after=math.inf if check is None else check.stale_after,
-            db_answered_at=0.0 if loop is None else loop.db_answered_at,
-            db_limit=DB_STALE_FLOOR if loop is None else loop.db_limit,
-            db_out=loop is not None and loop.db_out,
-        )
-        return judge(seen, time.monotonic() if now is None else now)
+        assert self.pulse is not None
+        return health_of(self.pulse.read(), read_check(self.directory), now)
+
+
+def health_of(loop: Beat | None, check: Check | None, now: float | None = None) -> Health:
+    """What /healthz says of one master: its pulse and its last check."""
+    seen = Seen(
+        loop_at=None if loop is None else loop.at,
+        checked_at=None if check is None else check.checked_at,
+        db_error=None if check is None else check.db_error,
+        check_stale_after=math.inf if check is None else check.stale_after,
+        db_answered_at=0.0 if loop is None else loop.db_answered_at,
+        db_limit=DB_STALE_FLOOR if loop is None else loop.db_limit,
+        db_out=loop is not None and loop.db_out,
+    )
+    return judge(seen, time.monotonic() if now is None else now)
 
 
 def read_files(directory: str) -> list[Metric]:

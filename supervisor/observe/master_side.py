@@ -15,7 +15,7 @@ from supervisor import events, logs
 from supervisor.config import Config
 from supervisor.kinds import Role
 from supervisor.observe.health import db_limit
-from supervisor.observe.shared import Check, Pulse, write_check
+from supervisor.observe.shared import Check, Pulse, pulse_path, write_check
 
 DIR_PREFIX = "forkq-metrics-"
 RESPAWN_MAX = 30.0  # seconds between tries to bring a failed metrics server back, at most
@@ -56,14 +56,25 @@ def _alive(pid: int) -> bool:
 class MasterSide:
     """The master's series, its pulse, and the server process it keeps running."""
 
-    def __init__(self, directory: str, config: Config, close_fds: Callable[[], list[int]]) -> None:
+    def __init__(
+        self,
+        directory: str,
+        config: Config,
+        close_fds: Callable[[], list[int]],
+        database: str | None = None,
+        several: bool = False,
+    ) -> None:
         from supervisor.observe.series import MasterSeries
 
         self.directory = directory
         self.close_fds = close_fds  # what the server closes after its fork
-        self.series: MasterSeries = MasterSeries()
-        self.pulse = Pulse()
-        self.listen = config.metrics.listen
+        self.series: MasterSeries = MasterSeries(database)
+        # A master of several databases: its pulse in a file the supervisor's server
+        # maps; the supervisor (`several`): its server reads every master's.
+        self.database = database
+        self.several = several
+        self.pulse = Pulse(None if database is None else pulse_path(directory, database))
+        self.listen = None if database is not None else config.metrics.listen
         self.stale_after = stale_after(config)
         self.db_limit = db_limit(config.supervisor.check_interval)
         self.server_pid: int | None = None
@@ -79,7 +90,7 @@ class MasterSide:
 
     def write_check(self, check: Check) -> None:
         try:
-            write_check(self.directory, check)
+            write_check(self.directory, check, self.database)
         except OSError as exc:  # a full disk: /healthz goes stale, jobs go on
             self.log.warning(events.METRICS_CHECK_NOT_WRITTEN, error=str(exc))
 
@@ -100,7 +111,8 @@ class MasterSide:
             return
         port = int(sock.getsockname()[1])
         try:
-            self.server_pid = spawn(sock, self.directory, self.pulse, self.close_fds())
+            pulse = None if self.several else self.pulse
+            self.server_pid = spawn(sock, self.directory, pulse, self.close_fds())
         except OSError as exc:  # fork failed (EAGAIN, ENOMEM)
             self.failed(now)
             self.log.error(events.METRICS_SERVER_NOT_STARTED, error=str(exc))

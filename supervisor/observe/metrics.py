@@ -21,6 +21,7 @@ chores lease computes queue figures, so only its daemon exports `forkq_queue_*`
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -33,7 +34,7 @@ from supervisor.config import Config
 from supervisor.kinds import ChildExit, RetireReason
 from supervisor.observe.health import db_limit
 from supervisor.observe.master_side import DIR_PREFIX, MasterSide, stale_after, sweep_stale
-from supervisor.observe.shared import Check
+from supervisor.observe.shared import Check, write_databases
 from supervisor.outcomes import Outcome
 from supervisor.store import core
 
@@ -68,6 +69,10 @@ UNREGISTERED = "(unregistered)"  # handler label of rows naming no registered ha
 _directory: str | None = None
 _jobs: JobSeries | None = None
 _master: MasterSide | None = None
+# Several databases (observe/several.py): the database a master serves, set in it at its
+# fork (it then serves no port); `_several` in the supervisor, whose server reads them all.
+_database: str | None = None
+_several = False
 
 
 def _no_fds() -> list[int]:
@@ -121,7 +126,7 @@ def _job_series() -> JobSeries:
     global _jobs
     from supervisor.observe.series import JobSeries
 
-    _jobs = JobSeries()
+    _jobs = JobSeries(_database)
     return _jobs
 
 
@@ -140,8 +145,8 @@ def boot(config: Config) -> None:
     the environment every process forked later inherits (also handler code that uses
     prometheus-client in multiprocess mode: its series are served too)."""
     global _directory
-    if config.metrics.listen is None or _directory is not None:
-        return
+    if config.metrics.listen is None or _directory is not None or _database is not None:
+        return  # off, made already, or a master of several: the supervisor makes it
     sweep_stale(tempfile.gettempdir())
     _directory = tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-")  # mode 0700
     os.environ[DIR_ENV] = _directory
@@ -160,10 +165,28 @@ def start(config: Config, close_fds: Callable[[], list[int]]) -> None:
     boot(config)
     if _directory is None or _master is not None or config.metrics.listen is None:
         return
-    _master = MasterSide(_directory, config, close_fds)
+    _master = MasterSide(_directory, config, close_fds, _database, _several)
     _master.pulse.beat()
     _master.write_check(Check(*_master.now_times(), _master.stale_after))  # boot's queries answered
-    _master.start_server(time.monotonic())
+    if _master.listen is not None:
+        _master.start_server(time.monotonic())
+
+
+def join(database: str) -> None:
+    """In a master of several databases, at its fork: it records; the supervisor serves."""
+    global _database
+    _database = database
+
+
+def several(config: Config, names: list[str]) -> None:
+    """In the supervisor of several databases, at boot and on each reload: which exist
+    and which holds each queue, for the server to label the series."""
+    global _several
+    _several = True
+    if _directory is not None:
+        queues = {q: d.name for d in config.databases for q in d.queues}
+        with contextlib.suppress(OSError):
+            write_databases(_directory, names, queues)
 
 
 def loop_turned(db_answered_at: float = 0.0, db_out: bool = False) -> None:
@@ -261,7 +284,7 @@ def reload(config: Config) -> None:
         return
     _master.stale_after = stale_after(config)
     _master.db_limit = db_limit(config.supervisor.check_interval)
-    if config.metrics.listen != _master.listen:
+    if config.metrics.listen != _master.listen and _database is None:
         _master.stop_server()
         _master.listen = config.metrics.listen
         _master.failures, _master.next_start = 0, 0.0
@@ -275,7 +298,7 @@ def shutdown() -> None:
     if _master is not None:
         _master.stop_server(wait=True)
         _master = None
-    if _directory is not None:
+    if _directory is not None and _database is None:  # the supervisor's, not a master's
         shutil.rmtree(_directory, ignore_errors=True)
         os.environ.pop(DIR_ENV, None)
         _directory = None

@@ -36,27 +36,35 @@ def _finished() -> Counter:
     )
 
 
-def _db_errors() -> Counter:
-    return Counter(
+def _db_errors(database: str | None) -> Counter:
+    return _per_database(
+        database,
         "forkq_db_errors_total",
         "Database calls that failed (master, check ticks and workers)",
-        registry=None,
     )
 
 
-def _db_conflicts() -> Counter:
-    return Counter(
+def _db_conflicts(database: str | None) -> Counter:
+    return _per_database(
+        database,
         "forkq_db_conflicts_total",
         "Transactions that lost a race (a deadlock, a Galera certification conflict, a"
         " lock-wait timeout) and were run again",
-        registry=None,
     )
+
+
+def _per_database(database: str | None, name: str, text: str) -> Counter:
+    """A counter of this process's database calls: labelled by database when there are
+    several (a master's and its children's; observe/several.py), else unlabelled."""
+    if database is None:
+        return Counter(name, text, registry=None)
+    return Counter(name, text, ["database"], registry=None).labels(database)
 
 
 class JobSeries:
     """A worker's: one counter and one histogram observation per finished attempt."""
 
-    def __init__(self) -> None:
+    def __init__(self, database: str | None = None) -> None:
         own_files()
         self.finished = _finished()
         self.duration = Histogram(
@@ -66,8 +74,8 @@ class JobSeries:
             buckets=DURATION_BUCKETS,
             registry=None,
         )
-        self.db_errors = _db_errors()
-        self.db_conflicts = _db_conflicts()
+        self.db_errors = _db_errors(database)
+        self.db_conflicts = _db_conflicts(database)
         # Labelled children by their labels: `labels()` checks and locks on every call.
         self._counts: dict[tuple[str, str, str], Counter] = {}
         self._times: dict[tuple[str, str], Histogram] = {}
@@ -88,7 +96,7 @@ class JobSeries:
 class MasterSeries:
     """The master's: pool gauges (written when they change), child exits, its DB errors."""
 
-    def __init__(self) -> None:
+    def __init__(self, database: str | None = None) -> None:
         own_files()
         self.workers = Gauge(
             "forkq_pool_workers",
@@ -111,8 +119,8 @@ class MasterSeries:
             registry=None,
         )
         self.finished = _finished()  # attempts the master settles (a child killed mid-job)
-        self.db_errors = _db_errors()
-        self.db_conflicts = _db_conflicts()
+        self.db_errors = _db_errors(database)
+        self.db_conflicts = _db_conflicts(database)
         self._shown: dict[tuple[str, str], float] = {}
 
     def pools(self, max_workers: Mapping[str, int], children: Iterable[tuple[str, bool]]) -> None:

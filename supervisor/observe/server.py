@@ -23,6 +23,7 @@ from supervisor import events, logs
 from supervisor.config import parse_listen
 from supervisor.kinds import Role
 from supervisor.observe.collect import ForkqCollector
+from supervisor.observe.several import SeveralCollector
 from supervisor.observe.shared import Pulse
 from supervisor.proc import die_with_parent, fork_process, set_title
 
@@ -36,7 +37,7 @@ def bind(listen: str) -> socket.socket:
     return socket.create_server((host, port), family=family, backlog=64)
 
 
-def spawn(sock: socket.socket, directory: str, pulse: Pulse, close_fds: list[int]) -> int:
+def spawn(sock: socket.socket, directory: str, pulse: Pulse | None, close_fds: list[int]) -> int:
     """Fork the server (proc.fork_process); its pid."""
     master = os.getpid()
 
@@ -44,7 +45,8 @@ def spawn(sock: socket.socket, directory: str, pulse: Pulse, close_fds: list[int
         die_with_parent(signal.SIGKILL)
         if os.getppid() == master:  # else the master died before we asked to follow it
             set_title("forkq: master metrics")
-            serve(sock, ForkqCollector(directory, pulse))
+            collector = ForkqCollector(directory, pulse) if pulse else SeveralCollector(directory)
+            serve(sock, collector)
         return 0
 
     return fork_process(body, close_fds, _crashed)

@@ -24,6 +24,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 CHECK_FILE = "check.json"  # not *.db: prometheus-client's collector globs those
+# Several databases: the supervisor names them in DATABASES_FILE ({"names": [...],
+# "queues": {queue: database}}); each master writes check-NAME.json and its pulse in
+# pulse-NAME (a file the server maps, as it is forked before or after a master).
+DATABASES_FILE = "databases.json"
 _PULSE = struct.Struct("<Qddddd")  # seq, monotonic, wall, db answered, db limit, breaker open
 
 
@@ -39,9 +43,18 @@ class Beat:
 
 
 class Pulse:
-    def __init__(self) -> None:
-        self._buf = mmap.mmap(-1, _PULSE.size)  # MAP_SHARED | MAP_ANONYMOUS: survives fork
+    def __init__(self, path: str | None = None) -> None:
         self._seq = 0
+        if path is None:
+            self._buf = mmap.mmap(-1, _PULSE.size)  # MAP_SHARED | MAP_ANONYMOUS: survives fork
+            return
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            if os.fstat(fd).st_size < _PULSE.size:
+                os.ftruncate(fd, _PULSE.size)
+            self._buf = mmap.mmap(fd, _PULSE.size)
+        finally:
+            os.close(fd)
 
     def beat(
         self, db_answered_at: float = 0.0, db_limit: float = 0.0, db_out: bool = False
@@ -75,19 +88,43 @@ class Check:
     alerts: list[tuple[str, str, bool]] = field(default_factory=list)  # (rule, queue, firing)
 
 
-def write_check(directory: str, check: Check) -> None:
+def pulse_path(directory: str, database: str) -> str:
+    return os.path.join(directory, f"pulse-{database}")
+
+
+def check_path(directory: str, database: str | None) -> str:
+    return os.path.join(directory, CHECK_FILE if database is None else f"check-{database}.json")
+
+
+def write_databases(directory: str, names: list[str], queues: dict[str, str]) -> None:
+    temporary = os.path.join(directory, f"{DATABASES_FILE}.tmp")
+    with open(temporary, "w", encoding="utf-8") as file:
+        json.dump({"names": names, "queues": queues}, file)
+    os.replace(temporary, os.path.join(directory, DATABASES_FILE))
+
+
+def read_databases(directory: str) -> tuple[list[str], dict[str, str]]:
+    """The databases' names and which named database holds each queue; ([], {}) if none."""
+    with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+        with open(os.path.join(directory, DATABASES_FILE), encoding="utf-8") as file:
+            data = json.load(file)
+        return [str(n) for n in data["names"]], {str(q): str(d) for q, d in data["queues"].items()}
+    return [], {}
+
+
+def write_check(directory: str, check: Check, database: str | None = None) -> None:
     """Replace the check file atomically (a small local write, once per tick report)."""
-    path = os.path.join(directory, CHECK_FILE)
+    path = check_path(directory, database)
     temporary = f"{path}.{os.getpid()}.tmp"
     with open(temporary, "w", encoding="utf-8") as file:
         json.dump(asdict(check), file)
     os.replace(temporary, path)
 
 
-def read_check(directory: str) -> Check | None:
+def read_check(directory: str, database: str | None = None) -> Check | None:
     """The last check, or None when there is none (yet) or it cannot be read."""
     with contextlib.suppress(OSError, ValueError, TypeError):
-        with open(os.path.join(directory, CHECK_FILE), encoding="utf-8") as file:
+        with open(check_path(directory, database), encoding="utf-8") as file:
             data = json.load(file)
         data["alerts"] = [(str(r), str(q), bool(f)) for r, q, f in data.get("alerts", [])]
         return Check(**data)

@@ -33,16 +33,16 @@ def job_retry(ctx: Context, job_id: int) -> Response:
     changed = ctx.store.retry_jobs([job_id])
     _log(ctx, "retry", ids=[job_id], changed=changed)
     if changed:
-        return ctx.back(f"job {job_id} will run again")
-    return ctx.back(f"job {job_id} was not retried ({ctx.store.not_retried(job_id)})")
+        return ctx.back(f"job {ctx.ref(job_id)} will run again")
+    return ctx.back(f"job {ctx.ref(job_id)} was not retried ({ctx.store.not_retried(job_id)})")
 
 
 def job_discard(ctx: Context, job_id: int) -> Response:
     changed = ctx.store.discard_dead_jobs([job_id])
     _log(ctx, "discard", ids=[job_id], changed=changed)
     if not changed:
-        return ctx.back(f"job {job_id} was not discarded: only dead jobs are")
-    return ctx.back(f"job {job_id} discarded", fallback="dead")
+        return ctx.back(f"job {ctx.ref(job_id)} was not discarded: only dead jobs are")
+    return ctx.back(f"job {ctx.ref(job_id)} discarded", fallback="dead")
 
 
 def job_cancel(ctx: Context, job_id: int) -> Response:
@@ -143,13 +143,16 @@ def schedule_add(ctx: Context) -> Response:
     try:
         fields["payload"] = json.loads(form.get("payload", "").strip() or "{}")
         schedule = schedule_from(name, fields)
+        if schedule.queue is not None:  # kept where its queue lives, whose daemons run it
+            ctx.db = ctx.app.config.database_of(schedule.queue)
         add_schedule(ctx.store, ctx.config, schedule, ctx.who())
     except ValueError as exc:
         return ctx.back(f"schedule not added: payload is not JSON ({exc})", fallback="schedules")
     except (ConfigError, UsageError) as exc:
         return ctx.back(f"schedule not added: {exc}", fallback="schedules")
     _log(ctx, "schedule_add", schedule=name, cron=schedule.cron, handler=schedule.handler)
-    return ctx.back(f"schedule {name} added", fallback="schedules")
+    where = f" in database {ctx.db}" if ctx.app.databases.several else ""
+    return ctx.back(f"schedule {name} added{where}", fallback="schedules")
 
 
 def schedule_change(ctx: Context, action: str) -> Response:

@@ -11,7 +11,6 @@ Each serving thread has its own store (one database connection), opened on first
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -23,11 +22,14 @@ from werkzeug.utils import send_from_directory
 from werkzeug.wrappers import Request, Response
 
 from supervisor import events, logs
-from supervisor.config import Config, load_config
+from supervisor.config import HOME_DATABASE, Config, load_config
 from supervisor.errors import DatabaseError, ForkqError, SchemaError
-from supervisor.store import Store, open_store
+from supervisor.jobref import JobRef
+from supervisor.status import STATUS_CAP
+from supervisor.store import Store
 from supervisor.web import filters
 from supervisor.web.context import MAX_JOB_ID, Context, DashboardRequest
+from supervisor.web.databases import Databases, JobRefConverter
 from supervisor.web.security import (
     HEADERS,
     SESSION_COOKIE,
@@ -39,8 +41,7 @@ from supervisor.work.command import load_handlers
 
 HERE = Path(__file__).parent
 STATIC = HERE / "static"
-DB_TIMEOUT = 30.0  # seconds a page waits on the database
-JOB = f"/jobs/<int(max={MAX_JOB_ID}):job_id>"  # a larger id is no job: 404, never 500
+JOB = "/jobs/<jobref:job_id>"  # 42 or reports:42; a larger id is no job: 404, never 500
 BATCH = f"/batches/<int(max={MAX_JOB_ID}):batch_id>"
 
 Handler = Callable[..., Response]
@@ -58,7 +59,12 @@ class Dashboard:
         self.guard = Guard(token)
         self.handlers: dict[str, Handler] = {**PAGES, **ACTIONS}
         self.actions = set(ACTIONS)
-        self.urls = Map([*_page_rules(), *_action_rules()], strict_slashes=False)
+        self.urls = Map(
+            [*_page_rules(), *_action_rules()],
+            strict_slashes=False,
+            converters={"jobref": JobRefConverter},
+        )
+        self.databases = Databases(config)
         self.templates = jinja2.Environment(
             loader=jinja2.FileSystemLoader(HERE / "templates"),
             autoescape=True,
@@ -67,15 +73,11 @@ class Dashboard:
             lstrip_blocks=True,
         )
         filters.install(self.templates)
-        self._local = threading.local()
         self.log = logs.get(component="web")
 
-    def store(self) -> Store:
-        store: Store | None = getattr(self._local, "store", None)
-        if store is None:
-            store = open_store(self.config.database, timeout=DB_TIMEOUT)
-            self._local.store = store
-        return store
+    def store(self, database: str = HOME_DATABASE) -> Store:
+        """This serving thread's store of `database` (one connection, opened on first use)."""
+        return self.databases.store(database)
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
         request = DashboardRequest(environ)
@@ -138,12 +140,28 @@ class Dashboard:
         return response
 
     def _run(self, context: Context, endpoint: str, args: Mapping[str, Any]) -> Response:
+        args = dict(args)
+        ref = args.get("job_id")
+        if isinstance(ref, JobRef):  # /jobs/reports:42: the page and its actions are reports'
+            if ref.database not in self.databases.names:
+                return _plain(404, f"Not Found: no database {ref.database}")
+            context.db, args["job_id"] = ref.database, ref.id
         try:
+            if not isinstance(ref, JobRef):
+                context.db = context.chosen_database()
             return self.handlers[endpoint](context, **args)
         except HTTPException as exc:
             return _plain(exc.code or 400, exc.description or exc.name)
         except (DatabaseError, SchemaError) as exc:
             self.log.error(events.WEB_DATABASE_ERROR, endpoint=endpoint, error=str(exc))
+            if self.databases.several:
+                why = self.databases.why(context.db, exc)
+                self.databases.failed(context.db, why)
+                message = f"database {context.db} does not answer: {why}"
+                summary = self.databases.summary(STATUS_CAP)  # the others, as the overview
+                return context.render(
+                    "error.html", status=503, message=message, every_database=summary
+                )
             return context.render("error.html", status=503, message=str(exc))
         except ForkqError as exc:
             return context.render("error.html", status=400, message=str(exc))

@@ -15,11 +15,14 @@ from werkzeug.wrappers import Response
 from supervisor import events, logs
 from supervisor.cluster.schedules import next_run
 from supervisor.config import ScheduleConfig
+from supervisor.jobref import JobRef
 from supervisor.models import JobState, Throughput
 from supervisor.results import attempt_history, read_result
 from supervisor.status import (
     STATUS_CAP,
+    every_status_document,
     process_view,
+    read_every_status,
     read_handlers,
     read_limits,
     read_status,
@@ -28,7 +31,7 @@ from supervisor.status import (
 from supervisor.store import Store
 from supervisor.web import search, timing_page
 from supervisor.web.chart import HOURS, throughput_chart
-from supervisor.web.context import Context, job_id_of
+from supervisor.web.context import Context, job_id_of, job_ref_of
 from supervisor.web.listing import PAGE, Filters, job_page
 from supervisor.web.security import SESSION_COOKIE, SESSION_LIFETIME
 
@@ -64,6 +67,7 @@ def overview(ctx: Context) -> Response:
         hosts=sorted({p["host"] for p in processes}),
         cap=STATUS_CAP,
         now=now,
+        every_database=ctx.app.databases.summary(STATUS_CAP),
     )
 
 
@@ -124,13 +128,20 @@ def _find(ctx: Context, text: str) -> Response | None:
     """`find` is a job id or a unique key: go to the job's page when there is one."""
     if not text:
         return None
-    store = ctx.store
-    job_id = job_id_of(text)
-    if job_id is None or store.job_listing(job_id) is None:
-        job_id = store.job_id_by_key(text[:191])
+    ref = job_ref_of(text)  # reports:42 names a job of another database, 42 one of this
+    if ref is not None and ":" not in text:
+        ref = JobRef(ctx.db, ref.id)
+    names = ctx.app.databases.names
+    if ref is not None and ref.database in names and _exists(ctx, ref):
+        return redirect(ctx.url("job", job_id=ref), code=303)
+    job_id = ctx.store.job_id_by_key(text[:191])
     if job_id is None:
         return None
     return redirect(ctx.url("job", job_id=job_id), code=303)
+
+
+def _exists(ctx: Context, ref: JobRef) -> bool:
+    return ctx.app.store(ref.database).job_listing(ref.id) is not None
 
 
 def job(ctx: Context, job_id: int) -> Response:
@@ -261,7 +272,11 @@ def locks(ctx: Context) -> Response:
 
 
 def api_status(ctx: Context) -> Response:
-    """Exactly what `forkq status --json` prints (status.py builds both)."""
+    """Exactly what `forkq status --json` prints (status.py builds both): with several
+    databases, each one's, and those that do not answer (`?db=NAME`: that one's alone)."""
+    if ctx.app.databases.several and "db" not in ctx.request.args:
+        config = ctx.app.config
+        return ctx.json(every_status_document(config, STATUS_CAP, read_every_status(config)))
     queues, views = read_status(ctx.config, ctx.store, STATUS_CAP)
     limits = read_limits(ctx.config, ctx.store)
     handlers = read_handlers(ctx.store)

@@ -76,27 +76,6 @@ def test_cancel_and_retry_say_what_they_did_when_a_database_is_down(
     assert SECRET not in result.stderr
 
 
-def test_a_database_name_is_refused_where_it_would_be_ignored(workdir: Path) -> None:  # noqa: F811
-    """`work` and `run` take a URL, not a name: `--database reports` worked the home
-    database instead."""
-    for command in (("work", "--burst"), ("run",)):
-        line = failed(forkq(workdir, *command, "--database", "reports"), 2)
-        assert f"forkq {command[0]} takes a database URL, not a name" in line, line
-
-
-def test_schema_and_check_take_a_database_name(workdir: Path, two_db_urls: tuple[str, str]) -> None:  # noqa: F811
-    """`forkq schema apply --database reports` gives that database its tables (no URL,
-    so no password, on the command line); it applied them to the home database."""
-    home, _ = two_db_urls
-    new = workdir / "new-reports.db"
-    write_config(workdir, "new.toml", home, f"sqlite:///{new}")
-    applied = ok(forkq(workdir, "schema", "apply", "--database", "reports", config="new.toml"))
-    assert applied.startswith("schema version ") and str(new) in applied, applied
-    checked = forkq(workdir, "check", "--database", "reports", config="new.toml")
-    assert str(new) in checked.stdout and home.split("@")[-1] not in checked.stdout, checked
-    assert "applied" in ok(forkq(workdir, "schema", "apply", "--database", "default"))
-
-
 def test_a_schedule_is_changed_while_another_database_is_down(
     workdir: Path,  # noqa: F811
     two_db_urls: tuple[str, str],

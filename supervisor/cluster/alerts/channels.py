@@ -31,6 +31,7 @@ from supervisor.escaping import for_chat, for_header, for_terminal, lines_for_te
 from supervisor.store import Store
 
 WEBHOOK, EMAIL = "webhook", "email"
+_database: str | None = None  # a master of several databases: the one its alerts are about
 REPLY_BYTES = 65536  # read at most this much of a webhook's answer
 
 
@@ -144,11 +145,20 @@ def channels(cfg: AlertsConfig) -> list[str]:
     return ([WEBHOOK] if cfg.webhook_url else []) + ([EMAIL] if cfg.email_to else [])
 
 
+def name_database(name: str) -> None:
+    """Alerts from here on say which database they are about: "[forkq NAME] host: ..."."""
+    global _database
+    _database = name
+
+
 def deliver(
     cfg: AlertsConfig, notification: Notification, skip: Iterable[str] = ()
 ) -> list[ChannelResult]:
     """Send one message on every configured channel; `skip` names channels not to try this time
     (they already failed this tick, so they are not given another timeout to wait out)."""
+    if _database is not None and notification.text.startswith("[forkq] "):
+        text = f"[forkq {_database}] {notification.text.removeprefix('[forkq] ')}"
+        notification = replace(notification, text=text)
     skipped = set(skip)
     results = []
     for channel in channels(cfg):

@@ -40,7 +40,9 @@ def database(url: str) -> dict[str, Any]:
 
 
 DATABASES = {
-    "default": database(os.environ.get("FORKQ_DJANGO_DATABASE_URL", "sqlite:///forkq-django.db"))
+    "default": database(os.environ.get("FORKQ_DJANGO_DATABASE_URL", "sqlite:///forkq-django.db")),
+    # forkq's `[databases.reports]`: the jobs of queue "reports" of the "routed" backend.
+    "reports_db": database(os.environ.get("FORKQ_DJANGO_REPORTS_URL", "sqlite:///:memory:")),
 }
 
 TASKS = {
@@ -48,5 +50,10 @@ TASKS = {
         "BACKEND": "supervisor.contrib.django.ForkqBackend",
         "QUEUES": ["default", "reports"],
         "OPTIONS": {"database": "default", "max_attempts": 2},
+    },
+    "routed": {
+        "BACKEND": "supervisor.contrib.django.ForkqBackend",
+        "QUEUES": ["default", "reports"],
+        "OPTIONS": {"database": "default", "queue_databases": {"reports": "reports_db"}},
     },
 }
