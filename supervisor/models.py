@@ -253,6 +253,18 @@ class Enqueued(int):
 
     id = property(int)
 
+    # Ids are per database: the home job 1 and reports:1 are two jobs (two keys of a
+    # dict). Against a plain int it is the int it is, as with one database.
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Enqueued) and other.database != self.database:
+            return False
+        return int(self) == other
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = int.__hash__
+
     @property
     def existing(self) -> Enqueued | None:
         """The job the enqueue conflicted with (it holds the unique key); None if new.

@@ -216,3 +216,16 @@ def test_ids_read_back_through_the_router_know_their_database(router: Router) ->
     status = router.batch_status(batch.id)
     assert status is not None and router.batch_status(status.id) == status
     assert router.get(row.id).as_dict()["id"] == int(report)  # type: ignore[union-attr]
+
+
+def test_jobs_of_two_databases_are_two_jobs(router: Router) -> None:
+    """Ids are per database: the home job 1 and reports:1 are not equal, and stay two
+    keys of a dict or a set (they collapsed into one); each still equals its int."""
+    home = router.enqueue("email.send")
+    report = router.enqueue("routing.report")
+    assert int(home) == int(report)
+    assert home != report and not home == report  # noqa: SIM201
+    assert len({home, report}) == 2 and len({home: "a", report: "b"}) == 2
+    assert home == int(home) and report == int(report) and int(report) == report
+    row = router.get(report)
+    assert row is not None and row.id == report and row.id != home
