@@ -61,8 +61,8 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     with command_store(here) as store:
         _require_table(store)
         by = f"{operator_name()} (forkq schedule)"
-        if schedule is not None:
-            add_schedule(store, here, schedule, by)
+        if schedule is not None:  # a name the file has, in any database, is the file's
+            add_schedule(store, config, schedule, by)
             print(f"schedule {args.name} added" + (f" in {database}" if several(config) else ""))
         else:
             print(change_schedule(store, here, args.name, args.action, by))
@@ -77,6 +77,14 @@ def _database_of(args: argparse.Namespace, config: Config, schedule: ScheduleCon
     load_handlers(config)  # a schedule without a queue goes where its handler's queue is
     if schedule is not None:
         [database] = database_names(args, config, schedule.queue or queue_of(schedule.handler))
+        others = [name for name, _ in config.every_database() if name != database]
+        for name, _, store in EachStore(args, config, names=others):  # one down: skipped
+            _require_table(store)
+            if any(s.name == schedule.name for s in store.runtime_schedules()):
+                raise UsageError(
+                    f"schedule {schedule.name!r} is in database {name} already:"
+                    " a name is one schedule"
+                )
         return database
     names = database_names(args, config)
     if len(names) == 1:

@@ -116,3 +116,44 @@ def test_show_names_a_reports_jobs_batch_as_forkq_batch_takes_it(
         rf"^batch_id +reports:{batch.id}$", ok(forkq(workdir, "show", f"reports:{job}")), re.M
     )
     assert ok(forkq(workdir, "batch", shown["batch_id"])).startswith(f"batch reports:{batch.id}: ")
+
+
+def test_a_schedule_name_is_one_across_the_databases(workdir: Path) -> None:  # noqa: F811
+    """`schedule add NAME` is refused when another database has NAME (the file's or a
+    runtime one): it was added, and then both ran and every change needed --database."""
+    config = workdir / "forkq.toml"
+    config.write_text(
+        config.read_text() + '[schedules.filed]\ncron = "0 5 * * *"\nhandler = "report.build"\n'
+    )
+    ok(
+        forkq(
+            workdir,
+            "schedule",
+            "add",
+            "nightly",
+            "--cron",
+            "0 4 * * *",
+            "--handler",
+            "report.build",
+        )
+    )
+    line = failed(
+        forkq(workdir, "schedule", "add", "filed", "--cron", "0 1 * * *", "--handler", "mail.send"),
+        2,
+    )
+    assert "schedule 'filed' is defined in " in line, line
+    line = failed(
+        forkq(
+            workdir, "schedule", "add", "nightly", "--cron", "0 1 * * *", "--handler", "mail.send"
+        ),
+        2,
+    )
+    assert (
+        line
+        == "forkq: error: schedule 'nightly' is in database reports already: a name is one schedule"
+    )
+    listed = json.loads(ok(forkq(workdir, "schedules", "--json")))
+    assert sorted((s["name"], s["database"]) for s in listed) == [
+        ("filed", "reports"),
+        ("nightly", "reports"),
+    ]
