@@ -55,8 +55,13 @@ def database_store(config: Config, name: str, *, schema: bool = True) -> Iterato
     missing = missing_sqlite(here.database) if name != HOME_DATABASE else None
     if missing is not None:
         raise DatabaseError(f"{missing} ({here.database.redacted()}, [databases.{name}])")
-    with command_store(here, schema=schema) as store:
-        yield store
+    try:
+        with command_store(here, schema=schema) as store:
+            yield store
+    except (DatabaseError, SchemaError) as exc:
+        if not several(config):
+            raise
+        raise type(exc)(f"{name}: {exc}") from exc  # which of the databases failed
 
 
 class EachStore:
@@ -88,7 +93,7 @@ class EachStore:
                     if not several(self.config):
                         raise
                     self.down.append(name)
-                    why = why_down(exc, here.database)
+                    why = why_down(exc.__cause__ or exc, here.database)  # without "NAME: "
                     print(
                         f"{WARNING_PREFIX}{name}: unreachable: {for_terminal(why)}", file=sys.stderr
                     )

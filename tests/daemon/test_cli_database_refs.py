@@ -157,3 +157,15 @@ def test_a_schedule_name_is_one_across_the_databases(workdir: Path) -> None:  # 
         ("filed", "reports"),
         ("nightly", "reports"),
     ]
+
+
+def test_an_error_says_which_database(workdir: Path, two_db_urls: tuple[str, str]) -> None:  # noqa: F811
+    """With several databases, a command on one that does not answer names it."""
+    home, _ = two_db_urls
+    write_config(workdir, "down.toml", home, f"mysql://u:{SECRET}@127.0.0.1:{free_tcp_port()}/x")
+    for command in (("show", "reports:1"), ("enqueue", "report.build", "{}"), ("pause", "reports")):
+        line = failed(forkq(workdir, *command, config="down.toml"), 1)
+        assert line.startswith("forkq: error: reports: database unreachable: "), line
+        assert SECRET not in line
+    jobs = forkq(workdir, "jobs", config="down.toml")
+    assert jobs.stderr.startswith("forkq: warning: reports: unreachable: (")
