@@ -225,9 +225,7 @@ class MySQLStore(MySQLSession):
                 if size > limit:
                     raise PayloadTooLarge(_too_large("the job", size, limit))
             cursor.execute(self.queries[query], bound)
-            job_id = Enqueued(
-                cursor.lastrowid, params["unique_key"] is not None and cursor.rowcount > 1
-            )
+            job_id = Enqueued(cursor.lastrowid, params["unique_key"] is not None and cursor.rowcount > 1)
             if params.get("group_key") is not None and not job_id.conflicted:  # joins the round
                 cursor.execute(self.queries["join_round"], _bound("join_round", params))
             return job_id
