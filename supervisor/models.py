@@ -8,8 +8,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from supervisor.config.model import HOME_DATABASE
-from supervisor.jobref import format_job_ref
+from supervisor.jobref import Enqueued as Enqueued  # it was defined here
 
 
 class JobState(StrEnum):
@@ -229,34 +228,6 @@ class NewJob:
     on_conflict: str = "skip"  # skip | replace | debounce: what a conflict does
     debounce_max: float | None = None  # debounce: run_at at most this past the first enqueue
     batch_id: int | None = None  # the q.batch() it belongs to (schema 13)
-
-
-class Enqueued(int):
-    """What enqueue returns: a job id (an int, as before), the new job's or, when the
-    unique key was held, the id of the job holding it (`conflicted` True, `existing` its id).
-    `database`: where it is (ids are per database; HOME_DATABASE is `[database]`)."""
-
-    conflicted: bool
-    database: str
-
-    def __new__(
-        cls, job_id: int, conflicted: bool = False, database: str = HOME_DATABASE
-    ) -> Enqueued:
-        made = super().__new__(cls, job_id)
-        made.conflicted, made.database = conflicted, database
-        return made
-
-    @property
-    def ref(self) -> str:
-        """Its name in the CLI and the dashboard: `42` (home database) or `reports:42`."""
-        return format_job_ref(self.database, int(self))
-
-    id = property(int)
-
-    @property
-    def existing(self) -> int | None:
-        """The job the enqueue conflicted with (it holds the unique key); None if new."""
-        return int(self) if self.conflicted else None
 
 
 @dataclass(frozen=True)

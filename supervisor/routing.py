@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from supervisor.batches import Batch
@@ -183,21 +184,30 @@ class Router:
         if connection is not None:
             check_connection(connection, self.on(name).store, self.config.url_of(name), name)
         producer = OneDatabase(self, name)
-        return Batch(producer, callbacks, encode_payload(payload), connection)
+        return RoutedBatch(producer, callbacks, encode_payload(payload), connection)
 
     # --- one job, by reference -----------------------------------------------------------
 
+    # What is read back names its jobs as Enqueued of their database, so passing an id
+    # on (`q.cancel(q.get(ref).id)`) never means the home job with that number.
+
     def get(self, ref: Ref) -> JobRow | None:
         where = job_ref(ref)
-        return self.on(where.database).get(where.id)
+        row = self.on(where.database).get(where.id)
+        if row is None:
+            return None
+        batch = None if row.batch_id is None else Enqueued(row.batch_id, False, where.database)
+        return replace(row, id=Enqueued(row.id, False, where.database), batch_id=batch)
 
     def result(self, ref: Ref) -> JobResult:
         where = job_ref(ref)
-        return self.on(where.database).result(where.id)
+        found = self.on(where.database).result(where.id)
+        return replace(found, job_id=Enqueued(found.job_id, False, where.database))
 
     def wait(self, ref: Ref, timeout: float | None = None) -> JobResult:
         where = job_ref(ref)
-        return self.on(where.database).wait(where.id, timeout)
+        found = self.on(where.database).wait(where.id, timeout)
+        return replace(found, job_id=Enqueued(found.job_id, False, where.database))
 
     def cancel(self, ref: Ref, by: str | None = None) -> bool:
         where = job_ref(ref)
@@ -206,7 +216,13 @@ class Router:
     def batch_status(self, ref: Ref) -> BatchStatus | None:
         """A batch's id is its database's, named as a job is (`reports:7`)."""
         where = job_ref(ref)
-        return self.on(where.database).batch_status(where.id)
+        found = self.on(where.database).batch_status(where.id)
+        if found is None:
+            return None
+        fired: dict[str, int] = {
+            e: Enqueued(i, False, where.database) for e, i in found.fired.items()
+        }
+        return replace(found, id=Enqueued(found.id, False, where.database), fired=fired)
 
     def lock(self, name: str, ttl: float = 60.0, *, queue: str | None = None) -> Lock:
         """A lease in the database of `queue` (the home database without one)."""
@@ -217,6 +233,19 @@ class Router:
         for queue in self.queues.values():
             queue.close()
         self.queues.clear()
+
+
+class RoutedBatch(Batch):
+    """A Batch whose id knows its database (an Enqueued: `.ref` is `reports:7`), so
+    `batch_status(batch.id)` asks that database, not the home one's batch 7."""
+
+    producer: OneDatabase
+
+    def __enter__(self) -> RoutedBatch:
+        super().__enter__()
+        if self.id is not None:
+            self.id = Enqueued(self.id, False, self.producer.name)
+        return self
 
 
 class OneDatabase:

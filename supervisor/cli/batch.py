@@ -6,7 +6,7 @@ import argparse
 from datetime import UTC, datetime
 
 from supervisor.cli.common import command_config
-from supervisor.cli.databases import database_store, several
+from supervisor.cli.databases import database_store, job_ref, several
 from supervisor.cli.tables import cell, print_json
 from supervisor.errors import ExitCode, JobNotFound
 from supervisor.jobref import format_job_ref
@@ -14,6 +14,7 @@ from supervisor.jobref import format_job_ref
 
 def cmd_batch(args: argparse.Namespace) -> int:
     config = command_config(args)
+    args.id = job_ref(args, args.id)
     database, batch_id = args.id  # a batch's id is its database's, named as a job's is
     with database_store(config, database) as store:
         status = store.batch_status(batch_id)

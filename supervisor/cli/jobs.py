@@ -15,6 +15,8 @@ from supervisor.cli.databases import (
     by_database,
     database_names,
     database_store,
+    job_ref,
+    job_refs,
     several,
 )
 from supervisor.cli.history import extras_json, job_extras, print_extras
@@ -40,7 +42,7 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
     [database] = database_names(args, config, args.queue or registry.queue_of(args.handler))
     parents = None
     if args.depends_on is not None:
-        parents = same_database(args.depends_on, database, "--depends-on")
+        parents = same_database(job_refs(args, args.depends_on), database, "--depends-on")
     with database_store(config, database) as store:
         job_id = Queue(store=store).enqueue(
             args.handler,
@@ -143,6 +145,7 @@ def _jobs_table(rows: Sequence[tuple[str, JobRow]], labelled: bool) -> str:
 
 def cmd_show(args: argparse.Namespace) -> int:
     config = command_config(args)
+    args.id = job_ref(args, args.id)
     database, job_id = args.id
     with database_store(config, database) as store:
         row = store.get_job(job_id)
@@ -155,6 +158,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         fields = {"id": job_id, "status": "done (its row deleted; its result kept)"}
     else:
         fields = {**row.as_dict(), **dependencies}
+        if row.batch_id is not None and database != HOME_DATABASE:  # as `forkq batch` takes it
+            fields["batch_id"] = format_job_ref(database, row.batch_id)
     fields = _labelled(fields, database, several(config))
     if args.json:
         print_json({**fields, **extras_json(result, attempts)})
@@ -197,14 +202,16 @@ def cmd_retry(args: argparse.Namespace) -> int:
         print(f"retried {plural(count, 'dead job')}")
         return stores.done()
     done, refused = 0, []
-    for database, ids in by_database(config, args.ids).items():
-        with database_store(config, database) as store:
-            for job_id in ids:  # job by job, so every id not retried is named with why
-                if store.retry_jobs([job_id]):
-                    done += 1
-                else:
-                    ref = format_job_ref(database, job_id)
-                    refused.append(f"job {ref} ({store.not_retried(job_id)})")
+    grouped = by_database(args, config, args.ids)
+    stores = EachStore(args, config, names=list(grouped))
+    for database, _, store in stores:
+        for job_id in grouped[database]:  # job by job: every id not retried is named with why
+            if store.retry_jobs([job_id]):
+                done += 1
+            else:
+                ref = format_job_ref(database, job_id)
+                refused.append(f"job {ref} ({store.not_retried(job_id)})")
+    refused += _not_reached(stores, grouped)
     print(f"retried {plural(done, 'job')}")
     if refused:
         raise JobNotFound(f"not retried: {', '.join(refused)}")
@@ -216,9 +223,10 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     a done, dead or unknown job is named, with exit 1 (SPEC: Job lifecycle)."""
     config = command_config(args)
     results: dict[str, CancelResult] = {}
-    for database, ids in by_database(config, args.ids).items():
-        with database_store(config, database) as store:
-            found = store.cancel_jobs(ids, by=f"{operator_name()} (forkq cancel)")
+    grouped = by_database(args, config, args.ids)
+    stores = EachStore(args, config, names=list(grouped))  # one down: the others still done
+    for database, _, store in stores:
+        found = store.cancel_jobs(grouped[database], by=f"{operator_name()} (forkq cancel)")
         results.update((format_job_ref(database, i), r) for i, r in found.items())
     cancelled = sum(1 for r in results.values() if r == CancelResult.CANCELLED)
     stopping = sum(1 for r in results.values() if r == CancelResult.CANCELLING)
@@ -226,9 +234,19 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     if stopping:
         print(f"cancelling {plural(stopping, 'running job')}: stopped within 2 s where they run")
     refused = [f"job {i} ({r})" for i, r in results.items() if not r.ok]
+    refused += _not_reached(stores, grouped)
     if refused:
         raise ForkqError(f"not cancelled: {', '.join(refused)}")
     return int(ExitCode.OK)
+
+
+def _not_reached(stores: EachStore, grouped: dict[str, list[int]]) -> list[str]:
+    """The jobs of the databases that did not answer (each warned of on stderr)."""
+    return [
+        f"job {format_job_ref(database, job_id)} (database {database} did not answer)"
+        for database in stores.down
+        for job_id in grouped[database]
+    ]
 
 
 def cmd_purge(args: argparse.Namespace) -> int:

@@ -37,7 +37,6 @@ from supervisor.cli.overview import cmd_locks, cmd_schedules, cmd_status
 from supervisor.cli.schedule import cmd_schedule, schedule_parser
 from supervisor.cli.tables import ERROR_PREFIX, PROG
 from supervisor.config import parse_listen
-from supervisor.config.model import HOME_DATABASE
 from supervisor.durations import parse_duration
 from supervisor.errors import ConfigError, ExitCode, ForkqError, UsageError
 from supervisor.escaping import for_terminal
@@ -98,9 +97,10 @@ def _positive_int(text: str) -> int:
 
 
 def _job_ref(text: str) -> JobRef:
-    """A job's id (42, in the home database) or DATABASE:ID (reports:42)."""
+    """A job's id (42) or DATABASE:ID (reports:42). A plain id's database is left blank:
+    it is the one `--database NAME` picks, else the home one (databases.job_refs)."""
     if ":" not in text:
-        return JobRef(HOME_DATABASE, _positive_int(text))
+        return JobRef("", _positive_int(text))
     try:
         return parse_job_ref(text)
     except ValueError as exc:

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from supervisor.cli.common import command_config, command_store, operator_name
-from supervisor.cli.databases import database_names, narrowed, several
+from supervisor.cli.databases import EachStore, database_names, narrowed, several
 from supervisor.cli.overview import cmd_schedules
 from supervisor.config import MISFIRE_MODES, Config, ScheduleConfig, schedule_from
 from supervisor.config.model import HOME_DATABASE
@@ -61,8 +61,8 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     with command_store(here) as store:
         _require_table(store)
         by = f"{operator_name()} (forkq schedule)"
-        if schedule is not None:
-            add_schedule(store, here, schedule, by)
+        if schedule is not None:  # a name the file has, in any database, is the file's
+            add_schedule(store, config, schedule, by)
             print(f"schedule {args.name} added" + (f" in {database}" if several(config) else ""))
         else:
             print(change_schedule(store, here, args.name, args.action, by))
@@ -77,25 +77,31 @@ def _database_of(args: argparse.Namespace, config: Config, schedule: ScheduleCon
     load_handlers(config)  # a schedule without a queue goes where its handler's queue is
     if schedule is not None:
         [database] = database_names(args, config, schedule.queue or queue_of(schedule.handler))
+        others = [name for name, _ in config.every_database() if name != database]
+        for name, _, store in EachStore(args, config, names=others):  # one down: skipped
+            _require_table(store)
+            if any(s.name == schedule.name for s in store.runtime_schedules()):
+                raise UsageError(
+                    f"schedule {schedule.name!r} is in database {name} already:"
+                    " a name is one schedule"
+                )
         return database
     names = database_names(args, config)
     if len(names) == 1:
         return names[0]
-    having = [name for name in names if _has_schedule(config, name, args.name)]
+    # One that does not answer is warned of and skipped: a schedule elsewhere still changes.
+    having, stores = [], EachStore(args, config, names=names)
+    for name, here, store in stores:
+        _require_table(store)
+        schedules = [*here.schedules, *store.runtime_schedules()]
+        having += [name] if any(s.name == args.name for s in schedules) else []
     if len(having) > 1:
         raise UsageError(
             f"schedule {args.name!r} is in {' and '.join(having)}: pick one with --database NAME"
         )
+    if not having:
+        stores.done()  # not found: exit 1 if it may be in a database that did not answer
     return having[0] if having else HOME_DATABASE
-
-
-def _has_schedule(config: Config, database: str, name: str) -> bool:
-    here = narrowed(config, database)
-    if any(s.name == name for s in here.schedules):
-        return True
-    with command_store(here) as store:
-        _require_table(store)
-        return any(s.name == name for s in store.runtime_schedules())
 
 
 def _fields(args: argparse.Namespace) -> dict[str, Any]:

@@ -175,3 +175,57 @@ def test_lock_lives_in_its_queues_database(router: Router) -> None:
         assert lock.held
         assert router.on("reports").store.list_locks()[0][0].name == "export"
         assert router.on("default").store.list_locks() == []
+
+
+def test_a_batch_id_knows_its_database(router: Router) -> None:
+    """batch_status(batch.id) asks the batch's own database, never the home batch that
+    has the same number (ids are per database)."""
+    with router.batch(on_complete="email.send") as home:
+        home.enqueue("email.send")
+        home.enqueue("email.send")
+    with router.batch(on_complete="routing.report") as batch:
+        batch.enqueue("pdf.render", queue="pdf")
+    assert isinstance(batch.id, Enqueued) and batch.id.ref == f"reports:{int(batch.id)}"
+    status = router.batch_status(batch.id)
+    assert status is not None and status.total == 1, status
+    assert router.batch_status(home.id).total == 2  # type: ignore[union-attr]
+
+
+def test_the_job_holding_a_unique_key_knows_its_database(router: Router) -> None:
+    """`existing` (the job a conflicting enqueue names) is asked of its own database, not
+    of the home job with the same number."""
+    router.enqueue("email.send")  # a home job numbered as the reports job will be
+    first = router.enqueue("routing.report", {"n": 1}, unique_key="daily")
+    again = router.enqueue("routing.report", {"n": 2}, unique_key="daily")
+    assert again.conflicted and again.existing == first
+    assert router.get(again.existing).handler == "routing.report"  # type: ignore[arg-type,union-attr]
+
+
+def test_ids_read_back_through_the_router_know_their_database(router: Router) -> None:
+    """A row's, a result's and a batch status's ids name jobs of their own database:
+    `router.cancel(router.get(ref).id)` cancels that job, not the home one numbered so."""
+    home = router.enqueue("email.send")
+    report = router.enqueue("routing.report")
+    assert int(home) == int(report)  # fresh databases: both number from the same start
+    row = router.get(report.ref)
+    assert row is not None and router.cancel(row.id) is True
+    assert router.get(home).status == "ready"  # type: ignore[union-attr]
+    assert router.get(router.result(report.ref).job_id).status == "cancelled"  # type: ignore[union-attr]
+    with router.batch(on_complete="routing.report") as batch:
+        batch.enqueue("routing.report")
+    status = router.batch_status(batch.id)
+    assert status is not None and router.batch_status(status.id) == status
+    assert router.get(row.id).as_dict()["id"] == int(report)  # type: ignore[union-attr]
+
+
+def test_jobs_of_two_databases_are_two_jobs(router: Router) -> None:
+    """Ids are per database: the home job 1 and reports:1 are not equal, and stay two
+    keys of a dict or a set (they collapsed into one); each still equals its int."""
+    home = router.enqueue("email.send")
+    report = router.enqueue("routing.report")
+    assert int(home) == int(report)
+    assert home != report and not home == report  # noqa: SIM201
+    assert len({home, report}) == 2 and len({home: "a", report: "b"}) == 2
+    assert home == int(home) and report == int(report) and int(report) == report
+    row = router.get(report)
+    assert row is not None and row.id == report and row.id != home
