@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from supervisor.config.databases import check_limits, read_databases
+from supervisor.config.databases import check_distinct, check_limits, read_databases
 from supervisor.config.model import (
     HOME_DATABASE,
     MISFIRE_MODES,
@@ -114,6 +114,7 @@ def build_config(raw: Mapping[str, Any], source: str, database_url: str | None =
     if "databases" in raw:
         databases = read_databases(raw["databases"], problems)
         check_limits(databases, limits, problems)
+        check_distinct(database, databases, problems)
     problems.raise_if_any()
     assert database is not None
     return Config(

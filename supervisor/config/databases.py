@@ -99,3 +99,26 @@ def check_limits(
                 f"limits.{limit.name}.queues",
                 f"its queues are in {' and '.join(homes)}: a limit covers queues of one database",
             )
+
+
+def check_distinct(
+    home: DatabaseURL | None, databases: tuple[NamedDatabase, ...], problems: Problems
+) -> None:
+    """Two names for one database would list, count and claim every job twice."""
+    seen: list[tuple[str, DatabaseURL]] = [] if home is None else [(HOME, home)]
+    for named in databases:
+        for place, url in seen:
+            if _same_database(url, named.url):
+                problems.add(f"databases.{named.name}", f"it is the database of {place} too")
+                break
+        seen.append((f"databases.{named.name}", named.url))
+
+
+def _same_database(a: DatabaseURL, b: DatabaseURL) -> bool:
+    if a.backend != b.backend:
+        return False
+    if a.backend == "sqlite":
+        return os.path.realpath(a.path) == os.path.realpath(b.path)
+    servers = {(n.host.lower(), n.port, n.unix_socket) for n in (a.nodes or (a,))}
+    other = {(n.host.lower(), n.port, n.unix_socket) for n in (b.nodes or (b,))}
+    return a.database == b.database and bool(servers & other)

@@ -126,3 +126,18 @@ def test_every_problem_is_listed_at_once() -> None:
         build_config(raw, "test.toml")
     assert "databases.reports.queues" in str(caught.value)
     assert "limits.x" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("home", "other"),
+    [
+        ("mysql://u:p@db1/app", "mysql://v:q@DB1:3306/app"),
+        ("sqlite:///tmp/a.db", "sqlite:///tmp/../tmp/a.db"),
+    ],
+)
+def test_a_second_name_for_one_database_is_refused(home: str, other: str) -> None:
+    raw = {"database": {"url": home}, "databases": {"x": {"url": other, "queues": ["q"]}}}
+    with pytest.raises(ConfigError, match=r"databases\.x: it is the database of \[database\] too"):
+        build_config(raw, "test.toml")
+    raw["databases"]["x"]["url"] = other.replace("app", "reports").replace("a.db", "b.db")
+    assert build_config(raw, "test.toml").databases[0].name == "x"
