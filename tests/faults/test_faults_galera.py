@@ -30,6 +30,7 @@ from util import free_tcp_port, wait_until
 from supervisor import Queue, events
 from supervisor.errors import TransientDatabaseError
 from supervisor.store import core, open_store
+from supervisor.store.galera import NODE_RECHECK
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(300)]
 
@@ -145,8 +146,12 @@ def test_node_1_killed_mid_drain(cluster: GaleraCluster, make_daemon: Any, tmp_p
         interval=0.5,
         message="the daemon back on node 1",
     )
+    # A session on node 1 may be a process that opened it fresh (no move to log); the
+    # others look back within NODE_RECHECK, so the event may come that much later.
     back = wait_until(
         lambda: [e for e in daemon.events(events.DB_NODE_CHANGED) if node_1 in e["node"]],
+        timeout=3 * NODE_RECHECK,
+        interval=0.5,
         message="a db_node_changed event back to node 1",
     )
     assert all(node_1 not in e["was"] for e in back), back
