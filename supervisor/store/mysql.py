@@ -77,6 +77,7 @@ class MySQLStore(MySQLSession):
         self._tx_depth = 0  # transactions open in this one (nested ones are part of it)
         self._tx_conn: Connection | None = None
         self._committed = False  # its COMMIT went with its last statement
+        self._commit_next = False  # the next statement ends the transaction (_execute_last)
         self._mariadb: bool | None = None
         self._nodes = NodeChoice(url.nodes) if url.nodes else None
         # max_allowed_packet by connection (ours or a caller's): (session id, bytes).
@@ -87,19 +88,20 @@ class MySQLStore(MySQLSession):
     # --- primitives ----------------------------------------------------------------------
 
     def _execute(self, name: str, params: dict[str, Any]) -> int:
+        commit, self._commit_next = self._commit_next and self._tx_depth == 1, False
+
         def execute(conn: Connection) -> int:
             with conn.cursor() as cursor:
-                return self._send(conn, cursor, self.queries[name], _bound(name, params))
+                return self._send(conn, cursor, self.queries[name], _bound(name, params), commit)
 
         return self._call(execute, fold=True)
 
     def _execute_last(self, name: str, params: dict[str, Any]) -> int:
-        def execute(conn: Connection) -> int:
-            with conn.cursor() as cursor:
-                sql, bound = self.queries[name], _bound(name, params)
-                return self._send(conn, cursor, sql, bound, commit=self._tx_depth == 1)
-
-        return self._call(execute, fold=True)
+        self._commit_next = True  # read by the `_execute` below (a test may wrap that one)
+        try:
+            return self._execute(name, params)
+        finally:
+            self._commit_next = False
 
     def _fetchall(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         def fetchall(conn: Connection) -> list[dict[str, Any]]:
