@@ -13,6 +13,7 @@ the database counted, or the commands Redis counted.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import shutil
 import socket
@@ -36,6 +37,20 @@ REDIS_SERVER = "/usr/bin/redis-server"
 
 
 def run(bench: Bench, deadline: Deadline) -> None:
+    try:
+        import dramatiq  # noqa: F401
+        import huey  # noqa: F401
+        import redis  # noqa: F401
+        import rq  # noqa: F401
+    except ImportError as exc:
+        bench.fig(
+            "peers",
+            "(not run)",
+            None,
+            "",
+            error=f"{exc}: pip install -e '.[bench]' (make bench does)",
+        )
+        return
     n = 2000 if bench.s.is_quick else JOBS
     rounds = bench.s.drain_repeats
     saved = bench.s.drain_jobs
@@ -59,6 +74,8 @@ def run(bench: Bench, deadline: Deadline) -> None:
             compare(bench, contenders, rounds, n)
     finally:
         bench.s.drain_jobs = saved
+        for name in ("FORKQ_PEER", "FORKQ_PEER_REDIS", "FORKQ_PEER_HUEY_DB"):
+            os.environ.pop(name, None)
         bench.b.reset()
 
 
@@ -210,14 +227,8 @@ def dramatiq_drain(bench: Bench, url: str, n: int, deadline: Deadline) -> dict[s
     env = _peer_env(FORKQ_PEER="dramatiq", FORKQ_PEER_REDIS=url)
     client = redis.Redis.from_url(url)
     client.flushdb()
-    os.environ.update(FORKQ_PEER="dramatiq", FORKQ_PEER_REDIS=url)
-    sys.path.insert(0, str(BENCH_DIR))
-    import peer_tasks
-
-    if not hasattr(peer_tasks, "noop_actor"):  # imported before FORKQ_PEER was set
-        import importlib
-
-        importlib.reload(peer_tasks)
+    os.environ.update(FORKQ_PEER="dramatiq", FORKQ_PEER_REDIS=url)  # read at its import
+    peer_tasks = importlib.reload(importlib.import_module("peer_tasks"))
     for _ in range(n):
         peer_tasks.noop_actor.send()
     commands, server = _redis_stats(client)
@@ -291,13 +302,8 @@ def huey_drain(bench: Bench, n: int, deadline: Deadline) -> dict[str, float]:
     path = bench.workdir / "huey.db"
     for suffix in ("", "-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
-    os.environ.update(FORKQ_PEER="huey", FORKQ_PEER_HUEY_DB=str(path))
-    sys.path.insert(0, str(BENCH_DIR))
-    import importlib
-
-    import peer_tasks
-
-    peer_tasks = importlib.reload(peer_tasks)
+    os.environ.update(FORKQ_PEER="huey", FORKQ_PEER_HUEY_DB=str(path))  # read at its import
+    peer_tasks = importlib.reload(importlib.import_module("peer_tasks"))
     for _ in range(n):
         peer_tasks.noop_task()
     consumer = str(Path(sys.executable).parent / "huey_consumer")
