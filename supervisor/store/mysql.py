@@ -18,7 +18,7 @@ import pymysql
 import pymysql.cursors
 
 from supervisor.dburl import DatabaseURL
-from supervisor.errors import PayloadTooLarge
+from supervisor.errors import DatabaseError, PayloadTooLarge
 from supervisor.models import Enqueued, NewJob
 from supervisor.store.galera import NodeChoice
 from supervisor.store.mysql_session import Connection, MySQLSession
@@ -118,6 +118,8 @@ class MySQLStore(MySQLSession):
         (CLIENT.MULTI_STATEMENTS), and so does its COMMIT when `commit` says the statement
         ends it: a claim of a batch is three round trips, not five. The server stops at
         the first statement that fails, and the error is raised where its result is read."""
+        if self._committed:  # `_execute_last` promised the last: never run outside the tx
+            raise DatabaseError("a statement after its transaction's last one")
         begin = self._tx_pending
         if not begin and not commit:
             return int(cursor.execute(sql, params))
@@ -159,6 +161,7 @@ class MySQLStore(MySQLSession):
             raise
         finally:
             self._in_tx, self._tx_pending, self._tx_depth, self._tx_conn = False, False, 0, None
+            self._committed = False
 
     def _ids(self, ids: Sequence[int | str]) -> Any:
         return tuple(ids)  # PyMySQL escapes a tuple as (a, b, c)

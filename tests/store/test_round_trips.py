@@ -11,6 +11,7 @@ import pytest
 from util import count_rows
 
 from supervisor import Queue
+from supervisor.errors import DatabaseError
 from supervisor.store import open_store
 from supervisor.store.core import micros
 from supervisor.store.mysql import MySQLStore
@@ -84,3 +85,16 @@ def test_a_transaction_that_runs_nothing_sends_nothing(store: MySQLStore) -> Non
     with store.transaction(), store.transaction():  # nested: part of the outer one
         pass
     assert sent == []
+
+
+def test_a_statement_after_the_one_that_commits_is_refused(
+    store: MySQLStore, mysql_db_url: str
+) -> None:
+    """It would run outside the transaction: refused, and the store works after it."""
+    ids = enqueue(mysql_db_url, 2)
+    params = store._params(owner="me", ids=store._ids(ids), first=ids[0], lease_us=micros(60.0))
+    with pytest.raises(DatabaseError, match="after its transaction's last"), store.transaction():
+        store._execute_last("claim_update", params)
+        store.statement("claim_update", params)
+    assert count_rows(mysql_db_url, "forkq_jobs", "status = 'running'") == 2  # committed
+    assert store.complete_and_claim({"delete": ids}, "default", "me", 5, 60.0) == ([], 2)
