@@ -147,7 +147,7 @@ def heavy_tail(bench: Bench, q: Queue, daemon: BenchDaemon, deadline: Deadline) 
         )
 
 
-def idle_time(seen: dict[int, tuple[float, float]], at: float) -> tuple[dict[str, float], int]:
+def idle_time(seen: dict[int, tuple[float, float, int]], at: float) -> tuple[dict[str, float], int]:
     """The seconds the children spent not running a handler, by where: before the first
     W children's first job, and between two jobs of one child after a quick one and after
     a slow one (>= 40 ms: the master has handed back what it held, so it claims again)."""
