@@ -98,6 +98,7 @@ lint: venv
 	$(VENV)/bin/mypy
 
 bench: venv
+	PYTHONWARNINGS='ignore:Editable installation' $(PY) -m pip install -q -e '.[test,bench]'
 	$(PY) benchmarks/run.py
 
 # Bytecode as a wheel install ships it: an editable install under PYTHONDONTWRITEBYTECODE

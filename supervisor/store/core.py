@@ -91,6 +91,11 @@ class StoreCore(ABC):
     def _execute(self, name: str, params: dict[str, Any]) -> int:
         """Run a named statement; return the rows it matched."""
 
+    def _execute_last(self, name: str, params: dict[str, Any]) -> int:
+        """`_execute` for the last statement of a transaction: a backend may send the
+        COMMIT with it (MySQL)."""
+        return self._execute(name, params)
+
     @abstractmethod
     def _fetchall(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         """Run a named query; return rows as dicts."""

@@ -67,7 +67,7 @@ class JobOps(SupersedeOps):
                     params = self._params(
                         owner=owner, ids=self._ids(ids), first=ids[0], lease_us=micros(lease)
                     )
-                    self._execute("claim_update", params)
+                    self._execute_last("claim_update", params)  # its COMMIT with it
             return [claimed_job(row, queue, owner) for row in rows], completed
 
         return self._retrying(attempt)

@@ -18,7 +18,7 @@ import pymysql
 import pymysql.cursors
 
 from supervisor.dburl import DatabaseURL
-from supervisor.errors import PayloadTooLarge
+from supervisor.errors import DatabaseError, PayloadTooLarge
 from supervisor.models import Enqueued, NewJob
 from supervisor.store.galera import NodeChoice
 from supervisor.store.mysql_session import Connection, MySQLSession
@@ -72,7 +72,12 @@ class MySQLStore(MySQLSession):
         self._used_at = 0.0  # monotonic start of the last statement on this connection
         self._conn: pymysql.connections.Connection[Any] | None = None
         self._pid = 0
-        self._in_tx = False
+        self._in_tx = False  # a BEGIN went out on _tx_conn and its transaction is open
+        self._tx_pending = False  # in a transaction whose BEGIN waits for its first statement
+        self._tx_depth = 0  # transactions open in this one (nested ones are part of it)
+        self._tx_conn: Connection | None = None
+        self._committed = False  # its COMMIT went with its last statement
+        self._commit_next = False  # the next statement ends the transaction (_execute_last)
         self._mariadb: bool | None = None
         self._nodes = NodeChoice(url.nodes) if url.nodes else None
         # max_allowed_packet by connection (ours or a caller's): (session id, bytes).
@@ -83,40 +88,80 @@ class MySQLStore(MySQLSession):
     # --- primitives ----------------------------------------------------------------------
 
     def _execute(self, name: str, params: dict[str, Any]) -> int:
+        commit, self._commit_next = self._commit_next and self._tx_depth == 1, False
+
         def execute(conn: Connection) -> int:
             with conn.cursor() as cursor:
-                return int(cursor.execute(self.queries[name], _bound(name, params)))
+                return self._send(conn, cursor, self.queries[name], _bound(name, params), commit)
 
-        return self._call(execute)
+        return self._call(execute, fold=True)
+
+    def _execute_last(self, name: str, params: dict[str, Any]) -> int:
+        self._commit_next = True  # read by the `_execute` below (a test may wrap that one)
+        try:
+            return self._execute(name, params)
+        finally:
+            self._commit_next = False
 
     def _fetchall(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         def fetchall(conn: Connection) -> list[dict[str, Any]]:
             with conn.cursor(pymysql.cursors.DictCursor) as cursor:
-                cursor.execute(self.queries[name], _bound(name, params))
+                self._send(conn, cursor, self.queries[name], _bound(name, params))
                 return list(cursor.fetchall())
 
-        return self._call(fetchall)
+        return self._call(fetchall, fold=True)
+
+    def _send(
+        self, conn: Connection, cursor: Any, sql: str, params: Any, commit: bool = False
+    ) -> int:
+        """Run one statement. A transaction's BEGIN, not sent yet, goes in the same packet
+        (CLIENT.MULTI_STATEMENTS), and so does its COMMIT when `commit` says the statement
+        ends it: a claim of a batch is three round trips, not five. The server stops at
+        the first statement that fails, and the error is raised where its result is read."""
+        if self._committed:  # `_execute_last` promised the last: never run outside the tx
+            raise DatabaseError("a statement after its transaction's last one")
+        begin = self._tx_pending
+        if not begin and not commit:
+            return int(cursor.execute(sql, params))
+        cursor.execute(("BEGIN;" if begin else "") + sql + (";COMMIT" if commit else ""), params)
+        if begin:
+            self._began(conn)
+            cursor.nextset()
+        count = int(cursor.rowcount)
+        if commit:
+            cursor.nextset()
+            self._committed = True
+        return count
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
-        if self._in_tx:
-            yield
+        """One transaction. Its BEGIN waits for its first statement and goes with it
+        (see `_send`); a transaction that ran no statement sends nothing."""
+        if self._tx_depth:
+            self._tx_depth += 1  # nested: the outer one commits
+            try:
+                yield
+            finally:
+                self._tx_depth -= 1
             return
-        conn = self._call(_begin)
-        self._in_tx = True
+        self._tx_depth, self._tx_pending, self._committed = 1, True, False
         try:
             yield
-            with self._errors():
-                conn.commit()
+            conn = self._tx_conn
+            if self._in_tx and not self._committed and conn is not None:
+                with self._errors():
+                    conn.commit()
         except BaseException:
-            if self._conn is not None:
+            conn = self._tx_conn
+            if self._in_tx and self._conn is not None and conn is not None:
                 try:
                     conn.rollback()
                 except Exception:
                     self._drop()
             raise
         finally:
-            self._in_tx = False
+            self._in_tx, self._tx_pending, self._tx_depth, self._tx_conn = False, False, 0, None
+            self._committed = False
 
     def _ids(self, ids: Sequence[int | str]) -> Any:
         return tuple(ids)  # PyMySQL escapes a tuple as (a, b, c)
@@ -225,7 +270,9 @@ class MySQLStore(MySQLSession):
                 if size > limit:
                     raise PayloadTooLarge(_too_large("the job", size, limit))
             cursor.execute(self.queries[query], bound)
-            job_id = Enqueued(cursor.lastrowid, params["unique_key"] is not None and cursor.rowcount > 1)
+            job_id = Enqueued(
+                cursor.lastrowid, params["unique_key"] is not None and cursor.rowcount > 1
+            )
             if params.get("group_key") is not None and not job_id.conflicted:  # joins the round
                 cursor.execute(self.queries["join_round"], _bound("join_round", params))
             return job_id
@@ -250,11 +297,6 @@ class MySQLStore(MySQLSession):
 def _bound(query: str, params: dict[str, Any]) -> dict[str, Any]:
     """Only the values `query` names (a missing one is a KeyError here, as in PyMySQL)."""
     return {name: params[name] for name in PARAM_NAMES[query]}
-
-
-def _begin(conn: Connection) -> Connection:
-    conn.begin()
-    return conn
 
 
 def _size(statement: str) -> int:

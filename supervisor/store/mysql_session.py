@@ -57,10 +57,15 @@ class MySQLSession(Store):
     _conn: pymysql.connections.Connection[Any] | None
     _pid: int
     _in_tx: bool
+    _tx_pending: bool  # in a transaction whose BEGIN is not sent yet (mysql.py)
+    _tx_conn: pymysql.connections.Connection[Any] | None
     _mariadb: bool | None
     _nodes: NodeChoice | None  # a Galera cluster's nodes (`[database] nodes`), or None
 
-    def _connection(self) -> pymysql.connections.Connection[Any]:
+    def _connection(self, fold: bool = False) -> pymysql.connections.Connection[Any]:
+        """The session's connection, (re)opened as needed. In a transaction whose BEGIN
+        waits for its first statement, it is sent now, unless the caller sends it with
+        that statement (`fold`)."""
         if self._conn is not None and self._pid != os.getpid():
             # Inherited across fork: the parent still talks on this socket. Drop our
             # reference without COM_QUIT, which would end the parent's session.
@@ -77,7 +82,15 @@ class MySQLSession(Store):
             self._conn = self._open_any()
             self._pid = os.getpid()
         self._used_at = time.monotonic()
+        if self._tx_pending and not fold:
+            with self._errors():
+                self._conn.begin()
+            self._began(self._conn)
         return self._conn
+
+    def _began(self, conn: Connection) -> None:
+        """The BEGIN went out on `conn`: the transaction is open there."""
+        self._tx_pending, self._in_tx, self._tx_conn = False, True, conn
 
     def _open_any(self) -> Connection:
         """A connection to the server, or with `[database] nodes` to the first Galera node
@@ -123,7 +136,9 @@ class MySQLSession(Store):
                 connect_timeout=timeout or self.connect_timeout,
                 read_timeout=self.read_timeout,
                 write_timeout=self.read_timeout,
-                client_flag=CLIENT.FOUND_ROWS,  # rowcount = rows matched, not rows changed
+                # rowcount = rows matched, not rows changed; a transaction's BEGIN and
+                # COMMIT sent with its first and last statements (mysql.py `_send`)
+                client_flag=CLIENT.FOUND_ROWS | CLIENT.MULTI_STATEMENTS,
                 init_command="SET time_zone = '+00:00'",
                 # PyMySQL builds a TLS context on every connect (tens of ms of CPU);
                 # on loopback or a unix socket TLS protects nothing.
@@ -201,7 +216,7 @@ class MySQLSession(Store):
         except driver_errors.MySQLError as exc:
             raise DatabaseError(f"database error: {_describe(exc)}") from exc
 
-    def _call(self, operation: Callable[[Connection], T]) -> T:
+    def _call(self, operation: Callable[[Connection], T], fold: bool = False) -> T:
         """`operation` on this store's connection, driver errors translated.
 
         Outside a transaction, a request that could not be written (2006: the server was
@@ -212,7 +227,7 @@ class MySQLSession(Store):
         """
         in_tx = self._in_tx
         try:
-            conn = self._connection()
+            conn = self._connection(fold)
             with self._errors():
                 return operation(conn)
         except ConnectionLost as exc:
@@ -221,7 +236,7 @@ class MySQLSession(Store):
                 raise
             if not cause.args or cause.args[0] != REQUEST_NOT_WRITTEN:
                 raise
-        conn = self._connection()
+        conn = self._connection(fold)
         with self._errors():
             return operation(conn)
 

@@ -155,7 +155,7 @@ def test_both_backends_define_the_same_named_queries() -> None:
 
 def test_every_query_name_the_code_uses_is_defined_for_both_backends() -> None:
     pattern = re.compile(
-        r"""(?:_run|_rows|_execute|_fetchall)(?:\(|_on\(\s*\w+,)\s*["'](\w+)["']"""
+        r"""(?:_run|_rows|_execute_last|_execute|_fetchall)(?:\(|_on\(\s*\w+,)\s*["'](\w+)["']"""
         r"""|queries\[["'](\w+)["']\]"""
     )
     used: set[str] = set()

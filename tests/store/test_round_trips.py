@@ -1,0 +1,100 @@
+"""MySQL: a transaction's BEGIN goes in one packet with its first statement, and a claim's
+COMMIT with its UPDATE (issue 28): a claim of a batch is three round trips, not five,
+and a transaction is still one (its statements never run outside it)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from util import count_rows
+
+from supervisor import Queue
+from supervisor.errors import DatabaseError
+from supervisor.store import open_store
+from supervisor.store.core import micros
+from supervisor.store.mysql import MySQLStore
+
+
+@pytest.fixture
+def store(mysql_db_url: str) -> Iterator[MySQLStore]:
+    opened = open_store(mysql_db_url)
+    assert isinstance(opened, MySQLStore)
+    yield opened
+    opened.close()
+
+
+def enqueue(url: str, n: int) -> list[int]:
+    queue = Queue(url)
+    try:
+        return [int(i) for i in queue.enqueue_many([{"handler": "t.noop"}] * n)]
+    finally:
+        queue.close()
+
+
+def counting(store: MySQLStore) -> list[Any]:
+    """The commands the store's connection sends from now on (one per round trip)."""
+    conn = store._connection()
+    sent: list[Any] = []
+    send = conn._execute_command  # type: ignore[attr-defined]
+
+    def counted(command: int, sql: Any) -> Any:
+        sent.append(sql)
+        return send(command, sql)
+
+    conn._execute_command = counted  # type: ignore[attr-defined]
+    return sent
+
+
+def test_a_claim_with_the_last_batch_s_successes_is_three_round_trips(
+    store: MySQLStore, mysql_db_url: str
+) -> None:
+    enqueue(mysql_db_url, 60)
+    warm, _ = store.complete_and_claim({}, "default", "me", 20, 60.0)
+    # (the first write of successes reads the schema version once per store)
+    first, _ = store.complete_and_claim({"delete": [r.id for r in warm]}, "default", "me", 20, 60.0)
+    assert len(first) == 20
+    sent = counting(store)
+    done = {"delete": [row.id for row in first]}
+    second, written = store.complete_and_claim(done, "default", "me", 20, 60.0)
+    assert (len(second), written) == (20, 20)
+    assert len(sent) == 3, sent
+    assert bytes(sent[0]).startswith(b"BEGIN;") and bytes(sent[-1]).endswith(b";COMMIT"), sent
+    # Committed: another session sees the first batch gone and the second one claimed.
+    assert count_rows(mysql_db_url, "forkq_jobs") == 20
+    assert count_rows(mysql_db_url, "forkq_jobs", "status = 'running'") == 20
+    assert not store._in_tx and not store._tx_pending
+
+
+def test_a_transaction_that_fails_leaves_nothing_of_its_statements(
+    store: MySQLStore, mysql_db_url: str
+) -> None:
+    ids = enqueue(mysql_db_url, 3)
+    params = store._params(owner="me", ids=store._ids(ids), first=ids[0], lease_us=micros(60.0))
+    with pytest.raises(RuntimeError), store.transaction():
+        assert store.statement("claim_update", params) == 3  # its BEGIN went with it
+        assert count_rows(mysql_db_url, "forkq_jobs", "status = 'running'") == 0  # not yet
+        raise RuntimeError("the caller gives up")
+    assert count_rows(mysql_db_url, "forkq_jobs", "status = 'ready'") == 3
+    assert not store._in_tx and not store._tx_pending
+
+
+def test_a_transaction_that_runs_nothing_sends_nothing(store: MySQLStore) -> None:
+    sent = counting(store)
+    with store.transaction(), store.transaction():  # nested: part of the outer one
+        pass
+    assert sent == []
+
+
+def test_a_statement_after_the_one_that_commits_is_refused(
+    store: MySQLStore, mysql_db_url: str
+) -> None:
+    """It would run outside the transaction: refused, and the store works after it."""
+    ids = enqueue(mysql_db_url, 2)
+    params = store._params(owner="me", ids=store._ids(ids), first=ids[0], lease_us=micros(60.0))
+    with pytest.raises(DatabaseError, match="after its transaction's last"), store.transaction():
+        store._execute_last("claim_update", params)
+        store.statement("claim_update", params)
+    assert count_rows(mysql_db_url, "forkq_jobs", "status = 'running'") == 2  # committed
+    assert store.complete_and_claim({"delete": ids}, "default", "me", 5, 60.0) == ([], 2)
