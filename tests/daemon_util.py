@@ -369,7 +369,8 @@ class Daemon:
         titles = {}
         for kid in self.children():
             with contextlib.suppress(psutil.Error):
-                titles[kid.pid] = title_of(kid)
+                if kid.status() != psutil.STATUS_ZOMBIE:  # exited, not yet reaped: no cmdline
+                    titles[kid.pid] = title_of(kid)
         return titles
 
     def running(self, job_id: int) -> list[int]:
