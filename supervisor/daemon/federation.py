@@ -59,6 +59,7 @@ class Member:
     next_start: float = 0.0
     failures: int = 0
     booted: bool = False  # it said READY=1 (or that it waits for its database)
+    waiting: bool = False  # it waits for its database at boot: no WATCHDOG=1 meanwhile
     pinged: float = 0.0  # its last WATCHDOG=1
     leaving: bool = False  # removed from the config: stopped, not started again
     status: str = "starting"  # its last STATUS=, shown in `systemctl status` with the others'
@@ -129,7 +130,7 @@ class Federation:
         self.reap(now)
         if not self.stopping:
             for each in self.members.values():
-                if each.pid is None and now >= each.next_start:
+                if each.pid is None and not each.leaving and now >= each.next_start:
                     self.spawn(each, now)
         self.notify_systemd(now)
 
@@ -183,7 +184,7 @@ class Federation:
         self.log.error(events.MASTER_CRASHED, error=error)
 
     def died(self, each: Member, now: float) -> None:
-        each.pid, each.booted = None, False
+        each.pid, each.booted, each.waiting = None, False, False
         each.failures = 1 if now - each.started > HEALTHY_RUN else each.failures + 1
         each.next_start = now + respawn_delay(each.failures)
 
@@ -200,6 +201,13 @@ class Federation:
                 metrics.reaped(pid, status)  # the metrics server
                 continue
             code = os.waitstatus_to_exitcode(status)
+            if each.leaving and not self.stopping and each.name in self.names(self.config):
+                each.leaving, each.failures = False, 0  # removed, then added back: start it
+                self.died(each, now)
+                self.log.info(
+                    events.MASTER_EXITED, database=each.name, status=describe_exit(status)
+                )
+                continue
             if self.stopping or each.leaving:
                 self.code = max(self.code, code) if code > 0 else self.code
                 self.log.info(
@@ -255,8 +263,12 @@ class Federation:
         metrics.several(config, self.names(config))
         for name in old - new:
             self.members[name].leaving = True
+            if self.members[name].pid is None:  # waiting to be started again: never now
+                self.members.pop(name).notify.close()
             self.send(signal.SIGTERM, [name])
-        self.send(signal.SIGHUP, sorted(old & new))
+        # A master still draining after its database was removed is started again once
+        # it exited (reap); it is not reloaded meanwhile.
+        self.send(signal.SIGHUP, sorted(n for n in old & new if not self.members[n].leaving))
         now = time.monotonic()
         for name in sorted(new - old):
             self.members[name] = self.new_member(name)
@@ -280,8 +292,10 @@ class Federation:
             except OSError:
                 return
             for line in message.splitlines():
-                if line == "READY=1" or line.startswith(WAITING):
-                    each.booted = True
+                if line == "READY=1":
+                    each.booted, each.waiting, each.pinged = True, False, time.monotonic()
+                elif line.startswith(WAITING) and not each.booted:
+                    each.booted = each.waiting = True
                 if line.startswith("STATUS="):
                     each.status = line.removeprefix("STATUS=")
                     self.status_due = True
@@ -292,7 +306,9 @@ class Federation:
 
     def notify_systemd(self, now: float) -> None:
         live = [m for m in self.members.values() if not m.leaving]
-        if not self.ready_sent and not self.stopping and live and all(m.booted for m in live):
+        # A master refused (an older schema) and tried again later holds no one back.
+        settled = all(m.booted or m.failures for m in live)
+        if not self.ready_sent and not self.stopping and live and settled:
             self.ready_sent = True
             systemd.ready()
         if self.status_due:
@@ -301,7 +317,10 @@ class Federation:
         if self.watchdog is None or now - self.pinged < self.watchdog:
             return
         limit = 2 * self.watchdog  # WatchdogSec: a master pings every half of it
-        if all(now - m.pinged < limit for m in live if m.booted and m.pid is not None):
+        # A master that waits for its database has no loop yet; it must not get the whole
+        # unit restarted (the other databases with it): its STATUS says it waits.
+        pinging = [m for m in live if m.booted and not m.waiting and m.pid is not None]
+        if all(now - m.pinged < limit for m in pinging):
             self.pinged = now
             systemd.watchdog()
 
