@@ -9,64 +9,21 @@ such a database while its master waits to be started again does what it says.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import shutil
 import signal
-import socket
-import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from daemon_util import Daemon
-from test_several_databases import config_text, masters, wait_serving
-from test_several_databases import empty_pair, pair, several  # noqa: F401 (fixtures)
-from util import free_tcp_port, sqlite_url_for, wait_until
-
-
-@pytest.fixture
-def notify() -> Iterator[tuple[str, Callable[[Callable[[list[str]], bool]], list[str]]]]:
-    """A socket standing in for systemd's: its path, and `heard(until)` over what came."""
-    directory = tempfile.mkdtemp(prefix="fq-notify-")
-    path = os.path.join(directory, "notify.sock")
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    sock.bind(path)
-    sock.settimeout(0.5)
-    messages: list[str] = []
-
-    def heard(what: Callable[[list[str]], bool]) -> list[str]:
-        def done() -> list[str] | None:
-            with contextlib.suppress(TimeoutError):
-                messages.extend(sock.recv(4096).decode().split("\n"))
-            return messages if what(messages) else None
-
-        return wait_until(done, timeout=40, interval=0, message=f"sd_notify: {messages!r}")
-
-    yield path, heard
-    sock.close()
-    shutil.rmtree(directory, ignore_errors=True)
-
-
-def test_a_database_down_at_boot_does_not_starve_the_units_watchdog(
-    pair: tuple[str, str],
-    several: Callable[..., Daemon],
-    notify: tuple[str, Callable[[Callable[[list[str]], bool]], list[str]]],
-) -> None:
-    home, _ = pair
-    path, heard = notify
-    down = f"mysql://forkq:forkq@127.0.0.1:{free_tcp_port()}/nowhere"
-    # WatchdogSec=1: systemd kills the unit after 1 s without WATCHDOG=1 past READY.
-    daemon = several(
-        config_text(home, {"other": (down, ["beta"])}),
-        {"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "1000000"},
-    )
-    heard(lambda m: "READY=1" in m)
-    # 12 pings at most every 0.5 s: 6 s and more, far past WatchdogSec, while `other`
-    # keeps waiting for its database: systemd must not restart the healthy `default`.
-    heard(lambda m: m[m.index("READY=1") :].count("WATCHDOG=1") >= 12)
-    assert daemon.events("db_unreachable", database="other")
-    assert daemon.stop(timeout=30) == 0
+from test_several_databases import (  # noqa: F401 (fixtures)
+    config_text,
+    empty_pair,
+    masters,
+    notify,
+    pair,
+    several,
+    wait_serving,
+)
+from util import sqlite_url_for
 
 
 def test_a_database_without_schema_does_not_hold_back_ready(
