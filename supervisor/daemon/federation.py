@@ -25,6 +25,7 @@ import select
 import shutil
 import signal
 import socket
+import struct
 import tempfile
 import time
 from collections.abc import Callable
@@ -45,6 +46,7 @@ TURN = 0.25  # seconds between looks at exited masters and due respawns, at most
 RESPAWN_MAX = 30.0  # seconds between two starts of a master that keeps dying, at most
 HEALTHY_RUN = 60.0  # a master that ran this long starts again at once when it dies
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGTTIN, signal.SIGTTOU)
+CREDENTIALS = socket.CMSG_SPACE(struct.calcsize("3i"))
 WAITING = "STATUS=waiting for the database"  # booting.py's status while it waits
 
 
@@ -63,6 +65,14 @@ class Member:
     pinged: float = 0.0  # its last WATCHDOG=1
     leaving: bool = False  # removed from the config: stopped, not started again
     status: str = "starting"  # its last STATUS=, shown in `systemctl status` with the others'
+
+
+def sender(ancillary: list[tuple[int, int, bytes]]) -> int | None:
+    """The pid that sent a notify message (SCM_CREDENTIALS: pid, uid, gid)."""
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and len(data) >= 4:
+            return int(struct.unpack("i", data[:4])[0])
+    return None
 
 
 def respawn_delay(failures: int) -> float:
@@ -150,6 +160,7 @@ class Federation:
             os.unlink(path)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
         sock.bind(path)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # who sent each message
         sock.setblocking(False)
         return Member(name, sock)
 
@@ -286,12 +297,14 @@ class Federation:
     def read_notify(self, each: Member) -> None:
         while True:
             try:
-                message = each.notify.recv(4096).decode("utf-8", "replace")
+                data, ancillary, _, _ = each.notify.recvmsg(4096, CREDENTIALS)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:
                 return
-            for line in message.splitlines():
+            if sender(ancillary) != each.pid:  # NotifyAccess=main: its workers' are ignored
+                continue
+            for line in data.decode("utf-8", "replace").splitlines():
                 if line == "READY=1":
                     each.booted, each.waiting, each.pinged = True, False, time.monotonic()
                 elif line.startswith(WAITING) and not each.booted:

@@ -25,6 +25,8 @@ from test_several_databases import (  # noqa: F401 (fixtures)
 )
 from util import sqlite_url_for
 
+from supervisor import Queue
+
 
 def test_a_database_without_schema_does_not_hold_back_ready(
     pair: tuple[str, str],
@@ -81,4 +83,44 @@ def test_a_reload_that_removes_a_database_waiting_to_restart(
     daemon.wait_event("config_reloaded", where=lambda e: "stopped" in e, count=2)
     daemon.wait_event("master_forked", count=forked + 1, where=lambda e: e["database"] == "gone")
     assert daemon.alive(), daemon.describe()
+    assert daemon.stop(timeout=30) == 0
+
+
+SPOOF = '''\
+import os
+import socket
+
+from supervisor import handler
+
+
+@handler("m.spoof")
+def spoof(payload, job):
+    """Handler code (or a tool it runs) that speaks sd_notify from a worker."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.sendto(b"EXTEND_TIMEOUT_USEC=123456789", os.environ["NOTIFY_SOCKET"])
+'''
+
+
+def test_the_supervisor_hears_a_master_not_its_workers(
+    pair: tuple[str, str],
+    several: Callable[..., Daemon],
+    notify: tuple[str, Callable[[Callable[[list[str]], bool]], list[str]]],
+    tmp_path: Path,
+) -> None:
+    home, other = pair
+    path, heard = notify
+    (tmp_path / "spoofing.py").write_text(SPOOF)
+    text = config_text(home, {"other": (other, ["beta"])})
+    text = text.replace(
+        'handlers = ["severalhandlers"]', 'handlers = ["severalhandlers", "spoofing"]'
+    )
+    daemon = several(text, {"NOTIFY_SOCKET": path})
+    heard(lambda m: "READY=1" in m)
+    q = Queue(home, wake=False)
+    q.enqueue("m.spoof", {}, queue="alpha")
+    q.close()
+    # The worker's datagram came before its master's status that counts the job done:
+    # as systemd with NotifyAccess=main, the supervisor drops what a worker says.
+    heard(lambda m: any("default: " in x and "1 jobs done" in x for x in m))
+    assert "EXTEND_TIMEOUT_USEC=123456789" not in heard(bool)
     assert daemon.stop(timeout=30) == 0
