@@ -37,6 +37,7 @@ from util import (
 )
 
 from supervisor import Queue
+from supervisor.dburl import parse_database_url
 from supervisor.store import open_store
 
 MODULE = "severalhandlers"
@@ -453,6 +454,8 @@ def test_one_master_refuses_a_reload_that_adds_databases(
     daemon = several(config_text(home, {}))
     wait_until(lambda: pool_workers_of(daemon.pid) == {"alpha": 1}, timeout=30, message="alpha up")
     assert title_of(psutil.Process(daemon.pid)) == "forkq: master"  # no supervisor: as before
+    [started] = daemon.events("master_started")  # its fields as before [databases] came
+    assert started["database"] == parse_database_url(home).redacted() and "url" not in started
     daemon.write_config(text=config_text(home, {"other": (other, ["beta"])}))
     daemon.send_signal(signal.SIGHUP)
     refused = daemon.wait_event("reload_refused")
