@@ -211,6 +211,7 @@ class Federation:
             if each is None:
                 metrics.reaped(pid, status)  # the metrics server
                 continue
+            metrics.master_exited(pid)  # a respawn or none: its pools' gauges are not live
             code = os.waitstatus_to_exitcode(status)
             if each.leaving and not self.stopping and each.name in self.names(self.config):
                 each.leaving, each.failures = False, 0  # removed, then added back: start it

@@ -9,7 +9,9 @@ such a database while its master waits to be started again does what it says.
 
 from __future__ import annotations
 
+import contextlib
 import signal
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,7 +25,7 @@ from test_several_databases import (  # noqa: F401 (fixtures)
     several,
     wait_serving,
 )
-from util import sqlite_url_for
+from util import free_tcp_port, sqlite_url_for, wait_until
 
 from supervisor import Queue
 
@@ -123,4 +125,36 @@ def test_the_supervisor_hears_a_master_not_its_workers(
     # as systemd with NotifyAccess=main, the supervisor drops what a worker says.
     heard(lambda m: any("default: " in x and "1 jobs done" in x for x in m))
     assert "EXTEND_TIMEOUT_USEC=123456789" not in heard(bool)
+    assert daemon.stop(timeout=30) == 0
+
+
+def test_a_removed_databases_pools_leave_the_scrape(
+    pair: tuple[str, str], several: Callable[..., Daemon]
+) -> None:
+    home, other = pair
+    listen = f"127.0.0.1:{free_tcp_port()}"
+    metrics = f'\n[metrics]\nlisten = "{listen}"\n'
+    daemon = several(config_text(home, {"other": (other, ["beta"])}, metrics))
+
+    def scrape() -> str:
+        with (
+            contextlib.suppress(OSError),
+            urllib.request.urlopen(f"http://{listen}/metrics", timeout=5) as answer,
+        ):
+            return str(answer.read().decode())
+        return ""
+
+    beta = 'forkq_pool_max_workers{database="other",pool="beta"} 1.0'
+    wait_until(lambda: beta in scrape(), timeout=30, message="beta's series")
+    daemon.write_config(text=config_text(home, {}, metrics))
+    daemon.send_signal(signal.SIGHUP)
+    daemon.wait_event("master_exited", where=lambda e: e.get("database") == "other")
+
+    # Its master is gone: no live figure of pool beta left, under `other` or (wrongly)
+    # under `default` (its counters stay, as a pool's that a reload removes).
+    def ghosts() -> list[str]:
+        return [x for x in scrape().splitlines() if x.startswith("forkq_pool_") and "beta" in x]
+
+    wait_until(lambda: not ghosts(), timeout=30, message="beta's gauges gone")
+    assert 'forkq_pool_max_workers{database="default",pool="alpha"} 1.0' in scrape()
     assert daemon.stop(timeout=30) == 0
