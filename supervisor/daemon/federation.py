@@ -38,6 +38,7 @@ from supervisor.daemon.signals import SignalQueue, disarm_check_timer
 from supervisor.errors import ConfigError, ExitCode
 from supervisor.kinds import Role
 from supervisor.observe import metrics
+from supervisor.observe.master_side import sweep_stale
 from supervisor.proc import describe_exit, die_with_parent, fork_process, set_title
 from supervisor.work.command import load_handlers
 
@@ -47,6 +48,7 @@ RESPAWN_MAX = 30.0  # seconds between two starts of a master that keeps dying, a
 HEALTHY_RUN = 60.0  # a master that ran this long starts again at once when it dies
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGTTIN, signal.SIGTTOU)
 CREDENTIALS = socket.CMSG_SPACE(struct.calcsize("3i"))
+NOTIFY_PREFIX = "forkq-notify-"  # the masters' notify sockets: /tmp/forkq-notify-PID-...
 WAITING = "STATUS=waiting for the database"  # booting.py's status while it waits
 
 
@@ -86,7 +88,8 @@ class Federation:
         self.run_master = run_master  # master.run_daemon: only the command line imports it
         self.log = logs.get(role=Role.MASTER, component="supervisor")
         self.signals = SignalQueue()
-        self.sockets = tempfile.mkdtemp(prefix="forkq-notify-")  # mode 0700
+        sweep_stale(tempfile.gettempdir(), NOTIFY_PREFIX)  # a supervisor killed -9 left it
+        self.sockets = tempfile.mkdtemp(prefix=f"{NOTIFY_PREFIX}{os.getpid()}-")  # mode 0700
         self.members: dict[str, Member] = {}
         self.stopping = False
         self.code = int(ExitCode.OK)

@@ -10,11 +10,15 @@ such a database while its master waits to be started again does what it says.
 from __future__ import annotations
 
 import contextlib
+import glob
+import os
 import signal
+import tempfile
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+import psutil
 from daemon_util import Daemon
 from test_several_databases import (  # noqa: F401 (fixtures)
     config_text,
@@ -157,4 +161,23 @@ def test_a_removed_databases_pools_leave_the_scrape(
 
     wait_until(lambda: not ghosts(), timeout=30, message="beta's gauges gone")
     assert 'forkq_pool_max_workers{database="default",pool="alpha"} 1.0' in scrape()
+    assert daemon.stop(timeout=30) == 0
+
+
+def test_a_supervisor_killed_hard_leaves_nothing_behind_after_the_next_start(
+    pair: tuple[str, str], several: Callable[..., Daemon]
+) -> None:
+    home, other = pair
+    daemon = several(config_text(home, {"other": (other, ["beta"])}))
+    first = wait_serving(daemon, {"default", "other"}, {"alpha", "beta"})
+    sockets = os.path.join(tempfile.gettempdir(), f"forkq-notify-{daemon.pid}-*")
+    assert glob.glob(sockets), "the masters' notify sockets"
+    os.kill(daemon.pid, signal.SIGKILL)
+    for pid in first.values():
+        wait_until(lambda pid=pid: not psutil.pid_exists(pid), timeout=30, message="masters gone")
+    assert daemon.wait_exit(30) == -signal.SIGKILL
+    assert glob.glob(sockets), "a process killed -9 removes nothing"
+    daemon.start()  # the next start sweeps what the killed supervisor left
+    wait_serving(daemon, {"default", "other"}, {"alpha", "beta"})
+    assert not glob.glob(sockets)
     assert daemon.stop(timeout=30) == 0
