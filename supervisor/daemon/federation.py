@@ -64,6 +64,7 @@ class Member:
     failures: int = 0
     booted: bool = False  # it said READY=1 (or that it waits for its database)
     waiting: bool = False  # it waits for its database at boot: no WATCHDOG=1 meanwhile
+    reload_due: bool = False  # a HUP came before its handlers were in: sent once booted
     pinged: float = 0.0  # its last WATCHDOG=1
     leaving: bool = False  # removed from the config: stopped, not started again
     status: str = "starting"  # its last STATUS=, shown in `systemctl status` with the others'
@@ -198,7 +199,7 @@ class Federation:
         self.log.error(events.MASTER_CRASHED, error=error)
 
     def died(self, each: Member, now: float) -> None:
-        each.pid, each.booted, each.waiting = None, False, False
+        each.pid, each.booted, each.waiting, each.reload_due = None, False, False, False
         each.failures = 1 if now - each.started > HEALTHY_RUN else each.failures + 1
         each.next_start = now + respawn_delay(each.failures)
 
@@ -283,7 +284,10 @@ class Federation:
             self.send(signal.SIGTERM, [name])
         # A master still draining after its database was removed is started again once
         # it exited (reap); it is not reloaded meanwhile.
-        self.send(signal.SIGHUP, sorted(n for n in old & new if not self.members[n].leaving))
+        kept = [self.members[n] for n in sorted(old & new) if not self.members[n].leaving]
+        for each in kept:  # one still booting ignores HUP: it reloads once it said so
+            each.reload_due = each.pid is not None and not each.booted
+        self.send(signal.SIGHUP, [m.name for m in kept if not m.reload_due])
         now = time.monotonic()
         for name in sorted(new - old):
             self.members[name] = self.new_member(name)
@@ -309,6 +313,9 @@ class Federation:
             if sender(ancillary) != each.pid:  # NotifyAccess=main: its workers' are ignored
                 continue
             for line in data.decode("utf-8", "replace").splitlines():
+                if each.reload_due and (line == "READY=1" or line.startswith(WAITING)):
+                    each.reload_due = False  # its own handlers are in now
+                    self.send(signal.SIGHUP, [each.name])
                 if line == "READY=1":
                     each.booted, each.waiting, each.pinged = True, False, time.monotonic()
                 elif line.startswith(WAITING) and not each.booted:
