@@ -25,6 +25,7 @@ import select
 import shutil
 import signal
 import socket
+import struct
 import tempfile
 import time
 from collections.abc import Callable
@@ -37,6 +38,7 @@ from supervisor.daemon.signals import SignalQueue, disarm_check_timer
 from supervisor.errors import ConfigError, ExitCode
 from supervisor.kinds import Role
 from supervisor.observe import metrics
+from supervisor.observe.master_side import sweep_stale
 from supervisor.proc import describe_exit, die_with_parent, fork_process, set_title
 from supervisor.work.command import load_handlers
 
@@ -45,6 +47,8 @@ TURN = 0.25  # seconds between looks at exited masters and due respawns, at most
 RESPAWN_MAX = 30.0  # seconds between two starts of a master that keeps dying, at most
 HEALTHY_RUN = 60.0  # a master that ran this long starts again at once when it dies
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGTTIN, signal.SIGTTOU)
+CREDENTIALS = socket.CMSG_SPACE(struct.calcsize("3i"))
+NOTIFY_PREFIX = "forkq-notify-"  # the masters' notify sockets: /tmp/forkq-notify-PID-...
 WAITING = "STATUS=waiting for the database"  # booting.py's status while it waits
 
 
@@ -59,9 +63,19 @@ class Member:
     next_start: float = 0.0
     failures: int = 0
     booted: bool = False  # it said READY=1 (or that it waits for its database)
+    waiting: bool = False  # it waits for its database at boot: no WATCHDOG=1 meanwhile
+    reload_due: bool = False  # a HUP came before its handlers were in: sent once booted
     pinged: float = 0.0  # its last WATCHDOG=1
     leaving: bool = False  # removed from the config: stopped, not started again
     status: str = "starting"  # its last STATUS=, shown in `systemctl status` with the others'
+
+
+def sender(ancillary: list[tuple[int, int, bytes]]) -> int | None:
+    """The pid that sent a notify message (SCM_CREDENTIALS: pid, uid, gid)."""
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and len(data) >= 4:
+            return int(struct.unpack("i", data[:4])[0])
+    return None
 
 
 def respawn_delay(failures: int) -> float:
@@ -75,7 +89,8 @@ class Federation:
         self.run_master = run_master  # master.run_daemon: only the command line imports it
         self.log = logs.get(role=Role.MASTER, component="supervisor")
         self.signals = SignalQueue()
-        self.sockets = tempfile.mkdtemp(prefix="forkq-notify-")  # mode 0700
+        sweep_stale(tempfile.gettempdir(), NOTIFY_PREFIX)  # a supervisor killed -9 left it
+        self.sockets = tempfile.mkdtemp(prefix=f"{NOTIFY_PREFIX}{os.getpid()}-")  # mode 0700
         self.members: dict[str, Member] = {}
         self.stopping = False
         self.code = int(ExitCode.OK)
@@ -129,7 +144,7 @@ class Federation:
         self.reap(now)
         if not self.stopping:
             for each in self.members.values():
-                if each.pid is None and now >= each.next_start:
+                if each.pid is None and not each.leaving and now >= each.next_start:
                     self.spawn(each, now)
         self.notify_systemd(now)
 
@@ -149,6 +164,7 @@ class Federation:
             os.unlink(path)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
         sock.bind(path)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # who sent each message
         sock.setblocking(False)
         return Member(name, sock)
 
@@ -183,7 +199,7 @@ class Federation:
         self.log.error(events.MASTER_CRASHED, error=error)
 
     def died(self, each: Member, now: float) -> None:
-        each.pid, each.booted = None, False
+        each.pid, each.booted, each.waiting, each.reload_due = None, False, False, False
         each.failures = 1 if now - each.started > HEALTHY_RUN else each.failures + 1
         each.next_start = now + respawn_delay(each.failures)
 
@@ -199,7 +215,15 @@ class Federation:
             if each is None:
                 metrics.reaped(pid, status)  # the metrics server
                 continue
+            metrics.master_exited(pid)  # a respawn or none: its pools' gauges are not live
             code = os.waitstatus_to_exitcode(status)
+            if each.leaving and not self.stopping and each.name in self.names(self.config):
+                each.leaving, each.failures = False, 0  # removed, then added back: start it
+                self.died(each, now)
+                self.log.info(
+                    events.MASTER_EXITED, database=each.name, status=describe_exit(status)
+                )
+                continue
             if self.stopping or each.leaving:
                 self.code = max(self.code, code) if code > 0 else self.code
                 self.log.info(
@@ -255,8 +279,15 @@ class Federation:
         metrics.several(config, self.names(config))
         for name in old - new:
             self.members[name].leaving = True
+            if self.members[name].pid is None:  # waiting to be started again: never now
+                self.members.pop(name).notify.close()
             self.send(signal.SIGTERM, [name])
-        self.send(signal.SIGHUP, sorted(old & new))
+        # A master still draining after its database was removed is started again once
+        # it exited (reap); it is not reloaded meanwhile.
+        kept = [self.members[n] for n in sorted(old & new) if not self.members[n].leaving]
+        for each in kept:  # one still booting ignores HUP: it reloads once it said so
+            each.reload_due = each.pid is not None and not each.booted
+        self.send(signal.SIGHUP, [m.name for m in kept if not m.reload_due])
         now = time.monotonic()
         for name in sorted(new - old):
             self.members[name] = self.new_member(name)
@@ -274,14 +305,21 @@ class Federation:
     def read_notify(self, each: Member) -> None:
         while True:
             try:
-                message = each.notify.recv(4096).decode("utf-8", "replace")
+                data, ancillary, _, _ = each.notify.recvmsg(4096, CREDENTIALS)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:
                 return
-            for line in message.splitlines():
-                if line == "READY=1" or line.startswith(WAITING):
-                    each.booted = True
+            if sender(ancillary) != each.pid:  # NotifyAccess=main: its workers' are ignored
+                continue
+            for line in data.decode("utf-8", "replace").splitlines():
+                if each.reload_due and (line == "READY=1" or line.startswith(WAITING)):
+                    each.reload_due = False  # its own handlers are in now
+                    self.send(signal.SIGHUP, [each.name])
+                if line == "READY=1":
+                    each.booted, each.waiting, each.pinged = True, False, time.monotonic()
+                elif line.startswith(WAITING) and not each.booted:
+                    each.booted = each.waiting = True
                 if line.startswith("STATUS="):
                     each.status = line.removeprefix("STATUS=")
                     self.status_due = True
@@ -292,7 +330,9 @@ class Federation:
 
     def notify_systemd(self, now: float) -> None:
         live = [m for m in self.members.values() if not m.leaving]
-        if not self.ready_sent and not self.stopping and live and all(m.booted for m in live):
+        # A master refused (an older schema) and tried again later holds no one back.
+        settled = all(m.booted or m.failures for m in live)
+        if not self.ready_sent and not self.stopping and live and settled:
             self.ready_sent = True
             systemd.ready()
         if self.status_due:
@@ -301,7 +341,10 @@ class Federation:
         if self.watchdog is None or now - self.pinged < self.watchdog:
             return
         limit = 2 * self.watchdog  # WatchdogSec: a master pings every half of it
-        if all(now - m.pinged < limit for m in live if m.booted and m.pid is not None):
+        # A master that waits for its database has no loop yet; it must not get the whole
+        # unit restarted (the other databases with it): its STATUS says it waits.
+        pinging = [m for m in live if m.booted and not m.waiting and m.pid is not None]
+        if all(now - m.pinged < limit for m in pinging):
             self.pinged = now
             systemd.watchdog()
 

@@ -111,7 +111,7 @@ class Master:
             events.MASTER_STARTED,
             name=self.state.name,
             pools={p: s.config.workers for p, s in self.state.pools.items()},
-            url=self.state.config.database.redacted(),
+            **member.where(self.state.config.database.redacted()),
             pid=os.getpid(),
         )
         self.pooling.maintain(time.monotonic())

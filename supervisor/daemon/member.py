@@ -38,6 +38,12 @@ def master_title() -> str:
     return "forkq: master" if _name is None else f"forkq: master [{_name}]"
 
 
+def where(url: str) -> dict[str, str]:
+    """master_started's field for its (redacted) URL: `database` as it always was with
+    one database; `url` with several, where `database` names the database."""
+    return {"database": url} if _name is None else {"url": url}
+
+
 def reloaded_config(path: str | None, current: Config) -> Config:
     """HUP: the config file read again, handlers reloaded, narrowed to this master's
     database (ConfigError: refused, the master goes on with what it has)."""

@@ -19,7 +19,6 @@ from supervisor.observe.shared import Check, Pulse, pulse_path, write_check
 
 DIR_PREFIX = "forkq-metrics-"
 RESPAWN_MAX = 30.0  # seconds between tries to bring a failed metrics server back, at most
-_STALE_DIR = re.compile(re.escape(DIR_PREFIX) + r"(\d+)-")
 
 
 def stale_after(config: Config) -> float:
@@ -29,11 +28,13 @@ def stale_after(config: Config) -> float:
     return tick_timeout(interval) + interval  # a tick may run this long, then one more
 
 
-def sweep_stale(parent: str) -> None:
-    """Directories a master killed -9 left behind: ours (uid), their master gone."""
+def sweep_stale(parent: str, prefix: str = DIR_PREFIX) -> None:
+    """Directories `prefix`PID-... a master (or supervisor) killed -9 left behind: ours
+    (uid), that process gone."""
+    stale = re.compile(re.escape(prefix) + r"(\d+)-")
     with contextlib.suppress(OSError):
         for entry in os.scandir(parent):
-            match = _STALE_DIR.match(entry.name)
+            match = stale.match(entry.name)
             if not match or not entry.is_dir(follow_symlinks=False):
                 continue
             with contextlib.suppress(OSError):

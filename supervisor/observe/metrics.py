@@ -252,6 +252,18 @@ def server_pid() -> int | None:
     return None if _master is None else _master.server_pid
 
 
+def master_exited(pid: int) -> None:
+    """In the supervisor of several databases: a master's gauges (its pools' workers)
+    end with it; its counters stay (folded by the server)."""
+    if _directory is None:
+        return
+    with contextlib.suppress(FileNotFoundError):
+        for name in os.listdir(_directory):
+            if name.startswith("gauge_") and name.endswith(f"_{pid}.db"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(_directory, name))
+
+
 def reaped(pid: int, status: int) -> bool:
     """True when `pid` was the metrics server (the master then has nothing to do)."""
     return _master is not None and _master.server_exited(pid, status)

@@ -37,6 +37,7 @@ from util import (
 )
 
 from supervisor import Queue
+from supervisor.dburl import parse_database_url
 from supervisor.store import open_store
 
 MODULE = "severalhandlers"
@@ -401,11 +402,9 @@ def test_a_database_that_does_not_answer_stops_only_its_own_queues(
     assert daemon.stop(timeout=30) == 0
 
 
-def test_systemd_hears_the_supervisor_only_once_every_master_is_up_or_waiting(
-    pair: tuple[str, str], several: Callable[..., Daemon], tmp_path: Path
-) -> None:
-    home, _ = pair
-    down = f"mysql://forkq:forkq@127.0.0.1:{free_tcp_port()}/nowhere"
+@pytest.fixture
+def notify() -> Iterator[tuple[str, Callable[[Callable[[list[str]], bool]], list[str]]]]:
+    """A socket standing in for systemd's: its path, and `heard(until)` over what came."""
     directory = tempfile.mkdtemp(prefix="fq-notify-")
     path = os.path.join(directory, "notify.sock")
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -419,22 +418,33 @@ def test_systemd_hears_the_supervisor_only_once_every_master_is_up_or_waiting(
                 messages.extend(sock.recv(4096).decode().split("\n"))
             return messages if what(messages) else None
 
-        return wait_until(done, timeout=30, interval=0, message=f"sd_notify: {messages!r}")
+        return wait_until(done, timeout=40, interval=0, message=f"sd_notify: {messages!r}")
 
-    try:
-        env = {"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "1000000"}
-        daemon = several(config_text(home, {"other": (down, ["beta"])}), env)
-        # `other` never answers: READY comes once home's master is up and other's waits.
-        heard(lambda m: "READY=1" in m)
-        heard(lambda m: any("default: " in x and "other: waiting" in x for x in m))
-        heard(lambda m: m.count("WATCHDOG=1") >= 2)  # the masters ping the supervisor
-        assert masters(daemon).keys() == {"default", "other"}
-        daemon.send_signal(signal.SIGTERM)
-        heard(lambda m: "STOPPING=1" in m)
-        assert daemon.wait_exit(30) == 0
-    finally:
-        sock.close()
-        shutil.rmtree(directory, ignore_errors=True)
+    yield path, heard
+    sock.close()
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_systemd_hears_the_supervisor_only_once_every_master_is_up_or_waiting(
+    pair: tuple[str, str],
+    several: Callable[..., Daemon],
+    notify: tuple[str, Callable[[Callable[[list[str]], bool]], list[str]]],
+) -> None:
+    home, _ = pair
+    path, heard = notify
+    down = f"mysql://forkq:forkq@127.0.0.1:{free_tcp_port()}/nowhere"
+    env = {"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "1000000"}
+    daemon = several(config_text(home, {"other": (down, ["beta"])}), env)
+    # `other` never answers: READY comes once home's master is up and other's waits.
+    heard(lambda m: "READY=1" in m)
+    heard(lambda m: any("default: " in x and "other: waiting" in x for x in m))
+    # The masters ping the supervisor, which pings systemd (WatchdogSec=1) on and on
+    # while `other` waits: 12 pings, 6 s and more, must not restart `default` with it.
+    heard(lambda m: m[m.index("READY=1") :].count("WATCHDOG=1") >= 12)
+    assert masters(daemon).keys() == {"default", "other"}
+    daemon.send_signal(signal.SIGTERM)
+    heard(lambda m: "STOPPING=1" in m)
+    assert daemon.wait_exit(30) == 0
 
 
 def test_one_master_refuses_a_reload_that_adds_databases(
@@ -444,6 +454,8 @@ def test_one_master_refuses_a_reload_that_adds_databases(
     daemon = several(config_text(home, {}))
     wait_until(lambda: pool_workers_of(daemon.pid) == {"alpha": 1}, timeout=30, message="alpha up")
     assert title_of(psutil.Process(daemon.pid)) == "forkq: master"  # no supervisor: as before
+    [started] = daemon.events("master_started")  # its fields as before [databases] came
+    assert started["database"] == parse_database_url(home).redacted() and "url" not in started
     daemon.write_config(text=config_text(home, {"other": (other, ["beta"])}))
     daemon.send_signal(signal.SIGHUP)
     refused = daemon.wait_event("reload_refused")
