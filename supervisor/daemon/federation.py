@@ -25,15 +25,14 @@ import select
 import shutil
 import signal
 import socket
-import struct
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from supervisor import events, logs, registry
 from supervisor.config import Config, load_config
 from supervisor.daemon import member, systemd
+from supervisor.daemon.member import CREDENTIALS, Member, respawn_delay, sender
 from supervisor.daemon.signals import SignalQueue, disarm_check_timer
 from supervisor.errors import ConfigError, ExitCode
 from supervisor.kinds import Role
@@ -44,43 +43,10 @@ from supervisor.work.command import load_handlers
 
 RunMaster = Callable[[Config, str | None], int]
 TURN = 0.25  # seconds between looks at exited masters and due respawns, at most
-RESPAWN_MAX = 30.0  # seconds between two starts of a master that keeps dying, at most
 HEALTHY_RUN = 60.0  # a master that ran this long starts again at once when it dies
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGTTIN, signal.SIGTTOU)
-CREDENTIALS = socket.CMSG_SPACE(struct.calcsize("3i"))
 NOTIFY_PREFIX = "forkq-notify-"  # the masters' notify sockets: /tmp/forkq-notify-PID-...
 WAITING = "STATUS=waiting for the database"  # booting.py's status while it waits
-
-
-@dataclass
-class Member:
-    """One database's master, as the supervisor sees it."""
-
-    name: str
-    notify: socket.socket
-    pid: int | None = None
-    started: float = 0.0
-    next_start: float = 0.0
-    failures: int = 0
-    booted: bool = False  # it said READY=1 (or that it waits for its database)
-    waiting: bool = False  # it waits for its database at boot: no WATCHDOG=1 meanwhile
-    reload_due: bool = False  # a HUP came before its handlers were in: sent once booted
-    pinged: float = 0.0  # its last WATCHDOG=1
-    leaving: bool = False  # removed from the config: stopped, not started again
-    status: str = "starting"  # its last STATUS=, shown in `systemctl status` with the others'
-
-
-def sender(ancillary: list[tuple[int, int, bytes]]) -> int | None:
-    """The pid that sent a notify message (SCM_CREDENTIALS: pid, uid, gid)."""
-    for level, kind, data in ancillary:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and len(data) >= 4:
-            return int(struct.unpack("i", data[:4])[0])
-    return None
-
-
-def respawn_delay(failures: int) -> float:
-    """Seconds before starting again a master that died `failures` times in a row."""
-    return 0.0 if failures <= 1 else min(RESPAWN_MAX, 0.5 * 2 ** (failures - 1))
 
 
 class Federation:
@@ -173,8 +139,12 @@ class Federation:
         notify_path = os.path.join(self.sockets, each.name)
         path = self.config_path
 
+        supervisor_pid = os.getpid()
+
         def body() -> int:  # in the master
             die_with_parent(signal.SIGTERM)  # a supervisor killed -9: its masters stop
+            if os.getppid() != supervisor_pid:  # it died before the line above took hold
+                return int(ExitCode.OK)
             for sig in (signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU):  # until the master's
                 signal.signal(sig, signal.SIG_IGN)  # own handlers: it reads the newest config
             os.environ["NOTIFY_SOCKET"] = notify_path

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
-from supervisor.daemon.federation import RESPAWN_MAX, respawn_delay
+from supervisor.daemon.member import RESPAWN_MAX, respawn_delay
 from supervisor.observe.several import SeveralCollector
 from supervisor.observe.shared import Check, Pulse, pulse_path, write_check, write_databases
 
