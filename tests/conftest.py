@@ -38,6 +38,7 @@ if str(REPO_ROOT) not in sys.path:  # run from a checkout without `pip install -
 from util import (  # noqa: E402
     DEFAULT_MYSQL_URL,
     MYSQL_URL_ENV,
+    applied,
     create_database,
     database_name,
     drop_database,
@@ -95,12 +96,7 @@ def mysql_session_url(mysql_server_url: str) -> Iterator[str]:
     name = f"{database_name(mysql_server_url)}_{os.getpid()}"[:64]
     url = with_database(mysql_server_url, name)
     create_database(url)
-    store = open_store(url)
-    try:
-        store.apply_schema()
-    finally:
-        store.close()
-    yield url
+    yield applied(url)
     drop_database(url)
 
 
@@ -117,13 +113,7 @@ def mysql_db_url(mysql_session_url: str) -> str:
 @pytest.fixture
 def sqlite_db_url(tmp_path: Path) -> str:
     """A new SQLite file in the test's tmp_path, schema applied (absolute sqlite:////...)."""
-    url = sqlite_url_for(tmp_path / "forkq.db")
-    store = open_store(url)
-    try:
-        store.apply_schema()
-    finally:
-        store.close()
-    return url
+    return applied(sqlite_url_for(tmp_path / "forkq.db"))
 
 
 # --- both ----------------------------------------------------------------------------------

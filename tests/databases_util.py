@@ -8,9 +8,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from util import create_database, database_name, drop_database, sqlite_url_for, with_database
-
-from supervisor.store import open_store
+from util import (
+    applied,
+    create_database,
+    database_name,
+    drop_database,
+    sqlite_url_for,
+    with_database,
+)
 
 
 @pytest.fixture(name="reports_url")
@@ -22,12 +27,7 @@ def reports_url_fixture(db_url: str, tmp_path: Path) -> Iterator[str]:
     else:
         url = with_database(db_url, f"{database_name(db_url)}_reports"[:64])
         create_database(url)
-    store = open_store(url)
-    try:
-        store.apply_schema()
-    finally:
-        store.close()
-    yield url
+    yield applied(url)
     if not sqlite:
         drop_database(url)
 

@@ -94,6 +94,18 @@ def backend_of(url: str) -> str:
     return parse_database_url(url).backend
 
 
+def applied(url: str) -> str:
+    """`url`, its database given forkq's schema through the product's own store."""
+    from supervisor.store import open_store
+
+    store = open_store(url)
+    try:
+        store.apply_schema()
+    finally:
+        store.close()
+    return url
+
+
 def sqlite_url_for(path: Path | str) -> str:
     """sqlite:////absolute/path.db for a path (made absolute)."""
     return f"sqlite:///{Path(path).resolve()}"

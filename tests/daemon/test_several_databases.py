@@ -27,6 +27,7 @@ from daemon_util import Daemon, title_of
 from private_mariadb import Webhook
 from util import (
     REPO_ROOT,
+    applied,
     count_rows,
     create_database,
     drop_database,
@@ -38,7 +39,6 @@ from util import (
 
 from supervisor import Queue
 from supervisor.dburl import parse_database_url
-from supervisor.store import open_store
 
 MODULE = "severalhandlers"
 HANDLERS = '''\
@@ -73,15 +73,6 @@ SUPERVISOR = {
     "poll_interval": 0.02,
     "shutdown_timeout": 10,
 }
-
-
-def applied(url: str) -> str:
-    store = open_store(url)
-    try:
-        store.apply_schema()
-    finally:
-        store.close()
-    return url
 
 
 @pytest.fixture(params=["sqlite", "mysql"])
