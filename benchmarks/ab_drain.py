@@ -7,7 +7,8 @@ shared and noisy: only figures taken side by side compare).
 Each round drains N `ab.noop` jobs once per checkout, in turn: a fresh SQLite file or
 MariaDB database with that checkout's own schema (`python -m supervisor schema apply`),
 N jobs enqueued by its own `Queue.enqueue_many`, then its `forkq run` with one pool of W
-children (never recycled), timed from the first job gone to the last (the steady state:
+children (never recycled), timed from the first job gone with every child forked to the
+last (the steady state:
 no interpreter start or imports), and the CPU the master and its children used per job
 over that same span (psutil, read at both ends). Prints each checkout's median rate and CPU per
 job, and its ratio to the first checkout.
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import signal
 import sqlite3
 import statistics
@@ -75,7 +77,7 @@ def tree_cpu(pid: int) -> float:
 STAT_COLUMNS = (
     "SELECT_COMMANDS", "UPDATE_COMMANDS", "OTHER_COMMANDS", "COMMIT_TRANSACTIONS",
     "ROLLBACK_TRANSACTIONS", "ROWS_READ", "ROWS_SENT", "ROWS_UPDATED", "ROWS_DELETED",
-    "ROWS_INSERTED", "BYTES_RECEIVED", "BYTES_SENT",
+    "ROWS_INSERTED", "BYTES_RECEIVED", "BYTES_SENT", "BUSY_TIME", "CPU_TIME",
 )  # fmt: skip
 AB_USER = "forkq_ab_user"
 
@@ -121,7 +123,7 @@ def counter_delta(
     }  # fmt: skip
 
 
-def user_stats(url: str) -> dict[str, int]:
+def user_stats(url: str) -> dict[str, float]:
     import pymysql
 
     from supervisor.dburl import parse_database_url
@@ -140,7 +142,7 @@ def user_stats(url: str) -> dict[str, int]:
             row = cursor.fetchone()
     finally:
         conn.close()
-    return dict(zip(STAT_COLUMNS, (int(v) for v in row or [0] * len(STAT_COLUMNS)), strict=True))
+    return dict(zip(STAT_COLUMNS, (float(v) for v in row or [0] * len(STAT_COLUMNS)), strict=True))
 
 
 def count_left(url: str) -> int:
@@ -183,8 +185,32 @@ def mysql_admin(url: str, statement: str) -> None:
         conn.close()
 
 
+def _traced_master(strace_pid: int) -> int:
+    import psutil
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if children := psutil.Process(strace_pid).children():
+            return children[0].pid
+        time.sleep(0.01)
+    raise RuntimeError("strace started no daemon")
+
+
+def strace_counts(path: Path, n: int) -> dict[str, float]:
+    """System calls per job from `strace -c`'s summary (whole run: start-up included)."""
+    counts: dict[str, float] = {}
+    for line in path.read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 5 and fields[3].isdigit() and fields[-1] in TRACED:
+            counts[f"sys_{fields[-1]}"] = int(fields[3]) / n
+    return counts
+
+
+TRACED = ("sendto", "recvfrom", "read", "write", "poll", "select", "futex")
+
+
 def drain_once(
-    checkout: Path, backend: str, mysql_url: str, n: int, workers: int
+    checkout: Path, backend: str, mysql_url: str, n: int, workers: int, strace: bool = False
 ) -> tuple[float, float, dict[str, float]]:
     """(jobs per second in the steady state, CPU µs per job, the counts per job)."""
     with tempfile.TemporaryDirectory(prefix="ab-drain-") as tmp:
@@ -218,30 +244,36 @@ def drain_once(
         subprocess.run([*run, "schema", "apply", "-c", "ab.toml"], cwd=work, env=env, check=True,
                        stdout=subprocess.DEVNULL)  # fmt: skip
         subprocess.run([sys.executable, "-c", ENQUEUE, str(n)], cwd=work, env=env, check=True)
+        # `--strace`: the daemon under `strace -f -c` (slower: its rate is not comparable)
+        traced = ["strace", "-f", "-c", "-o", str(work / "strace.txt"), "-e",
+                  "trace=" + ",".join(TRACED)] if strace else []  # fmt: skip
         with open(work / "daemon.log", "wb") as log:
             daemon = subprocess.Popen(
-                [*run, "run", "-c", "ab.toml"], cwd=work, env=env, stdout=log, stderr=log,
+                [*traced, *run, "run", "-c", "ab.toml"], cwd=work, env=env, stdout=log, stderr=log,
                 start_new_session=True,
             )  # fmt: skip
         try:
+            master = daemon.pid if not strace else _traced_master(daemon.pid)
             first = last = None
             cpu_first = cpu_last = 0.0
             procs_first: dict[int, tuple[float, int, int, int]] = {}
             procs_last: dict[int, tuple[float, int, int, int]] = {}
-            stats_first: dict[str, int] = {}
-            stats_last: dict[str, int] = {}
+            stats_first: dict[str, float] = {}
+            stats_last: dict[str, float] = {}
             deadline = time.monotonic() + 300
             while time.monotonic() < deadline:
                 left = count_left(url)
                 now = time.perf_counter()
                 if first is None and left < n:
-                    first, cpu_first = (now, left), tree_cpu(daemon.pid)
-                    procs_first = tree_counters(daemon.pid)
-                    if backend != "sqlite":
-                        stats_first = user_stats(mysql_url)
-                if left == 0:
-                    last, cpu_last = now, tree_cpu(daemon.pid)
-                    procs_last = tree_counters(daemon.pid)
+                    procs_first = tree_counters(master)
+                    # Every child forked (a late one's start-up is not the steady state)
+                    if len(procs_first) == workers + 1:
+                        first, cpu_first = (now, left), tree_cpu(master)
+                        if backend != "sqlite":
+                            stats_first = user_stats(mysql_url)
+                if left == 0 and first is not None:
+                    last, cpu_last = now, tree_cpu(master)
+                    procs_last = tree_counters(master)
                     if backend != "sqlite":
                         stats_last = user_stats(mysql_url)
                     break
@@ -250,16 +282,18 @@ def drain_once(
                 raise RuntimeError(f"{checkout}: the drain did not finish")
             rate = first[1] / (last - first[0])
             steady_cpu = (cpu_last - cpu_first) / first[1] * 1e6
-            counts = counter_delta(daemon.pid, procs_first, procs_last, first[1])
+            counts = counter_delta(master, procs_first, procs_last, first[1])
             for key in stats_last:
                 counts[key] = (stats_last[key] - stats_first[key]) / first[1]
         finally:
-            daemon.send_signal(signal.SIGTERM)
+            os.kill(master, signal.SIGTERM)
             try:
                 daemon.wait(30)
             except subprocess.TimeoutExpired:
                 os.killpg(daemon.pid, signal.SIGKILL)
                 daemon.wait()
+        if strace:
+            counts.update(strace_counts(work / "strace.txt", n))
         handed_back = (work / "daemon.log").read_bytes().count(b'"jobs_handed_back"')
         if handed_back:
             print(f"  ({checkout}: {handed_back} hand-backs in this drain)", flush=True)
@@ -270,12 +304,13 @@ def drain_once(
 
 
 def spread(values: list[float]) -> str:
-    """Median [min-max] and, from 5 values up, the middle 60% of them."""
+    """Median [min-max] and, from 5 values up, a bootstrap 95% interval of the median."""
     values = sorted(values)
     text = f"{statistics.median(values):.3g} [{values[0]:.3g}-{values[-1]:.3g}]"
     if len(values) >= 5:
-        cut = len(values) // 5
-        text += f" mid {values[cut]:.3g}-{values[-1 - cut]:.3g}"
+        draw = random.Random(20).choices
+        medians = sorted(statistics.median(draw(values, k=len(values))) for _ in range(2000))
+        text += f" CI95 {medians[50]:.3g}-{medians[1949]:.3g}"
     return text
 
 
@@ -293,7 +328,7 @@ def print_counts(
         if checkout == first:
             continue
         pairs = list(zip(results[first], runs, strict=True))
-        print(f"\n{checkout} ÷ {first}, paired by round, median [min-max]:")
+        print(f"\n{checkout} ÷ {first}, paired by round, median [min-max], CI95 of the median:")
         print(f"    {'rate':24} {spread([b[0] / a[0] for a, b in pairs])}")
         for key in ("master_us", "child_us", *keys[2:]):
             if all(a[2][key] for a, _ in pairs):
@@ -308,6 +343,10 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--alternate", action="store_true",
+                        help="every other round takes the checkouts in the reverse order")  # fmt: skip
+    parser.add_argument("--strace", action="store_true",
+                        help="run each daemon under strace -f -c: system calls per job")  # fmt: skip
     parser.add_argument("--counts", action="store_true",
                         help="print the per-job counts of each drain and their paired ratios")  # fmt: skip
     args = parser.parse_args()
@@ -315,9 +354,10 @@ def main() -> int:
         c: [] for c in args.checkouts
     }
     for round_ in range(args.rounds):
-        for checkout in args.checkouts:
+        # Every other round in the reverse order: what comes first in a round gains nothing
+        for checkout in args.checkouts[:: -1 if args.alternate and round_ % 2 else 1]:
             rate, cpu, counts = drain_once(
-                checkout, args.backend, args.mysql_url, args.jobs, args.workers
+                checkout, args.backend, args.mysql_url, args.jobs, args.workers, args.strace
             )
             results[checkout].append((rate, cpu, counts))
             print(
