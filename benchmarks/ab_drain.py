@@ -7,16 +7,27 @@ shared and noisy: only figures taken side by side compare).
 Each round drains N `ab.noop` jobs once per checkout, in turn: a fresh SQLite file or
 MariaDB database with that checkout's own schema (`python -m supervisor schema apply`),
 N jobs enqueued by its own `Queue.enqueue_many`, then its `forkq run` with one pool of W
-children (never recycled), timed from the first job gone to the last (the steady state:
+children (never recycled), timed from the first job gone with every child forked to the
+last (the steady state:
 no interpreter start or imports), and the CPU the master and its children used per job
 over that same span (psutil, read at both ends). Prints each checkout's median rate and CPU per
 job, and its ratio to the first checkout.
+
+With `--counts`, each drain also reports what noise cannot fake, per job over the same
+span: the master's and the children's CPU apart, the children's voluntary context
+switches (each wait: for the server, a wake-up) and their read/write system calls
+(`/proc/PID/io`: a round trip to the database is one write and at least one read; the
+log line is one more write), and on MariaDB the statements, transactions, rows and bytes
+the server counted for the daemon's user (`INFORMATION_SCHEMA.USER_STATISTICS`; a user
+of the bench's own, so the shared server's other clients do not count). Then the paired
+ratio of each round (this checkout ÷ the first, in the same round) with its spread.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import random
 import signal
 import sqlite3
 import statistics
@@ -38,8 +49,9 @@ def noop(payload, job):
 ENQUEUE = """
 import sys
 from supervisor import Queue
-q = Queue(sys.argv[1])
-n = int(sys.argv[2])
+import os
+q = Queue(os.environ["AB_URL"])
+n = int(sys.argv[1])
 for start in range(0, n, 1000):
     q.enqueue_many([{"handler": "ab.noop", "payload": {"i": i}, "queue": "ab"}
                     for i in range(start, min(n, start + 1000))])
@@ -60,6 +72,77 @@ def tree_cpu(pid: int) -> float:
             continue
         total += times.user + times.system
     return total
+
+
+STAT_COLUMNS = (
+    "SELECT_COMMANDS", "UPDATE_COMMANDS", "OTHER_COMMANDS", "COMMIT_TRANSACTIONS",
+    "ROLLBACK_TRANSACTIONS", "ROWS_READ", "ROWS_SENT", "ROWS_UPDATED", "ROWS_DELETED",
+    "ROWS_INSERTED", "BYTES_RECEIVED", "BYTES_SENT", "BUSY_TIME", "CPU_TIME",
+)  # fmt: skip
+AB_USER = "forkq_ab_user"
+
+
+def tree_counters(pid: int) -> dict[int, tuple[float, int, int, int]]:
+    """Per live process of the daemon: (CPU s, voluntary switches, syscr, syscw)."""
+    import psutil
+
+    master = psutil.Process(pid)
+    out: dict[int, tuple[float, int, int, int]] = {}
+    for process in [master, *master.children(recursive=True)]:
+        try:
+            with process.oneshot():
+                times = process.cpu_times()
+                switches = process.num_ctx_switches()
+                io = process.io_counters()
+        except psutil.Error:
+            continue
+        out[process.pid] = (times.user + times.system, switches.voluntary, io.read_count,
+                            io.write_count)  # fmt: skip
+    return out
+
+
+def counter_delta(
+    pid: int, before: dict[int, tuple[float, int, int, int]],
+    after: dict[int, tuple[float, int, int, int]], jobs: int,
+) -> dict[str, float]:  # fmt: skip
+    """Per job: master CPU µs, children CPU µs, children's switches and system calls."""
+    kids = [0.0, 0.0, 0.0, 0.0]
+    master = 0.0
+    for p, end in after.items():
+        start = before.get(p)
+        if start is None:
+            continue  # a child forked inside the span (none is recycled): not counted
+        if p == pid:
+            master = end[0] - start[0]
+            continue
+        for i in range(4):
+            kids[i] += end[i] - start[i]
+    return {
+        "master_us": master / jobs * 1e6, "child_us": kids[0] / jobs * 1e6,
+        "switches": kids[1] / jobs, "syscr": kids[2] / jobs, "syscw": kids[3] / jobs,
+    }  # fmt: skip
+
+
+def user_stats(url: str) -> dict[str, float]:
+    import pymysql
+
+    from supervisor.dburl import parse_database_url
+
+    parsed = parse_database_url(url)
+    conn = pymysql.connect(
+        host=parsed.host, port=parsed.port or 3306, user=parsed.user,
+        password=parsed.password or "", autocommit=True,
+    )  # fmt: skip
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute(
+                f"SELECT {', '.join(STAT_COLUMNS)} FROM INFORMATION_SCHEMA.USER_STATISTICS"
+                " WHERE USER = %s", (AB_USER,),
+            )  # fmt: skip
+            row = cursor.fetchone()
+    finally:
+        conn.close()
+    return dict(zip(STAT_COLUMNS, (float(v) for v in row or [0] * len(STAT_COLUMNS)), strict=True))
 
 
 def count_left(url: str) -> int:
@@ -102,10 +185,34 @@ def mysql_admin(url: str, statement: str) -> None:
         conn.close()
 
 
+def _traced_master(strace_pid: int) -> int:
+    import psutil
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if children := psutil.Process(strace_pid).children():
+            return children[0].pid
+        time.sleep(0.01)
+    raise RuntimeError("strace started no daemon")
+
+
+def strace_counts(path: Path, n: int) -> dict[str, float]:
+    """System calls per job from `strace -c`'s summary (whole run: start-up included)."""
+    counts: dict[str, float] = {}
+    for line in path.read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 5 and fields[3].isdigit() and fields[-1] in TRACED:
+            counts[f"sys_{fields[-1]}"] = int(fields[3]) / n
+    return counts
+
+
+TRACED = ("sendto", "recvfrom", "read", "write", "poll", "select", "futex")
+
+
 def drain_once(
-    checkout: Path, backend: str, mysql_url: str, n: int, workers: int
-) -> tuple[float, float]:
-    """(jobs per second in the steady state, CPU µs per job) of one drain."""
+    checkout: Path, backend: str, mysql_url: str, n: int, workers: int, strace: bool = False
+) -> tuple[float, float, dict[str, float]]:
+    """(jobs per second in the steady state, CPU µs per job, the counts per job)."""
     with tempfile.TemporaryDirectory(prefix="ab-drain-") as tmp:
         work = Path(tmp)
         (work / "ab_handlers.py").write_text(HANDLERS)
@@ -115,7 +222,11 @@ def drain_once(
             database = f"forkq_ab_{os.getpid()}"
             mysql_admin(mysql_url, f"DROP DATABASE IF EXISTS {database}")
             mysql_admin(mysql_url, f"CREATE DATABASE {database}")
-            url = mysql_url.rsplit("/", 1)[0] + "/" + database
+            password = os.urandom(12).hex()
+            mysql_admin(mysql_url, f"DROP USER IF EXISTS {AB_USER}@'127.0.0.1'")
+            mysql_admin(mysql_url, f"CREATE USER {AB_USER}@'127.0.0.1' IDENTIFIED BY '{password}'")
+            mysql_admin(mysql_url, f"GRANT ALL ON {database}.* TO {AB_USER}@'127.0.0.1'")
+            url = f"mysql://{AB_USER}:{password}@127.0.0.1:3306/{database}"
         (work / "ab.toml").write_text(
             f'[database]\nurl = "{url}"\n[supervisor]\nhandlers = ["ab_handlers"]\n'
             f"check_interval = 10\nshutdown_timeout = 10\n"
@@ -126,47 +237,102 @@ def drain_once(
             **os.environ,
             "PYTHONPATH": f"{work}{os.pathsep}{checkout}",
             "FORKQ_LOG_FORMAT": "json",
+            "AB_URL": url,
         }
         env.pop("FORKQ_DATABASE_URL", None)
         run = [sys.executable, "-m", "supervisor"]
         subprocess.run([*run, "schema", "apply", "-c", "ab.toml"], cwd=work, env=env, check=True,
                        stdout=subprocess.DEVNULL)  # fmt: skip
-        subprocess.run([sys.executable, "-c", ENQUEUE, url, str(n)], cwd=work, env=env, check=True)
+        subprocess.run([sys.executable, "-c", ENQUEUE, str(n)], cwd=work, env=env, check=True)
+        # `--strace`: the daemon under `strace -f -c` (slower: its rate is not comparable)
+        traced = ["strace", "-f", "-c", "-o", str(work / "strace.txt"), "-e",
+                  "trace=" + ",".join(TRACED)] if strace else []  # fmt: skip
         with open(work / "daemon.log", "wb") as log:
             daemon = subprocess.Popen(
-                [*run, "run", "-c", "ab.toml"], cwd=work, env=env, stdout=log, stderr=log,
+                [*traced, *run, "run", "-c", "ab.toml"], cwd=work, env=env, stdout=log, stderr=log,
                 start_new_session=True,
             )  # fmt: skip
         try:
+            master = daemon.pid if not strace else _traced_master(daemon.pid)
             first = last = None
             cpu_first = cpu_last = 0.0
+            procs_first: dict[int, tuple[float, int, int, int]] = {}
+            procs_last: dict[int, tuple[float, int, int, int]] = {}
+            stats_first: dict[str, float] = {}
+            stats_last: dict[str, float] = {}
             deadline = time.monotonic() + 300
             while time.monotonic() < deadline:
                 left = count_left(url)
                 now = time.perf_counter()
                 if first is None and left < n:
-                    first, cpu_first = (now, left), tree_cpu(daemon.pid)
-                if left == 0:
-                    last, cpu_last = now, tree_cpu(daemon.pid)
+                    procs_first = tree_counters(master)
+                    # Every child forked (a late one's start-up is not the steady state)
+                    if len(procs_first) == workers + 1:
+                        first, cpu_first = (now, left), tree_cpu(master)
+                        if backend != "sqlite":
+                            stats_first = user_stats(mysql_url)
+                if left == 0 and first is not None:
+                    last, cpu_last = now, tree_cpu(master)
+                    procs_last = tree_counters(master)
+                    if backend != "sqlite":
+                        stats_last = user_stats(mysql_url)
                     break
                 time.sleep(0.01)
             if first is None or last is None:
                 raise RuntimeError(f"{checkout}: the drain did not finish")
             rate = first[1] / (last - first[0])
             steady_cpu = (cpu_last - cpu_first) / first[1] * 1e6
+            counts = counter_delta(master, procs_first, procs_last, first[1])
+            for key in stats_last:
+                counts[key] = (stats_last[key] - stats_first[key]) / first[1]
         finally:
-            daemon.send_signal(signal.SIGTERM)
+            os.kill(master, signal.SIGTERM)
             try:
                 daemon.wait(30)
             except subprocess.TimeoutExpired:
                 os.killpg(daemon.pid, signal.SIGKILL)
                 daemon.wait()
+        if strace:
+            counts.update(strace_counts(work / "strace.txt", n))
         handed_back = (work / "daemon.log").read_bytes().count(b'"jobs_handed_back"')
         if handed_back:
             print(f"  ({checkout}: {handed_back} hand-backs in this drain)", flush=True)
         if backend != "sqlite":
             mysql_admin(mysql_url, f"DROP DATABASE IF EXISTS forkq_ab_{os.getpid()}")
-        return rate, steady_cpu
+            mysql_admin(mysql_url, f"DROP USER IF EXISTS {AB_USER}@'127.0.0.1'")
+        return rate, steady_cpu, counts
+
+
+def spread(values: list[float]) -> str:
+    """Median [min-max] and, from 5 values up, a bootstrap 95% interval of the median."""
+    values = sorted(values)
+    text = f"{statistics.median(values):.3g} [{values[0]:.3g}-{values[-1]:.3g}]"
+    if len(values) >= 5:
+        draw = random.Random(20).choices
+        medians = sorted(statistics.median(draw(values, k=len(values))) for _ in range(2000))
+        text += f" CI95 {medians[50]:.3g}-{medians[1949]:.3g}"
+    return text
+
+
+def print_counts(
+    results: dict[Path, list[tuple[float, float, dict[str, float]]]], first: Path
+) -> None:
+    """Each count's median per checkout, then each checkout ÷ the first, paired by round."""
+    keys = list(results[first][0][2])
+    print("\nper job, median [min-max] of the rounds:")
+    for checkout, runs in results.items():
+        print(f"  {checkout}:")
+        for key in keys:
+            print(f"    {key:24} {spread([c[key] for _, _, c in runs])}")
+    for checkout, runs in results.items():
+        if checkout == first:
+            continue
+        pairs = list(zip(results[first], runs, strict=True))
+        print(f"\n{checkout} ÷ {first}, paired by round, median [min-max], CI95 of the median:")
+        print(f"    {'rate':24} {spread([b[0] / a[0] for a, b in pairs])}")
+        for key in ("master_us", "child_us", *keys[2:]):
+            if all(a[2][key] for a, _ in pairs):
+                print(f"    {key:24} {spread([b[2][key] / a[2][key] for a, b in pairs])}")
 
 
 def main() -> int:
@@ -177,22 +343,37 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--alternate", action="store_true",
+                        help="every other round takes the checkouts in the reverse order")  # fmt: skip
+    parser.add_argument("--strace", action="store_true",
+                        help="run each daemon under strace -f -c: system calls per job")  # fmt: skip
+    parser.add_argument("--counts", action="store_true",
+                        help="print the per-job counts of each drain and their paired ratios")  # fmt: skip
     args = parser.parse_args()
-    results: dict[Path, list[tuple[float, float]]] = {c: [] for c in args.checkouts}
+    results: dict[Path, list[tuple[float, float, dict[str, float]]]] = {
+        c: [] for c in args.checkouts
+    }
     for round_ in range(args.rounds):
-        for checkout in args.checkouts:
-            rate, cpu = drain_once(checkout, args.backend, args.mysql_url, args.jobs, args.workers)
-            results[checkout].append((rate, cpu))
+        # Every other round in the reverse order: what comes first in a round gains nothing
+        for checkout in args.checkouts[:: -1 if args.alternate and round_ % 2 else 1]:
+            rate, cpu, counts = drain_once(
+                checkout, args.backend, args.mysql_url, args.jobs, args.workers, args.strace
+            )
+            results[checkout].append((rate, cpu, counts))
             print(
                 f"round {round_ + 1} {checkout}: {rate:,.0f} jobs/s, {cpu:,.0f} µs CPU/job",
                 flush=True,
             )
-    base = statistics.median(r for r, _ in results[args.checkouts[0]])
+            if args.counts:
+                print("  " + ", ".join(f"{k} {v:.3g}" for k, v in counts.items()), flush=True)
+    base = statistics.median(r for r, _, _ in results[args.checkouts[0]])
     print(f"\n{args.backend}, W={args.workers}, {args.jobs:,} no-op jobs, median of {args.rounds}:")
     for checkout, runs in results.items():
-        rate = statistics.median(r for r, _ in runs)
-        cpu = statistics.median(c for _, c in runs)
+        rate = statistics.median(r for r, _, _ in runs)
+        cpu = statistics.median(c for _, c, _ in runs)
         print(f"  {checkout}: {rate:,.0f} jobs/s ({rate / base:.2f}x), {cpu:,.0f} µs CPU/job")
+    if args.counts:
+        print_counts(results, args.checkouts[0])
     return 0
 
 
