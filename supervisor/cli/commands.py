@@ -46,6 +46,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_web(args: argparse.Namespace) -> int:
     """The dashboard (supervisor/web, the `forkq[web]` extra), imported only for this command."""
     config = command_config(args)
+    if getattr(args, "only_database", None) is not None:  # it would be silently ignored
+        raise UsageError("forkq web shows every database of its config (?db=NAME picks one)")
     try:
         from supervisor.web.server import serve
     except ImportError as exc:

@@ -113,6 +113,12 @@ def test_a_dependency_across_databases_is_failed(workdir: Path) -> None:
     assert json.loads(ok(forkq(workdir, "show", child.strip(), "--json")))["status"] == "waiting"
 
 
+def test_the_daemon_and_the_dashboard_serve_every_database_not_one(workdir: Path) -> None:
+    for command in ("run", "web"):
+        line = failed(forkq(workdir, command, "--database", "reports"), 2)
+        assert "every database" in line, line
+
+
 def test_each_database_drains_with_its_own_worker(workdir: Path) -> None:
     report = ok(forkq(workdir, "enqueue", "report.build", '{"day": 5}')).strip()
     mail = ok(forkq(workdir, "enqueue", "mail.send", "{}")).strip()
