@@ -171,6 +171,18 @@ def undo_version_15(url: str) -> None:
     sql(url, "UPDATE forkq_schema SET version = 14")
 
 
+def undo_version_16(url: str) -> None:
+    """Take away what version 16 changed (SQLite's forkq_jobs_tenant made partial)."""
+    if backend_of(url) == "sqlite":
+        sql(url, "DROP INDEX forkq_jobs_tenant")
+        sql(
+            url,
+            "CREATE INDEX forkq_jobs_tenant"
+            " ON forkq_jobs (queue, status, tenant, priority DESC, run_at, id)",
+        )
+    sql(url, "UPDATE forkq_schema SET version = 15")
+
+
 # What each version after 9 added, taken away by undo_versions_above (numbers may have
 # gaps: each records the version before its own).
 UNDO_AFTER_9 = {
@@ -180,6 +192,7 @@ UNDO_AFTER_9 = {
     13: undo_version_13,
     14: undo_version_14,
     15: undo_version_15,
+    16: undo_version_16,
 }
 
 

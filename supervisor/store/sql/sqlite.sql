@@ -986,11 +986,11 @@ WHERE queue = :queue AND tenant IN (SELECT value FROM json_each(:names));
 -- name: fair_forget
 DELETE FROM forkq_tenants
 WHERE queue = :queue AND tenant IN (SELECT value FROM json_each(:names))
-  AND NOT EXISTS (SELECT 1 FROM forkq_jobs j INDEXED BY forkq_jobs_tenant
-                  WHERE j.queue = forkq_tenants.queue AND j.status = 'running'
+  AND NOT EXISTS (SELECT 1 FROM forkq_jobs j INDEXED BY forkq_jobs_status
+                  WHERE j.status = 'running' AND j.queue = forkq_tenants.queue
                     AND j.tenant = forkq_tenants.tenant)
-  AND NOT EXISTS (SELECT 1 FROM forkq_jobs j INDEXED BY forkq_jobs_tenant
-                  WHERE j.queue = forkq_tenants.queue AND j.status = 'cancelling'
+  AND NOT EXISTS (SELECT 1 FROM forkq_jobs j INDEXED BY forkq_jobs_status
+                  WHERE j.status = 'cancelling' AND j.queue = forkq_tenants.queue
                     AND j.tenant = forkq_tenants.tenant);
 
 -- name: fair_skip
@@ -1336,6 +1336,15 @@ CREATE TABLE IF NOT EXISTS forkq_dependencies (
 CREATE INDEX IF NOT EXISTS forkq_dependencies_child ON forkq_dependencies (child_id);
 UPDATE forkq_schema SET version = 14, applied_at = (julianday('now') - 2440587.5) * 86400.0
 WHERE id = 1 AND version < 14;
+-- name: upgrade_to_16
+-- Version 16 makes forkq_jobs_tenant partial (ready jobs only): it had every job of every
+-- state, so each claim and end rewrote an entry only fair claims read (a ready one).
+-- Running and cancelling jobs of a tenant are found through forkq_jobs_status.
+DROP INDEX IF EXISTS forkq_jobs_tenant;
+CREATE INDEX IF NOT EXISTS forkq_jobs_tenant
+  ON forkq_jobs (queue, tenant, priority DESC, run_at, id) WHERE status = 'ready';
+UPDATE forkq_schema SET version = 16, applied_at = (julianday('now') - 2440587.5) * 86400.0
+WHERE id = 1 AND version < 16;
 -- name: upgrade_to_15
 -- Version 15 adds forkq_tenants.served (see mysql.sql).
 ALTER TABLE forkq_tenants ADD COLUMN served INTEGER NOT NULL DEFAULT 0;

@@ -42,8 +42,10 @@ CREATE INDEX IF NOT EXISTS forkq_jobs_status ON forkq_jobs (status, queue, run_a
 CREATE INDEX IF NOT EXISTS forkq_jobs_finished ON forkq_jobs (finished_at);
 CREATE INDEX IF NOT EXISTS forkq_jobs_limit
   ON forkq_jobs (status, limit_wait, queue, priority DESC, run_at, id);
+-- Partial: only ready jobs, the ones a fair claim looks for, so a claim and an end write
+-- it no more than an enqueue does (version 16).
 CREATE INDEX IF NOT EXISTS forkq_jobs_tenant
-  ON forkq_jobs (queue, status, tenant, priority DESC, run_at, id);
+  ON forkq_jobs (queue, tenant, priority DESC, run_at, id) WHERE status = 'ready';
 CREATE UNIQUE INDEX IF NOT EXISTS forkq_jobs_unique ON forkq_jobs (unique_key, unique_live);
 -- Partial: a job in no batch has no entry, so its claim and end write no more than before.
 CREATE INDEX IF NOT EXISTS forkq_jobs_batch ON forkq_jobs (batch_id, status)
@@ -256,4 +258,4 @@ CREATE TABLE IF NOT EXISTS forkq_schema (
 );
 
 -- The version this file creates; kept if the database already records one.
-INSERT OR IGNORE INTO forkq_schema (id, version) VALUES (1, 15);
+INSERT OR IGNORE INTO forkq_schema (id, version) VALUES (1, 16);
