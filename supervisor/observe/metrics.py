@@ -34,7 +34,7 @@ from supervisor.config import Config
 from supervisor.kinds import ChildExit, RetireReason
 from supervisor.observe.health import db_limit
 from supervisor.observe.master_side import DIR_PREFIX, MasterSide, stale_after, sweep_stale
-from supervisor.observe.shared import Check, write_databases
+from supervisor.observe.shared import Check, read_databases, write_databases
 from supervisor.outcomes import Outcome
 from supervisor.store import core
 
@@ -184,7 +184,12 @@ def several(config: Config, names: list[str]) -> None:
     global _several
     _several = True
     if _directory is not None:
-        queues = {q: d.name for d in config.databases for q in d.queues}
+        # A database a reload removed keeps its queues: their counters stay in the
+        # scrape (counters never go back), and must keep naming where they were counted.
+        _, before = read_databases(_directory)
+        now = {q: d.name for d in config.databases for q in d.queues}
+        now |= {p.name: config.database_of(p.name) for p in config.pools}
+        queues = {**before, **now}
         with contextlib.suppress(OSError):
             write_databases(_directory, names, queues)
 

@@ -168,7 +168,11 @@ def test_a_removed_databases_pools_leave_the_scrape(
         return [x for x in scrape().splitlines() if x.startswith("forkq_pool_") and "beta" in x]
 
     wait_until(lambda: not ghosts(), timeout=30, message="beta's gauges gone")
-    assert 'forkq_pool_max_workers{database="default",pool="alpha"} 1.0' in scrape()
+    text = scrape()
+    assert 'forkq_pool_max_workers{database="default",pool="alpha"} 1.0' in text
+    kept = [x for x in text.splitlines() if 'pool="beta"' in x and not x.startswith("#")]
+    assert kept, "beta's counters (its children's exits) stay in the scrape"
+    assert all('database="other"' in x for x in kept), kept  # where they were counted
     assert daemon.stop(timeout=30) == 0
 
 
