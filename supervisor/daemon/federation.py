@@ -170,6 +170,7 @@ class Federation:
 
     def died(self, each: Member, now: float) -> None:
         each.pid, each.booted, each.waiting, each.reload_due = None, False, False, False
+        each.resizes.clear()
         each.failures = 1 if now - each.started > HEALTHY_RUN else each.failures + 1
         each.next_start = now + respawn_delay(each.failures)
 
@@ -216,6 +217,14 @@ class Federation:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(each.pid, sig)
 
+    def resize(self, sig: int) -> None:
+        """TTIN/TTOU: a master still booting ignores them until its own handlers are in,
+        so it gets them once it says it booted (or waits for its database)."""
+        for each in self.members.values():
+            if each.pid is not None and not each.booted:
+                each.resizes.append(sig)
+        self.send(sig, [m.name for m in self.members.values() if m.booted])
+
     # --- signals -------------------------------------------------------------------------
 
     def handle_signals(self) -> None:
@@ -229,7 +238,9 @@ class Federation:
                 for each in [m for m in self.members.values() if m.pid is None]:
                     del self.members[each.name]  # waiting to be started again: it is not
                     each.notify.close()
-            if sig in FORWARDED:
+            if sig in (signal.SIGTTIN, signal.SIGTTOU):
+                self.resize(sig)
+            elif sig in FORWARDED:
                 self.send(sig)
             elif sig == signal.SIGHUP and not self.stopping:
                 self.reload()
@@ -286,6 +297,10 @@ class Federation:
                 if each.reload_due and (line == "READY=1" or line.startswith(WAITING)):
                     each.reload_due = False  # its own handlers are in now
                     self.send(signal.SIGHUP, [each.name])
+                if each.resizes and (line == "READY=1" or line.startswith(WAITING)):
+                    for sig in each.resizes:  # TTIN/TTOU that came while it booted
+                        self.send(sig, [each.name])
+                    each.resizes.clear()
                 if line == "READY=1":
                     each.booted, each.waiting, each.pinged = True, False, time.monotonic()
                 elif line.startswith(WAITING) and not each.booted:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import socket
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from supervisor import logs, registry
 from supervisor.config import Config, load_config
@@ -83,6 +83,7 @@ class Member:
     booted: bool = False  # it said READY=1 (or that it waits for its database)
     waiting: bool = False  # it waits for its database at boot: no WATCHDOG=1 meanwhile
     reload_due: bool = False  # a HUP came before its handlers were in: sent once booted
+    resizes: list[int] = field(default_factory=list)  # TTIN/TTOU for then, the same way
     pinged: float = 0.0  # its last WATCHDOG=1
     leaving: bool = False  # removed from the config: stopped, not started again
     status: str = "starting"  # its last STATUS=, shown in `systemctl status` with the others'

@@ -210,3 +210,17 @@ def test_a_reload_while_the_masters_boot_reaches_them(
     two = {"alpha": 2, "beta": 2}
     wait_until(lambda: pool_workers(daemon) == two, timeout=30, message="2 workers a pool")
     assert daemon.stop(timeout=30) == 0
+
+
+def test_a_resize_while_the_masters_boot_reaches_them(
+    pair: tuple[str, str], several: Callable[..., Daemon]
+) -> None:
+    home, other = pair
+    daemon = several(config_text(home, {"other": (other, ["beta"])}))
+    # TTIN as soon as the masters are forked, before their own handlers are in.
+    wait_until(lambda: len(masters(daemon)) == 2, timeout=30, interval=0.001, message="forked")
+    daemon.send_signal(signal.SIGTTIN)
+    wait_serving(daemon, {"default", "other"}, {"alpha", "beta"})
+    two = {"alpha": 2, "beta": 2}
+    wait_until(lambda: pool_workers(daemon) == two, timeout=30, message="2 workers a pool")
+    assert daemon.stop(timeout=30) == 0
