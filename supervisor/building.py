@@ -88,7 +88,7 @@ def build_job(
     if not isinstance(handler, str) or not handler or len(handler) > 191:
         raise UsageError("handler must be a name of 1 to 191 characters")
     registered = registry.get(handler)
-    queue = queue or (registered.queue if registered else "default")
+    queue = queue or registry.queue_of(handler)
     if len(queue) > 64:
         raise UsageError("queue names have at most 64 characters")
     run_at = _checked_time(delay, run_at)

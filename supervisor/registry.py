@@ -91,7 +91,7 @@ def get(name: str) -> Handler | None:
 def queue_of(name: str) -> str:
     """The queue a handler's jobs go to when none is named: its registered one, else
     "default" (as building.build_job decides)."""
-    registered = _HANDLERS.get(name)
+    registered = _HANDLERS.get(name) if isinstance(name, str) else None
     return registered.queue if registered else "default"
 
 

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from supervisor import registry
 from supervisor.batches import Batch
 from supervisor.building import encode_payload
 from supervisor.config import Config
@@ -77,6 +78,11 @@ class Router:
     def database_of_job(self, job: NewJob) -> str:
         return self.config.database_of(job.queue)
 
+    def database_for(self, handler: str, queue: str | None = None) -> str:
+        """Where a job of `handler` goes: its queue's database (the handler's registered
+        queue when none is named, as Queue.enqueue decides)."""
+        return self.config.database_of(queue or registry.queue_of(handler))
+
     # --- enqueueing ----------------------------------------------------------------------
 
     def enqueue(
@@ -90,9 +96,7 @@ class Router:
     ) -> Enqueued:
         """Queue.enqueue, in the database of the job's queue. `connection` must be one to
         that database; `depends_on` jobs must be in it too."""
-        queue = options.get("queue")
-        probe = self.on(HOME_DATABASE).build_one(handler, None, {"queue": queue})
-        name = self.database_of_job(probe)
+        name = self.database_for(handler, options.get("queue"))
         target = self.on(name)
         if connection is not None:
             check_connection(connection, target.store, self.config.url_of(name), name)
@@ -143,11 +147,7 @@ class Router:
     def enqueue_specs(self, specs: Sequence[JobSpec], chained: bool) -> list[Enqueued]:
         if not specs:
             return []
-        home = self.on(HOME_DATABASE)
-        names = {
-            self.database_of_job(home.build_one(s.handler, None, {"queue": s.options.get("queue")}))
-            for s in specs
-        }
+        names = {self.database_for(s.handler, s.options.get("queue")) for s in specs}
         if len(names) > 1:
             raise UsageError(
                 f"these jobs are in {' and '.join(sorted(names))}: a chain or a group lives in"
@@ -169,12 +169,7 @@ class Router:
     ) -> Batch:
         """Queue.batch in the database of its callbacks' queues; its jobs must be there too."""
         callbacks = {"success": on_success, "complete": on_complete, "dead": on_dead}
-        home = self.on(HOME_DATABASE)
-        names = {
-            self.database_of_job(home.build_one(h, None, {}))
-            for h in callbacks.values()
-            if h is not None
-        }
+        names = {self.database_for(h) for h in callbacks.values() if h is not None}
         if len(names) > 1:
             raise UsageError(
                 f"the callbacks' queues are in {' and '.join(sorted(names))}: a batch lives in"

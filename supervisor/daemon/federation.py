@@ -62,8 +62,7 @@ class Federation:
         self.code = int(ExitCode.OK)
         self.ready_sent = False
         self.status_due = False
-        usec = systemd.watchdog_interval()
-        self.watchdog = usec  # seconds between pings to systemd; None: no watchdog
+        self.watchdog = systemd.watchdog_interval()  # seconds between pings; None: none
         self.pinged = 0.0
 
     # --- the loop ------------------------------------------------------------------------
@@ -137,9 +136,7 @@ class Federation:
     def spawn(self, each: Member, now: float) -> None:
         config = self.config.for_database(each.name, registry.queue_of)
         notify_path = os.path.join(self.sockets, each.name)
-        path = self.config_path
-
-        supervisor_pid = os.getpid()
+        path, supervisor_pid = self.config_path, os.getpid()
 
         def body() -> int:  # in the master
             die_with_parent(signal.SIGTERM)  # a supervisor killed -9: its masters stop

@@ -121,14 +121,7 @@ class Databases:
             cached = self._health.get(name)
         if cached is None or cached[1] is None:
             return None
-        try:
-            self._ask(name)
-        except ForkqError as exc:
-            problem = self.why(name, exc)
-            self.failed(name, problem)
-            return problem
-        self.answered(name)
-        return None
+        return self._probe(name)
 
     def _problem(self, name: str) -> str | None:
         now = time.monotonic()
@@ -136,11 +129,16 @@ class Databases:
             cached = self._health.get(name)
         if cached is not None and now - cached[0] < (HEALTH_FOR if cached[1] is None else DOWN_FOR):
             return cached[1]
+        return self._probe(name)
+
+    def _probe(self, name: str) -> str | None:
+        """Ask `name` now and remember the answer: why it is down, or None."""
         try:
             self._ask(name)
         except ForkqError as exc:
-            self.failed(name, self.why(name, exc))
-            return self.why(name, exc)
+            problem = self.why(name, exc)
+            self.failed(name, problem)
+            return problem
         self.answered(name)
         return None
 
