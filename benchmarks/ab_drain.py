@@ -36,6 +36,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 HANDLERS = """
 from supervisor import handler
@@ -123,16 +124,21 @@ def counter_delta(
     }  # fmt: skip
 
 
-def user_stats(url: str) -> dict[str, float]:
+def admin_connection(url: str) -> Any:
+    """A connection to the server of `url` (no database), autocommit."""
     import pymysql
 
     from supervisor.dburl import parse_database_url
 
     parsed = parse_database_url(url)
-    conn = pymysql.connect(
+    return pymysql.connect(
         host=parsed.host, port=parsed.port or 3306, user=parsed.user,
         password=parsed.password or "", autocommit=True,
     )  # fmt: skip
+
+
+def user_stats(url: str) -> dict[str, float]:
+    conn = admin_connection(url)
     try:
         with conn.cursor() as cursor:
             cursor.execute(
@@ -169,15 +175,7 @@ def count_left(url: str) -> int:
 
 
 def mysql_admin(url: str, statement: str) -> None:
-    import pymysql
-
-    from supervisor.dburl import parse_database_url
-
-    parsed = parse_database_url(url)
-    conn = pymysql.connect(
-        host=parsed.host, port=parsed.port or 3306, user=parsed.user,
-        password=parsed.password or "", autocommit=True,
-    )  # fmt: skip
+    conn = admin_connection(url)
     try:
         with conn.cursor() as cursor:
             cursor.execute(statement)
