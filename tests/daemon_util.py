@@ -370,7 +370,9 @@ class Daemon:
         for kid in self.children():
             with contextlib.suppress(psutil.Error):
                 if kid.status() != psutil.STATUS_ZOMBIE:  # exited, not yet reaped: no cmdline
-                    titles[kid.pid] = title_of(kid)
+                    title = title_of(kid)
+                    if title:  # empty: it exited between the two reads
+                        titles[kid.pid] = title
         return titles
 
     def running(self, job_id: int) -> list[int]:

@@ -173,14 +173,14 @@ def test_no_secret_in_logs_titles_or_alerts_while_the_database_and_smtp_fail(
         wait_until(
             lambda: any("database unreachable" in t for t in webhook.texts),
             timeout=20,
-            message=f"the database alert ({webhook.texts})",
+            message=f"the database alert ({webhook.texts}; {daemon.describe()})",
         )
         titles = [title_of(psutil.Process(daemon.pid)), *daemon.child_titles().values()]
         secure_server.start()
         wait_until(
             lambda: any("resolved" in t and "database" in t for t in webhook.texts),
             timeout=30,
-            message=f"the database alert resolved ({webhook.texts})",
+            message=f"the database alert resolved ({webhook.texts}; {daemon.describe()})",
         )
         titles += [title_of(psutil.Process(daemon.pid)), *daemon.child_titles().values()]
         assert daemon.stop(timeout=30) == 0
