@@ -272,4 +272,4 @@ CREATE TABLE IF NOT EXISTS forkq_schema (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq schema version';
 
 -- The version this file creates; kept if the database already records one.
-INSERT IGNORE INTO forkq_schema (id, version) VALUES (1, 16);
+INSERT IGNORE INTO forkq_schema (id, version) VALUES (1, 17);

@@ -183,6 +183,14 @@ def undo_version_16(url: str) -> None:
     sql(url, "UPDATE forkq_schema SET version = 15")
 
 
+def undo_version_17(url: str) -> None:
+    """Take away what version 17 changed (SQLite's forkq_jobs_unique made partial)."""
+    if backend_of(url) == "sqlite":
+        sql(url, "DROP INDEX forkq_jobs_unique")
+        sql(url, "CREATE UNIQUE INDEX forkq_jobs_unique ON forkq_jobs (unique_key, unique_live)")
+    sql(url, "UPDATE forkq_schema SET version = 16")
+
+
 # What each version after 9 added, taken away by undo_versions_above (numbers may have
 # gaps: each records the version before its own).
 UNDO_AFTER_9 = {
@@ -193,6 +201,7 @@ UNDO_AFTER_9 = {
     14: undo_version_14,
     15: undo_version_15,
     16: undo_version_16,
+    17: undo_version_17,
 }
 
 
@@ -648,6 +657,41 @@ def test_a_version_14_database_is_upgraded_to_15_in_place(db_url: str) -> None:
         ]
         if backend_of(db_url) == "mysql":
             assert innodb_table_id(db_url) == table_id  # forkq_jobs untouched
+    finally:
+        store.close()
+
+
+def _partial_job_indexes(url: str) -> set[str]:
+    """SQLite's partial indexes of forkq_jobs (PRAGMA index_list's last column)."""
+    return {row[1] for row in sql(url, "PRAGMA index_list(forkq_jobs)") if row[4]}
+
+
+def test_a_version_16_database_is_upgraded_to_17_and_keys_are_still_held(db_url: str) -> None:
+    """Version 17 makes SQLite's forkq_jobs_unique partial: a job without a key, whose
+    claim and end change unique_live's inputs, has no entry to rewrite (as with the
+    tenant and batch indexes), while a job's key is held as before, through the upgrade
+    and after it. MariaDB records the version."""
+    sqlite = backend_of(db_url) == "sqlite"
+    partial = {"forkq_jobs_unique", "forkq_jobs_tenant", "forkq_jobs_batch"}
+    store = open_store(db_url)
+    try:
+        if sqlite:
+            assert _partial_job_indexes(db_url) == partial  # a fresh database's
+        keyed = store.enqueue(_job_with_key("held"))
+        plain = store.enqueue(_job())
+        undo_versions_above(db_url, 16)
+        if sqlite:
+            assert _partial_job_indexes(db_url) == partial - {"forkq_jobs_unique"}
+        assert store.apply_schema() == SCHEMA_VERSION
+        assert recorded_version(db_url) == SCHEMA_VERSION
+        if sqlite:
+            assert _partial_job_indexes(db_url) == partial
+        again = store.enqueue(_job_with_key("held"))
+        assert again == keyed and again.conflicted
+        rows = store.claim("default", "t", 10, lease=30)
+        assert sorted(r.id for r in rows) == sorted([keyed, plain])
+        assert store.complete("t", [keyed, plain], "keep") == 2
+        assert store.enqueue(_job_with_key("held")) == keyed  # its kept row holds the key
     finally:
         store.close()
 

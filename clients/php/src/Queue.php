@@ -81,7 +81,7 @@ final class Queue
         . ' enqueued_at, max_attempts, limit_key, group_key, tags, unique_key, unique_for, unique_while)'
         . ' VALUES (:queue, :handler, :payload, :priority, CAST(:run_at AS REAL), :status, CAST(:now AS REAL),'
         . ' :max_attempts, :limit_key, :group_key, :tags, :unique_key, :unique_for, :unique_while)'
-        . ' ON CONFLICT (unique_key, unique_live) DO UPDATE SET'
+        . ' ON CONFLICT (unique_key, unique_live) WHERE unique_key IS NOT NULL DO UPDATE SET'
         . ' payload = CASE WHEN :replace AND ' . self::WAITING . ' THEN excluded.payload ELSE payload END,'
         . ' run_at = CASE WHEN :debounce AND ' . self::WAITING . ' THEN ' . self::SQLITE_RUN_AT . ' ELSE run_at END,'
         . ' status = CASE WHEN NOT (:debounce AND status IN (\'scheduled\', \'ready\')) THEN status'

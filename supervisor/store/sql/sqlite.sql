@@ -61,7 +61,7 @@ VALUES (:queue, :handler, :payload, :priority, COALESCE(:run_at, :now + :delay_u
         CASE WHEN COALESCE(:run_at, :now + :delay_us / 1000000.0) > :now + :ahead_us / 1000000.0
              THEN 'scheduled' ELSE 'ready' END,
         :now, :unique_key, :max_attempts, :limit_key, :group_key, :tags, :unique_for, :unique_while)
-ON CONFLICT (unique_key, unique_live) DO UPDATE SET
+ON CONFLICT (unique_key, unique_live) WHERE unique_key IS NOT NULL DO UPDATE SET
   payload = CASE WHEN :replace AND status IN ('scheduled', 'ready', 'waiting')
                  THEN excluded.payload ELSE payload END,
   run_at = CASE WHEN :debounce AND status IN ('scheduled', 'ready', 'waiting')
@@ -1336,6 +1336,14 @@ CREATE TABLE IF NOT EXISTS forkq_dependencies (
 CREATE INDEX IF NOT EXISTS forkq_dependencies_child ON forkq_dependencies (child_id);
 UPDATE forkq_schema SET version = 14, applied_at = (julianday('now') - 2440587.5) * 86400.0
 WHERE id = 1 AND version < 14;
+-- name: upgrade_to_17
+-- Version 17 makes forkq_jobs_unique partial (jobs with a key only): every claim and end
+-- changes unique_live's inputs, so each rewrote the entry of a job without a key.
+DROP INDEX IF EXISTS forkq_jobs_unique;
+CREATE UNIQUE INDEX IF NOT EXISTS forkq_jobs_unique ON forkq_jobs (unique_key, unique_live)
+  WHERE unique_key IS NOT NULL;
+UPDATE forkq_schema SET version = 17, applied_at = (julianday('now') - 2440587.5) * 86400.0
+WHERE id = 1 AND version < 17;
 -- name: upgrade_to_16
 -- Version 16 makes forkq_jobs_tenant partial (ready jobs only): it had every job of every
 -- state, so each claim and end rewrote an entry only fair claims read (a ready one).

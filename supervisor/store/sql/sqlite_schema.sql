@@ -46,7 +46,10 @@ CREATE INDEX IF NOT EXISTS forkq_jobs_limit
 -- it no more than an enqueue does (version 16).
 CREATE INDEX IF NOT EXISTS forkq_jobs_tenant
   ON forkq_jobs (queue, tenant, priority DESC, run_at, id) WHERE status = 'ready';
-CREATE UNIQUE INDEX IF NOT EXISTS forkq_jobs_unique ON forkq_jobs (unique_key, unique_live);
+-- Partial: a job without a key has no entry, so its claim and end (which change
+-- unique_live's inputs) write none (version 17).
+CREATE UNIQUE INDEX IF NOT EXISTS forkq_jobs_unique ON forkq_jobs (unique_key, unique_live)
+  WHERE unique_key IS NOT NULL;
 -- Partial: a job in no batch has no entry, so its claim and end write no more than before.
 CREATE INDEX IF NOT EXISTS forkq_jobs_batch ON forkq_jobs (batch_id, status)
   WHERE batch_id IS NOT NULL;
@@ -258,4 +261,4 @@ CREATE TABLE IF NOT EXISTS forkq_schema (
 );
 
 -- The version this file creates; kept if the database already records one.
-INSERT OR IGNORE INTO forkq_schema (id, version) VALUES (1, 16);
+INSERT OR IGNORE INTO forkq_schema (id, version) VALUES (1, 17);
