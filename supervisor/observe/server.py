@@ -1,7 +1,8 @@
 """The metrics server: a process the master forks to answer `/metrics` and `/healthz`.
 
 The master has no threads and must never wait on a scrape, so it binds the port,
-forks this process (title `forkq: master metrics`) and closes its own copy. This
+forks this process (title `forkq: master metrics`, or `forkq: supervisor metrics` when
+the supervisor of several databases serves their one port) and closes its own copy. This
 process dies with the master (PR_SET_PDEATHSIG), reads only the metrics directory and
 the pulse in shared memory (never the database), and serves with the standard
 library's threading HTTP server: threads are fine here, it never forks.
@@ -44,7 +45,7 @@ def spawn(sock: socket.socket, directory: str, pulse: Pulse | None, close_fds: l
     def body() -> int:  # in the server
         die_with_parent(signal.SIGKILL)
         if os.getppid() == master:  # else the master died before we asked to follow it
-            set_title("forkq: master metrics")
+            set_title("forkq: master metrics" if pulse else "forkq: supervisor metrics")
             collector = ForkqCollector(directory, pulse) if pulse else SeveralCollector(directory)
             serve(sock, collector)
         return 0

@@ -382,6 +382,9 @@ def test_a_database_that_does_not_answer_stops_only_its_own_queues(
 
     status, health = wait_until(judged, timeout=30, message="/healthz judged default")
     assert status == 503 and "other: " in health, health
+    # The port's server is the supervisor's child, and says so (not a master's).
+    servers = [title_of(kid) for kid in psutil.Process(daemon.pid).children()]
+    assert "forkq: supervisor metrics" in servers and "forkq: master metrics" not in servers
 
     # HUP with [metrics] listen moved: the one server moves; the masters go on.
     listen = f"127.0.0.1:{free_tcp_port()}"
