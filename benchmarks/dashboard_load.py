@@ -112,9 +112,18 @@ def main() -> None:
         load(server, jobs)
         port = free_tcp_port()
         config = server.root / "forkq.toml"
-        config.write_text('[supervisor]\nhandlers = []\n[pools.email]\n[pools.reports]\n')
+        config.write_text("[supervisor]\nhandlers = []\n[pools.email]\n[pools.reports]\n")
         web = subprocess.Popen(
-            [python(), "-m", "supervisor", "web", "-c", str(config), "--listen", f"127.0.0.1:{port}"],
+            [
+                python(),
+                "-m",
+                "supervisor",
+                "web",
+                "-c",
+                str(config),
+                "--listen",
+                f"127.0.0.1:{port}",
+            ],
             env=subprocess_env(server.url),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
