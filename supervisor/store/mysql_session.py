@@ -123,6 +123,10 @@ class MySQLSession(Store):
             return conn, node_trouble(list(cursor.fetchall()))
 
     def _open(self, url: DatabaseURL, timeout: float | None = None) -> Connection:
+        # PyMySQL reads the server's greeting and the login with read_timeout: a server
+        # that takes the connection but never speaks (hung, frozen, behind a cut network)
+        # would hold every connect for a query's whole timeout. The connect's own bounds it.
+        handshake = min(timeout or self.connect_timeout, self.read_timeout)
         with self._errors():
             conn = pymysql.connect(
                 host=url.host,
@@ -134,8 +138,8 @@ class MySQLSession(Store):
                 charset="utf8mb4",
                 autocommit=True,
                 connect_timeout=timeout or self.connect_timeout,
-                read_timeout=self.read_timeout,
-                write_timeout=self.read_timeout,
+                read_timeout=handshake,
+                write_timeout=handshake,
                 # rowcount = rows matched, not rows changed; a transaction's BEGIN and
                 # COMMIT sent with its first and last statements (mysql.py `_send`)
                 client_flag=CLIENT.FOUND_ROWS | CLIENT.MULTI_STATEMENTS,
@@ -144,6 +148,7 @@ class MySQLSession(Store):
                 # on loopback or a unix socket TLS protects nothing.
                 ssl_disabled=url.is_local(),
             )
+            _set_io_timeout(conn, handshake, self.read_timeout)
             # forkq's own sessions take no gap locks: a claim, a promotion or an ack
             # never makes an application's INSERT wait, nor deadlocks with one
             # (REPEATABLE READ locks the gaps an index scan passes). Each statement
@@ -239,6 +244,16 @@ class MySQLSession(Store):
         conn = self._connection(fold)
         with self._errors():
             return operation(conn)
+
+
+def _set_io_timeout(conn: Connection, was: float, timeout: float) -> None:
+    """Give a connected PyMySQL connection its statements' read and write timeout
+    (PyMySQL sets them only at connect, and reads the handshake with them)."""
+    if (getattr(conn, "_read_timeout", None), getattr(conn, "_write_timeout", None)) != (was, was):
+        conn.close()  # a PyMySQL that keeps them elsewhere: never run on the short one
+        raise DatabaseError("this PyMySQL keeps its timeouts where forkq cannot set them")
+    setattr(conn, "_read_timeout", timeout)  # noqa: B010 (private to PyMySQL: checked above)
+    setattr(conn, "_write_timeout", timeout)  # noqa: B010
 
 
 def _hung_up(conn: Connection) -> bool:

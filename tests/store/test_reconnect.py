@@ -14,12 +14,17 @@ restarted or timing connections out: tests/faults/test_faults_reconnect.py.
 
 from __future__ import annotations
 
+import dataclasses
+import socket
 import threading
+import time
+from typing import Any
 
 import pytest
 from util import count_rows, mysql_connect, wait_until
 
 from supervisor import Queue
+from supervisor.dburl import parse_database_url
 from supervisor.errors import ConnectionLost
 from supervisor.models import NewJob
 from supervisor.store import open_store
@@ -154,5 +159,39 @@ def test_a_connection_lost_inside_a_transaction_is_reported_not_retried(
         assert count_rows(mysql_db_url, "forkq_jobs") == 0
         store._insert_job(params)
         assert count_rows(mysql_db_url, "forkq_jobs") == 1
+    finally:
+        store.close()
+
+
+# --- a server that takes the connection and never speaks ---------------------------------
+
+
+def test_a_server_that_never_greets_fails_the_connect_within_its_own_timeout(
+    mysql_db_url: str,
+) -> None:
+    """A hung server (or one behind a cut network) still accepts TCP: the kernel does.
+    PyMySQL reads the greeting with the statements' read timeout, so a connect waited
+    that out (a CLI 60 s per database); it waits the connect's own. Statements on a
+    connection that did connect keep the long one."""
+    silent = socket.create_server(("127.0.0.1", 0))  # listens; nobody accepts nor speaks
+    try:
+        url = parse_database_url(mysql_db_url)
+        mute = dataclasses.replace(url, port=silent.getsockname()[1], nodes=())
+        store = MySQLStore(mute, connect_timeout=1.0, read_timeout=150.0)
+        started = time.monotonic()
+        with pytest.raises(ConnectionLost):
+            store.db_now()
+        assert time.monotonic() - started < 75  # the connect's 1 s, never the 150 s
+    finally:
+        silent.close()
+    store = MySQLStore(url, connect_timeout=1.0, read_timeout=30.0)
+    try:  # a statement longer than the connect's timeout runs on the long one
+
+        def sleep(conn: Any) -> Any:
+            with conn.cursor() as cursor:
+                cursor.execute("SELECT SLEEP(2)")
+                return cursor.fetchone()[0]
+
+        assert store._call(sleep) == 0
     finally:
         store.close()
