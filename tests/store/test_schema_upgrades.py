@@ -184,10 +184,17 @@ def undo_version_16(url: str) -> None:
 
 
 def undo_version_17(url: str) -> None:
-    """Take away what version 17 changed (SQLite's forkq_jobs_unique made partial)."""
+    """Take away what version 17 changed (SQLite's forkq_jobs_unique and forkq_jobs_limit
+    made partial)."""
     if backend_of(url) == "sqlite":
         sql(url, "DROP INDEX forkq_jobs_unique")
         sql(url, "CREATE UNIQUE INDEX forkq_jobs_unique ON forkq_jobs (unique_key, unique_live)")
+        sql(url, "DROP INDEX forkq_jobs_limit")
+        sql(
+            url,
+            "CREATE INDEX forkq_jobs_limit"
+            " ON forkq_jobs (status, limit_wait, queue, priority DESC, run_at, id)",
+        )
     sql(url, "UPDATE forkq_schema SET version = 16")
 
 
@@ -667,12 +674,14 @@ def _partial_job_indexes(url: str) -> set[str]:
 
 
 def test_a_version_16_database_is_upgraded_to_17_and_keys_are_still_held(db_url: str) -> None:
-    """Version 17 makes SQLite's forkq_jobs_unique partial: a job without a key, whose
-    claim and end change unique_live's inputs, has no entry to rewrite (as with the
+    """Version 17 makes SQLite's forkq_jobs_unique and forkq_jobs_limit partial: a job
+    without a key, whose claim and end change unique_live's inputs, has no entry to
+    rewrite, and a job that is not ready has none in the limits' index (as with the
     tenant and batch indexes), while a job's key is held as before, through the upgrade
     and after it. MariaDB records the version."""
     sqlite = backend_of(db_url) == "sqlite"
-    partial = {"forkq_jobs_unique", "forkq_jobs_tenant", "forkq_jobs_batch"}
+    partial = {"forkq_jobs_unique", "forkq_jobs_limit", "forkq_jobs_tenant", "forkq_jobs_batch"}
+    new_in_17 = {"forkq_jobs_unique", "forkq_jobs_limit"}
     store = open_store(db_url)
     try:
         if sqlite:
@@ -681,7 +690,7 @@ def test_a_version_16_database_is_upgraded_to_17_and_keys_are_still_held(db_url:
         plain = store.enqueue(_job())
         undo_versions_above(db_url, 16)
         if sqlite:
-            assert _partial_job_indexes(db_url) == partial - {"forkq_jobs_unique"}
+            assert _partial_job_indexes(db_url) == partial - new_in_17
         assert store.apply_schema() == SCHEMA_VERSION
         assert recorded_version(db_url) == SCHEMA_VERSION
         if sqlite:

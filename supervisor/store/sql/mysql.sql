@@ -1566,8 +1566,8 @@ CREATE TABLE IF NOT EXISTS forkq_dependencies (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq dependencies: one row per parent of a job enqueued with depends_on; the transaction that ends a parent releases (or cancels) its waiting children';
 UPDATE forkq_schema SET version = 14, applied_at = NOW(6) WHERE id = 1 AND version < 14;
 -- name: upgrade_to_17
--- Version 17 changes SQLite's forkq_jobs_unique only (a partial index): here it records
--- the version.
+-- Version 17 changes SQLite's forkq_jobs_unique and forkq_jobs_limit only (partial
+-- indexes): here it records the version.
 UPDATE forkq_schema SET version = 17, applied_at = NOW(6) WHERE id = 1 AND version < 17;
 -- name: upgrade_to_16
 -- Version 16 changes SQLite's forkq_jobs_tenant only (a partial index, which MariaDB

@@ -1338,10 +1338,14 @@ UPDATE forkq_schema SET version = 14, applied_at = (julianday('now') - 2440587.5
 WHERE id = 1 AND version < 14;
 -- name: upgrade_to_17
 -- Version 17 makes forkq_jobs_unique partial (jobs with a key only): every claim and end
--- changes unique_live's inputs, so each rewrote the entry of a job without a key.
+-- changes unique_live's inputs, so each rewrote the entry of a job without a key. And
+-- forkq_jobs_limit (ready jobs only, all its queries read): each claim and end rewrote it.
 DROP INDEX IF EXISTS forkq_jobs_unique;
 CREATE UNIQUE INDEX IF NOT EXISTS forkq_jobs_unique ON forkq_jobs (unique_key, unique_live)
   WHERE unique_key IS NOT NULL;
+DROP INDEX IF EXISTS forkq_jobs_limit;
+CREATE INDEX IF NOT EXISTS forkq_jobs_limit
+  ON forkq_jobs (status, limit_wait, queue, priority DESC, run_at, id) WHERE status = 'ready';
 UPDATE forkq_schema SET version = 17, applied_at = (julianday('now') - 2440587.5) * 86400.0
 WHERE id = 1 AND version < 17;
 -- name: upgrade_to_16

@@ -40,8 +40,10 @@ CREATE TABLE IF NOT EXISTS forkq_jobs (
 CREATE INDEX IF NOT EXISTS forkq_jobs_claim ON forkq_jobs (queue, status, priority DESC, run_at, id);
 CREATE INDEX IF NOT EXISTS forkq_jobs_status ON forkq_jobs (status, queue, run_at);
 CREATE INDEX IF NOT EXISTS forkq_jobs_finished ON forkq_jobs (finished_at);
+-- Partial: only ready jobs, the ones a limit's claim, park and wake look for, so a claim
+-- drops an entry and an end writes none (version 17).
 CREATE INDEX IF NOT EXISTS forkq_jobs_limit
-  ON forkq_jobs (status, limit_wait, queue, priority DESC, run_at, id);
+  ON forkq_jobs (status, limit_wait, queue, priority DESC, run_at, id) WHERE status = 'ready';
 -- Partial: only ready jobs, the ones a fair claim looks for, so a claim and an end write
 -- it no more than an enqueue does (version 16).
 CREATE INDEX IF NOT EXISTS forkq_jobs_tenant
