@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -105,14 +106,20 @@ class Children:
         child = next((c for c in self.by_pid.values() if c.status_r == fd), None)
         if child is None:
             return False
+        self._read_status(child, now)
+        return True
+
+    def _read_status(self, child: Child, now: float) -> bool:
+        """Read what the child's status pipe holds now; True when there was something,
+        False at EOF (the pipe is then closed) or when nothing waits."""
         try:
-            data = os.read(fd, 65536)
+            data = os.read(child.status_r, 65536)
         except BlockingIOError:
-            return True
+            return False
         if not data:  # EOF: the child is exiting; SIGCHLD will follow
-            os.close(fd)
+            os.close(child.status_r)
             child.status_r = -1
-            return True
+            return False
         child.buffer += data
         *lines, child.buffer = child.buffer.split(b"\n")
         for line in lines:
@@ -143,8 +150,13 @@ class Children:
     def reap(self) -> Iterator[tuple[int, int, Child | None]]:
         """(pid, wait status, our child or None) of every exited process, pipes closed."""
         for pid, status in reap():
-            child = self.by_pid.pop(pid, None)
+            child = self.by_pid.get(pid)
             if child is not None:
+                # What it wrote last (its final timing line) may not have been read yet:
+                # SIGCHLD can wake the loop before its pipe does.
+                while child.status_r >= 0 and self._read_status(child, time.monotonic()):
+                    pass
+                del self.by_pid[pid]
                 for fd in (child.status_r, child.wake_w):
                     if fd >= 0:
                         with contextlib.suppress(OSError):

@@ -326,6 +326,9 @@ class Master:
             self.listener = None
         self.handbacks.write_pending()
         self.settling.settle_pending()
+        # What finished since the last heartbeat (the drain's jobs among them): a restart
+        # or a deploy loses no figure of the chart or the handlers page.
+        self.pooling.write_throughput()
         self.state.db(lambda: self.state.store.remove_processes([self.state.name]))
         self.state.db(lambda: self.state.store.release_lock(CHORES_LOCK, self.state.name))
         self.state.store.close()

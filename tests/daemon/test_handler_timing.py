@@ -83,3 +83,32 @@ def test_each_handler_gets_its_counts_failure_rate_and_percentiles(
     assert "handlers, the last hour:" in text
     row = next(line for line in text.splitlines() if line.startswith("t.fail"))
     assert row.split()[1:4] == ["4", "4", "100.0%"]
+
+
+def test_a_job_finished_during_the_drain_is_timed_and_counted(
+    tmp_path: Path, db_url: str, store: Store
+) -> None:
+    """A stop writes what the last heartbeat had not: an attempt that ends after it (in
+    the drain, or just before the signal) is in forkq_handler_stats and forkq_throughput,
+    so a restart or a deploy loses no figure."""
+    # Heartbeats far apart: whatever is written here is written by the stop.
+    made = Daemon(
+        tmp_path, db_url, pools={"work": {"workers": 1}}, supervisor={"heartbeat_interval": 60}
+    )
+    try:
+        made.start().wait_ready()
+        queue = Queue(db_url)
+        try:
+            job_id = queue.enqueue("t.sleep", {"seconds": 1}, queue="work")
+        finally:
+            queue.close()
+        wait_until(
+            lambda: (row := store.get_job(job_id)) is not None and row.status == "running",
+            timeout=20,
+            message=f"job {job_id} running ({made.describe()})",
+        )
+        assert made.stop() == 0
+    finally:
+        made.kill_all()
+    assert {h: s.jobs for h, s in jobs_per_handler(store).items()} == {"t.sleep": 1}
+    assert [(t.queue, t.done, t.failed) for t in store.throughput(3600)] == [("work", 1, 0)]
