@@ -131,11 +131,26 @@ def load_modules(
             where = f"{source}: " if source else ""
             detail = " ".join(str(exc).split())
             reason = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+            reason += _where_to_put(module, exc)
             raise ConfigError(
                 f"{where}supervisor.handlers: module {module!r} failed to import: {reason}"
             ) from exc
         loaded.append(module)
     return loaded
+
+
+def _where_to_put(module: str, exc: Exception) -> str:
+    """When the configured module itself (or its package) is not found, not one it
+    imports: where forkq looks. `forkq` is a console script, which does not search the
+    current directory, so an app's module beside the config is not found by itself."""
+    if not isinstance(exc, ModuleNotFoundError) or exc.name is None:
+        return ""
+    if module != exc.name and not module.startswith(exc.name + "."):
+        return ""
+    return (
+        f" (forkq imports it with {sys.executable}: install it there,"
+        " or add its directory to PYTHONPATH)"
+    )
 
 
 def load(

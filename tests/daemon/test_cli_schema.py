@@ -5,12 +5,14 @@ purpose (an unexpected exception, Ctrl-C), in-process. The rest of `forkq`: test
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cli_util import (
+    HANDLER_MODULE,
     failed,
     forkq,
     ok,
@@ -122,6 +124,29 @@ def test_check_names_the_config_file_of_a_handler_module_that_fails_to_import(
         "handlers",
         f"forkq.toml: supervisor.handlers: module 'clihandlers' failed to import: {reason}",
     ]
+
+
+@pytest.mark.parametrize("command", ["run", "check"])
+def test_a_handler_module_not_on_the_path_is_named_with_where_forkq_looks(
+    workdir: Path, command: str
+) -> None:
+    """The module exists, beside the app, but not where forkq's Python imports from (a
+    console script does not search the current directory): the line says where to put it."""
+    (workdir / "src" / "myapp").mkdir(parents=True)
+    (workdir / "src" / "myapp" / "__init__.py").write_text("")
+    (workdir / "src" / "myapp" / "jobs.py").write_text(HANDLER_MODULE)
+    (workdir / "app.toml").write_text('[supervisor]\nhandlers = ["myapp.jobs"]\n')
+    result = forkq(workdir, command, "-c", "app.toml", database=f"sqlite:///{workdir / 'x.db'}")
+    assert result.returncode == 78, (result.stdout, result.stderr)
+    if command == "run":
+        line = failed(result, 78)
+    else:
+        [line] = [line for line in result.stdout.splitlines() if line.split()[1] == "handlers"]
+    assert (
+        "module 'myapp.jobs' failed to import: ModuleNotFoundError: No module named 'myapp'"
+        f" (forkq imports it with {sys.executable}: install it there, or add its directory"
+        " to PYTHONPATH)"
+    ) in line
 
 
 def test_the_upgrade_statements_of_the_latest_version_are_none(workdir: Path) -> None:

@@ -5,6 +5,7 @@ is not shipped), and what it says schema.sql records is what schema.sql records.
 from __future__ import annotations
 
 import re
+import tomllib
 
 from util import REPO_ROOT
 
@@ -46,3 +47,19 @@ def test_schema_sql_records_the_version_the_readme_says() -> None:
     assert f"Version {SCHEMA_VERSION} (this release)" in README
     for version in range(2, SCHEMA_VERSION + 1):
         assert f"Version {version} " in README, version
+
+
+def test_the_five_minute_example_meets_itself() -> None:
+    """Followed as written, the producer, the daemon and `forkq status` use one database
+    and the job lands in the queue the config's pool works (issue: newcomer's first hour)."""
+    section = README[README.index("## In five minutes") : README.index("### Installing")]
+    [toml_text] = re.findall(r"```toml\n(.*?)```", section, flags=re.S)
+    config = tomllib.loads(toml_text)
+    [python_producer] = [b for b in re.findall(r"```python\n(.*?)```", section, flags=re.S)
+                         if "Queue(" in b]  # fmt: skip
+    [producer_url] = re.findall(r'Queue\("([^"]+)"\)', python_producer)
+    assert config.get("database", {}).get("url") == producer_url
+    [queue] = re.findall(r'queue="([^"]+)"', python_producer)
+    assert queue in config["pools"]
+    commands = re.findall(r"^(forkq \w+.*?)\s+#", section, flags=re.M)
+    assert commands and all(" -c " in c for c in commands), commands
