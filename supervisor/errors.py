@@ -103,11 +103,14 @@ class JobTimeout(BaseException):
     """
 
 
+RETRY_REQUESTED = "retry requested"  # a Retry's reason when it gives none
+
+
 class Retry(Exception):
     """Raised by a handler to ask for another attempt after `delay` seconds (None: the
     handler's backoff; at most a year, policy.MAX_DELAY)."""
 
-    def __init__(self, delay: float | None = None, reason: str = "retry requested") -> None:
+    def __init__(self, delay: float | None = None, reason: str = RETRY_REQUESTED) -> None:
         super().__init__(reason)
         if delay is not None and (
             isinstance(delay, bool)

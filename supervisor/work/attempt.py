@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from supervisor import events, registry
-from supervisor.errors import Fail, JobTimeout, Retry, Snooze
+from supervisor.errors import RETRY_REQUESTED, Fail, JobTimeout, Retry, Snooze
 from supervisor.models import JobRow
 from supervisor.outcomes import Attempt, Outcome, Returned
 from supervisor.results import read_result
@@ -131,7 +131,7 @@ def run_attempt(row: JobRow, timeout: float, worker: LeaseHolder) -> Attempt:
             Outcome.TIMEOUT, with_stderr(what, str(exc)) if str(exc) else what, None, False
         )
     except Retry as exc:
-        return _failed(f"retry requested: {text_of(exc.reason)}", exc.delay)
+        return _failed(_retry_error(exc), exc.delay)
     except Snooze as exc:
         return snooze_outcome(exc.delay, text_of(exc.reason))
     except Fail as exc:
@@ -167,6 +167,18 @@ def _failed(error: str, delay: float | None = None) -> Attempt:
 def _dead(error: str) -> Attempt:
     """A failure no attempt can mend: dead whatever attempts are left."""
     return Attempt(Outcome.DEAD, error, None, True)
+
+
+def _retry_error(exc: Retry) -> str:
+    """`retry requested: REASON`; without a reason, the error it was raised from
+    (`raise Retry(delay=60) from exc`), else nothing more."""
+    reason = text_of(exc.reason)
+    if reason != RETRY_REQUESTED:
+        return f"{RETRY_REQUESTED}: {reason}"
+    cause = exc.__cause__
+    if cause is None:
+        return RETRY_REQUESTED
+    return f"{RETRY_REQUESTED}: {type(cause).__name__}: {text_of(cause)}"
 
 
 def _describe(exc: BaseException) -> str:

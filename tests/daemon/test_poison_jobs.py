@@ -368,7 +368,7 @@ HOSTILE = {  # kind: what its last_error holds once it is dead
     "fail_surrogate": "failed permanently: bad input \\udc80",
     "retry_reason": "retry requested: <Unprintable: str() raised RuntimeError>",
     "snooze_surrogate": "(last: waiting on \\udcff)",
-    "retry_not_seconds": "retry requested: retry requested (attempt 2 of 2)",  # no crash
+    "retry_not_seconds": "retry requested (attempt 2 of 2)",  # no crash
 }
 
 

@@ -50,6 +50,24 @@ def retry(payload, job):
     raise Retry(delay=0, reason="not yet")
 
 
+class TemporaryError(Exception):
+    pass
+
+
+@handler("t.retry_from", max_attempts=1)
+def retry_from(payload, job):
+    """The README's first handler: Retry raised from the error that made it retry."""
+    try:
+        raise TemporaryError("upstream said 503")
+    except TemporaryError as exc:
+        raise Retry(delay=0) from exc
+
+
+@handler("t.retry_bare", max_attempts=1)
+def retry_bare(payload, job):
+    raise Retry(delay=0)
+
+
 @handler("t.block")
 def block(payload, job):
     """Runs until the test creates `release` (or 60 s pass)."""
@@ -223,6 +241,21 @@ def test_retry_with_no_delay_ends_dead_after_exactly_max_attempts(
     assert (row.status, row.attempts) == (JobState.DEAD, 2)
     assert row.last_error is not None and "retry requested: not yet" in row.last_error
     assert sorted(p.name for p in workdir.glob("ran-*")) == [f"ran-{job_id}-1", f"ran-{job_id}-2"]
+
+
+def test_a_retry_says_the_error_it_was_raised_from_and_never_repeats_itself(
+    start: Start, queue: Queue, store: Store
+) -> None:
+    """`raise Retry(delay=60) from exc` (the README's example) kept only "retry requested:
+    retry requested": the reason to retry, the error, was lost."""
+    caused = queue.enqueue("t.retry_from", {})
+    bare = queue.enqueue("t.retry_bare", {})
+    run(start, "--burst")
+    errors = {row.id: row.last_error for row in jobs(store, [caused, bare])}
+    assert errors == {
+        caused: "retry requested: TemporaryError: upstream said 503 (attempt 1 of 1)",
+        bare: "retry requested (attempt 1 of 1)",
+    }
 
 
 def test_a_paused_queue_is_not_worked_until_resumed(
