@@ -405,8 +405,10 @@ def test_a_job_that_ends_its_worker_every_time_ends_dead_after_its_attempts(
     )
     row = settled(db_url, poison, JobState.DEAD)
     assert row.attempts == 3 and (row.last_error or "").startswith("worker died"), row
-    exits = [e for e in daemon.events(events.CHILD_EXITED) if e.get("jobs")]
+    # The master logs a settle once its write is done: the third line may follow the row.
+    daemon.wait_event(events.JOB_SETTLED, where=lambda e: e.get("job_id") == poison, count=3)
     assert len(daemon.events(events.JOB_SETTLED, job_id=poison)) == 3
+    exits = [e for e in daemon.events(events.CHILD_EXITED) if e.get("jobs")]
     assert len(exits) <= 3 + 2, exits  # its three, and at most the two children recycled
     assert daemon.events(events.POOL_CRASH_LOOP) == []
     assert daemon.stop() == 0
