@@ -26,6 +26,7 @@ MASTER_FORKED = "master_forked"
 MASTER_NOT_STARTED = "master_not_started"
 MASTER_EXITED = "master_exited"
 MASTER_REFUSED = "master_refused"
+MASTER_UNRESPONSIVE = "master_unresponsive"
 
 # --- pools and children -----------------------------------------------------------------
 POOL_RESIZED = "pool_resized"

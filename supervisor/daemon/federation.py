@@ -11,8 +11,8 @@ talks to systemd (NotifyAccess=main).
 
 Each master's sd_notify messages come to a socket of the supervisor's own (its
 NOTIFY_SOCKET): READY=1 once every master booted or said it waits for its database
-(so one database down does not fail the unit's start), WATCHDOG=1 while every booted
-master pings. HUP re-reads the config here first: a bad one is refused and nothing
+(so one database down does not fail the unit's start), WATCHDOG=1 while its own loop
+turns; a booted master that stops pinging is killed and started again, alone. HUP re-reads the config here first: a bad one is refused and nothing
 is forwarded; databases added are started, removed ones stopped, the rest reloaded.
 Without `[databases]` none of this runs: `forkq run` is the master itself.
 """
@@ -167,6 +167,7 @@ class Federation:
 
     def died(self, each: Member, now: float) -> None:
         each.pid, each.booted, each.waiting, each.reload_due = None, False, False, False
+        each.killed = False
         each.resizes.clear()
         each.failures = 1 if now - each.started > HEALTHY_RUN else each.failures + 1
         each.next_start = now + respawn_delay(each.failures)
@@ -325,10 +326,32 @@ class Federation:
         limit = 2 * self.watchdog  # WatchdogSec: a master pings every half of it
         # A master that waits for its database has no loop yet; it must not get the whole
         # unit restarted (the other databases with it): its STATUS says it waits.
-        pinging = [m for m in live if m.booted and not m.waiting and m.pid is not None]
-        if all(now - m.pinged < limit for m in pinging):
-            self.pinged = now
-            systemd.watchdog()
+        pinging = [
+            m for m in live if m.booted and not m.waiting and m.pid is not None and not m.killed
+        ]
+        for each in pinging:
+            if now - each.pinged >= limit:
+                self.kill_unresponsive(each, now)
+        # Every master that stopped pinging is killed and started again by this loop,
+        # so while it turns the unit is alive: systemd restarts it only if this loop stops.
+        self.pinged = now
+        systemd.watchdog()
+
+    def kill_unresponsive(self, each: Member, now: float) -> None:
+        """A master whose loop stopped (no WATCHDOG=1 for WatchdogSec) is what systemd's
+        watchdog is for; here it costs that database's master alone, not every one's:
+        SIGKILL (its workers follow on their parent-death signal, as at a unit restart),
+        then the reap starts it again."""
+        self.log.error(
+            events.MASTER_UNRESPONSIVE,
+            database=each.name,
+            master_pid=each.pid,
+            silent_for=round(now - each.pinged, 1),
+        )
+        each.killed = True
+        if each.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(each.pid, signal.SIGKILL)
 
 
 def run_federation(config: Config, config_path: str | None, run_master: RunMaster) -> int:

@@ -85,6 +85,7 @@ class Member:
     reload_due: bool = False  # a HUP came before its handlers were in: sent once booted
     resizes: list[int] = field(default_factory=list)  # TTIN/TTOU for then, the same way
     pinged: float = 0.0  # its last WATCHDOG=1
+    killed: bool = False  # killed for a silent watchdog: no longer waited for, not yet reaped
     leaving: bool = False  # removed from the config: stopped, not started again
     status: str = "starting"  # its last STATUS=, shown in `systemctl status` with the others'
 

@@ -37,7 +37,7 @@ from util import (
     with_database,
 )
 
-from supervisor import Queue
+from supervisor import Queue, events
 from supervisor.dburl import parse_database_url
 
 MODULE = "severalhandlers"
@@ -427,18 +427,52 @@ def test_systemd_hears_the_supervisor_only_once_every_master_is_up_or_waiting(
     home, _ = pair
     path, heard = notify
     down = f"mysql://forkq:forkq@127.0.0.1:{free_tcp_port()}/nowhere"
-    env = {"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "1000000"}
+    env = {"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "2000000"}
     daemon = several(config_text(home, {"other": (down, ["beta"])}), env)
     # `other` never answers: READY comes once home's master is up and other's waits.
     heard(lambda m: "READY=1" in m)
     heard(lambda m: any("default: " in x and "other: waiting" in x for x in m))
-    # The masters ping the supervisor, which pings systemd (WatchdogSec=1) on and on
-    # while `other` waits: 12 pings, 6 s and more, must not restart `default` with it.
-    heard(lambda m: m[m.index("READY=1") :].count("WATCHDOG=1") >= 12)
+    # The masters ping the supervisor, which pings systemd (WatchdogSec=2) on and on
+    # while `other` waits: 8 pings, 8 s and more, must not restart `default` with it,
+    # nor is `other`, which has no loop yet, taken for a master that stopped.
+    heard(lambda m: m[m.index("READY=1") :].count("WATCHDOG=1") >= 8)
     assert masters(daemon).keys() == {"default", "other"}
+    assert daemon.events(events.MASTER_UNRESPONSIVE) == []
     daemon.send_signal(signal.SIGTERM)
     heard(lambda m: "STOPPING=1" in m)
     assert daemon.wait_exit(30) == 0
+
+
+def test_a_master_that_stops_pinging_is_restarted_alone_and_the_unit_lives_on(
+    pair: tuple[str, str],
+    several: Callable[..., Daemon],
+    notify: tuple[str, Callable[[Callable[[list[str]], bool]], list[str]]],
+    tmp_path: Path,
+) -> None:
+    """The supervisor is each master's watchdog: one whose loop stops (SIGSTOP here, a
+    hang in life) is killed and started again, while the other database's master goes
+    on and systemd keeps hearing WATCHDOG=1, so it never restarts the whole unit."""
+    home, other = pair
+    path, heard = notify
+    env = {"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "2000000"}
+    daemon = several(config_text(home, {"other": (other, ["beta"])}), env)
+    before = wait_serving(daemon, {"default", "other"}, {"alpha", "beta"})
+    heard(lambda m: "READY=1" in m)
+    os.kill(before["other"], signal.SIGSTOP)
+    [event] = daemon.wait_event(events.MASTER_UNRESPONSIVE, timeout=30)
+    assert event["database"] == "other" and event["master_pid"] == before["other"], event
+    pings = len(heard(lambda m: True))
+    after = wait_serving(daemon, {"default", "other"}, {"alpha", "beta"})
+    assert after["other"] != before["other"] and after["default"] == before["default"]
+    assert not psutil.pid_exists(before["other"]) or (
+        psutil.Process(before["other"]).status() == psutil.STATUS_ZOMBIE
+    )
+    heard(lambda m: m[pings:].count("WATCHDOG=1") >= 3)  # the unit's pings went on
+    log = tmp_path / "ran.txt"
+    jobs = enqueue(other, "beta", 2, log)  # the new master's pool works its database
+    wait_until(lambda: len(records(log)) >= 2, timeout=30, message="other's jobs ran")
+    assert {job for job, *_ in records(log)} == set(jobs)
+    assert daemon.stop(timeout=30) == 0
 
 
 def test_one_master_refuses_a_reload_that_adds_databases(
