@@ -18,7 +18,8 @@ span: the master's and the children's CPU apart, the children's voluntary contex
 switches (each wait: for the server, a wake-up) and their read/write system calls
 (`/proc/PID/io`: a round trip to the database is one write and at least one read; the
 log line is one more write), and on MariaDB the statements, transactions, rows and bytes
-the server counted for the daemon's user (`INFORMATION_SCHEMA.USER_STATISTICS`; a user
+the server counted for the daemon's user (`INFORMATION_SCHEMA.USER_STATISTICS`, which it
+turns on with `SET GLOBAL userstat = 1`, so the admin URL needs SUPER; a user
 of the bench's own, so the shared server's other clients do not count). Then the paired
 ratio of each round (this checkout ÷ the first, in the same round) with its spread.
 """
@@ -351,6 +352,8 @@ def main() -> int:
     results: dict[Path, list[tuple[float, float, dict[str, float]]]] = {
         c: [] for c in args.checkouts
     }
+    if args.counts and args.backend == "mariadb":
+        mysql_admin(args.mysql_url, "SET GLOBAL userstat = 1")  # else USER_STATISTICS stays 0
     for round_ in range(args.rounds):
         # Every other round in the reverse order: what comes first in a round gains nothing
         for checkout in args.checkouts[:: -1 if args.alternate and round_ % 2 else 1]:
