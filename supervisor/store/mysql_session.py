@@ -127,7 +127,7 @@ class MySQLSession(Store):
         # that takes the connection but never speaks (hung, frozen, behind a cut network)
         # would hold every connect for a query's whole timeout. The connect's own bounds it.
         handshake = min(timeout or self.connect_timeout, self.read_timeout)
-        with self._errors():
+        with self._errors(), _connecting(url, handshake):
             conn = pymysql.connect(
                 host=url.host,
                 port=url.port,
@@ -148,6 +148,7 @@ class MySQLSession(Store):
                 # on loopback or a unix socket TLS protects nothing.
                 ssl_disabled=url.is_local(),
             )
+        with self._errors():
             _set_io_timeout(conn, handshake, self.read_timeout)
             # forkq's own sessions take no gap locks: a claim, a promotion or an ack
             # never makes an application's INSERT wait, nor deadlocks with one
@@ -244,6 +245,25 @@ class MySQLSession(Store):
         conn = self._connection(fold)
         with self._errors():
             return operation(conn)
+
+
+@contextmanager
+def _connecting(url: DatabaseURL, timeout: float) -> Iterator[None]:
+    """Say what a timeout while connecting was: PyMySQL reports a greeting or a login
+    that never came as "Lost connection to MySQL server during query (timed out)",
+    which sends an operator looking for a slow query."""
+    try:
+        yield
+    except driver_errors.OperationalError as exc:
+        if not isinstance(exc.__context__, TimeoutError):
+            raise
+        where = url.unix_socket or f"{url.host}:{url.port}"
+        raise driver_errors.OperationalError(
+            exc.args[0],
+            f"{where} took the connection but did not complete the login within"
+            f" {timeout:g} s (the connect timeout): the server is hung or overloaded,"
+            " or slow to resolve this host's name",
+        ) from exc
 
 
 def _set_io_timeout(conn: Connection, was: float, timeout: float) -> None:

@@ -195,3 +195,22 @@ def test_a_server_that_never_greets_fails_the_connect_within_its_own_timeout(
         assert store._call(sleep) == 0
     finally:
         store.close()
+
+
+def test_a_connect_that_times_out_says_so_not_a_lost_query(mysql_db_url: str) -> None:
+    """PyMySQL words a greeting that never came "Lost connection to MySQL server during
+    query (timed out)": the user is told what forkq waited for, where, and how long."""
+    silent = socket.create_server(("127.0.0.1", 0))
+    try:
+        url = parse_database_url(mysql_db_url)
+        port = silent.getsockname()[1]
+        mute = dataclasses.replace(url, port=port, nodes=())
+        store = MySQLStore(mute, connect_timeout=1.0, read_timeout=150.0)
+        with pytest.raises(ConnectionLost) as caught:
+            store.db_now()
+    finally:
+        silent.close()
+    message = str(caught.value)
+    assert "during query" not in message, message
+    assert f"127.0.0.1:{port} took the connection but did not complete the login" in message
+    assert "within 1 s (the connect timeout)" in message, message
