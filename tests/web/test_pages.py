@@ -207,6 +207,9 @@ def test_an_alert_a_real_daemon_fires_shows_on_the_overview_and_alerts_pages(
     assert 'queue "stuck" backlog 3 ready > max_ready 1' in row.locator(".message").inner_text()
     assert row.locator(".since").inner_text().startswith("firing since ")
     assert " UTC (" in row.locator(".notified").inner_text()  # when it was last announced
+    # The rule is its key; the rules' own memory (announced, seen, epoch stamps) is not
+    # the operator's to read.
+    assert row.locator(".rule").inner_text() == "max_ready:stuck"
     response = page.goto(server.url + "/")
     assert response.status == 200, page.content()[:2000]
     firing = page.inner_text(".alerts-firing")
