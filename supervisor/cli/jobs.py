@@ -261,8 +261,10 @@ def cmd_purge(args: argparse.Namespace) -> int:
             if status == "done":
                 counts[status] += store.purge_archive(args.older_than, queue=args.queue)
         summary = " and ".join(f"{count} {status}" for status, count in counts.items())
+        # "purged 1 dead job", "purged 1 done and 0 dead jobs"
+        jobs = "job" if list(counts.values()) == [1] else "jobs"
         label = f"{database}: " if several(config) else ""
-        print(f"{label}purged {summary} jobs finished more than {age} ago")
+        print(f"{label}purged {summary} {jobs} finished more than {age} ago")
     return stores.done()
 
 

@@ -377,7 +377,7 @@ def test_purge_dead_older_than_deletes_only_old_enough_dead_jobs(
     )
     assert store.get_job(dead) is not None
     out = ok(forkq(workdir, "purge", "--dead", "--older-than", "0s", database=db_url))
-    assert "purged 1 dead" in out and "done" not in out
+    assert "purged 1 dead job finished" in out and "done" not in out
     assert store.get_job(dead) is None
     assert store.get_job(ready) is not None and store.get_job(kept) is not None
     assert "purged 1 done" in ok(

@@ -142,7 +142,7 @@ def test_max_dead_fires_on_new_dead_jobs_only() -> None:
     (note,) = run.tick(snap(email(dead=1)), T0 + 10)
     assert note.kind == "firing"
     assert note.text.startswith(
-        '[forkq] app1: queue "email" 1 new dead jobs > max_dead 0 (1 dead in all'
+        '[forkq] app1: queue "email" 1 new dead job > max_dead 0 (1 dead in all'
     )
     # the same dead job does not repeat, not even after the cooldown
     assert run.tick(snap(email(dead=1)), T0 + 20) == []
@@ -152,7 +152,9 @@ def test_max_dead_fires_on_new_dead_jobs_only() -> None:
     assert run.tick(snap(email(dead=1)), T0 + 20 + 3 * COOLDOWN) == []
     # a new one fires again (the last message was long enough ago)
     (note,) = run.tick(snap(email(dead=2)), T0 + 30 + 3 * COOLDOWN)
-    assert note.kind == "firing" and "1 new dead jobs" in note.text and "2 dead in all" in note.text
+    assert (
+        note.kind == "firing" and "1 new dead job >" in note.text and "2 dead in all" in note.text
+    )
 
 
 def test_max_dead_reminds_only_when_more_jobs_died() -> None:
@@ -179,7 +181,7 @@ def test_max_dead_drop_resolves_and_lowers_the_baseline() -> None:
     # a job dying again within the cooldown of the last message is held back, then told
     assert run.tick(snap(email(dead=1)), T0 + 20) == []
     (note,) = run.tick(snap(email(dead=1)), T0 + 10 + COOLDOWN)
-    assert note.kind == "firing" and "1 new dead jobs" in note.text
+    assert note.kind == "firing" and "1 new dead job >" in note.text
 
 
 def capped(q: QueueStats, *counts: str) -> QueueStats:

@@ -157,7 +157,8 @@ def _dead_check(
     return Check(
         f"max_dead:{q.queue}",
         firing,
-        f"{where} {fresh} new dead jobs > max_dead {limit} ({dead} dead in all; forkq jobs --status dead)",
+        f"{where} {fresh} new dead job{'' if fresh == 1 else 's'} > max_dead {limit}"
+        f" ({dead} dead in all; forkq jobs --status dead)",
         resolved,
         memory={"baseline": baseline, "seen": dead, "rose_at": rose_at},
     )
