@@ -220,24 +220,38 @@ def cmd_retry(args: argparse.Namespace) -> int:
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     """Waiting jobs end cancelled now, running ones within 2 s on whatever host runs them;
-    a done, dead or unknown job is named, with exit 1 (SPEC: Job lifecycle)."""
+    a done, dead or unknown job is named, with exit 1 (SPEC: Job lifecycle). Each line
+    says one thing that happened, per database when the config names several."""
     config = command_config(args)
-    results: dict[str, CancelResult] = {}
+    refused: list[str] = []
     grouped = by_database(args, config, args.ids)
     stores = EachStore(args, config, names=list(grouped))  # one down: the others still done
     for database, _, store in stores:
         found = store.cancel_jobs(grouped[database], by=f"{operator_name()} (forkq cancel)")
-        results.update((format_job_ref(database, i), r) for i, r in found.items())
-    cancelled = sum(1 for r in results.values() if r == CancelResult.CANCELLED)
-    stopping = sum(1 for r in results.values() if r == CancelResult.CANCELLING)
-    print(f"cancelled {plural(cancelled, 'job')}")
-    if stopping:
-        print(f"cancelling {plural(stopping, 'running job')}: stopped within 2 s where they run")
-    refused = [f"job {i} ({r})" for i, r in results.items() if not r.ok]
+        label = f"{database}: " if several(config) else ""
+        for line in _cancel_lines(list(found.values())):
+            print(label + line)
+        refused += [
+            f"job {format_job_ref(database, i)} ({r})" for i, r in found.items() if not r.ok
+        ]
     refused += _not_reached(stores, grouped)
     if refused:
         raise ForkqError(f"not cancelled: {', '.join(refused)}")
     return int(ExitCode.OK)
+
+
+def _cancel_lines(results: list[CancelResult]) -> list[str]:
+    """`cancelled N jobs` for the waiting ones, `cancelling N running jobs` for those the
+    host running them stops; `cancelled 0 jobs` when neither (the refused are the error)."""
+    cancelled = results.count(CancelResult.CANCELLED)
+    stopping = results.count(CancelResult.CANCELLING)
+    lines = [f"cancelled {plural(cancelled, 'job')}"] if cancelled or not stopping else []
+    if stopping:
+        where = "it runs" if stopping == 1 else "they run"
+        lines.append(
+            f"cancelling {plural(stopping, 'running job')}: stopped within 2 s where {where}"
+        )
+    return lines
 
 
 def _not_reached(stores: EachStore, grouped: dict[str, list[int]]) -> list[str]:

@@ -324,13 +324,29 @@ def test_cancel_ends_waiting_jobs_cancelled_and_marks_running_ones_cancelling(
     running = queue.enqueue("mail.send", queue="busy")
     store.claim("busy", OWNER, 1, 60)
     out = ok(forkq(workdir, "cancel", *map(str, [*waiting, running]), database=db_url))
-    assert "cancelled 2 jobs" in out and "cancelling 1 running job" in out
+    assert out == "cancelled 2 jobs\ncancelling 1 running job: stopped within 2 s where it runs\n"
     rows = [store.get_job(i) for i in waiting]
     assert [r.status for r in rows if r] == [JobState.CANCELLED, JobState.CANCELLED]
     assert all(r and r.finished_at and "(forkq cancel)" in (r.last_error or "") for r in rows)
     row = store.get_job(running)
     assert row is not None and row.status == JobState.CANCELLING
     assert row.last_error and row.last_error.startswith("cancelled by ")
+
+
+def test_cancel_of_running_jobs_alone_says_only_that_they_are_being_cancelled(
+    workdir: Path, db_url: str, store: Store, queue: Queue
+) -> None:
+    """Before: `cancelled 0 jobs` first, as if nothing had been done."""
+    running = [queue.enqueue("mail.send", queue="busy") for _ in range(2)]
+    store.claim("busy", OWNER, 2, 60)
+    out = ok(forkq(workdir, "cancel", str(running[0]), database=db_url))
+    assert out == "cancelling 1 running job: stopped within 2 s where it runs\n"
+    out = ok(forkq(workdir, "cancel", str(running[1]), database=db_url))
+    assert out == "cancelling 1 running job: stopped within 2 s where it runs\n"
+    dead = dead_job(queue, store)
+    result = forkq(workdir, "cancel", str(dead), database=db_url)
+    assert failed(result, 1) == f"forkq: error: not cancelled: job {dead} (dead)"
+    assert result.stdout == "cancelled 0 jobs\n"
 
 
 def test_cancel_refuses_done_dead_cancelled_and_unknown_jobs_with_exit_1(

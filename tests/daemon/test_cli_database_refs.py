@@ -64,7 +64,7 @@ def test_cancel_and_retry_say_what_they_did_when_a_database_is_down(
     write_config(workdir, "down.toml", home, down)
     job = ok(forkq(workdir, "enqueue", "mail.send", "{}", config="down.toml")).strip()
     result = forkq(workdir, "cancel", job, "reports:1", config="down.toml")
-    assert (result.returncode, result.stdout) == (1, "cancelled 1 job\n"), result
+    assert (result.returncode, result.stdout) == (1, "default: cancelled 1 job\n"), result
     warning, error = result.stderr.splitlines()
     assert warning.startswith("forkq: warning: reports: unreachable: ")
     assert error == "forkq: error: not cancelled: job reports:1 (database reports did not answer)"

@@ -18,6 +18,7 @@ from cli_util import failed, ok
 from util import free_tcp_port, subprocess_env
 
 from supervisor import Queue
+from supervisor.store import open_store
 
 HANDLERS = """
 from supervisor import handler
@@ -94,7 +95,9 @@ def test_enqueue_routes_and_refs_name_jobs(workdir: Path, two_db_urls: tuple[str
     assert {j["database"] for j in only} == {"reports"} and len(only) == 2
     assert len(json.loads(ok(forkq(workdir, "jobs", "--json", "--queue", "mail")))) == 1
 
-    assert ok(forkq(workdir, "cancel", other, mail)).startswith("cancelled 2 jobs")
+    assert ok(forkq(workdir, "cancel", other, mail)) == (
+        "reports: cancelled 1 job\ndefault: cancelled 1 job\n"  # in the order given
+    )
     assert ok(forkq(workdir, "retry", other)) == "retried 1 job\n"
     line = failed(forkq(workdir, "cancel", f"{report.split(':')[0]}:999999"), 1)
     assert "job reports:999999" in line
@@ -204,3 +207,21 @@ def test_batch_takes_a_reference(workdir: Path, two_db_urls: tuple[str, str]) ->
     document = json.loads(ok(forkq(workdir, "batch", ref, "--json")))
     assert (document["database"], document["total"]) == ("reports", 1)
     assert "no batch with id" in failed(forkq(workdir, "batch", str(batch.id + 1000)), 1)
+
+
+def test_cancel_says_per_database_what_it_did(workdir: Path, two_db_urls: tuple[str, str]) -> None:
+    """A waiting home job, a running reports job: each database's line says which."""
+    _, reports = two_db_urls
+    mail = ok(forkq(workdir, "enqueue", "mail.send", "{}")).strip()
+    report = ok(forkq(workdir, "enqueue", "report.build", '{"day": 1}')).strip()
+    store = open_store(reports)
+    try:
+        assert [j.id for j in store.claim("reports", "test-host:1:feedbeef", 1, 60)] == [
+            int(report.removeprefix("reports:"))
+        ]
+    finally:
+        store.close()
+    assert ok(forkq(workdir, "cancel", mail, report)) == (
+        "default: cancelled 1 job\n"
+        "reports: cancelling 1 running job: stopped within 2 s where it runs\n"
+    )
