@@ -296,4 +296,10 @@ def _set_paused(args: argparse.Namespace, *, paused: bool) -> int:
     with database_store(config, database) as store:
         store.set_paused(args.queue, paused)
     print(f"queue {args.queue} {'paused' if paused else 'resumed'}")
+    if paused and config.from_file and config.pool(args.queue) is None:  # as enqueue warns
+        print(
+            f"{WARNING_PREFIX}no pool of {config.source} serves queue"
+            f" {for_terminal(args.queue)!r}: paused all the same (a pool may come to serve it)",
+            file=sys.stderr,
+        )
     return int(ExitCode.OK)

@@ -1,7 +1,8 @@
 """Work that can never run is said, not accepted silently (issue 21.15): `forkq enqueue`
 warns about a handler nothing registers or a queue no pool serves (and still enqueues),
-`forkq check` refuses a schedule whose handler nothing registers, `forkq run` logs a
-registered handler whose queue no pool works, and `forkq status` names such queues."""
+`forkq pause` about a queue no pool serves (and still pauses), `forkq check` refuses a
+schedule whose handler nothing registers, `forkq run` logs a registered handler whose
+queue no pool works, and `forkq status` names such queues."""
 
 from __future__ import annotations
 
@@ -42,6 +43,24 @@ def test_enqueue_warns_about_work_nothing_would_run_and_still_enqueues(
     result = forkq(workdir, "enqueue", "mail.send", "-c", "forkq.toml", database=db_url)
     ok(result)
     assert result.stderr == ""
+
+
+def test_pause_warns_about_a_queue_no_pool_serves_and_still_pauses(
+    workdir: Path, db_url: str, store: Store
+) -> None:
+    """Before: `forkq pause nosuch` paused a queue nothing serves without a word."""
+    config(workdir, POOLS)
+    result = forkq(workdir, "pause", "nosuch", "-c", "forkq.toml", database=db_url)
+    assert ok(result) == "queue nosuch paused\n"
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("forkq: warning: no pool of forkq.toml serves queue 'nosuch'"), line
+    assert store.paused_queues() == {"nosuch"}  # paused all the same: ahead of time is fine
+
+    for args in (["pause", "default"], ["resume", "nosuch"]):
+        result = forkq(workdir, *args, "-c", "forkq.toml", database=db_url)
+        ok(result)
+        assert result.stderr == "", args
+    assert store.paused_queues() == {"default"}
 
 
 def test_check_refuses_a_schedule_whose_handler_nothing_registers(
