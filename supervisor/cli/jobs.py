@@ -166,8 +166,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         return int(ExitCode.OK)
     error = fields.pop("last_error", None)
     width = max(len(key) for key in fields) + 2
-    for key, value in fields.items():
-        print(f"{key.ljust(width)}{cell(value)}")
+    for key, value in fields.items():  # an empty value (limit_wait "") is "-", as None is
+        print(f"{key.ljust(width)}{cell(None if value == '' else value)}")
     print_extras(result, attempts, width)  # before last_error, which ends the output
     if error:
         print("last_error:")

@@ -279,6 +279,17 @@ def test_show_prints_every_field_including_the_last_error(
     assert document["attempts"] == 1 and document["finished_at"]
 
 
+def test_show_prints_every_empty_field_as_a_dash(workdir: Path, db_url: str, queue: Queue) -> None:
+    """Before: an empty limit_wait (a job parked on no limit) was printed as a blank."""
+    job_id = queue.enqueue("mail.send")
+    text = ok(forkq(workdir, "show", str(job_id), database=db_url))
+    fields = {line.split()[0]: line.split()[1:] for line in text.splitlines()}
+    assert fields["limit_wait"] == ["-"] and fields["unique_key"] == ["-"]
+    assert [name for name, value in fields.items() if not value] == []
+    document = json.loads(ok(forkq(workdir, "show", str(job_id), "--json", database=db_url)))
+    assert document["limit_wait"] == "" and document["unique_key"] is None  # types kept
+
+
 def test_show_of_an_unknown_id_exits_1(workdir: Path, db_url: str) -> None:
     assert "no job with id 99999" in failed(forkq(workdir, "show", "99999", database=db_url), 1)
 
