@@ -87,7 +87,7 @@ class AttemptView:
     """One attempt of a job as `forkq show` and the job page list it."""
 
     attempt: int
-    outcome: str  # retry | dead | timeout | died | lease_expired | running | done
+    outcome: str  # retry | dead | timeout | died | lease_expired | cancelled | running | done
     started_at: float | None  # epoch seconds
     ended_at: float | None  # None while it runs
     host: str | None

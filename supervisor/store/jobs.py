@@ -27,10 +27,11 @@ from supervisor.store.core import (
     micros,
 )
 from supervisor.store.dependencies import EITHER
+from supervisor.store.results import ResultOps, attempt_end
 from supervisor.store.superseding import SupersedeOps
 
 
-class JobOps(SupersedeOps):
+class JobOps(SupersedeOps, ResultOps):
     """Claiming and settling jobs (workers, the master, `forkq work`)."""
 
     # --- workers -------------------------------------------------------------------------
@@ -255,16 +256,22 @@ class JobOps(SupersedeOps):
 
     def finish_cancel(self, job_id: int) -> bool:
         """A cancelling job whose holder is gone ends cancelled; False if it was not cancelling.
-        Its waiting children are settled in the same transaction (schema 14)."""
-        if not self.has_deps_schema():
-            return self._run("finish_cancel", id=job_id) == 1
+        An attempt whose handler had started goes into its history as `cancelled`, and its
+        waiting children are settled, in the same transaction (schemas 12 and 14)."""
+        deps, history = self.has_deps_schema(), self.has_attempts_table()
 
         def attempt() -> bool:
             with self._tx():
+                held = self._fetchall("finish_cancel_select", self._params(id=job_id))
                 if self._execute("finish_cancel", self._params(id=job_id)) != 1:
                     return False
-                self.settle_children([job_id], ended=JobState.CANCELLED)
-                self.forget_parents([job_id])
+                row = JobRow.from_mapping(held[0]) if held else None
+                if history and row is not None and row.started_at is not None:
+                    end = attempt_end(row, row.locked_by, "cancelled", row.last_error or "")
+                    self._execute("record_attempt", self._params(**end.params()))
+                if deps:
+                    self.settle_children([job_id], ended=JobState.CANCELLED)
+                    self.forget_parents([job_id])
                 return True
 
         return self._retrying(attempt)

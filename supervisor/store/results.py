@@ -31,7 +31,7 @@ class AttemptEnd:
     job_id: int
     attempt: int
     queue: str
-    outcome: str  # retry | dead | timeout | died | lease_expired
+    outcome: str  # retry | dead | timeout | died | lease_expired | cancelled
     worker: str | None  # its lease owner, host:pid:token
     error: str
     started_at: float | None  # epoch seconds; None: its handler never started

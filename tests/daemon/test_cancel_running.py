@@ -4,12 +4,15 @@ the request within a second, kills the child's process group, and the job ends
 
 from __future__ import annotations
 
+import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
+from cli_util import forkq, ok
 from daemon_util import Daemon
 from util import wait_until
 
@@ -60,4 +63,32 @@ def test_a_running_job_is_cancelled_and_its_child_killed(daemon: Daemon, db_url:
         print(f"\n[figures] running job cancelled after {took:.2f} s")
     finally:
         queue.close()
+    assert daemon.stop() == 0
+
+
+def test_a_cancelled_running_attempt_is_kept_in_the_jobs_history(
+    daemon: Daemon, db_url: str, tmp_path: Path
+) -> None:
+    """Every attempt that does not succeed is kept (README: Every attempt); before, a
+    running job that was cancelled had no attempt in `forkq show` or on the job page."""
+    daemon.start().wait_ready()
+    queue = Queue(db_url)
+    try:
+        job_id = queue.enqueue("t.sleep", {"seconds": 60}, queue="work")
+        [child] = wait_until(lambda: daemon.running(job_id), timeout=10, message="the job running")
+        assert ok(forkq(tmp_path, "cancel", str(job_id), database=db_url)).startswith("cancelling")
+        wait_until(
+            lambda: (r := queue.get(job_id)) and r.status == JobState.CANCELLED,
+            timeout=10,
+            message="the job cancelled",
+        )
+    finally:
+        queue.close()
+    shown = json.loads(ok(forkq(tmp_path, "show", str(job_id), "--json", database=db_url)))
+    [attempt] = shown["attempt_history"]
+    assert (attempt["attempt"], attempt["outcome"], attempt["pid"]) == (1, "cancelled", child)
+    assert attempt["error"] == shown["last_error"] and "(forkq cancel)" in attempt["error"]
+    assert attempt["started_at"] <= attempt["ended_at"]
+    text = ok(forkq(tmp_path, "show", str(job_id), database=db_url))
+    assert re.search(r"^  1 +cancelled ", text, re.MULTILINE), text
     assert daemon.stop() == 0

@@ -95,3 +95,27 @@ def test_queue_cancel_is_true_for_waiting_and_running_jobs_only(
     assert not queue.cancel(dead(store)) and not queue.cancel(123456789)
     assert "Queue.cancel on " in (store.get_job(waiting).last_error or "")  # type: ignore[union-attr]
     assert count_rows(db_url, "forkq_jobs", "status = 'cancelled'") == 1
+
+
+def test_finishing_a_cancel_keeps_the_started_attempt_in_its_history(store: Store) -> None:
+    """The attempt a cancel ended goes into forkq_attempts as `cancelled` (README: Every
+    attempt), once; a job claimed but never started ran no attempt and gets none."""
+    started, unstarted = put(store, "busy"), put(store, "busy")
+    assert [r.id for r in store.claim("busy", OWNER, 2, LEASE)] == [started, unstarted]
+    rows = [store.get_job(i) for i in (started, unstarted)]  # the first starts at its claim
+    assert [r.started_at is not None for r in rows if r] == [True, False]
+    assert store.cancel_jobs([started, unstarted], by="tester") == {
+        started: CancelResult.CANCELLING,
+        unstarted: CancelResult.CANCELLING,
+    }
+    assert store.finish_cancel(started) and store.finish_cancel(unstarted)
+    [attempt] = store.job_attempts(started)
+    assert (attempt["attempt"], attempt["outcome"]) == (1, "cancelled")
+    assert (attempt["host"], attempt["pid"]) == ("host-a", 101)
+    row = store.get_job(started)
+    assert row is not None and row.status == JobState.CANCELLED
+    assert attempt["error"] == row.last_error and "tester" in attempt["error"]
+    assert attempt["started_at"] is not None and attempt["ended_at"] is not None
+    assert store.job_attempts(unstarted) == []
+    assert store.finish_cancel(started) is False  # once: no second line
+    assert len(store.job_attempts(started)) == 1

@@ -205,6 +205,11 @@ ORDER BY locked_until LIMIT %(limit)s;
 -- through the status index; each master keeps those its children hold.
 SELECT id, locked_by FROM forkq_jobs WHERE status = 'cancelling' LIMIT %(limit)s;
 
+-- name: finish_cancel_select
+-- The cancelling row as its holder left it (attempt, holder, start, who cancelled it),
+-- locked until finish_cancel ends it: its attempt goes into forkq_attempts as `cancelled`.
+SELECT * FROM forkq_jobs WHERE id = %(id)s AND status = 'cancelling' FOR UPDATE;
+
 -- name: finish_cancel
 -- Its holder was killed (or is gone): the cancelling job ends cancelled, never retried.
 UPDATE forkq_jobs

@@ -180,6 +180,10 @@ ORDER BY locked_until LIMIT :limit;
 -- The master's once-a-second look for cancel requests (see mysql.sql).
 SELECT id, locked_by FROM forkq_jobs WHERE status = 'cancelling' LIMIT :limit;
 
+-- name: finish_cancel_select
+-- The cancelling row as its holder left it, for its attempt's history (see mysql.sql).
+SELECT * FROM forkq_jobs WHERE id = :id AND status = 'cancelling';
+
 -- name: finish_cancel
 UPDATE forkq_jobs
 SET status = 'cancelled', finished_at = :now, locked_by = NULL, locked_until = NULL
