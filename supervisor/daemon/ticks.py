@@ -14,9 +14,18 @@ from collections.abc import Callable
 from functools import partial
 
 from supervisor import events
-from supervisor.cluster.tick import TickInput, TickReport, tick_crashed, tick_main, tick_timeout
+from supervisor.cluster.alerts.states import stats_cap
+from supervisor.cluster.tick import (
+    TICK_MINOR_CAP,
+    TickInput,
+    TickReport,
+    tick_crashed,
+    tick_main,
+    tick_timeout,
+)
 from supervisor.config import Config
 from supervisor.daemon.shared import Shared
+from supervisor.daemon.unserved import UnservedQueues, from_report
 from supervisor.observe import metrics
 from supervisor.proc import describe_exit, fork_process, kill_group
 
@@ -84,6 +93,7 @@ class CheckTicks:
         self.alert_memory: dict[str, object] = {}  # host alert states, carried across ticks
         self.leader: bool | None = None  # the last tick's; None before the first
         self.sweep_from: int | None = None  # the chores' sweep of dependencies, carried on
+        self.unserved = UnservedQueues()  # queues with ready jobs no pool of ours serves
 
     @property
     def pid(self) -> int | None:
@@ -134,6 +144,17 @@ class CheckTicks:
         s.clock_offset = report.clock_offset
         if report.paused is not None:
             s.paused = set(report.paused)
+        if report.queues is not None:  # the chores holder's figures: queues unserved here
+            self.unserved.seen(s.config, from_report(report.queues), s.log)
+
+    def look_at_queues(self) -> None:
+        """At boot, before the first tick: the queue counts a tick reads (one pass, capped
+        as the tick caps them), for the queues no pool of this config serves."""
+        s = self.state
+        cap = stats_cap(s.config.alerts)
+        queues = s.db(lambda: s.store.stats(cap=cap, minor_cap=TICK_MINOR_CAP))
+        if queues is not None:
+            self.unserved.seen(s.config, queues, s.log)
 
     def exited(self, status: int) -> None:
         tick, self.running = self.running, None

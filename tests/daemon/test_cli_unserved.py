@@ -7,11 +7,13 @@ queue no pool works, and `forkq status` names such queues."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from cli_util import forkq, ok, workdir_fixture  # noqa: F401  (the `workdir` fixture)
 from daemon_util import Daemon
 
-from supervisor import events
+from supervisor import Queue, events
+from supervisor.daemon import unserved
 from supervisor.store import Store
 
 # clihandlers registers mail.send on queue "mail"; these pools do not serve it.
@@ -100,4 +102,43 @@ def test_boot_logs_a_registered_handler_whose_queue_no_pool_works(
         assert {(e["handler"], e["queue"]) for e in unserved} >= {("t.noop", "default")}
         assert daemon.stop() == 0
     finally:
+        daemon.kill_all()
+
+
+def test_the_master_logs_once_a_queue_whose_ready_jobs_no_pool_serves(
+    tmp_path: Path, db_url: str
+) -> None:
+    """At boot and on the check tick, each queue with ready jobs and no pool of this
+    config is logged once (queue_unserved), again only after it stopped being so. Before:
+    the daemon said nothing; only `forkq status -c` did."""
+    queue = Queue(db_url)
+    daemon = Daemon(tmp_path / "d", db_url, pools={"work": {"workers": 1}})
+
+    def said(name: str, count: int) -> list[dict[str, Any]]:
+        return daemon.wait_event(
+            events.QUEUE_UNSERVED, timeout=20, where=lambda e: e["queue"] == name, count=count
+        )
+
+    try:
+        orphans = [queue.enqueue("t.noop", queue="orphan") for _ in range(2)]
+        queue.enqueue("t.noop", queue="work")  # served: never named
+        daemon.start().wait_ready()
+        [boot] = said("orphan", 1)
+        assert (boot["ready"], boot["note"]) == (2, unserved.NOTE), boot
+        assert "this config" in boot["note"]
+        queue.enqueue("t.noop", queue="later")  # seen by a tick, which sees orphan again
+        [tick] = said("later", 1)
+        assert tick["ready"] == 1
+        for job_id in orphans:  # orphan has nothing ready: forgotten on the next tick
+            assert queue.cancel(job_id)
+        queue.enqueue("t.noop", queue="third")
+        said("third", 1)
+        assert len(daemon.events(events.QUEUE_UNSERVED, queue="orphan")) == 1  # not per tick
+        queue.enqueue("t.noop", queue="orphan")  # unserved again: said again
+        again = said("orphan", 2)[-1]
+        assert again["ready"] == 1
+        assert not daemon.events(events.QUEUE_UNSERVED, queue="work")
+        assert daemon.stop() == 0
+    finally:
+        queue.close()
         daemon.kill_all()
