@@ -186,28 +186,21 @@ class Federation:
                 continue
             metrics.master_exited(pid)  # a respawn or none: its pools' gauges are not live
             code = os.waitstatus_to_exitcode(status)
+            said = {"database": each.name, "status": describe_exit(status)}
             if each.leaving and not self.stopping and each.name in self.names(self.config):
                 each.leaving, each.failures = False, 0  # removed, then added back: start it
                 self.died(each, now)
-                self.log.info(
-                    events.MASTER_EXITED, database=each.name, status=describe_exit(status)
-                )
+                self.log.info(events.MASTER_EXITED, **said)
                 continue
             if self.stopping or each.leaving:
                 self.code = max(self.code, code) if code > 0 else self.code
-                self.log.info(
-                    events.MASTER_EXITED, database=each.name, status=describe_exit(status)
-                )
+                self.log.info(events.MASTER_EXITED, **said)
                 del self.members[each.name]
                 each.notify.close()
                 continue
             self.died(each, now)
-            self.log.error(
-                events.MASTER_EXITED,
-                database=each.name,
-                status=describe_exit(status),
-                restart_in=round(each.next_start - now, 1),
-            )
+            restart_in = round(each.next_start - now, 1)
+            self.log.error(events.MASTER_EXITED, **said, restart_in=restart_in)
 
     def send(self, sig: int, names: list[str] | None = None) -> None:
         for each in self.members.values():

@@ -333,11 +333,8 @@ class Master:
         self.state.db(lambda: self.state.store.remove_processes([self.state.name]))
         self.state.db(lambda: self.state.store.release_lock(CHORES_LOCK, self.state.name))
         self.state.store.close()
-        left = {
-            "unsettled": len(self.settling.unsettled),
-            "unwritten": len(self.handbacks.unwritten),
-        }
-        self.state.log.info(events.MASTER_STOPPED, **left)
+        unsettled, unwritten = len(self.settling.unsettled), len(self.handbacks.unwritten)
+        self.state.log.info(events.MASTER_STOPPED, unsettled=unsettled, unwritten=unwritten)
         return int(ExitCode.OK)
 
 
