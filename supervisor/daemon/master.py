@@ -117,7 +117,6 @@ class Master:
         self.pooling.maintain(time.monotonic())
         systemd.ready()
         self.pooling.report_status()
-        self.ticks.look_at_queues()  # ready jobs no pool of ours serves: said at boot
         return True
 
     def boot_db(self) -> int:

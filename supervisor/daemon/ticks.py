@@ -14,15 +14,7 @@ from collections.abc import Callable
 from functools import partial
 
 from supervisor import events
-from supervisor.cluster.alerts.states import stats_cap
-from supervisor.cluster.tick import (
-    TICK_MINOR_CAP,
-    TickInput,
-    TickReport,
-    tick_crashed,
-    tick_main,
-    tick_timeout,
-)
+from supervisor.cluster.tick import TickInput, TickReport, tick_crashed, tick_main, tick_timeout
 from supervisor.config import Config
 from supervisor.daemon.shared import Shared
 from supervisor.daemon.unserved import UnservedQueues, from_report
@@ -146,15 +138,6 @@ class CheckTicks:
             s.paused = set(report.paused)
         if report.queues is not None:  # the chores holder's figures: queues unserved here
             self.unserved.seen(s.config, from_report(report.queues), s.log)
-
-    def look_at_queues(self) -> None:
-        """At boot, before the first tick: the queue counts a tick reads (one pass, capped
-        as the tick caps them), for the queues no pool of this config serves."""
-        s = self.state
-        cap = stats_cap(s.config.alerts)
-        queues = s.db(lambda: s.store.stats(cap=cap, minor_cap=TICK_MINOR_CAP))
-        if queues is not None:
-            self.unserved.seen(s.config, queues, s.log)
 
     def exited(self, status: int) -> None:
         tick, self.running = self.running, None

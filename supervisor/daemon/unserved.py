@@ -1,9 +1,11 @@
 """Ready jobs in a queue no pool of this config serves: said once in the master's log.
 
 Only `forkq status -c` said so before; a daemon whose config lacks the queue's pool let
-its jobs wait without a word. The figures are those the master already has: one read
-of the queue counts at boot, then the check tick's (the chores holder's, which reads
-them for its alerts anyway; other hosts' ticks read none, and keep what they knew). A
+its jobs wait without a word. The figures are those the master already has: the check
+tick's (the chores holder's, which reads them for its alerts anyway; other hosts' ticks
+read none, and keep what they knew). No read of its own at boot: counting up to the
+tick's cap there (10,000 rows a queue) would cost most when a restart meets a backlog;
+the first tick, one check_interval later, says it. A
 queue is logged when it first shows up unserved and again only after it stopped being
 so (no ready job left, or a reload gave it a pool), never on every tick. On a cluster
 another host's config may serve the queue: the line says "this config", no more.

@@ -108,9 +108,9 @@ def test_boot_logs_a_registered_handler_whose_queue_no_pool_works(
 def test_the_master_logs_once_a_queue_whose_ready_jobs_no_pool_serves(
     tmp_path: Path, db_url: str
 ) -> None:
-    """At boot and on the check tick, each queue with ready jobs and no pool of this
-    config is logged once (queue_unserved), again only after it stopped being so. Before:
-    the daemon said nothing; only `forkq status -c` did."""
+    """On the check tick (the first comes one check_interval after boot), each queue with
+    ready jobs and no pool of this config is logged once (queue_unserved), again only
+    after it stopped being so. Before: the daemon said nothing; only `forkq status -c` did."""
     queue = Queue(db_url)
     daemon = Daemon(tmp_path / "d", db_url, pools={"work": {"workers": 1}})
 
