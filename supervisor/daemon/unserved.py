@@ -35,8 +35,8 @@ class UnservedQueues:
 
     known: set[str] = field(default_factory=set)
 
-    def seen(self, config: Config, queues: Iterable[QueueStats], log: Any) -> list[str]:
-        """Log each queue newly unserved (queue_unserved); the names it logged."""
+    def seen(self, config: Config, queues: Iterable[QueueStats], log: Any) -> None:
+        """Log each queue newly unserved (queue_unserved)."""
         now = unserved(config, queues)
         fresh = sorted(now.keys() - self.known)
         for name in fresh:
@@ -51,7 +51,6 @@ class UnservedQueues:
                 note=NOTE,
             )
         self.known = set(now)
-        return fresh
 
 
 def from_report(queues: list[dict[str, Any]]) -> list[QueueStats]:

@@ -396,8 +396,12 @@ def test_a_database_that_does_not_answer_stops_only_its_own_queues(
     assert daemon.stop(timeout=30) == 0
 
 
+# The notify fixture: the socket's path, and `heard(until)` over the messages so far.
+Notify = tuple[str, Callable[[Callable[[list[str]], bool]], list[str]]]
+
+
 @pytest.fixture
-def notify() -> Iterator[tuple[str, Callable[[Callable[[list[str]], bool]], list[str]]]]:
+def notify() -> Iterator[Notify]:
     """A socket standing in for systemd's: its path, and `heard(until)` over what came."""
     directory = tempfile.mkdtemp(prefix="fq-notify-")
     path = os.path.join(directory, "notify.sock")
@@ -422,7 +426,7 @@ def notify() -> Iterator[tuple[str, Callable[[Callable[[list[str]], bool]], list
 def test_systemd_hears_the_supervisor_only_once_every_master_is_up_or_waiting(
     pair: tuple[str, str],
     several: Callable[..., Daemon],
-    notify: tuple[str, Callable[[Callable[[list[str]], bool]], list[str]]],
+    notify: Notify,
 ) -> None:
     home, _ = pair
     path, heard = notify
@@ -446,7 +450,7 @@ def test_systemd_hears_the_supervisor_only_once_every_master_is_up_or_waiting(
 def test_a_master_that_stops_pinging_is_restarted_alone_and_the_unit_lives_on(
     pair: tuple[str, str],
     several: Callable[..., Daemon],
-    notify: tuple[str, Callable[[Callable[[list[str]], bool]], list[str]]],
+    notify: Notify,
     tmp_path: Path,
 ) -> None:
     """The supervisor is each master's watchdog: one whose loop stops (SIGSTOP here, a

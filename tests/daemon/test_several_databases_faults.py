@@ -21,6 +21,7 @@ from pathlib import Path
 import psutil
 from daemon_util import Daemon
 from test_several_databases import (  # noqa: F401 (fixtures)
+    Notify,
     config_text,
     empty_pair,
     masters,
@@ -38,7 +39,7 @@ from supervisor import Queue
 def test_a_database_without_schema_does_not_hold_back_ready(
     pair: tuple[str, str],
     several: Callable[..., Daemon],
-    notify: tuple[str, Callable[[Callable[[list[str]], bool]], list[str]]],
+    notify: Notify,
     tmp_path: Path,
 ) -> None:
     home, _ = pair
@@ -118,7 +119,7 @@ def spoof(payload, job):
 def test_the_supervisor_hears_a_master_not_its_workers(
     pair: tuple[str, str],
     several: Callable[..., Daemon],
-    notify: tuple[str, Callable[[Callable[[list[str]], bool]], list[str]]],
+    notify: Notify,
     tmp_path: Path,
 ) -> None:
     home, other = pair
