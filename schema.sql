@@ -45,14 +45,17 @@ CREATE TABLE IF NOT EXISTS forkq_jobs (
   tenant       VARCHAR(191) AS (COALESCE(group_key, limit_key, '')) VIRTUAL COMMENT 'generated, never written: the job''s tenant in a fair pool (group_key, else limit_key, else empty)',
   unique_live  BIGINT AS (CASE WHEN unique_key IS NULL THEN NULL WHEN unique_while = 'queued' AND status NOT IN ('scheduled', 'ready', 'waiting') THEN NULL WHEN unique_while = 'active' AND status NOT IN ('scheduled', 'ready', 'waiting', 'running', 'cancelling') THEN NULL WHEN unique_for > 0 THEN FLOOR(UNIX_TIMESTAMP(enqueued_at) / unique_for) ELSE 0 END) STORED COMMENT 'generated, never written: the window its unique_key holds (0 without unique_for) while its state holds the key (unique_while), else NULL, which never collides',
   batch_id     BIGINT UNSIGNED NULL DEFAULT NULL COMMENT 'the forkq_batches row of the batch it belongs to (q.batch()); NULL: in none',
+  ready_wait   VARCHAR(256) AS (IF(status = 'ready', limit_wait, NULL)) VIRTUAL COMMENT 'generated, never written: limit_wait while ready, else NULL (index forkq_jobs_limit: a claim moves the entry once, an end not at all)',
+  ready_tenant VARCHAR(191) AS (IF(status = 'ready', COALESCE(group_key, limit_key, ''), NULL)) VIRTUAL COMMENT 'generated, never written: the tenant while ready, else NULL (index forkq_jobs_tenant: a claim moves the entry once, an end not at all)',
+  batch_status VARCHAR(16)  AS (IF(batch_id IS NULL, NULL, status)) VIRTUAL COMMENT 'generated, never written: status for a job in a batch, else NULL (index forkq_jobs_batch: no entry changes for a job in none)',
   PRIMARY KEY (id),
   UNIQUE KEY forkq_jobs_unique (unique_key, unique_live),
   KEY forkq_jobs_claim (queue, status, priority DESC, run_at, id),
   KEY forkq_jobs_status (status, queue, run_at),
   KEY forkq_jobs_finished (finished_at),
-  KEY forkq_jobs_limit (status, limit_wait, queue, priority DESC, run_at, id),
-  KEY forkq_jobs_tenant (queue, status, tenant, priority DESC, run_at, id),
-  KEY forkq_jobs_batch (batch_id, status),
+  KEY forkq_jobs_limit (ready_wait, queue, priority DESC, run_at, id),
+  KEY forkq_jobs_tenant (queue, ready_tenant, priority DESC, run_at, id),
+  KEY forkq_jobs_batch (batch_id, batch_status),
   CONSTRAINT forkq_jobs_unique_while CHECK (unique_while IN ('queued', 'active', 'kept'))
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq jobs: one row per job';
 
@@ -272,4 +275,4 @@ CREATE TABLE IF NOT EXISTS forkq_schema (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq schema version';
 
 -- The version this file creates; kept if the database already records one.
-INSERT IGNORE INTO forkq_schema (id, version) VALUES (1, 17);
+INSERT IGNORE INTO forkq_schema (id, version) VALUES (1, 18);

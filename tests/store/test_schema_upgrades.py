@@ -198,6 +198,25 @@ def undo_version_17(url: str) -> None:
     sql(url, "UPDATE forkq_schema SET version = 16")
 
 
+def undo_version_18(url: str) -> None:
+    """Take away what version 18 changed (MariaDB's forkq_jobs_limit, _tenant and _batch on
+    virtual columns): the indexes as version 17 had them."""
+    if backend_of(url) == "mysql":
+        sql(
+            url,
+            "ALTER TABLE forkq_jobs DROP INDEX forkq_jobs_limit, DROP INDEX forkq_jobs_tenant,"
+            " DROP INDEX forkq_jobs_batch, DROP COLUMN ready_wait, DROP COLUMN ready_tenant,"
+            " DROP COLUMN batch_status,"
+            " ADD INDEX forkq_jobs_limit (status, limit_wait, queue, priority DESC, run_at, id),"
+            " ADD INDEX forkq_jobs_tenant (queue, status, tenant, priority DESC, run_at, id),"
+            " ADD INDEX forkq_jobs_batch (batch_id, status)",
+        )
+    else:
+        for column in ("batch_status", "ready_tenant", "ready_wait"):  # the last first
+            sql(url, f"ALTER TABLE forkq_jobs DROP COLUMN {column}")
+    sql(url, "UPDATE forkq_schema SET version = 17")
+
+
 # What each version after 9 added, taken away by undo_versions_above (numbers may have
 # gaps: each records the version before its own).
 UNDO_AFTER_9 = {
@@ -209,6 +228,7 @@ UNDO_AFTER_9 = {
     15: undo_version_15,
     16: undo_version_16,
     17: undo_version_17,
+    18: undo_version_18,
 }
 
 
@@ -780,5 +800,60 @@ def test_a_version_11_database_is_upgraded_to_12_in_place(db_url: str) -> None:
             )
         finally:
             upgraded.close()
+    finally:
+        store.close()
+
+
+def _indexed(url: str, index: str, columns: str) -> list[tuple[object, ...]]:
+    """The entries of one of forkq_jobs' indexes, read from the index alone."""
+    return [
+        tuple(row)
+        for row in sql(url, f"SELECT {columns} FROM forkq_jobs FORCE INDEX ({index}) ORDER BY id")
+    ]
+
+
+def test_a_version_17_database_is_upgraded_to_18_in_place(db_url: str) -> None:
+    """Version 18 moves MariaDB's limits, tenant and batch indexes onto virtual columns that
+    stay NULL where a job needs no entry: a plain job's end changes none of them (its claim
+    only moves it out of the ready ones), so InnoDB leaves them alone. The upgrade is
+    instant and online (no table copy), and the jobs enqueued before are found through the
+    new indexes: a tenant's job by a fair claim, a parked job by its bucket. SQLite (partial
+    indexes since 16 and 17) records the version."""
+    mysql = backend_of(db_url) == "mysql"
+    store = open_store(db_url)
+    try:
+        fair = store.enqueue(
+            build_job("schema.keep", {}, "fair", 0.0, None, 0, None, None, group_key="shop-1")
+        )
+        plain = store.enqueue(_job())
+        undo_versions_above(db_url, 17)
+        table_id = innodb_table_id(db_url) if mysql else 0
+        sql(db_url, "UPDATE forkq_jobs SET limit_wait = 'mail/shop-1' WHERE id = ?", [fair])
+        assert store.apply_schema() == SCHEMA_VERSION
+        assert recorded_version(db_url) == SCHEMA_VERSION
+        assert live_columns(db_url) == declared(MYSQL_DDL)
+        assert store.rows("limit_waiting", limit=10) == [{"limit_wait": "mail/shop-1", "n": 1}]
+        sql(db_url, "UPDATE forkq_jobs SET limit_wait = '' WHERE id = ?", [fair])
+        [row] = store.claim("default", "t", 10, lease=30)
+        assert row.id == plain
+        if not mysql:
+            return
+        assert innodb_table_id(db_url) == table_id  # instant and online: no table copy
+        assert _indexed(db_url, "forkq_jobs_tenant", "id, ready_tenant") == [
+            (fair, "shop-1"),
+            (plain, None),
+        ]
+        assert _indexed(db_url, "forkq_jobs_limit", "id, ready_wait") == [(fair, ""), (plain, None)]
+        assert store.complete("t", [plain], "keep") == 1
+        # The end of a plain job: every entry as it was after the claim.
+        assert _indexed(db_url, "forkq_jobs_tenant", "id, ready_tenant") == [
+            (fair, "shop-1"),
+            (plain, None),
+        ]
+        assert _indexed(db_url, "forkq_jobs_limit", "id, ready_wait") == [(fair, ""), (plain, None)]
+        assert _indexed(db_url, "forkq_jobs_batch", "id, batch_status") == [
+            (fair, None),
+            (plain, None),
+        ]
     finally:
         store.close()

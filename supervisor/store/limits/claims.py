@@ -3,8 +3,9 @@ bucket cost a claim nothing (SPEC "Flow control (cluster-wide)").
 
 A claim of a queue some limit covers, in one transaction:
 
-1. selects its batch from `forkq_jobs_limit` (status, limit_wait, queue, priority DESC,
-   run_at, id): the usual order, without the parked jobs (limit_wait <> ''), under
+1. selects its batch from `forkq_jobs_limit` (ready jobs by limit_wait, queue, priority
+   DESC, run_at, id: a partial index on SQLite, the virtual column ready_wait on MariaDB):
+   the usual order, without the parked jobs (limit_wait <> ''), under
    `FOR UPDATE SKIP LOCKED`;
 2. locks the rows of the batch's buckets in forkq_limits, in one global order (name, key),
    with a plain `FOR UPDATE`. A claim holds them only for the statements below, and waits

@@ -1340,6 +1340,15 @@ CREATE TABLE IF NOT EXISTS forkq_dependencies (
 CREATE INDEX IF NOT EXISTS forkq_dependencies_child ON forkq_dependencies (child_id);
 UPDATE forkq_schema SET version = 14, applied_at = (julianday('now') - 2440587.5) * 86400.0
 WHERE id = 1 AND version < 14;
+-- name: upgrade_to_18
+-- Version 18 moves MariaDB's forkq_jobs_limit, _tenant and _batch onto virtual columns
+-- (SQLite has partial indexes instead): here the same columns, never indexed or read, so
+-- both backends have one set of columns.
+ALTER TABLE forkq_jobs ADD COLUMN ready_wait TEXT GENERATED ALWAYS AS (CASE WHEN status = 'ready' THEN limit_wait END) VIRTUAL;
+ALTER TABLE forkq_jobs ADD COLUMN ready_tenant TEXT GENERATED ALWAYS AS (CASE WHEN status = 'ready' THEN COALESCE(group_key, limit_key, '') END) VIRTUAL;
+ALTER TABLE forkq_jobs ADD COLUMN batch_status TEXT GENERATED ALWAYS AS (CASE WHEN batch_id IS NOT NULL THEN status END) VIRTUAL;
+UPDATE forkq_schema SET version = 18, applied_at = (julianday('now') - 2440587.5) * 86400.0
+WHERE id = 1 AND version < 18;
 -- name: upgrade_to_17
 -- Version 17 makes forkq_jobs_unique partial (jobs with a key only): every claim and end
 -- changes unique_live's inputs, so each rewrote the entry of a job without a key. And
