@@ -37,6 +37,7 @@ from django.apps import apps
 from django.conf import settings
 from django.core import checks
 from django.db import connections, transaction
+from django.db.transaction import TransactionManagementError
 from django.utils import timezone
 
 from . import django_results as results
@@ -149,25 +150,33 @@ class ForkqBackend(BaseTaskBackend):
 
         Read on Django's connection, so inside a transaction it sees that transaction's
         own uncommitted jobs. With `queue_databases` each database is asked in turn: ids
-        are per database, the id's random token tells which enqueue it was."""
+        are per database, the id's random token tells which enqueue it was.
+
+        A database whose atomic block is broken (an error caught inside it) is not asked:
+        Django runs no query there until the block ends, and the others are still asked,
+        as Django's ORM would query them. When the task may be in the broken one (no other
+        holds it; for a plain job id of older rows, one asked before it), that is a
+        TransactionManagementError naming the database, never TaskResultDoesNotExist."""
         job_id = _job_id(result_id)
         missing = TaskResultDoesNotExist(result_id)
+        broken: TransactionManagementError | None = None
         for database in self.databases():
-            connection = self._connection(database)
-            store = results.store_for(connection)
-            with connection.wrap_database_errors:
-                job = store.result_job_on(connection.connection, job_id)
-                record = store.result_on(connection.connection, job_id)
-            if job is None and record is None:
+            try:
+                connection = self._connection(database)
+            except TransactionManagementError as exc:
+                broken = broken or _unreadable(result_id, database, exc)
                 continue
             try:
-                result = results.build_result(job, record, result_id=result_id)
+                result = _result_on(connection, job_id, result_id)
             except TaskResultDoesNotExist as exc:  # no Django task here: ask the next
                 missing = exc
                 continue
-            if result.id == result_id:  # not the job id of another enqueue (a reused id)
-                return result
-        raise missing
+            if result is None:
+                continue
+            if broken is not None and "-" not in str(result_id):  # no token: the first one wins
+                raise broken
+            return result
+        raise broken or missing
 
     def database_for(self, queue: str) -> str:
         """The DATABASES alias holding `queue`'s jobs."""
@@ -201,6 +210,32 @@ class ForkqBackend(BaseTaskBackend):
         connection.ensure_connection()
         connection.validate_no_broken_transaction()
         return connection
+
+
+def _result_on(connection: Any, job_id: int, result_id: str) -> TaskResult[Any] | None:
+    """The task `result_id` names in the connection's database; None when none is there
+    (not the job id of another enqueue either: a reused id); TaskResultDoesNotExist when
+    the row there is not a Django task this process knows."""
+    store = results.store_for(connection)
+    with connection.wrap_database_errors:
+        job = store.result_job_on(connection.connection, job_id)
+        record = store.result_on(connection.connection, job_id)
+    if job is None and record is None:
+        return None
+    result = results.build_result(job, record, result_id=result_id)
+    return result if result.id == result_id else None
+
+
+def _unreadable(
+    result_id: str, database: str, exc: TransactionManagementError
+) -> TransactionManagementError:
+    """Django's refusal to query a broken transaction, saying which database and why."""
+    error = TransactionManagementError(
+        f"Task result {result_id!r} may be in database {database!r}, whose 'atomic' block"
+        f" is broken: {exc}"
+    )
+    error.__cause__ = exc
+    return error
 
 
 def _job_id(result_id: str) -> int:

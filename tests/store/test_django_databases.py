@@ -102,3 +102,85 @@ def test_a_result_is_found_past_a_plain_forkq_job_of_the_same_id_in_the_first_da
     # TaskResultDoesNotExist, when the task's own row waited in reports_db.
     assert len(ids) == 1 or db_url.startswith("mysql")  # both job 1 on fresh SQLite files
     assert backend.get_result(report.id).args == ["monthly"]
+
+
+def break_transaction(alias: str) -> None:
+    """An IntegrityError caught inside the open atomic block on `alias`, as a view that
+    catches a failed Model.save() meets it: Django marks the block for rollback."""
+    from django.db import IntegrityError, connections, transaction
+
+    insert = "INSERT INTO forkq_queues (queue, paused) VALUES (%s, 0)"
+    with connections[alias].cursor() as cursor:
+        cursor.execute(insert, ["dup"])
+        with pytest.raises(IntegrityError), transaction.mark_for_rollback_on_error(using=alias):
+            cursor.execute(insert, ["dup"])
+    assert connections[alias].needs_rollback
+
+
+def test_a_broken_transaction_hides_only_the_results_its_database_may_hold(
+    shop: ModuleType, db_url: str, reports_db: str
+) -> None:
+    from django.db import transaction
+    from django.db.transaction import TransactionManagementError
+
+    added = shop.add.using(backend="routed").enqueue(1, 2)
+    report = shop.report.using(backend="routed").enqueue("weekly")
+    backend = api().task_backends["routed"]
+    unknown = report.id.partition("-")[0] + "-0000"
+    for broken, healthy in (("default", report), ("reports_db", added)):
+        hidden = added if broken == "default" else report
+        with transaction.atomic(using=broken):
+            break_transaction(broken)
+            # Before: TransactionManagementError from `broken` for any id, even one whose
+            # task waits in the other database, healthy, which Django lets us query.
+            assert backend.get_result(healthy.id).args == healthy.args
+            healthy.refresh()
+            # The task may be in the broken database: Django's rule, no query there.
+            for result_id in (hidden.id, unknown):
+                with pytest.raises(TransactionManagementError, match=repr(broken)):
+                    backend.get_result(result_id)
+            with pytest.raises(TransactionManagementError):
+                hidden.refresh()
+        assert backend.get_result(hidden.id).args == hidden.args  # rolled back: readable
+    with pytest.raises(api().TaskResultDoesNotExist):
+        backend.get_result(unknown)
+
+
+def test_a_broken_transaction_stops_only_the_enqueues_into_its_database(
+    shop: ModuleType, db_url: str, reports_db: str
+) -> None:
+    from django.db import transaction
+    from django.db.transaction import TransactionManagementError
+
+    routed = shop.report.using(backend="routed")
+    with transaction.atomic(using="default"):
+        break_transaction("default")
+        with transaction.atomic(using="reports_db"):
+            kept = routed.enqueue("healthy database")
+        with pytest.raises(TransactionManagementError):
+            routed.using(queue_name="default").enqueue("broken database")
+    assert handlers(reports_db) == [("shop.tasks.report", "reports")]
+    assert count_rows(db_url, "forkq_jobs") == 0
+    assert api().task_backends["routed"].get_result(kept.id).args == ["healthy database"]
+
+
+def test_a_plain_job_id_is_not_answered_past_a_broken_database_asked_before(
+    shop: ModuleType, db_url: str, reports_db: str
+) -> None:
+    import json
+
+    from django.db import transaction
+    from django.db.transaction import TransactionManagementError
+
+    report = shop.report.using(backend="routed").enqueue("weekly")
+    job_id = report.id.partition("-")[0]
+    [(text,)] = sql(reports_db, "SELECT payload FROM forkq_jobs WHERE id = ?", [job_id])
+    older = {k: v for k, v in json.loads(text).items() if k != "token"}  # an earlier release's
+    sql(reports_db, "UPDATE forkq_jobs SET payload = ? WHERE id = ?", [json.dumps(older), job_id])
+    backend = api().task_backends["routed"]
+    with transaction.atomic(using="default"):
+        break_transaction("default")
+        # Without a token the id may name a task in "default" too, which would come first.
+        with pytest.raises(TransactionManagementError, match="'default'"):
+            backend.get_result(job_id)
+    assert backend.get_result(job_id).args == ["weekly"]
