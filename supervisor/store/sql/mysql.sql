@@ -1206,24 +1206,25 @@ SET last_served = IF(served + 1 >= %(weight)s, CAST(UNIX_TIMESTAMP(NOW(6)) * 100
     served = IF(served + 1 >= %(weight)s, 0, served + 1)
 WHERE queue = %(queue)s AND tenant IN %(names)s;
 
+-- name: fair_busy
+-- Tenants found without a ready job: those of them with a job running (or cancelling),
+-- whose rows stay (fair_skip), so a job of theirs handed back finds its tenant in the round.
+-- Two ranges of forkq_jobs_status (status, queue): the queue's running and cancelling jobs,
+-- a few per worker. A plain read, which locks nothing (READ COMMITTED): as the subquery of
+-- fair_forget's DELETE it share-locked every one of them, so a claim that found a tenant
+-- empty waited for every end in flight in the queue, and two claims that had just written
+-- their successes deadlocked. (With forkq_jobs_tenant's old (queue, status, tenant) and
+-- `status IN`, it read and locked every job of the queue: 34,271 row locks behind a flood.)
+SELECT DISTINCT tenant FROM forkq_jobs FORCE INDEX (forkq_jobs_status)
+WHERE status IN ('running', 'cancelling') AND queue = %(queue)s AND tenant IN %(names)s;
+
 -- name: fair_forget
--- Tenants found without a ready job: the rows (locked by this claim) of those without a
--- running one either go (a producer's next job, or the walk, brings a tenant back)...
--- One range per status on forkq_jobs_status (status, queue): the queue's running and
--- cancelling jobs, a few per worker. (With `status IN (...)` and the queue alone as the key
--- the subquery read, and share-locked, every job of the queue, which deadlocked with
--- claims: a tenant found empty behind a flood of 34,000 took 34,271 row locks.)
-DELETE FROM forkq_tenants
-WHERE queue = %(queue)s AND tenant IN %(names)s
-  AND NOT EXISTS (SELECT 1 FROM forkq_jobs j FORCE INDEX (forkq_jobs_status)
-                  WHERE j.status = 'running' AND j.queue = forkq_tenants.queue
-                    AND j.tenant = forkq_tenants.tenant)
-  AND NOT EXISTS (SELECT 1 FROM forkq_jobs j FORCE INDEX (forkq_jobs_status)
-                  WHERE j.status = 'cancelling' AND j.queue = forkq_tenants.queue
-                    AND j.tenant = forkq_tenants.tenant);
+-- ...the rows (locked by this claim) of the others go (a producer's next job, or the walk,
+-- brings a tenant back)...
+DELETE FROM forkq_tenants WHERE queue = %(queue)s AND tenant IN %(names)s;
 
 -- name: fair_skip
--- ...and the others go to the back of the round: a job of theirs handed back, released or
+-- ...and the busy ones go to the back of the round: a job of theirs handed back, released or
 -- reaped is ready again with its tenant still in the round.
 UPDATE forkq_tenants SET last_served = CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)
 WHERE queue = %(queue)s AND tenant IN %(names)s;
