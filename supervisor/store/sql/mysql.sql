@@ -1054,10 +1054,12 @@ FOR UPDATE SKIP LOCKED;
 UPDATE forkq_jobs SET limit_wait = '' WHERE id IN %(ids)s AND status = 'ready';
 
 -- name: parked_bucket_after
--- The next bucket ready jobs are parked on, after %(after)s: one index dive each, so the
--- chores walk the buckets, never the parked jobs.
-SELECT MIN(limit_wait) AS limit_wait FROM forkq_jobs
-WHERE status = 'ready' AND limit_wait > %(after)s;
+-- The next bucket ready jobs are parked on, after %(after)s: one dive in forkq_jobs_limit
+-- each (MIN on its first column), so the chores walk the buckets, never the parked jobs.
+-- On ready_wait, the index's column: with `status` and `limit_wait` the server would not
+-- use it and read the whole table, once a bucket.
+SELECT MIN(ready_wait) AS limit_wait FROM forkq_jobs
+WHERE ready_wait > %(after)s;
 
 -- name: limit_wake
 -- Buckets with parked jobs and no wake_at (a parked job retried by an operator, a row
