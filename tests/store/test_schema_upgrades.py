@@ -857,3 +857,42 @@ def test_a_version_17_database_is_upgraded_to_18_in_place(db_url: str) -> None:
         ]
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("done", [1, 2, 3])
+def test_an_upgrade_to_18_stopped_half_way_is_finished_by_the_next_apply(
+    mysql_db_url: str, done: int
+) -> None:
+    """MariaDB's upgrade to 18 is three ALTERs (drop the indexes, add the columns, build the
+    indexes again), and the last takes the time of an index build: one stopped after any of
+    them (a lost connection, an operator's Ctrl-C, a metadata lock waited on too long) is
+    finished by the next `forkq schema apply`, which otherwise failed on the first ALTER
+    ("Can't DROP INDEX"), with the limits, tenant and batch indexes gone."""
+    url = mysql_db_url
+    store = open_store(url)
+    try:
+        fresh = {index: columns(url, index) for index in sorted(job_indexes(url))}
+        job_id = store.enqueue(_job())
+        undo_versions_above(url, 17)
+        for statement in upgrades(MYSQL_QUERIES)[18][:done]:
+            sql(url, statement)
+        assert recorded_version(url) == 17
+        assert store.apply_schema() == SCHEMA_VERSION
+        assert recorded_version(url) == SCHEMA_VERSION
+        assert {index: columns(url, index) for index in sorted(job_indexes(url))} == fresh
+        assert live_columns(url) == declared(MYSQL_DDL)
+        assert store.get_job(job_id) is not None
+    finally:
+        store.close()
+
+
+def columns(url: str, index: str) -> list[str]:
+    """The columns of one of forkq_jobs' indexes, in order (MariaDB)."""
+    rows = sql(
+        url,
+        "SELECT COLUMN_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE()"
+        " AND TABLE_NAME = 'forkq_jobs' AND INDEX_NAME = ? ORDER BY SEQ_IN_INDEX",
+        [index],
+    )
+    return [str(name) for (name,) in rows]
+
