@@ -18,24 +18,12 @@ from typing import Any, TypeVar
 from supervisor import events
 from supervisor.daemon import systemd
 from supervisor.daemon.signals import SignalQueue
-from supervisor.errors import ConnectionLost, SchemaError, TransientDatabaseError
+from supervisor.errors import ConnectionLost, TransientDatabaseError
 from supervisor.observe import metrics
-from supervisor.store import SCHEMA_VERSION, Store
 
 T = TypeVar("T")
 
 MAX_BACKOFF = 5.0  # seconds between two tries at most
-
-
-def require_latest_schema(store: Store) -> int:
-    """The schema version, if the daemon can run on it (SPEC: the latest only)."""
-    version = store.require_schema()
-    if version < SCHEMA_VERSION:
-        raise SchemaError(
-            f"the database has forkq schema version {version}, this forkq needs"
-            f" {SCHEMA_VERSION}: run `forkq schema apply`"
-        )
-    return version
 
 
 def wait_for_database(log: Any, signals: SignalQueue, calls: Callable[[], T]) -> T | None:

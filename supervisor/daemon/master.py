@@ -21,7 +21,7 @@ from supervisor import events, logs, wake
 from supervisor.cluster.chores import CHORES_LOCK
 from supervisor.config import Config
 from supervisor.daemon import member, systemd
-from supervisor.daemon.booting import require_latest_schema, wait_for_database
+from supervisor.daemon.booting import wait_for_database
 from supervisor.daemon.children import Children
 from supervisor.daemon.dbguard import DbGuard
 from supervisor.daemon.handback import HandBacks
@@ -121,7 +121,7 @@ class Master:
 
     def boot_db(self) -> int:
         """The boot's database calls, tried again as a whole while the database is not ready."""
-        version = require_latest_schema(self.state.store)
+        version = self.state.store.require_latest_schema()
         self.state.clock_offset = self.state.store.db_now() - time.time()
         self.state.started_at = time.time() + self.state.clock_offset
         self.state.store.register_process(

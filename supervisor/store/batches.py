@@ -1,7 +1,8 @@
 """Batches (`q.batch()`): callbacks enqueued exactly once when every job of a batch has ended.
 
 There is no counter row that every finishing job locks. A job of a batch carries its
-batch_id (forkq_jobs.batch_id, indexed with status); the transaction that ends it counts
+batch_id (forkq_jobs.batch_id, indexed with its status: batch_status on MariaDB, schema
+18); the transaction that ends it counts
 the batch's unfinished jobs on that index, capped at FEW_LEFT + 1 entries (so the count
 costs the same early in a batch of 100,000). Only when at most FEW_LEFT are left does it
 lock the batch row (FOR UPDATE) and count again, exactly; at zero it enqueues the
@@ -31,9 +32,12 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from supervisor.errors import SchemaError
 from supervisor.models import BatchStatus, JobState, NewJob
 from supervisor.store.core import StoreCore
 
+# forkq_batches and forkq_jobs.batch_id (and on MariaDB indexed_columns_version's columns).
+BATCHES_SCHEMA_VERSION = 13
 FEW_LEFT = 16  # at most this many unfinished jobs left: lock the batch row and recount
 MEMBERS_KEPT = 20_000  # a worker's memory of claimed batch jobs (job id -> batch id)
 ENDED = frozenset({JobState.DONE, JobState.DEAD, JobState.CANCELLED})
@@ -53,9 +57,21 @@ class BatchOps(StoreCore):
 
     # --- producers -----------------------------------------------------------------------
 
+    def require_batches_schema(self) -> None:
+        """Batches need forkq_batches, and their counts forkq_jobs_batch as this backend's
+        statements read it (indexed_columns_version): refuse a batch before any of its rows
+        is written, never at its seal (a batch never sealed never settles)."""
+        needed = max(BATCHES_SCHEMA_VERSION, self.indexed_columns_version)
+        if self._batches_schema is None:
+            version = self.schema_version()
+            self._batches_schema = version is not None and version >= needed
+        if not self._batches_schema:
+            raise SchemaError(f"batches need schema version {needed}: run `forkq schema apply`")
+
     def open_batch(self, callbacks: dict[str, tuple[str, str]], payload: str, conn: Any) -> int:
         """A new open batch (no callback before it is sealed); its id. On `conn` (the
         caller's transaction) when given, else in a transaction of its own."""
+        self.require_batches_schema()
         params = self._params(callbacks=json.dumps(callbacks), payload=payload)
         if conn is not None:
             self._execute_on(conn, "batch_create", params)
@@ -168,6 +184,7 @@ class BatchOps(StoreCore):
 
     def batch_status(self, batch_id: int) -> BatchStatus | None:
         """Where the batch stands: counted live while open, as counted at its settle after."""
+        self.require_batches_schema()
         rows = self._rows("batch_get", id=batch_id)
         if not rows:
             return None

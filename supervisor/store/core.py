@@ -75,11 +75,15 @@ class StoreCore(ABC):
     # Does an UPDATE's row count include the rows it matched and left as they were (MySQL's
     # CLIENT.FOUND_ROWS, so also the rows UPDATE IGNORE skipped)? SQLite counts changes.
     counts_matched = False
+    # The version whose columns the statements on forkq_jobs_limit, _tenant and _batch read:
+    # MariaDB's read 18's ready_wait, ready_tenant, batch_status (MySQLStore); SQLite's none.
+    indexed_columns_version = 0
     _node_column: bool | None = None  # does forkq_processes.node exist? (asked once)
     _results_table: bool | None = None  # does forkq_results exist? (asked once)
     _limits_schema: bool | None = None  # is the schema version 7 or later? (asked once)
     _deps_schema: bool | None = None  # is the schema version 14 or later? (asked once)
     _timing_table: bool | None = None  # does forkq_handler_stats exist? (asked once)
+    _batches_schema: bool | None = None  # can batches be counted here? (asked once)
 
     # --- what a backend provides -------------------------------------------------------
 
@@ -263,8 +267,7 @@ class StoreCore(ABC):
         self._run_ddl(self._schema_statements())
         self._run("set_schema_version", version=SCHEMA_VERSION)
         self._node_column = self._results_table = self._limits_schema = None
-        self._deps_schema = None
-        self._timing_table = None
+        self._deps_schema = self._timing_table = self._batches_schema = None
         return SCHEMA_VERSION
 
     def require_schema(self) -> int:
@@ -276,6 +279,18 @@ class StoreCore(ABC):
             raise SchemaError(
                 f"schema version {version} is older than {OLDEST_SCHEMA_VERSION}:"
                 " run `forkq schema apply`"
+            )
+        return version
+
+    def require_latest_schema(self) -> int:
+        """The applied version, if it is this code's own: the daemons (`forkq run`, `forkq
+        work`) claim and run the chores with statements that read what the latest version
+        adds (SPEC: the latest only). SchemaError naming `forkq schema apply` if not."""
+        version = self.require_schema()
+        if version < SCHEMA_VERSION:
+            raise SchemaError(
+                f"the database has forkq schema version {version}, this forkq needs"
+                f" {SCHEMA_VERSION}: run `forkq schema apply`"
             )
         return version
 

@@ -54,6 +54,7 @@ class MySQLStore(MySQLSession):
     backend = "mysql"
     TIME_LIMIT = 2.0**31  # TIMESTAMP ends at 2038-01-19 03:14:07.999999 UTC
     counts_matched = True  # CLIENT.FOUND_ROWS (mysql_session.py)
+    indexed_columns_version = 18  # ready_wait, ready_tenant, batch_status (StoreCore)
 
     def __init__(
         self,

@@ -52,7 +52,7 @@ def run_foreground(
 ) -> int:
     load_handlers(config)
     store = open_store(config.database, session_timeout=config.supervisor.db_session_timeout)
-    store.require_schema()
+    store.require_latest_schema()  # its claims and chores read what the latest adds
     names = list(queues or [p.name for p in config.pools])
     owner = process_name()
     label = f"{','.join(names)} worker"

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from util import backend_of, sql
+from util import backend_of, native_connection, sql
 
 from supervisor.cluster.chores import Chores
 from supervisor.config import LimitConfig, build_config
@@ -356,3 +356,39 @@ def handler_reads(cursor: Any) -> int:
         "SHOW SESSION STATUS WHERE Variable_name IN ('Handler_read_next', 'Handler_read_key')"
     )
     return sum(int(value) for _, value in cursor.fetchall())
+
+
+def test_a_claim_that_finds_a_tenant_empty_waits_for_no_end_of_another_tenants_job(
+    mysql_db_url: str,
+) -> None:
+    """MariaDB: the claim that forgets a tenant found without jobs locks none of the queue's
+    running jobs. (As the subquery of its DELETE, the look for the tenant's running jobs on
+    forkq_jobs_status share-locked every running job of the queue: a claim waited for any
+    end in flight, and two claims that had each just written their successes deadlocked.)"""
+    store: Any = open_store(mysql_db_url)
+    queue = Queue(store=store)
+    ack = native_connection(mysql_db_url)
+    try:
+        running = put(queue, "A", 5)
+        for _ in range(3):  # three of A's jobs run, two are ready: A is not forgotten
+            claim(store, 1, owner="h2")
+        [b] = put(queue, "B", 1)
+        assert [row.id for row in claim(store)] == [b]
+        store.complete("h1", [b], "delete")  # B has nothing left: the next claim forgets it
+        with ack.cursor() as cursor:  # another worker's end of A's job, not committed yet
+            cursor.execute(
+                "UPDATE forkq_jobs SET status = 'done' WHERE id = %s AND status = 'running'",
+                (running[0],),
+            )
+        forgot = threading.Thread(target=claim, args=(store, 2))
+        forgot.start()
+        forgot.join(5)
+        waited = forgot.is_alive()
+        ack.commit()
+        forgot.join(60)
+        assert not waited, "the claim waited for another tenant's job to end"
+        assert sorted(t for (t,) in sql(mysql_db_url, "SELECT tenant FROM forkq_tenants")) == ["A"]
+    finally:
+        ack.rollback()
+        ack.close()
+        store.close()

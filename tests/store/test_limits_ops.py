@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog
@@ -17,7 +18,7 @@ from supervisor.config import Config, LimitConfig, PoolConfig, load_config
 from supervisor.dburl import parse_database_url
 from supervisor.errors import UsageError
 from supervisor.models import JobState, NewJob
-from supervisor.store import Store
+from supervisor.store import Store, open_store
 from supervisor.store.limits import claims as flow
 from supervisor.store.limits.buckets import LimitPlan
 from supervisor.store.limits.upkeep import look_after_parked
@@ -248,3 +249,32 @@ def test_jobs_parked_on_a_limit_gone_from_the_config_are_let_go(store: Store, db
     assert sql(db_url, "SELECT COUNT(*) FROM forkq_jobs WHERE limit_wait <> ''") == [(0,)]
     claimed = flow.complete_and_claim(store, after, {}, "email", OWNER, 10, 60)[0]
     assert sorted(j.id for j in claimed) == ids[1:]
+
+
+def test_the_chores_look_at_parked_buckets_without_reading_the_jobs(mysql_db_url: str) -> None:
+    """MariaDB: the chores find the buckets with parked jobs one index dive a bucket
+    (parked_bucket_after, on forkq_jobs_limit), whatever the jobs. (On schema 18 that index
+    holds ready_wait, not status and limit_wait: the statement read every row of the table,
+    for each bucket, every check tick.)"""
+    store: Any = open_store(mysql_db_url)
+    store.insert_many([NewJob("t.noop", "{}", queue="other")] * 2_000)
+    parked = store.insert_many([NewJob("m.send", "{}", queue="email", limit_key="k")] * 4)
+    for job_id, bucket in zip(parked, ["m/a", "m/a", "m/b", "m/b"], strict=True):
+        sql(mysql_db_url, "UPDATE forkq_jobs SET limit_wait = ? WHERE id = ?", [bucket, job_id])
+    limit = LimitConfig("m", queues=("email",), concurrency=1)
+    config = Config(database=parse_database_url(mysql_db_url), limits=(limit,))
+    try:
+        conn = store._connection()  # the store's own session: its counters are the chores'
+        with conn.cursor() as cursor:
+            before = rows_read(cursor)
+            assert look_after_parked(store, config) == 2  # a wake_at for each bucket
+            read = rows_read(cursor) - before
+    finally:
+        store.close()
+    assert read < 50, f"{read} rows read to find 2 buckets beside 2,004 jobs"
+
+
+def rows_read(cursor: Any) -> int:
+    """The session's rows read, whatever the access: index dives, ranges and full scans."""
+    cursor.execute("SHOW SESSION STATUS LIKE 'Handler_read%'")
+    return sum(int(value) for _, value in cursor.fetchall())

@@ -33,8 +33,10 @@ from util import (
 
 from supervisor.building import build_job
 from supervisor.dburl import parse_database_url
+from supervisor.errors import SchemaError
 from supervisor.models import NewJob
 from supervisor.proc import node_id
+from supervisor.queue import Queue
 from supervisor.store import SCHEMA_VERSION, open_store
 from supervisor.store.queries import upgrades
 from supervisor.timing import Stats
@@ -857,3 +859,113 @@ def test_a_version_17_database_is_upgraded_to_18_in_place(db_url: str) -> None:
         ]
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("done", [1, 2, 3])
+def test_an_upgrade_to_18_stopped_half_way_is_finished_by_the_next_apply(
+    mysql_db_url: str, done: int
+) -> None:
+    """MariaDB's upgrade to 18 is three ALTERs (drop the indexes, add the columns, build the
+    indexes again), and the last takes the time of an index build: one stopped after any of
+    them (a lost connection, an operator's Ctrl-C, a metadata lock waited on too long) is
+    finished by the next `forkq schema apply`, which otherwise failed on the first ALTER
+    ("Can't DROP INDEX"), with the limits, tenant and batch indexes gone."""
+    url = mysql_db_url
+    store = open_store(url)
+    try:
+        fresh = {index: columns(url, index) for index in sorted(job_indexes(url))}
+        job_id = store.enqueue(_job())
+        undo_versions_above(url, 17)
+        for statement in upgrades(MYSQL_QUERIES)[18][:done]:
+            sql(url, statement)
+        assert recorded_version(url) == 17
+        assert store.apply_schema() == SCHEMA_VERSION
+        assert recorded_version(url) == SCHEMA_VERSION
+        assert {index: columns(url, index) for index in sorted(job_indexes(url))} == fresh
+        assert live_columns(url) == declared(MYSQL_DDL)
+        assert store.get_job(job_id) is not None
+    finally:
+        store.close()
+
+
+def columns(url: str, index: str) -> list[str]:
+    """The columns of one of forkq_jobs' indexes, in order (MariaDB)."""
+    rows = sql(
+        url,
+        "SELECT COLUMN_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE()"
+        " AND TABLE_NAME = 'forkq_jobs' AND INDEX_NAME = ? ORDER BY SEQ_IN_INDEX",
+        [index],
+    )
+    return [str(name) for (name,) in rows]
+
+
+def test_forkq_work_on_a_version_17_database_names_schema_apply(
+    mysql_db_url: str, tmp_path: Path
+) -> None:
+    """`forkq work` needs the latest schema, as `forkq run` does: its claims and chores read
+    what the latest adds (on MariaDB, version 18's ready_tenant in a fair pool's claim). It
+    ran on any version, and on 17 each claim of a fair pool failed on an unknown column."""
+    url = mysql_db_url
+    store = open_store(url)
+    try:
+        store.enqueue(
+            build_job("schema.keep", {}, "fair", 0.0, None, 0, None, None, group_key="shop-1")
+        )
+        undo_versions_above(url, 17)
+        config = tmp_path / "forkq.toml"
+        config.write_text("[pools.fair]\nfair = true\n")
+        result = forkq_cli(url, "work", "-c", str(config), "--queues", "fair", "--burst")
+        assert result.returncode == 1, (result.stdout, result.stderr)
+        [line] = result.stderr.strip().splitlines()
+        assert line.startswith("forkq: error: the database has forkq schema version 17"), line
+        assert "run `forkq schema apply`" in line
+    finally:
+        store.apply_schema()  # the session's database, for the next tests
+        store.close()
+
+
+def test_a_batch_on_a_version_17_mariadb_is_refused_before_any_job(mysql_db_url: str) -> None:
+    """On MariaDB a batch's counts read version 18's batch_status (forkq_jobs_batch). An
+    application upgraded before its database opened the batch and enqueued its jobs, then
+    failed on that column as the block ended: the batch, never sealed, never settled and its
+    callbacks never ran, even after the upgrade. Now `q.batch()` says what to do first."""
+    url = mysql_db_url
+    store = open_store(url)
+    try:
+        undo_versions_above(url, 17)
+        queue = Queue(store=store)
+        refused = pytest.raises(SchemaError, match="version 18: run `forkq schema apply`")
+        with refused, queue.batch(on_complete="schema.keep") as batch:
+            batch.enqueue("schema.keep", {})
+        assert sql(url, "SELECT COUNT(*) FROM forkq_jobs") == [(0,)]
+        assert sql(url, "SELECT COUNT(*) FROM forkq_batches") == [(0,)]
+        with pytest.raises(SchemaError, match="version 18"):
+            queue.batch_status(1)
+        assert store.apply_schema() == SCHEMA_VERSION
+        with queue.batch(on_complete="schema.keep") as batch:  # the same store, upgraded
+            batch.enqueue("schema.keep", {})
+        assert queue.batch_status(batch.id) is not None
+    finally:
+        store.apply_schema()  # the session's database, for the next tests
+        store.close()
+
+
+def test_forkq_status_of_limits_on_a_version_17_mariadb_names_schema_apply(
+    mysql_db_url: str, tmp_path: Path
+) -> None:
+    """`forkq status` counts the jobs waiting on [limits] on version 18's ready_wait (on
+    MariaDB): on 17 it said only "Unknown column 'ready_wait'"."""
+    url = mysql_db_url
+    store = open_store(url)
+    try:
+        undo_versions_above(url, 17)
+        config = tmp_path / "forkq.toml"
+        config.write_text('[limits.mail]\nqueues = ["mail"]\nconcurrency = 2\n')
+        result = forkq_cli(url, "status", "-c", str(config))
+        assert result.returncode == 1, (result.stdout, result.stderr)
+        [line] = result.stderr.strip().splitlines()
+        assert "schema version 18: run `forkq schema apply`" in line, line
+    finally:
+        store.apply_schema()  # the session's database, for the next tests
+        store.close()
+    assert forkq_cli(url, "status", "-c", str(config)).returncode == 0

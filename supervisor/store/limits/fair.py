@@ -218,9 +218,16 @@ def _fair_rows(store: Store, queue: str, limit: int) -> list[dict[str, Any]]:
     turn = store.query("fair_turn", store.bind(queue=queue, limit=limit))
     empty = [r["tenant"] for r in turn if r["id"] is None and r["any_ready"] is None]
     if empty:  # rows go, or to the back of the round while the tenant has jobs running
+        # Which have one running: a plain read, apart from the DELETE, so that it locks
+        # none of the queue's running jobs (fair_busy in mysql.sql).
         params = store.bind(queue=queue, names=store.bind_ids(empty))
-        if store.statement("fair_forget", params) < len(empty):
-            store.statement("fair_skip", params)
+        busy = {row["tenant"] for row in store.query("fair_busy", params)}
+        idle = [tenant for tenant in empty if tenant not in busy]
+        if idle:
+            store.statement("fair_forget", store.bind(queue=queue, names=store.bind_ids(idle)))
+        if busy:
+            names = store.bind_ids(sorted(busy))
+            store.statement("fair_skip", store.bind(queue=queue, names=names))
     return [row for row in turn if row["id"] is not None]
 
 

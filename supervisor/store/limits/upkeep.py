@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from supervisor.config import Config
+from supervisor.errors import SchemaError
 from supervisor.store.base import Store
 from supervisor.store.core import PURGE_CHUNK, micros
 from supervisor.store.limits.buckets import Bucket, LimitPlan
@@ -78,6 +79,12 @@ def bucket_status(store: Store, config: Config, cap: int = 100_000) -> list[Buck
     jobs waiting; every bucket with a row or parked jobs, and every configured limit."""
     if not config.limits or not store.has_limits_schema():
         return []
+    version = store.schema_version() or 0
+    if version < store.indexed_columns_version:  # limit_waiting reads ready_wait (MariaDB)
+        raise SchemaError(
+            f"the jobs waiting on [limits] are counted on schema version"
+            f" {store.indexed_columns_version}: run `forkq schema apply`"
+        )
     plan = LimitPlan(config.limits, {})
     rows = {Bucket(r["name"], r["limit_key"]): r for r in store.rows("limit_rows", limit=1000)}
     waiting_rows = store.rows("limit_waiting", limit=cap + 1)

@@ -1054,10 +1054,12 @@ FOR UPDATE SKIP LOCKED;
 UPDATE forkq_jobs SET limit_wait = '' WHERE id IN %(ids)s AND status = 'ready';
 
 -- name: parked_bucket_after
--- The next bucket ready jobs are parked on, after %(after)s: one index dive each, so the
--- chores walk the buckets, never the parked jobs.
-SELECT MIN(limit_wait) AS limit_wait FROM forkq_jobs
-WHERE status = 'ready' AND limit_wait > %(after)s;
+-- The next bucket ready jobs are parked on, after %(after)s: one dive in forkq_jobs_limit
+-- each (MIN on its first column), so the chores walk the buckets, never the parked jobs.
+-- On ready_wait, the index's column: with `status` and `limit_wait` the server would not
+-- use it and read the whole table, once a bucket.
+SELECT MIN(ready_wait) AS limit_wait FROM forkq_jobs
+WHERE ready_wait > %(after)s;
 
 -- name: limit_wake
 -- Buckets with parked jobs and no wake_at (a parked job retried by an operator, a row
@@ -1206,24 +1208,25 @@ SET last_served = IF(served + 1 >= %(weight)s, CAST(UNIX_TIMESTAMP(NOW(6)) * 100
     served = IF(served + 1 >= %(weight)s, 0, served + 1)
 WHERE queue = %(queue)s AND tenant IN %(names)s;
 
+-- name: fair_busy
+-- Tenants found without a ready job: those of them with a job running (or cancelling),
+-- whose rows stay (fair_skip), so a job of theirs handed back finds its tenant in the round.
+-- Two ranges of forkq_jobs_status (status, queue): the queue's running and cancelling jobs,
+-- a few per worker. A plain read, which locks nothing (READ COMMITTED): as the subquery of
+-- fair_forget's DELETE it share-locked every one of them, so a claim that found a tenant
+-- empty waited for every end in flight in the queue, and two claims that had just written
+-- their successes deadlocked. (With forkq_jobs_tenant's old (queue, status, tenant) and
+-- `status IN`, it read and locked every job of the queue: 34,271 row locks behind a flood.)
+SELECT DISTINCT tenant FROM forkq_jobs FORCE INDEX (forkq_jobs_status)
+WHERE status IN ('running', 'cancelling') AND queue = %(queue)s AND tenant IN %(names)s;
+
 -- name: fair_forget
--- Tenants found without a ready job: the rows (locked by this claim) of those without a
--- running one either go (a producer's next job, or the walk, brings a tenant back)...
--- One range per status on forkq_jobs_status (status, queue): the queue's running and
--- cancelling jobs, a few per worker. (With `status IN (...)` and the queue alone as the key
--- the subquery read, and share-locked, every job of the queue, which deadlocked with
--- claims: a tenant found empty behind a flood of 34,000 took 34,271 row locks.)
-DELETE FROM forkq_tenants
-WHERE queue = %(queue)s AND tenant IN %(names)s
-  AND NOT EXISTS (SELECT 1 FROM forkq_jobs j FORCE INDEX (forkq_jobs_status)
-                  WHERE j.status = 'running' AND j.queue = forkq_tenants.queue
-                    AND j.tenant = forkq_tenants.tenant)
-  AND NOT EXISTS (SELECT 1 FROM forkq_jobs j FORCE INDEX (forkq_jobs_status)
-                  WHERE j.status = 'cancelling' AND j.queue = forkq_tenants.queue
-                    AND j.tenant = forkq_tenants.tenant);
+-- ...the rows (locked by this claim) of the others go (a producer's next job, or the walk,
+-- brings a tenant back)...
+DELETE FROM forkq_tenants WHERE queue = %(queue)s AND tenant IN %(names)s;
 
 -- name: fair_skip
--- ...and the others go to the back of the round: a job of theirs handed back, released or
+-- ...and the busy ones go to the back of the round: a job of theirs handed back, released or
 -- reaped is ready again with its tenant still in the round.
 UPDATE forkq_tenants SET last_served = CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)
 WHERE queue = %(queue)s AND tenant IN %(names)s;
@@ -1580,8 +1583,10 @@ UPDATE forkq_schema SET version = 14, applied_at = NOW(6) WHERE id = 1 AND versi
 -- version 9's rate). The indexes are dropped, the columns added (instant: no indexed
 -- virtual column is left to prevent it, error 1845) and the indexes built again online.
 -- Stop the daemons first: claims under [limits] and in fair pools force these indexes.
-ALTER TABLE forkq_jobs DROP INDEX forkq_jobs_limit, DROP INDEX forkq_jobs_tenant, DROP INDEX forkq_jobs_batch, ALGORITHM=INPLACE, LOCK=NONE;
-ALTER TABLE forkq_jobs ADD COLUMN ready_wait VARCHAR(256) AS (IF(status = 'ready', limit_wait, NULL)) VIRTUAL COMMENT 'generated, never written: limit_wait while ready, else NULL (index forkq_jobs_limit: a claim moves the entry once, an end not at all)', ADD COLUMN ready_tenant VARCHAR(191) AS (IF(status = 'ready', COALESCE(group_key, limit_key, ''), NULL)) VIRTUAL COMMENT 'generated, never written: the tenant while ready, else NULL (index forkq_jobs_tenant: a claim moves the entry once, an end not at all)', ADD COLUMN batch_status VARCHAR(16) AS (IF(batch_id IS NULL, NULL, status)) VIRTUAL COMMENT 'generated, never written: status for a job in a batch, else NULL (index forkq_jobs_batch: no entry changes for a job in none)', ALGORITHM=INSTANT;
+-- IF (NOT) EXISTS: an upgrade stopped after any of the three (the index build takes its
+-- time) is finished by the next apply, which would otherwise fail on the first.
+ALTER TABLE forkq_jobs DROP INDEX IF EXISTS forkq_jobs_limit, DROP INDEX IF EXISTS forkq_jobs_tenant, DROP INDEX IF EXISTS forkq_jobs_batch, ALGORITHM=INPLACE, LOCK=NONE;
+ALTER TABLE forkq_jobs ADD COLUMN IF NOT EXISTS ready_wait VARCHAR(256) AS (IF(status = 'ready', limit_wait, NULL)) VIRTUAL COMMENT 'generated, never written: limit_wait while ready, else NULL (index forkq_jobs_limit: a claim moves the entry once, an end not at all)', ADD COLUMN IF NOT EXISTS ready_tenant VARCHAR(191) AS (IF(status = 'ready', COALESCE(group_key, limit_key, ''), NULL)) VIRTUAL COMMENT 'generated, never written: the tenant while ready, else NULL (index forkq_jobs_tenant: a claim moves the entry once, an end not at all)', ADD COLUMN IF NOT EXISTS batch_status VARCHAR(16) AS (IF(batch_id IS NULL, NULL, status)) VIRTUAL COMMENT 'generated, never written: status for a job in a batch, else NULL (index forkq_jobs_batch: no entry changes for a job in none)', ALGORITHM=INSTANT;
 ALTER TABLE forkq_jobs ADD INDEX forkq_jobs_limit (ready_wait, queue, priority DESC, run_at, id), ADD INDEX forkq_jobs_tenant (queue, ready_tenant, priority DESC, run_at, id), ADD INDEX forkq_jobs_batch (batch_id, batch_status), ALGORITHM=INPLACE, LOCK=NONE;
 UPDATE forkq_schema SET version = 18, applied_at = NOW(6) WHERE id = 1 AND version < 18;
 -- name: upgrade_to_17

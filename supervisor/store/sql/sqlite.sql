@@ -987,15 +987,14 @@ SET last_served = CASE WHEN served + 1 >= :weight THEN CAST(:now * 1000000 AS IN
     served = CASE WHEN served + 1 >= :weight THEN 0 ELSE served + 1 END
 WHERE queue = :queue AND tenant IN (SELECT value FROM json_each(:names));
 
+-- name: fair_busy
+SELECT DISTINCT tenant FROM forkq_jobs INDEXED BY forkq_jobs_status
+WHERE status IN ('running', 'cancelling') AND queue = :queue
+  AND tenant IN (SELECT value FROM json_each(:names));
+
 -- name: fair_forget
 DELETE FROM forkq_tenants
-WHERE queue = :queue AND tenant IN (SELECT value FROM json_each(:names))
-  AND NOT EXISTS (SELECT 1 FROM forkq_jobs j INDEXED BY forkq_jobs_status
-                  WHERE j.status = 'running' AND j.queue = forkq_tenants.queue
-                    AND j.tenant = forkq_tenants.tenant)
-  AND NOT EXISTS (SELECT 1 FROM forkq_jobs j INDEXED BY forkq_jobs_status
-                  WHERE j.status = 'cancelling' AND j.queue = forkq_tenants.queue
-                    AND j.tenant = forkq_tenants.tenant);
+WHERE queue = :queue AND tenant IN (SELECT value FROM json_each(:names));
 
 -- name: fair_skip
 UPDATE forkq_tenants SET last_served = CAST(:now * 1000000 AS INTEGER)
