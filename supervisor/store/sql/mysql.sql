@@ -1579,8 +1579,8 @@ UPDATE forkq_schema SET version = 14, applied_at = NOW(6) WHERE id = 1 AND versi
 -- pools, batches) were rewritten by every claim and every end, of every job. They now
 -- index virtual columns (ready_wait, ready_tenant, batch_status) that stay NULL where the
 -- job needs no entry, and InnoDB leaves an index alone when none of its values changed: a
--- plain job's claim moves two entries and its end none (a no-op drain: 0.82x -> 0.95x of
--- version 9's rate). The indexes are dropped, the columns added (instant: no indexed
+-- plain job's claim moves two entries and its end none (a no-op drain: 0.82x -> 0.98x of
+-- d1f5da8's rate, benchmarks/RESULTS.md). The indexes are dropped, the columns added (instant: no indexed
 -- virtual column is left to prevent it, error 1845) and the indexes built again online.
 -- Stop the daemons first: claims under [limits] and in fair pools force these indexes.
 -- IF (NOT) EXISTS: an upgrade stopped after any of the three (the index build takes its
