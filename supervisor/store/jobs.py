@@ -16,9 +16,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from supervisor.errors import SchemaError
-from supervisor.kinds import OnSuccess
 from supervisor.models import HandBack, JobRow, JobState, QueueTimes, utc
 from supervisor.outcomes import SnoozeWritten
+from supervisor.store.acks import AckOps
 from supervisor.store.core import (
     AHEAD_US,
     LIMITS_SCHEMA_VERSION,
@@ -26,12 +26,10 @@ from supervisor.store.core import (
     SCHEDULE_AHEAD,
     micros,
 )
-from supervisor.store.dependencies import EITHER
 from supervisor.store.results import ResultOps, attempt_end
-from supervisor.store.superseding import SupersedeOps
 
 
-class JobOps(SupersedeOps, ResultOps):
+class JobOps(AckOps, ResultOps):
     """Claiming and settling jobs (workers, the master, `forkq work`)."""
 
     # --- workers -------------------------------------------------------------------------
@@ -57,12 +55,8 @@ class JobOps(SupersedeOps, ResultOps):
 
         def attempt() -> tuple[list[JobRow], int]:
             with self._tx():
-                completed = sum(
-                    self.complete_in_transaction(owner, ids, mode)
-                    for mode, ids in done.items()
-                    if ids
-                )
-                rows = self._fetchall("claim_select", self._params(queue=queue, limit=limit))
+                claim = self._params(queue=queue, limit=limit)
+                completed, rows = self.complete_and_select(owner, done, claim)
                 if rows:
                     ids = [row["id"] for row in rows]
                     params = self._params(
@@ -77,38 +71,6 @@ class JobOps(SupersedeOps, ResultOps):
         if not ids:
             return 0
         return self._run("extend_leases", owner=owner, ids=self._ids(ids), lease_us=micros(lease))
-
-    def complete(self, owner: str, ids: Sequence[int], mode: str) -> int:
-        """Record success of jobs this owner holds: delete, archive or keep them."""
-        if not ids:
-            return 0
-
-        def attempt() -> int:
-            with self._tx():
-                return self.complete_in_transaction(owner, ids, mode)
-
-        return self._retrying(attempt)
-
-    def complete_in_transaction(self, owner: str, ids: Sequence[int], mode: str) -> int:
-        """Inside an open transaction (retried whole by the caller).
-
-        From schema 14 one statement leaves out flagged parents; only when it changed fewer
-        rows than asked (a parent among them, or a lease lost) does the second pass of
-        dependencies.py run, which ends them and settles their children."""
-        if self.has_deps_schema():
-            changed = self.complete_pass(owner, ids, mode, skip=EITHER)
-            if changed < len(ids):  # dependencies: one clearly separated hook
-                changed += self.complete_parents(owner, ids, mode)
-        elif mode == OnSuccess.KEEP:
-            changed = self._execute("complete_keep", self._params(owner=owner, ids=self._ids(ids)))
-        else:
-            params = self._params(owner=owner, ids=self._ids(ids))
-            if mode == OnSuccess.ARCHIVE:
-                self._execute("complete_archive_copy", params)
-            changed = self._execute("complete_delete", params)
-        if self.batch_members:  # this worker claimed a batch job: the batch hook (batches.py)
-            self.settle_batches_of(ids)
-        return changed
 
     def fail(
         self,

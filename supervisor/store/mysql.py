@@ -112,6 +112,30 @@ class MySQLStore(MySQLSession):
 
         return self._call(fetchall, fold=True)
 
+    def _execute_fetch(
+        self, write: str, read: str, params: dict[str, Any]
+    ) -> tuple[int, list[dict[str, Any]]]:
+        """`write` and `read` in one packet, with the transaction's BEGIN if not sent yet:
+        one round trip. The server stops at the first that fails, whose error is raised
+        here, as `_send`'s."""
+        if self._committed:
+            raise DatabaseError("a statement after its transaction's last one")
+        bound = {**_bound(write, params), **_bound(read, params)}
+        sql = f"{self.queries[write]};{self.queries[read]}"
+
+        def execute_fetch(conn: Connection) -> tuple[int, list[dict[str, Any]]]:
+            with conn.cursor(pymysql.cursors.DictCursor) as cursor:
+                begin = self._tx_pending
+                cursor.execute(("BEGIN;" if begin else "") + sql, bound)
+                if begin:
+                    self._began(conn)
+                    cursor.nextset()
+                count = int(cursor.rowcount)
+                cursor.nextset()
+                return count, list(cursor.fetchall())
+
+        return self._call(execute_fetch, fold=True)
+
     def _send(
         self, conn: Connection, cursor: Any, sql: str, params: Any, commit: bool = False
     ) -> int:
