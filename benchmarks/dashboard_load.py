@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from private_mariadb import PrivateMariaDB  # noqa: E402
-from util import free_tcp_port, python, subprocess_env  # noqa: E402
+from util import dies_with_us, free_tcp_port, python, subprocess_env  # noqa: E402
 
 ROUNDS = 5
 CHUNK = 100_000  # rows per INSERT ... SELECT
@@ -128,6 +128,7 @@ def main() -> None:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=dies_with_us(signal.SIGTERM),
         )
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 30

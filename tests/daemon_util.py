@@ -9,8 +9,10 @@ The `daemons` fixture (tests/daemon/conftest.py registers it for the daemon test
 elsewhere import `daemons_fixture` into the test module) hands out Daemon objects and,
 whatever the test did, kills every process of every daemon's session at the end (the
 master's group and each child, which lives in a process group of its own). Every wait
-has a deadline. The benchmarks run their daemons on this launcher too
-(benchmarks/harness.py's BenchDaemon, benchmarks/scale_env.py).
+has a deadline. A teardown that never runs (pytest killed) leaves nothing either: each
+master gets `Daemon.parent_death_signal` when the process that started it dies. The
+benchmarks run their daemons on this launcher too (benchmarks/harness.py's BenchDaemon,
+benchmarks/scale_env.py).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any
 
 import psutil
 import pytest
-from util import REPO_ROOT, wait_until
+from util import REPO_ROOT, dies_with_us, wait_until
 
 HANDLERS_MODULE = "testhandlers"
 
@@ -195,6 +197,13 @@ def session_processes(sid: int) -> list[psutil.Process]:
 class Daemon:
     """One `forkq run` in its own session, configured in `directory`."""
 
+    # What the master gets when the process that started it dies (util.dies_with_us): a
+    # pytest killed mid-test runs no teardown. SIGQUIT is the immediate stop: the master
+    # SIGKILLs its children's groups, reaps them, kills what their jobs left behind
+    # (it is their subreaper), hands their jobs back and exits, in about a second,
+    # where SIGTERM's drain could wait the whole shutdown_timeout on a running job.
+    parent_death_signal: int = signal.SIGQUIT
+
     def __init__(
         self,
         directory: Path,
@@ -273,6 +282,7 @@ class Daemon:
                 stdout=out,
                 stderr=err,
                 start_new_session=True,
+                preexec_fn=dies_with_us(self.parent_death_signal),
             )
         self.sid = self.proc.pid
         return self

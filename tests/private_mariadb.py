@@ -6,6 +6,8 @@ own `mariadbd` on a free loopback port and a private socket, in a session of its
 and can `kill9()` it and `start()` it again on the same data directory and port (what
 a crash and a restart look like to a client). InnoDB keeps its default durability
 (innodb_flush_log_at_trx_commit=1), so a commit the server acknowledged survives kill -9.
+The server gets SIGTERM (a clean shutdown) when the process that started it dies: a
+pytest killed mid-test, whose teardown never runs, leaves no mariadbd behind.
 
 Clients log in as a real user with a password (`forkq` / `secret` by default), so a
 test that looks for a leaked password looks for something that was really sent.
@@ -43,7 +45,7 @@ from typing import Any
 
 import pymysql
 import pytest
-from util import DATA_TABLES, free_tcp_port, in_ci
+from util import DATA_TABLES, dies_with_us, free_tcp_port, in_ci
 
 from supervisor.store import open_store
 
@@ -170,6 +172,7 @@ class PrivateMariaDB:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=dies_with_us(signal.SIGTERM),  # a clean shutdown if pytest dies
             )
         self.starts += 1
         deadline = time.monotonic() + timeout

@@ -7,6 +7,7 @@ drive forkq itself through its public API.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import shutil
@@ -14,6 +15,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -159,6 +161,53 @@ def free_tcp_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+# --- processes that must not outlive the test run ----------------------------------------------
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def dies_with_us(sig: int) -> Callable[[], None] | None:
+    """A `preexec_fn` for `subprocess.Popen`: the child gets `sig` when this process dies.
+
+    A fixture's teardown kills what its test started, but only if pytest lives to run
+    it: a CI timeout's SIGKILL, pytest-timeout's `os._exit`, a Ctrl-\\ end pytest and leave
+    a daemon, a mariadbd or a web server running for hours. So every long-running process
+    the tests start is tied to this one with Linux's parent-death signal (PR_SET_PDEATHSIG),
+    `sig` chosen per program: one it ends on promptly, its own children with it.
+
+    Its hazards, and what is done about them:
+    - the kernel sends it when the *thread* that forked dies, not the process: a child
+      started from a thread that ends would be signalled then. So only the main thread
+      may start one (an AssertionError otherwise, rather than a surprise kill later);
+    - this process may die between the fork and the prctl: the child then has a new
+      parent and would never be signalled, so it checks its parent after the prctl and
+      exits rather than run the program;
+    - the signal is cleared when the child changes its credentials (setuid, or the exec
+      of a set-user-ID program): `mariadbd --user=root` run as root changes nothing;
+    - code between fork and exec must not take a lock another thread may hold: prctl is
+      looked up here, in the parent (libc is loaded: no `find_library`, which runs
+      ldconfig), and the child only calls it and `getppid`.
+
+    None where there is no prctl (not Linux): `preexec_fn=None` is Popen's default.
+    """
+    assert threading.current_thread() is threading.main_thread(), (
+        "start long-running processes from the main thread: the parent-death signal is "
+        "sent when the forking thread ends"
+    )
+    prctl = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None)
+    if prctl is None:
+        return None
+    parent = os.getpid()
+
+    def tie() -> None:
+        if prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) != 0:  # Popen raises SubprocessError
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+        if os.getppid() != parent:  # the parent died before the prctl: nobody to outlive
+            os._exit(1)
+
+    return tie
 
 
 # --- schema text -------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ own and timed exactly like the daemon. `forkq_drain` is the lab's drain too."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -27,6 +28,7 @@ from harness import (
     _per_job,
     _rates,
 )
+from util import dies_with_us
 
 from supervisor.dburl import parse_database_url
 from supervisor.store import open_store
@@ -90,7 +92,12 @@ def baseline_program(
     cpu_before = _children_cpu()
     timeline: list[tuple[float, int]] = []
     started = time.perf_counter()
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=dies_with_us(signal.SIGTERM),
+    )
     try:
         while True:
             left = bench.b.count(table="bench_baseline")

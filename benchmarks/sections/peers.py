@@ -16,6 +16,7 @@ import contextlib
 import importlib
 import os
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -27,6 +28,7 @@ from typing import Any
 
 from backends import MySQLBackend
 from harness import BENCH_DIR, POLL, Bench, Deadline, _children_cpu, _rates
+from util import dies_with_us
 
 from sections.drain import baseline_program, forkq_drain
 
@@ -150,6 +152,7 @@ def redis_server(workdir: Path) -> Iterator[str]:
         [REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data),
          "--save", "", "--appendonly", "yes", "--appendfsync", "everysec"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        preexec_fn=dies_with_us(signal.SIGTERM),  # the bench killed: no redis left behind
     )  # fmt: skip
     url = f"redis://127.0.0.1:{port}/0"
     try:
@@ -243,6 +246,7 @@ def dramatiq_drain(bench: Bench, url: str, n: int, deadline: Deadline) -> dict[s
                 env=env,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
+                preexec_fn=dies_with_us(signal.SIGTERM),
             )
         ],
         lambda: int(client.hlen("dramatiq:default.msgs")),
@@ -280,7 +284,13 @@ def rq_drain(bench: Bench, url: str, n: int, deadline: Deadline) -> dict[str, fl
     env = _peer_env(FORKQ_PEER="rq")
     out = timed_drain(
         lambda: [
-            subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            subprocess.Popen(
+                command,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                preexec_fn=dies_with_us(signal.SIGTERM),
+            )
             for _ in range(WORKERS)
         ],
         lambda: queue.count + queue.started_job_registry.count,
@@ -319,6 +329,7 @@ def huey_drain(bench: Bench, n: int, deadline: Deadline) -> dict[str, float]:
                 env=env,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
+                preexec_fn=dies_with_us(signal.SIGTERM),
             )
         ],
         lambda: int(huey.pending_count()),

@@ -45,7 +45,7 @@ from lifecycle_util import (
     wait_running,
     when,
 )
-from util import wait_until
+from util import dies_with_us, wait_until
 
 from supervisor import Queue, events
 from supervisor.daemon.decisions import STARTUP_WINDOW
@@ -120,6 +120,7 @@ def test_log_lines_of_many_children_never_splice_on_a_pipe(
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
+        preexec_fn=dies_with_us(daemon.parent_death_signal),
     )
     lines: list[bytes] = []
     assert proc.stdout is not None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -25,7 +26,7 @@ from typing import Any
 
 import pytest
 from daemon_util import Daemon, daemons_fixture  # noqa: F401  (the `daemons` fixture)
-from util import backdate, in_ci, subprocess_env, wait_until
+from util import backdate, dies_with_us, in_ci, subprocess_env, wait_until
 
 from supervisor import events
 from supervisor.models import JobState
@@ -152,7 +153,13 @@ def test_a_booting_master_settles_dead_rows_of_its_own_node_only(
 
 class NamespacedDaemon(Daemon):
     """The daemon as a container on this machine runs it: our hostname, but a pid
-    namespace and a /proc of its own (it cannot see our pids, we see its)."""
+    namespace and a /proc of its own (it cannot see our pids, we see its).
+
+    unshare blocks SIGTERM and SIGINT while it waits for its child: it gets SIGKILL when
+    pytest dies, and `--kill-child` SIGKILLs the master, the namespace's init, which
+    takes every process of the namespace with it."""
+
+    parent_death_signal = signal.SIGKILL
 
     def start(self) -> Daemon:
         assert self.proc is None or self.proc.poll() is not None, "already running"
@@ -166,6 +173,7 @@ class NamespacedDaemon(Daemon):
                 stdout=out,
                 stderr=err,
                 start_new_session=True,
+                preexec_fn=dies_with_us(self.parent_death_signal),
             )
         self.sid = self.proc.pid
         return self

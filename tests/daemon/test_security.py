@@ -24,7 +24,7 @@ import structlog
 import util
 from daemon_util import Daemon, render_config, title_of
 from private_mariadb import PrivateMariaDB, Webhook, private_mariadb  # noqa: F401
-from util import free_tcp_port, wait_until
+from util import dies_with_us, free_tcp_port, wait_until
 
 from supervisor import events
 from supervisor.cli import parser as cli
@@ -281,6 +281,7 @@ def test_a_password_given_on_the_command_line_is_gone_from_the_titles(
             stdout=out,
             stderr=out,
             start_new_session=True,
+            preexec_fn=dies_with_us(daemon.parent_death_signal),
         )
     daemon.sid = daemon.proc.pid
     try:

@@ -32,7 +32,7 @@ from daemon_util import (
     daemons_fixture,  # noqa: F401  (the `daemons` fixture)
     record_ids,
 )
-from util import REPO_ROOT, sqlite_url_for, wait_until
+from util import REPO_ROOT, dies_with_us, sqlite_url_for, wait_until
 
 from supervisor import Queue, events, logs
 from supervisor.dburl import parse_database_url
@@ -104,6 +104,7 @@ def start_listener(runtime_dir: Path, ident: str, mode: str) -> tuple[subprocess
         env=subprocess_env(runtime_dir),
         stdout=subprocess.PIPE,
         text=True,
+        preexec_fn=dies_with_us(signal.SIGTERM),
     )
     assert proc.stdout is not None
     path = proc.stdout.readline().strip()

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from util import sql, subprocess_env, wait_until
+from util import dies_with_us, sql, subprocess_env, wait_until
 
 from supervisor import Queue
 from supervisor.models import JobRow, JobState
@@ -132,6 +132,7 @@ def start(workdir: Path, db_url: str) -> Iterator[Start]:
             stderr=subprocess.STDOUT,
             text=True,
             start_new_session=True,
+            preexec_fn=dies_with_us(signal.SIGTERM),  # stops after its job (60 s at most)
         )
         started.append(process)
         return process

@@ -14,6 +14,7 @@ enqueues per producer, the server's deadlock count over the storm, how long it t
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -29,7 +30,7 @@ from private_mariadb import (  # noqa: F401 - fixtures
     private_db_url,
     private_mariadb,
 )
-from util import subprocess_env, wait_until
+from util import dies_with_us, subprocess_env, wait_until
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(600)]
 
@@ -77,6 +78,7 @@ def start_producers(url: str, record: Path, results: Path) -> list[subprocess.Po
                 text=True,
                 env=subprocess_env(url),
                 cwd=PRODUCER.parent,
+                preexec_fn=dies_with_us(signal.SIGTERM),
             )
         )
     for proc in procs:

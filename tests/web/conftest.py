@@ -8,13 +8,14 @@ Each test gets a fresh browser context (no cookies), each server a config of its
 
 from __future__ import annotations
 
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from util import free_tcp_port, in_ci, python, subprocess_env
+from util import dies_with_us, free_tcp_port, in_ci, python, subprocess_env
 from webutil import ServerFactory, WebServer, wait_serving, write_config
 
 CHROMIUM = "/usr/bin/chromium"
@@ -94,6 +95,7 @@ def web_server(db_url: str, tmp_path: Path) -> Iterator[ServerFactory]:
                 stderr=subprocess.STDOUT,
                 text=True,
                 start_new_session=True,
+                preexec_fn=dies_with_us(signal.SIGTERM),
             )
         server = WebServer(f"http://127.0.0.1:{port}", proc, log, config, token)
         started.append(server)

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import subprocess
 import urllib.request
 from pathlib import Path
 
-from util import REPO_ROOT, free_tcp_port, python, sqlite_url_for, wait_until
+from util import REPO_ROOT, dies_with_us, free_tcp_port, python, sqlite_url_for, wait_until
 
 
 def test_the_demo_prints_a_web_hint_that_serves_the_dashboard(tmp_path: Path) -> None:
@@ -40,6 +41,7 @@ def test_the_demo_prints_a_web_hint_that_serves_the_dashboard(tmp_path: Path) ->
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=dies_with_us(signal.SIGTERM),
         )
     try:
         page = wait_until(
