@@ -128,7 +128,10 @@ class Pooling:
         pool.slots.discard(child.slot)
         pool.jobs_done += child.jobs
         exit_ok = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-        if not failed_at_startup(now - child.started, exit_ok, child.reported, child.jobs):
+        # A child the master killed on purpose (a quit, a retirement it did not obey) says
+        # nothing about whether its pool's children can start.
+        lived = now - child.started
+        if child.sigkilled or not failed_at_startup(lived, exit_ok, child.reported, child.jobs):
             pool.failures = 0
             return
         pool.failures += 1

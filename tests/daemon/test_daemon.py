@@ -217,6 +217,15 @@ def test_sigquit_exits_at_once_and_returns_the_job_uncounted(
     wait_until(lambda: session_processes(daemon.pid) == [], timeout=5, message="no process left")
 
 
+def test_sigquit_of_a_young_daemon_counts_no_child_as_failed_at_start(daemons: Factory) -> None:
+    """The idle children a quit kills on purpose came up fine: none is logged as a child
+    that failed at start (an error, and a step towards the crash-loop back-off)."""
+    daemon = boot(daemons, pools={"work": {"workers": 2}})
+    assert daemon.stop(timeout=10, sig=signal.SIGQUIT) == 0
+    assert daemon.events(events.CHILD_FAILED_AT_START) == []
+    assert daemon.events(events.POOL_CRASH_LOOP) == []
+
+
 # --- reload and resize ---------------------------------------------------------------------------
 
 
