@@ -435,7 +435,12 @@ class Daemon:
 
 
 def title_of(proc: psutil.Process) -> str:
-    return " ".join(proc.cmdline()).strip()
+    """The process's title; "" for one that exited since it was listed (a child the
+    daemon reaps between the listing and this read is no longer anyone's)."""
+    try:
+        return " ".join(proc.cmdline()).strip()
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return ""
 
 
 @pytest.fixture(name="daemons")
