@@ -28,6 +28,10 @@ from supervisor.daemon.decisions import handback_due
 from supervisor.models import HandBack
 
 HANDBACK_GRACE = 0.025  # seconds a job runs before the jobs claimed behind it go back
+# ...while no child of its pool is idle: then the jobs would only go back to wait for a
+# busy sibling's next claim, at the price of a transaction and that claim; a child that
+# turns idle wakes the master, and the short grace applies again.
+BUSY_GRACE = 0.25
 MOST_TRIES = 5  # a hand-back the database refused this often is dropped (see below)
 
 
@@ -55,6 +59,7 @@ class HandBacks:
         self.write = write
         self.log = log
         self.unwritten: list[_Unwritten] = []
+        self.grace: dict[str, float] = {}  # pool -> its grace now (the idle look of `run`)
 
     def run(self, now: float) -> None:
         """Take back from every child whose job has run past the grace, then write. Each
@@ -67,15 +72,17 @@ class HandBacks:
             idle[child.pool] = idle.get(child.pool, 0) + is_idle
         for child, is_idle in looks:
             child.ledger.tell_idle(idle[child.pool] - is_idle)
+        self.grace = {pool: HANDBACK_GRACE if n else BUSY_GRACE for pool, n in idle.items()}
         for child in self.children:
             if child.ending is not None or child.sigkilled:
                 continue  # being killed: settling returns what it held
             entry = child.board.read()  # without the lock: only whether to look
             if entry.job_id is None or child.handed_back == (entry.job_id, entry.started):
                 continue
-            if not child.ledger.pending() or not handback_due(entry.started, now, HANDBACK_GRACE):
+            grace = self.grace[child.pool]
+            if not child.ledger.pending() or not handback_due(entry.started, now, grace):
                 continue
-            taken = child.ledger.take(child.board, HANDBACK_GRACE, now)  # reads it again
+            taken = child.ledger.take(child.board, grace, now)  # reads it again
             if taken.running is None:
                 continue  # it moved on meanwhile, or held the lock: next turn
             child.handed_back = (taken.running, taken.started)  # once per job run
@@ -135,7 +142,7 @@ class HandBacks:
                 continue
             entry = child.board.read()
             if entry.job_id is not None and child.handed_back != (entry.job_id, entry.started):
-                dues.append(entry.started + HANDBACK_GRACE)
+                dues.append(entry.started + self.grace.get(child.pool, HANDBACK_GRACE))
         if self.unwritten:
             dues.append(time.monotonic() + 0.1)
         return min(dues, default=None)
