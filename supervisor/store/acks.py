@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from supervisor.kinds import OnSuccess
-from supervisor.store.dependencies import EITHER
+from supervisor.store.dependencies import EITHER, ending_statement
 from supervisor.store.superseding import SupersedeOps
 
 
@@ -65,9 +65,8 @@ class AckOps(SupersedeOps):
             completed = sum(self.complete_in_transaction(owner, ids, mode) for mode, ids in modes)
             return completed, self._fetchall("claim_select", claim)
         mode, ids = modes[0]
-        name = "deps_complete_keep" if mode == OnSuccess.KEEP else "deps_complete_delete"
         params = {**claim, **self._params(owner=owner, ids=self._ids(ids), skip=EITHER)}
-        completed, rows = self._execute_fetch(name, "claim_select", params)
+        completed, rows = self._execute_fetch(ending_statement(mode), "claim_select", params)
         if completed < len(ids):  # a parent among them, or a lease lost: the second pass
             completed += self.complete_parents(owner, ids, mode)
         return completed, rows

@@ -97,6 +97,11 @@ def _stuck(rows: Sequence[Mapping[str, Any]]) -> list[Edge]:
     return stuck
 
 
+def ending_statement(mode: str) -> str:
+    """The statement of complete_pass that ends the jobs (archive's copy goes before it)."""
+    return "deps_complete_keep" if mode == OnSuccess.KEEP else "deps_complete_delete"
+
+
 class DependencyOps(StoreCore):
     """Enqueue with parents, and settle a parent's children when it ends."""
 
@@ -176,11 +181,9 @@ class DependencyOps(StoreCore):
         """Record success of held jobs: skip = EITHER leaves out the flagged rows (the first
         pass, the only one for jobs without dependencies); skip = 0 takes them too."""
         params = self._params(owner=owner, ids=self._ids(ids), skip=skip)
-        if mode == OnSuccess.KEEP:
-            return self._execute("deps_complete_keep", params)
         if mode == OnSuccess.ARCHIVE:
             self._execute("deps_complete_archive_copy", params)
-        return self._execute("deps_complete_delete", params)
+        return self._execute(ending_statement(mode), params)
 
     def complete_parents(self, owner: str, ids: Sequence[int], mode: str) -> int:
         """The second pass, in the first one's transaction: of `ids`, those this owner still
