@@ -109,6 +109,53 @@ def stop_master(payload, job):
 
     os.kill(os.getppid(), signal.SIGSTOP)
     time.sleep(float(payload.get("seconds", 30)))
+
+
+@handler("t.lose_ack")
+def lose_ack(payload, job):
+    """Lock this job's row from a second connection, and once this child's acknowledgement
+    of it has waited for that lock a while, end the child's connection from the server's
+    side (a restart, a Galera node leaving): the child meets the loss inside its claim's
+    transaction, with the success not written."""
+    import threading
+
+    import psutil
+    import pymysql
+
+    server = ("127.0.0.1", int(payload["port"]))
+    child_ports = {
+        str(c.laddr.port) for c in psutil.Process().net_connections("tcp") if c.raddr == server
+    }
+    locker = pymysql.connect(
+        host=server[0], port=server[1], user=payload["user"], password=payload["password"],
+        database=payload["database"],
+    )
+    with locker.cursor() as cursor:
+        cursor.execute("BEGIN")
+        cursor.execute("SELECT id FROM forkq_jobs WHERE id = %s FOR UPDATE", (job.id,))
+
+    def child_waiting(cursor):
+        cursor.execute("SELECT ID, HOST, COMMAND, TIME_MS FROM information_schema.PROCESSLIST")
+        for ident, host, command, time_ms in cursor.fetchall():
+            if host and host.rpartition(":")[2] in child_ports and command == "Query":
+                if time_ms >= 300:
+                    return ident
+        return None
+
+    def end_the_wait():
+        try:
+            with locker.cursor() as cursor:
+                for _ in range(1000):
+                    waiting = child_waiting(cursor)
+                    if waiting is not None:
+                        cursor.execute("KILL CONNECTION %s", (waiting,))
+                        return
+                    time.sleep(0.02)
+        finally:
+            locker.rollback()
+            locker.close()
+
+    threading.Thread(target=end_the_wait, daemon=True).start()
 '''
 
 # Every child dies right after the fork; the master (which forked nothing before

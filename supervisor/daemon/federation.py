@@ -193,7 +193,10 @@ class Federation:
                 self.log.info(events.MASTER_EXITED, **said)
                 continue
             if self.stopping or each.leaving:
-                self.code = max(self.code, code) if code > 0 else self.code
+                # A refusal (78) meeting the stop was said as master_refused, and had it
+                # come a moment earlier the member would have been waiting, not counted.
+                if code > 0 and code != ExitCode.CONFIG:
+                    self.code = max(self.code, code)
                 self.log.info(events.MASTER_EXITED, **said)
                 del self.members[each.name]
                 each.notify.close()

@@ -112,10 +112,10 @@ def _work(worker: Worker, duties: Duties, burst: bool) -> None:
         done = worker.safely(worker.work_once)
         if worker.max_jobs is not None and worker.stats.jobs >= worker.max_jobs:
             break
-        if done:
+        if done or worker.failing:
             idle_sleep = duties.config.supervisor.poll_interval
             continue
-        if burst and not worker.held and not worker.pending and not worker._backoff:
+        if burst and not worker.held and not worker.pending:
             break
         worker.events.idle()
         worker.sleep(idle_sleep)

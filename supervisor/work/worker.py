@@ -247,6 +247,14 @@ class Worker:
             self._backoff = 0.0
         return result
 
+    @property
+    def failing(self) -> bool:
+        """The last step met a lost or contended database, and `safely` slept its back-off:
+        step again at once. Never idle then: outcomes not yet written (or a claim that may
+        have committed) would wait for a wake-up that may not come, and their jobs for
+        their lease to end, to run a second time."""
+        return self._backoff > 0
+
     def sleep(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
         while not self.stopping and time.monotonic() < deadline:
