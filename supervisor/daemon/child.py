@@ -181,7 +181,7 @@ def _loop(worker: Worker, spec: ChildSpec, events: PipeEvents, signal_fd: int) -
     events.idle()
     while not worker.stopping and not worker.retire_reason:
         done = worker.safely(worker.work_once)
-        if done or worker.failing or worker.stopping or worker.retire_reason:
+        if done or worker.backoff or worker.stopping or worker.retire_reason:
             continue
         events.idle()
         wait = min(IDLE_RECHECK, max(0.05, recycler.retire_at - time.monotonic()))

@@ -21,7 +21,7 @@ from supervisor.dburl import DatabaseURL
 from supervisor.errors import DatabaseError, PayloadTooLarge
 from supervisor.models import Enqueued, NewJob
 from supervisor.store.galera import NodeChoice
-from supervisor.store.mysql_session import Connection, MySQLSession
+from supervisor.store.mysql_session import Connection, MySQLSession, packs
 from supervisor.store.queries import backend_queries, schema_text, split_script
 
 QUERIES = backend_queries("mysql")
@@ -92,8 +92,9 @@ class MySQLStore(MySQLSession):
         commit, self._commit_next = self._commit_next and self._tx_depth == 1, False
 
         def execute(conn: Connection) -> int:
-            with conn.cursor() as cursor:
-                return self._send(conn, cursor, self.queries[name], _bound(name, params), commit)
+            with conn.cursor() as cursor:  # unless sent with the statement, _transaction commits
+                sql, bound = self.queries[name], _bound(name, params)
+                return self._send(conn, cursor, sql, bound, commit and packs(conn))
 
         return self._call(execute, fold=True)
 
@@ -115,9 +116,8 @@ class MySQLStore(MySQLSession):
     def _execute_fetch(
         self, write: str, read: str, params: dict[str, Any]
     ) -> tuple[int, list[dict[str, Any]]]:
-        """`write` and `read` in one packet, with the transaction's BEGIN if not sent yet:
-        one round trip. The server stops at the first that fails, whose error is raised
-        here, as `_send`'s."""
+        """`write` and `read` in one packet with the transaction's BEGIN if not sent yet
+        (one each on a Galera node: `packs`); the first that fails raises, as `_send`."""
         if self._committed:
             raise DatabaseError("a statement after its transaction's last one")
         bound = {**_bound(write, params), **_bound(read, params)}
@@ -125,13 +125,17 @@ class MySQLStore(MySQLSession):
 
         def execute_fetch(conn: Connection) -> tuple[int, list[dict[str, Any]]]:
             with conn.cursor(pymysql.cursors.DictCursor) as cursor:
-                begin = self._tx_pending
-                cursor.execute(("BEGIN;" if begin else "") + sql, bound)
-                if begin:
-                    self._began(conn)
+                if not packs(conn):  # its BEGIN went alone (_connection)
+                    count = self._send(conn, cursor, self.queries[write], bound)
+                    self._send(conn, cursor, self.queries[read], bound)
+                else:
+                    begin = self._tx_pending
+                    cursor.execute(("BEGIN;" if begin else "") + sql, bound)
+                    if begin:
+                        self._began(conn)
+                        cursor.nextset()
+                    count = int(cursor.rowcount)
                     cursor.nextset()
-                count = int(cursor.rowcount)
-                cursor.nextset()
                 return count, list(cursor.fetchall())
 
         return self._call(execute_fetch, fold=True)
@@ -141,8 +145,9 @@ class MySQLStore(MySQLSession):
     ) -> int:
         """Run one statement. A transaction's BEGIN, not sent yet, goes in the same packet
         (CLIENT.MULTI_STATEMENTS), and so does its COMMIT when `commit` says the statement
-        ends it: a claim of a batch is three round trips, not five. The server stops at
-        the first statement that fails, and the error is raised where its result is read."""
+        ends it: a claim of a batch is three round trips, not five (not on a Galera node:
+        mysql_session.packs). The server stops at the first statement that fails, and
+        the error is raised where its result is read."""
         if self._committed:  # `_execute_last` promised the last: never run outside the tx
             raise DatabaseError("a statement after its transaction's last one")
         begin = self._tx_pending

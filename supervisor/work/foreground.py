@@ -112,7 +112,7 @@ def _work(worker: Worker, duties: Duties, burst: bool) -> None:
         done = worker.safely(worker.work_once)
         if worker.max_jobs is not None and worker.stats.jobs >= worker.max_jobs:
             break
-        if done or worker.failing:
+        if done or worker.backoff:
             idle_sleep = duties.config.supervisor.poll_interval
             continue
         if burst and not worker.held and not worker.pending:

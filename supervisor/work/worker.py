@@ -85,7 +85,9 @@ class Worker:
         self._lease_until = 0.0  # monotonic time the current leases run out
         self._paused: set[str] = set()
         self._paused_at = -PAUSE_CACHE
-        self._backoff = 0.0
+        # Seconds `safely` backed off after the last step (0.0 once one succeeds): the
+        # loop steps again, never idle with outcomes unwritten or a claim in doubt.
+        self.backoff = 0.0
         self._pools: dict[str, PoolConfig] = {}
         self._batch = 1  # the claim size grows while jobs are quick: see claim_size
         self._job_time = 0.0  # seconds a typical job of the last batch took
@@ -234,26 +236,17 @@ class Worker:
             result = step()
         except (ConnectionLost, TransientDatabaseError) as exc:
             metrics.db_error()
-            self._backoff = min(MAX_BACKOFF, max(0.25, self._backoff * 2))
-            delay = self._backoff * random.uniform(0.8, 1.2)
-            event = (
-                events.DB_UNREACHABLE if isinstance(exc, ConnectionLost) else events.DB_CONTENTION
-            )
+            self.backoff = min(MAX_BACKOFF, max(0.25, self.backoff * 2))
+            delay = self.backoff * random.uniform(0.8, 1.2)
+            lost = isinstance(exc, ConnectionLost)
+            event = events.DB_UNREACHABLE if lost else events.DB_CONTENTION
             self.log.warning(event, error=str(exc), retry_in=round(delay, 2))
             self.sleep(delay)
             return 0
-        if self._backoff:
+        if self.backoff:
             self.log.info(events.DB_RECONNECTED)
-            self._backoff = 0.0
+            self.backoff = 0.0
         return result
-
-    @property
-    def failing(self) -> bool:
-        """The last step met a lost or contended database, and `safely` slept its back-off:
-        step again at once. Never idle then: outcomes not yet written (or a claim that may
-        have committed) would wait for a wake-up that may not come, and their jobs for
-        their lease to end, to run a second time."""
-        return self._backoff > 0
 
     def sleep(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds

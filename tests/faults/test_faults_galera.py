@@ -22,9 +22,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pymysql
 import pytest
 from daemon_util import Daemon
 from private_galera import GaleraCluster, galera, with_nodes  # noqa: F401 - the fixture
+from pymysql.constants import CLIENT
 from util import free_tcp_port, wait_until
 
 from supervisor import Queue, events
@@ -239,3 +241,73 @@ def test_a_conflict_at_commit_is_a_lost_race_run_again(cluster: GaleraCluster) -
     assert counted == [1]
     paused = "SELECT paused FROM forkq.forkq_queues WHERE queue = 'q'"
     wait_until(lambda: cluster.nodes[2].admin(paused) == [(1,)], message="node 3 applied it")
+
+
+def test_a_node_hides_an_abort_inside_a_packet_of_statements(cluster: GaleraCluster) -> None:
+    """Why forkq sends one statement a packet to a Galera node (mysql_session.packs): when
+    another node's write aborts a transaction while a statement of a multi-statement
+    packet runs, the node says nothing; the statements after it run outside the
+    transaction, and a COMMIT among them answers OK. Should a MariaDB release tell the
+    abort, this fails, and the packets may be shared again."""
+    one, two = (
+        pymysql.connect(
+            unix_socket=node.socket, user="root", password="", database="forkq",
+            autocommit=True, client_flag=CLIENT.MULTI_STATEMENTS,
+        )
+        for node in cluster.nodes[:2]
+    )  # fmt: skip
+    try:
+        with one.cursor() as cursor:
+            cursor.execute("CREATE TABLE packet_abort (id INT PRIMARY KEY, v INT)")
+            cursor.execute("INSERT INTO packet_abort VALUES (1, 0), (2, 0)")
+        wait_until(
+            lambda: cluster.nodes[1].admin("SELECT COUNT(*) FROM forkq.packet_abort") == [(2,)]
+        )
+        with one.cursor() as cursor:
+            cursor.execute("BEGIN")
+            cursor.execute("SELECT id FROM packet_abort FOR UPDATE")
+            # The sleep stands for the moment between two statements of one packet.
+            cursor.execute("UPDATE packet_abort SET v = 100; DO SLEEP(2); COMMIT")
+            time.sleep(0.5)  # (the packet runs on the server meanwhile)
+            with two.cursor() as other:
+                other.execute("UPDATE packet_abort SET v = 7 WHERE id = 1")  # commits first
+            while cursor.nextset():  # the sleep and the COMMIT: both answer OK
+                pass
+        rows = cluster.nodes[0].admin("SELECT id, v FROM forkq.packet_abort ORDER BY id")
+        assert rows == [(1, 7), (2, 0)], rows  # yet node 1 committed nothing of it
+    finally:
+        with one.cursor() as cursor:
+            cursor.execute("DROP TABLE IF EXISTS packet_abort")
+        one.close(), two.close()
+
+
+def test_each_statement_goes_alone_to_a_galera_node(cluster: GaleraCluster) -> None:
+    """A claim that writes successes (the fused read, the UPDATE and its COMMIT, one packet
+    each on a plain server's two round trips) sends every statement alone to a Galera
+    node: the node's general log has one statement a query."""
+    queue = Queue(cluster.urls[0], wake=False)
+    store = open_store(cluster.urls[0])
+    node = cluster.nodes[0]
+    try:
+        queue.enqueue_many([{"handler": "t.noop", "payload": {}, "queue": "q"}] * 4)
+        first, _ = store.complete_and_claim({}, "q", "galera-owner", 2, 60)
+        assert len(first) == 2
+        node.admin("SET GLOBAL log_output = 'TABLE', general_log = 1")  # only the store talks
+        try:
+            done = {"delete": [job.id for job in first]}
+            second, written = store.complete_and_claim(done, "q", "galera-owner", 2, 60)
+        finally:
+            node.admin("SET GLOBAL general_log = 0")
+        assert len(second) == 2 and written == 2
+        sent = [
+            str(text)
+            for (text,) in node.admin(
+                "SELECT CONVERT(argument USING utf8mb4) FROM mysql.general_log"
+                " WHERE user_host LIKE 'forkq%' AND command_type = 'Query'"
+            )
+        ]
+        assert sent and all(";" not in text.strip().rstrip(";") for text in sent), sent
+        assert any(text.strip().upper() == "COMMIT" for text in sent), sent
+    finally:
+        node.admin("TRUNCATE TABLE mysql.general_log")
+        store.close(), queue.close()
