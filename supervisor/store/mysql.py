@@ -25,29 +25,25 @@ from supervisor.store.mysql_session import Connection, MySQLSession, packs
 from supervisor.store.queries import backend_queries, schema_text, split_script
 
 QUERIES = backend_queries("mysql")
+INSERT_KINDS = ("", "_keyed", "_grouped", "_tagged", "_batched")
 # The names each query binds: PyMySQL escapes every value of the dict it is given, and
 # the shared parameter dicts carry more than any one query uses.
 PARAM_NAMES = {
     name: tuple(dict.fromkeys(re.findall(r"%\((\w+)\)s", sql))) for name, sql in QUERIES.items()
 }
+# The multi-row INSERT's parts; a batch with a limit_key names the column (schema 5), with a
+# group_key both keys (8), with tags those and tags (9), of q.batch() also batch_id (13).
 BATCH_INSERT_QUERIES = frozenset(
-    {
-        "insert_jobs_head",
-        "insert_jobs_row",
-        "insert_jobs_tail",
-        "insert_jobs_head_keyed",  # a batch with a limit_key: the column named (schema 5)
-        "insert_jobs_row_keyed",
-        "insert_jobs_head_grouped",  # a batch with a group_key: both keys named (schema 8)
-        "insert_jobs_row_grouped",
-        "insert_jobs_head_tagged",  # a batch with tags: group_key and tags named (schema 9)
-        "insert_jobs_row_tagged",
-        "insert_jobs_head_batched",  # a batch of q.batch(): tags and batch_id named (schema 13)
-        "insert_jobs_row_batched",
-    }
+    {"insert_jobs_tail"}
+    | {f"insert_jobs_{part}{kind}" for part in ("head", "row") for kind in INSERT_KINDS}
 )
 INSERT_CHUNK = 1000  # rows per multi-row INSERT
 # The smallest max_allowed_packet a server accepts: a shorter statement fits any server.
 MIN_PACKET = 1024
+# Reads that on a Galera node first wait for every write the cluster ordered before them:
+# after a failover, a claim whose answer was lost with its node may not be applied here
+# yet, and a worker looking for what it holds (worker._release_lost_claim) would miss it.
+CAUSAL_READS = frozenset({"held_by"})
 
 
 class MySQLStore(MySQLSession):
@@ -108,7 +104,10 @@ class MySQLStore(MySQLSession):
     def _fetchall(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         def fetchall(conn: Connection) -> list[dict[str, Any]]:
             with conn.cursor(pymysql.cursors.DictCursor) as cursor:
-                self._send(conn, cursor, self.queries[name], _bound(name, params))
+                sql = self.queries[name]
+                if name in CAUSAL_READS and not packs(conn):  # a Galera node
+                    sql = f"SET STATEMENT wsrep_sync_wait = 1 FOR {sql}"
+                self._send(conn, cursor, sql, _bound(name, params))
                 return list(cursor.fetchall())
 
         return self._call(fetchall, fold=True)
@@ -125,7 +124,7 @@ class MySQLStore(MySQLSession):
 
         def execute_fetch(conn: Connection) -> tuple[int, list[dict[str, Any]]]:
             with conn.cursor(pymysql.cursors.DictCursor) as cursor:
-                if not packs(conn):  # its BEGIN went alone (_connection)
+                if not packs(conn):  # a Galera node: the BEGIN with `write` alone
                     count = self._send(conn, cursor, self.queries[write], bound)
                     self._send(conn, cursor, self.queries[read], bound)
                 else:

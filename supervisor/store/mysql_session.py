@@ -51,8 +51,9 @@ CONNECTION_ERRORS = frozenset(
 # another node's conflicting write while one statement of a multi-statement packet runs
 # does not say so when more statements follow: they run, outside the transaction, and a
 # COMMIT among them answers OK (MariaDB 10.11, tests/faults/test_faults_galera.py: a claim
-# "committed" that was not, its jobs run twice). There each statement, the BEGIN and
-# the COMMIT go alone, so every abort is told (`packs`).
+# "committed" that was not, its jobs run twice). There each statement and the COMMIT go
+# alone, so every abort is told (`packs`); a BEGIN still goes with the first statement,
+# since a transaction holds nothing to abort before it.
 _GALERA: weakref.WeakSet[Connection] = weakref.WeakSet()
 
 
@@ -97,7 +98,7 @@ class MySQLSession(Store):
             self._conn = self._open_any()
             self._pid = os.getpid()
         self._used_at = time.monotonic()
-        if self._tx_pending and not (fold and packs(self._conn)):
+        if self._tx_pending and not fold:
             with self._errors():
                 self._conn.begin()
             self._began(self._conn)

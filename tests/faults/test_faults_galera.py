@@ -284,7 +284,8 @@ def test_a_node_hides_an_abort_inside_a_packet_of_statements(cluster: GaleraClus
 def test_each_statement_goes_alone_to_a_galera_node(cluster: GaleraCluster) -> None:
     """A claim that writes successes (the fused read, the UPDATE and its COMMIT, one packet
     each on a plain server's two round trips) sends every statement alone to a Galera
-    node: the node's general log has one statement a query."""
+    node (its BEGIN aside): one statement a query in the general log. A worker's look at what it
+    holds first waits for the writes the cluster ordered before it (wsrep_sync_wait)."""
     queue = Queue(cluster.urls[0], wake=False)
     store = open_store(cluster.urls[0])
     node = cluster.nodes[0]
@@ -296,6 +297,7 @@ def test_each_statement_goes_alone_to_a_galera_node(cluster: GaleraCluster) -> N
         try:
             done = {"delete": [job.id for job in first]}
             second, written = store.complete_and_claim(done, "q", "galera-owner", 2, 60)
+            held = store.held_by("galera-owner")  # waits for the cluster's earlier writes
         finally:
             node.admin("SET GLOBAL general_log = 0")
         assert len(second) == 2 and written == 2
@@ -306,8 +308,11 @@ def test_each_statement_goes_alone_to_a_galera_node(cluster: GaleraCluster) -> N
                 " WHERE user_host LIKE 'forkq%' AND command_type = 'Query'"
             )
         ]
-        assert sent and all(";" not in text.strip().rstrip(";") for text in sent), sent
+        alone = [text.removeprefix("BEGIN;").strip().rstrip(";") for text in sent]
+        assert sent and all(";" not in text for text in alone), sent  # BEGIN with the first
         assert any(text.strip().upper() == "COMMIT" for text in sent), sent
+        assert [job.id for job in held] == [job.id for job in second]
+        assert any(text.startswith("SET STATEMENT wsrep_sync_wait = 1 FOR") for text in sent)
     finally:
         node.admin("TRUNCATE TABLE mysql.general_log")
         store.close(), queue.close()
