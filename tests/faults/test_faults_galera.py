@@ -268,7 +268,11 @@ def test_a_node_hides_an_abort_inside_a_packet_of_statements(cluster: GaleraClus
             cursor.execute("SELECT id FROM packet_abort FOR UPDATE")
             # The sleep stands for the moment between two statements of one packet.
             cursor.execute("UPDATE packet_abort SET v = 100; DO SLEEP(2); COMMIT")
-            time.sleep(0.5)  # (the packet runs on the server meanwhile)
+            # The UPDATE has answered; wait until the packet is inside its sleep.
+            sleeping = "SELECT STATE FROM information_schema.PROCESSLIST WHERE ID = %s"
+            wait_until(
+                lambda: cluster.nodes[0].admin(sleeping, (one.thread_id(),)) == [("User sleep",)]
+            )
             with two.cursor() as other:
                 other.execute("UPDATE packet_abort SET v = 7 WHERE id = 1")  # commits first
             while cursor.nextset():  # the sleep and the COMMIT: both answer OK

@@ -395,7 +395,9 @@ def test_a_version_3_database_is_upgraded_to_4_and_the_daemon_runs_on_both(db_ur
         assert process_nodes(db_url) == {"h:1:old": None, "h:2:new": node_id()}
     finally:
         old.close()
-    assert upgrades(MYSQL_QUERIES)[4][0].startswith("ALTER TABLE forkq_processes ADD COLUMN node ")
+    assert upgrades(MYSQL_QUERIES)[4][0].startswith(
+        "ALTER TABLE forkq_processes ADD COLUMN IF NOT EXISTS node "
+    )
     assert upgrades(SQLITE_QUERIES)[4][0].startswith("ALTER TABLE forkq_processes ADD COLUMN node ")
 
 
@@ -881,6 +883,48 @@ def test_an_upgrade_to_18_stopped_half_way_is_finished_by_the_next_apply(
         assert recorded_version(url) == 17
         assert store.apply_schema() == SCHEMA_VERSION
         assert recorded_version(url) == SCHEMA_VERSION
+        assert {index: columns(url, index) for index in sorted(job_indexes(url))} == fresh
+        assert live_columns(url) == declared(MYSQL_DDL)
+        assert store.get_job(job_id) is not None
+    finally:
+        store.close()
+
+
+def down_to(url: str, version: int) -> None:
+    """Take a MariaDB database at SCHEMA_VERSION down to `version` (>= 3)."""
+    if version >= 9:
+        undo_versions_above(url, version)
+    elif version == 3:
+        drop_node_column(url)
+        sql(url, "UPDATE forkq_schema SET version = 3")
+    else:
+        {8: undo_version_9, 7: undo_version_8, 6: undo_version_7, 5: undo_version_6}.get(
+            version, undo_version_5
+        )(url)
+    assert recorded_version(url) == version
+
+
+@pytest.mark.parametrize("version", [4, 5, 7, 8, 10, 13, 14, 18])
+def test_an_upgrade_stopped_before_it_recorded_its_version_is_run_again_whole(
+    mysql_db_url: str, version: int
+) -> None:
+    """Every statement of a MariaDB upgrade can run again: an upgrade that did all but
+    record its version (a lost connection, an operator's Ctrl-C) leaves the database at
+    the old version, and the next `forkq schema apply` runs every statement a second time
+    and ends as a fresh database; before, it failed on the first (a duplicate column, or
+    "Can't DROP INDEX"), and the operator had to finish the upgrade by hand."""
+    url = mysql_db_url
+    store = open_store(url)
+    try:
+        fresh = {index: columns(url, index) for index in sorted(job_indexes(url))}
+        job_id = store.enqueue(_job())
+        down_to(url, version - 1)
+        *statements, record = upgrades(MYSQL_QUERIES)[version]
+        assert record.startswith("UPDATE forkq_schema SET version")
+        for statement in statements:
+            sql(url, statement)
+        assert recorded_version(url) == version - 1
+        assert store.apply_schema() == SCHEMA_VERSION
         assert {index: columns(url, index) for index in sorted(job_indexes(url))} == fresh
         assert live_columns(url) == declared(MYSQL_DDL)
         assert store.get_job(job_id) is not None

@@ -1424,11 +1424,14 @@ WHERE batch_id = %(id)s ORDER BY id LIMIT %(limit)s;
 -- Schema upgrades: `upgrade_to_N` runs once on a database at version N-1 (`forkq schema apply`).
 -- Each holds everything version N adds (new tables included), one statement a line ending
 -- in `;`, and records version N last: `forkq schema print --upgrade-from M` prints exactly
--- these, for teams whose migrations are reviewed SQL files.
+-- these, for teams whose migrations are reviewed SQL files. Every statement can run again
+-- (IF [NOT] EXISTS), so an upgrade stopped half way (a lost connection, Ctrl-C, a metadata
+-- lock waited on too long) is finished by the next apply instead of failing on what the
+-- first one did.
 
 -- name: upgrade_to_2
 -- Version 2 drops the lease index: expired leases are found through forkq_jobs_status.
-ALTER TABLE forkq_jobs DROP INDEX forkq_jobs_lease;
+ALTER TABLE forkq_jobs DROP INDEX IF EXISTS forkq_jobs_lease;
 UPDATE forkq_schema SET version = 2, applied_at = NOW(6) WHERE id = 1 AND version < 2;
 
 -- name: upgrade_to_3
@@ -1441,13 +1444,13 @@ UPDATE forkq_schema SET version = 3, applied_at = NOW(6) WHERE id = 1 AND versio
 -- name: upgrade_to_4
 -- Version 4 adds forkq_processes.node: which machine and pid namespace a process lives in,
 -- so a master judges by pid only the rows of its own node. Rows written before have none.
-ALTER TABLE forkq_processes ADD COLUMN node VARCHAR(64) NULL DEFAULT NULL COMMENT 'kernel boot id and pid namespace (proc.node_id); a master judges by pid only rows of its own node; NULL in rows written before version 4';
+ALTER TABLE forkq_processes ADD COLUMN IF NOT EXISTS node VARCHAR(64) NULL DEFAULT NULL COMMENT 'kernel boot id and pid namespace (proc.node_id); a master judges by pid only rows of its own node; NULL in rows written before version 4';
 UPDATE forkq_schema SET version = 4, applied_at = NOW(6) WHERE id = 1 AND version < 4;
 
 -- name: upgrade_to_5
 -- Version 5 adds forkq_jobs.limit_key (flow control; an instant change, no table copy)
 -- and forkq_throughput (jobs finished per minute, the dashboard's chart).
-ALTER TABLE forkq_jobs ADD COLUMN limit_key VARCHAR(191) NULL DEFAULT NULL COMMENT 'the bucket of a [limits.NAME] with per_key: e.g. a tenant; NULL shares one bucket', ALGORITHM=INSTANT;
+ALTER TABLE forkq_jobs ADD COLUMN IF NOT EXISTS limit_key VARCHAR(191) NULL DEFAULT NULL COMMENT 'the bucket of a [limits.NAME] with per_key: e.g. a tenant; NULL shares one bucket', ALGORITHM=INSTANT;
 CREATE TABLE IF NOT EXISTS forkq_throughput (
   minute       TIMESTAMP(6) NOT NULL COMMENT 'the minute the counts are for (UTC, database clock)',
   queue        VARCHAR(64)  NOT NULL COMMENT 'queue name',
@@ -1482,8 +1485,8 @@ UPDATE forkq_schema SET version = 6, applied_at = NOW(6) WHERE id = 1 AND versio
 -- Version 7 adds flow control and Snooze: forkq_jobs.snoozes and forkq_jobs.limit_wait (an
 -- instant change, no table copy), the index that claims under a limit read (built online:
 -- reads and writes go on while it is built), and forkq_limits, one row per limit bucket.
-ALTER TABLE forkq_jobs ADD COLUMN snoozes INT NOT NULL DEFAULT 0 COMMENT 'times its handler asked to run it later (Snooze) without using an attempt; past the handler''s max_snoozes it ends dead', ADD COLUMN limit_wait VARCHAR(256) NOT NULL DEFAULT '' COMMENT 'the limit bucket (NAME, or NAME/KEY with per_key) this ready job waits on: not claimed until that bucket has room; empty when claimable', ALGORITHM=INSTANT;
-ALTER TABLE forkq_jobs ADD INDEX forkq_jobs_limit (status, limit_wait, queue, priority DESC, run_at, id), ALGORITHM=INPLACE, LOCK=NONE;
+ALTER TABLE forkq_jobs ADD COLUMN IF NOT EXISTS snoozes INT NOT NULL DEFAULT 0 COMMENT 'times its handler asked to run it later (Snooze) without using an attempt; past the handler''s max_snoozes it ends dead', ADD COLUMN IF NOT EXISTS limit_wait VARCHAR(256) NOT NULL DEFAULT '' COMMENT 'the limit bucket (NAME, or NAME/KEY with per_key) this ready job waits on: not claimed until that bucket has room; empty when claimable', ALGORITHM=INSTANT;
+ALTER TABLE forkq_jobs ADD INDEX IF NOT EXISTS forkq_jobs_limit (status, limit_wait, queue, priority DESC, run_at, id), ALGORITHM=INPLACE, LOCK=NONE;
 CREATE TABLE IF NOT EXISTS forkq_limits (
   name          VARCHAR(64)  NOT NULL COMMENT 'the [limits.NAME] this bucket belongs to',
   limit_key     VARCHAR(191) NOT NULL DEFAULT '' COMMENT 'the jobs'' limit_key for a per_key limit; empty for the one bucket of a limit without per_key (and for jobs without a key)',
@@ -1505,9 +1508,9 @@ UPDATE forkq_schema SET version = 7, applied_at = NOW(6) WHERE id = 1 AND versio
 -- fair claims (built online: reads and writes go on), and forkq_tenants; and the
 -- dashboard's forkq_jobs.tags and .progress, added with group_key: after an indexed
 -- virtual column MariaDB adds no column instantly (error 1845).
-ALTER TABLE forkq_jobs ADD COLUMN group_key VARCHAR(191) NULL DEFAULT NULL COMMENT 'the tenant of the job in a fair pool ([pools.X] fair = true): tenants take turns at the queue; NULL: its limit_key is its tenant', ADD COLUMN tags TEXT NULL DEFAULT NULL COMMENT 'JSON list of strings given at enqueue (tags=[...]), for the dashboard''s tag:NAME search; NULL: none', ADD COLUMN progress VARCHAR(400) NULL DEFAULT NULL COMMENT 'JSON object of percent, message and at (epoch seconds): what its handler last reported (job.progress, or a command''s forkq-progress: line), at most one write a second; NULL: none', ALGORITHM=INSTANT;
-ALTER TABLE forkq_jobs ADD COLUMN tenant VARCHAR(191) AS (COALESCE(group_key, limit_key, '')) VIRTUAL COMMENT 'generated, never written: the job''s tenant in a fair pool (group_key, else limit_key, else empty)', ALGORITHM=INSTANT;
-ALTER TABLE forkq_jobs ADD INDEX forkq_jobs_tenant (queue, status, tenant, priority DESC, run_at, id), ALGORITHM=INPLACE, LOCK=NONE;
+ALTER TABLE forkq_jobs ADD COLUMN IF NOT EXISTS group_key VARCHAR(191) NULL DEFAULT NULL COMMENT 'the tenant of the job in a fair pool ([pools.X] fair = true): tenants take turns at the queue; NULL: its limit_key is its tenant', ADD COLUMN IF NOT EXISTS tags TEXT NULL DEFAULT NULL COMMENT 'JSON list of strings given at enqueue (tags=[...]), for the dashboard''s tag:NAME search; NULL: none', ADD COLUMN IF NOT EXISTS progress VARCHAR(400) NULL DEFAULT NULL COMMENT 'JSON object of percent, message and at (epoch seconds): what its handler last reported (job.progress, or a command''s forkq-progress: line), at most one write a second; NULL: none', ALGORITHM=INSTANT;
+ALTER TABLE forkq_jobs ADD COLUMN IF NOT EXISTS tenant VARCHAR(191) AS (COALESCE(group_key, limit_key, '')) VIRTUAL COMMENT 'generated, never written: the job''s tenant in a fair pool (group_key, else limit_key, else empty)', ALGORITHM=INSTANT;
+ALTER TABLE forkq_jobs ADD INDEX IF NOT EXISTS forkq_jobs_tenant (queue, status, tenant, priority DESC, run_at, id), ALGORITHM=INPLACE, LOCK=NONE;
 CREATE TABLE IF NOT EXISTS forkq_tenants (
   queue        VARCHAR(64)  NOT NULL COMMENT 'a queue of a fair pool',
   tenant       VARCHAR(191) NOT NULL COMMENT 'a tenant with jobs in that queue (forkq_jobs.tenant)',
@@ -1544,13 +1547,13 @@ UPDATE forkq_schema SET version = 9, applied_at = NOW(6) WHERE id = 1 AND versio
 -- indexed virtual column tenant (error 1845), and a stored column is computed for each
 -- row. Its time grows with the table: prune or archive finished jobs first.
 ALTER TABLE forkq_jobs
-  ADD COLUMN unique_for   INT UNSIGNED NULL DEFAULT NULL COMMENT 'with unique_key: the window in seconds: one job per key per window of this length (aligned on the epoch, counted from enqueued_at); NULL: no window',
-  ADD COLUMN unique_while VARCHAR(8)   NULL DEFAULT NULL COMMENT 'with unique_key: which of its states hold the key: queued (scheduled, ready or waiting, whatever its attempts) | active (also running) | kept (any state, while the row is kept); NULL: kept',
-  ADD COLUMN duplicates   INT          NOT NULL DEFAULT 0 COMMENT 'later enqueues of its unique key that conflicted with it (skipped, replaced or debounced into it)',
-  ADD COLUMN unique_live  BIGINT AS (CASE WHEN unique_key IS NULL THEN NULL WHEN unique_while = 'queued' AND status NOT IN ('scheduled', 'ready', 'waiting') THEN NULL WHEN unique_while = 'active' AND status NOT IN ('scheduled', 'ready', 'waiting', 'running', 'cancelling') THEN NULL WHEN unique_for > 0 THEN FLOOR(UNIX_TIMESTAMP(enqueued_at) / unique_for) ELSE 0 END) STORED COMMENT 'generated, never written: the window its unique_key holds (0 without unique_for) while its state holds the key (unique_while), else NULL, which never collides',
-  DROP INDEX forkq_jobs_unique_key,
-  ADD UNIQUE KEY forkq_jobs_unique (unique_key, unique_live),
-  ADD CONSTRAINT forkq_jobs_unique_while CHECK (unique_while IN ('queued', 'active', 'kept')),
+  ADD COLUMN IF NOT EXISTS unique_for   INT UNSIGNED NULL DEFAULT NULL COMMENT 'with unique_key: the window in seconds: one job per key per window of this length (aligned on the epoch, counted from enqueued_at); NULL: no window',
+  ADD COLUMN IF NOT EXISTS unique_while VARCHAR(8)   NULL DEFAULT NULL COMMENT 'with unique_key: which of its states hold the key: queued (scheduled, ready or waiting, whatever its attempts) | active (also running) | kept (any state, while the row is kept); NULL: kept',
+  ADD COLUMN IF NOT EXISTS duplicates   INT          NOT NULL DEFAULT 0 COMMENT 'later enqueues of its unique key that conflicted with it (skipped, replaced or debounced into it)',
+  ADD COLUMN IF NOT EXISTS unique_live  BIGINT AS (CASE WHEN unique_key IS NULL THEN NULL WHEN unique_while = 'queued' AND status NOT IN ('scheduled', 'ready', 'waiting') THEN NULL WHEN unique_while = 'active' AND status NOT IN ('scheduled', 'ready', 'waiting', 'running', 'cancelling') THEN NULL WHEN unique_for > 0 THEN FLOOR(UNIX_TIMESTAMP(enqueued_at) / unique_for) ELSE 0 END) STORED COMMENT 'generated, never written: the window its unique_key holds (0 without unique_for) while its state holds the key (unique_while), else NULL, which never collides',
+  DROP INDEX IF EXISTS forkq_jobs_unique_key,
+  ADD UNIQUE KEY IF NOT EXISTS forkq_jobs_unique (unique_key, unique_live),
+  ADD CONSTRAINT IF NOT EXISTS forkq_jobs_unique_while CHECK (unique_while IN ('queued', 'active', 'kept')),
   ALGORITHM=COPY;
 UPDATE forkq_schema SET version = 10, applied_at = NOW(6) WHERE id = 1 AND version < 10;
 -- name: upgrade_to_14
@@ -1561,11 +1564,11 @@ UPDATE forkq_schema SET version = 10, applied_at = NOW(6) WHERE id = 1 AND versi
 -- virtual column `tenant` is dropped with its index and added again after `deps`
 -- (instant changes), and the index is built again online (reads and writes go on; a fair
 -- pool's claims, which force that index, fail until it is back: seconds per million rows).
-ALTER TABLE forkq_jobs DROP INDEX forkq_jobs_tenant, ALGORITHM=INPLACE, LOCK=NONE;
-ALTER TABLE forkq_jobs DROP COLUMN tenant, ALGORITHM=INSTANT;
-ALTER TABLE forkq_jobs ADD COLUMN deps TINYINT NOT NULL DEFAULT 0 COMMENT 'dependencies (forkq_dependencies): 1 = jobs wait on this one, so ending it releases or cancels them; 2 = it was enqueued with parents; 3 = both; 0 (most jobs) = neither: its end touches no other table', MODIFY status VARCHAR(16) NOT NULL DEFAULT 'ready' COMMENT 'waiting | ready | scheduled | running | cancelling | done | dead | cancelled; waiting: on a parent (forkq_dependencies), never claimed', ALGORITHM=INSTANT;
-ALTER TABLE forkq_jobs ADD COLUMN tenant VARCHAR(191) AS (COALESCE(group_key, limit_key, '')) VIRTUAL COMMENT 'generated, never written: the job''s tenant in a fair pool (group_key, else limit_key, else empty)', ALGORITHM=INSTANT;
-ALTER TABLE forkq_jobs ADD INDEX forkq_jobs_tenant (queue, status, tenant, priority DESC, run_at, id), ALGORITHM=INPLACE, LOCK=NONE;
+ALTER TABLE forkq_jobs DROP INDEX IF EXISTS forkq_jobs_tenant, ALGORITHM=INPLACE, LOCK=NONE;
+ALTER TABLE forkq_jobs DROP COLUMN IF EXISTS tenant, ALGORITHM=INSTANT;
+ALTER TABLE forkq_jobs ADD COLUMN IF NOT EXISTS deps TINYINT NOT NULL DEFAULT 0 COMMENT 'dependencies (forkq_dependencies): 1 = jobs wait on this one, so ending it releases or cancels them; 2 = it was enqueued with parents; 3 = both; 0 (most jobs) = neither: its end touches no other table', MODIFY status VARCHAR(16) NOT NULL DEFAULT 'ready' COMMENT 'waiting | ready | scheduled | running | cancelling | done | dead | cancelled; waiting: on a parent (forkq_dependencies), never claimed', ALGORITHM=INSTANT;
+ALTER TABLE forkq_jobs ADD COLUMN IF NOT EXISTS tenant VARCHAR(191) AS (COALESCE(group_key, limit_key, '')) VIRTUAL COMMENT 'generated, never written: the job''s tenant in a fair pool (group_key, else limit_key, else empty)', ALGORITHM=INSTANT;
+ALTER TABLE forkq_jobs ADD INDEX IF NOT EXISTS forkq_jobs_tenant (queue, status, tenant, priority DESC, run_at, id), ALGORITHM=INPLACE, LOCK=NONE;
 CREATE TABLE IF NOT EXISTS forkq_dependencies (
   parent_id    BIGINT UNSIGNED NOT NULL COMMENT 'the job that must end first (forkq_jobs.id; the row may be gone once it ended)',
   child_id     BIGINT UNSIGNED NOT NULL COMMENT 'the job enqueued with depends_on: waiting until every parent is done',
@@ -1587,7 +1590,7 @@ UPDATE forkq_schema SET version = 14, applied_at = NOW(6) WHERE id = 1 AND versi
 -- time) is finished by the next apply, which would otherwise fail on the first.
 ALTER TABLE forkq_jobs DROP INDEX IF EXISTS forkq_jobs_limit, DROP INDEX IF EXISTS forkq_jobs_tenant, DROP INDEX IF EXISTS forkq_jobs_batch, ALGORITHM=INPLACE, LOCK=NONE;
 ALTER TABLE forkq_jobs ADD COLUMN IF NOT EXISTS ready_wait VARCHAR(256) AS (IF(status = 'ready', limit_wait, NULL)) VIRTUAL COMMENT 'generated, never written: limit_wait while ready, else NULL (index forkq_jobs_limit: a claim moves the entry once, an end not at all)', ADD COLUMN IF NOT EXISTS ready_tenant VARCHAR(191) AS (IF(status = 'ready', COALESCE(group_key, limit_key, ''), NULL)) VIRTUAL COMMENT 'generated, never written: the tenant while ready, else NULL (index forkq_jobs_tenant: a claim moves the entry once, an end not at all)', ADD COLUMN IF NOT EXISTS batch_status VARCHAR(16) AS (IF(batch_id IS NULL, NULL, status)) VIRTUAL COMMENT 'generated, never written: status for a job in a batch, else NULL (index forkq_jobs_batch: no entry changes for a job in none)', ALGORITHM=INSTANT;
-ALTER TABLE forkq_jobs ADD INDEX forkq_jobs_limit (ready_wait, queue, priority DESC, run_at, id), ADD INDEX forkq_jobs_tenant (queue, ready_tenant, priority DESC, run_at, id), ADD INDEX forkq_jobs_batch (batch_id, batch_status), ALGORITHM=INPLACE, LOCK=NONE;
+ALTER TABLE forkq_jobs ADD INDEX IF NOT EXISTS forkq_jobs_limit (ready_wait, queue, priority DESC, run_at, id), ADD INDEX IF NOT EXISTS forkq_jobs_tenant (queue, ready_tenant, priority DESC, run_at, id), ADD INDEX IF NOT EXISTS forkq_jobs_batch (batch_id, batch_status), ALGORITHM=INPLACE, LOCK=NONE;
 UPDATE forkq_schema SET version = 18, applied_at = NOW(6) WHERE id = 1 AND version < 18;
 -- name: upgrade_to_17
 -- Version 17 changes SQLite's forkq_jobs_unique and forkq_jobs_limit only (partial
@@ -1623,8 +1626,8 @@ CREATE TABLE IF NOT EXISTS forkq_batches (
   KEY forkq_batches_open (settled_at, id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq batches (q.batch()): callbacks enqueued once when every job of the batch has ended';
 ALTER TABLE forkq_jobs
-  ADD COLUMN batch_id BIGINT UNSIGNED NULL DEFAULT NULL COMMENT 'the forkq_batches row of the batch it belongs to (q.batch()); NULL: in none',
-  ADD KEY forkq_jobs_batch (batch_id, status);
+  ADD COLUMN IF NOT EXISTS batch_id BIGINT UNSIGNED NULL DEFAULT NULL COMMENT 'the forkq_batches row of the batch it belongs to (q.batch()); NULL: in none',
+  ADD KEY IF NOT EXISTS forkq_jobs_batch (batch_id, status);
 UPDATE forkq_schema SET version = 13, applied_at = NOW(6) WHERE id = 1 AND version < 13;
 -- name: upgrade_to_11
 -- Version 11 adds forkq_handler_stats (attempts per minute, handler and host, with a duration
