@@ -32,12 +32,15 @@ from util import (
 )
 
 from supervisor.building import build_job
+from supervisor.config import LimitConfig
 from supervisor.dburl import parse_database_url
 from supervisor.errors import SchemaError
-from supervisor.models import NewJob
+from supervisor.models import JobRow, NewJob
 from supervisor.proc import node_id
 from supervisor.queue import Queue
-from supervisor.store import SCHEMA_VERSION, open_store
+from supervisor.store import SCHEMA_VERSION, Store, open_store
+from supervisor.store.limits import claims as flow
+from supervisor.store.limits.buckets import LimitPlan
 from supervisor.store.queries import upgrades
 from supervisor.timing import Stats
 
@@ -821,46 +824,55 @@ def test_a_version_17_database_is_upgraded_to_18_in_place(db_url: str) -> None:
     stay NULL where a job needs no entry: a plain job's end changes none of them (its claim
     only moves it out of the ready ones), so InnoDB leaves them alone. The upgrade is
     instant and online (no table copy), and the jobs enqueued before are found through the
-    new indexes: a tenant's job by a fair claim, a parked job by its bucket. SQLite (partial
-    indexes since 16 and 17) records the version."""
+    new indexes: a tenant's job by a fair claim, a job a claim parked on its limit's bucket
+    by the next claim once the slot is free. SQLite (partial indexes since 16 and 17)
+    records the version."""
     mysql = backend_of(db_url) == "mysql"
     store = open_store(db_url)
+    plan = LimitPlan(
+        (LimitConfig("mail", handlers=("m.send",), concurrency=1, per_key=True),),
+        {"m.send": "email"},
+    )
     try:
         fair = store.enqueue(
             build_job("schema.keep", {}, "fair", 0.0, None, 0, None, None, group_key="shop-1")
         )
         plain = store.enqueue(_job())
+        first, parked = store.insert_many([NewJob("m.send", "{}", "email", limit_key="shop-1")] * 2)
+        # The limit's one slot goes to the first; the claim parks the second on its bucket.
+        assert [row.id for row in _limited_claim(store, plan)] == [first]
         undo_versions_above(db_url, 17)
         table_id = innodb_table_id(db_url) if mysql else 0
-        sql(db_url, "UPDATE forkq_jobs SET limit_wait = 'mail/shop-1' WHERE id = ?", [fair])
         assert store.apply_schema() == SCHEMA_VERSION
         assert recorded_version(db_url) == SCHEMA_VERSION
         assert live_columns(db_url) == declared(MYSQL_DDL)
         assert store.rows("limit_waiting", limit=10) == [{"limit_wait": "mail/shop-1", "n": 1}]
-        sql(db_url, "UPDATE forkq_jobs SET limit_wait = '' WHERE id = ?", [fair])
+        assert store.complete("t", [first], "keep") == 1
+        plan.ended("m.send", "email", "shop-1")
+        assert [row.id for row in _limited_claim(store, plan)] == [parked]
         [row] = store.claim("default", "t", 10, lease=30)
         assert row.id == plain
         if not mysql:
             return
         assert innodb_table_id(db_url) == table_id  # instant and online: no table copy
-        assert _indexed(db_url, "forkq_jobs_tenant", "id, ready_tenant") == [
-            (fair, "shop-1"),
-            (plain, None),
-        ]
-        assert _indexed(db_url, "forkq_jobs_limit", "id, ready_wait") == [(fair, ""), (plain, None)]
+        tenants = [(fair, "shop-1"), (plain, None), (first, None), (parked, None)]
+        buckets = [(fair, ""), (plain, None), (first, None), (parked, None)]
+        assert _indexed(db_url, "forkq_jobs_tenant", "id, ready_tenant") == tenants
+        assert _indexed(db_url, "forkq_jobs_limit", "id, ready_wait") == buckets
         assert store.complete("t", [plain], "keep") == 1
         # The end of a plain job: every entry as it was after the claim.
-        assert _indexed(db_url, "forkq_jobs_tenant", "id, ready_tenant") == [
-            (fair, "shop-1"),
-            (plain, None),
-        ]
-        assert _indexed(db_url, "forkq_jobs_limit", "id, ready_wait") == [(fair, ""), (plain, None)]
+        assert _indexed(db_url, "forkq_jobs_tenant", "id, ready_tenant") == tenants
+        assert _indexed(db_url, "forkq_jobs_limit", "id, ready_wait") == buckets
         assert _indexed(db_url, "forkq_jobs_batch", "id, batch_status") == [
-            (fair, None),
-            (plain, None),
+            (job_id, None) for job_id, _ in tenants
         ]
     finally:
         store.close()
+
+
+def _limited_claim(store: Store, plan: LimitPlan) -> list[JobRow]:
+    plan.next_look = 0.0  # look at the due buckets now, not after the plan's 0.1 s
+    return flow.complete_and_claim(store, plan, {}, "email", "t", 10, 30)[0]
 
 
 @pytest.mark.parametrize("done", [1, 2, 3])
