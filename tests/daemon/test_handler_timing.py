@@ -102,8 +102,10 @@ def test_a_job_finished_during_the_drain_is_timed_and_counted(
             job_id = queue.enqueue("t.sleep", {"seconds": 1}, queue="work")
         finally:
             queue.close()
+        # Its handler started (the child's title says so): a stop that came between the
+        # claim and the start would hand the job back unrun, with nothing to time.
         wait_until(
-            lambda: (row := store.get_job(job_id)) is not None and row.status == "running",
+            lambda: made.running(job_id),
             timeout=20,
             message=f"job {job_id} running ({made.describe()})",
         )

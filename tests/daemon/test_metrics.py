@@ -331,11 +331,9 @@ def test_every_attempt_past_its_timeout_counts_timeout_and_kills_name_the_handle
     queue.enqueue("t.hang", {}, queue="work", max_attempts=1)
     running = queue.enqueue("t.sleep", {"seconds": 300}, queue="slow")
 
-    def started() -> bool:
-        job = queue.store.get_job(running)
-        return job is not None and str(job.status) == "running"
-
-    wait_until(started, timeout=20, message="the slow job runs")
+    # Its handler started (the child's title says so), not only claimed: the cancel
+    # must kill a running handler.
+    wait_until(lambda: daemon.running(running), timeout=20, message="the slow job runs")
     assert queue.cancel(running)
 
     def counted(handler: str, outcome: str, name: str = "work") -> float:
