@@ -16,8 +16,13 @@ from util import wait_until
 
 from supervisor import Queue
 from supervisor.store import Store
+from supervisor.store.batches import FEW_LEFT
 
-POOLS = {"default": {"workers": 3}}
+# Two jobs a claim: six children then end at most 12 jobs in concurrent transactions, under
+# FEW_LEFT (store/batches.py), so the last finisher always settles the batch. With larger
+# claims more of its last jobs can end at once, and the chore settles it instead (later,
+# still once): correct, but not what the last assertion looks for.
+POOLS = {"default": {"workers": 3, "claim_batch": 2}}
 
 
 def test_200_jobs_of_a_batch_across_two_daemons_fire_each_callback_once(
@@ -65,4 +70,5 @@ def test_200_jobs_of_a_batch_across_two_daemons_fire_each_callback_once(
     pids = {line.split(",")[1] for line in runs.read_text().splitlines()}
     assert len(pids) > 1  # the jobs ran in several children
     # The finishing transactions settled both batches: the chore (the backstop) had none left.
+    assert 2 * POOLS["default"]["claim_batch"] * POOLS["default"]["workers"] <= FEW_LEFT
     assert not [e for d in (first, second) for e in d.events("chores_done") if e.get("batches")]

@@ -37,7 +37,11 @@ def unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
+# One browser a module, not a session: Playwright's sync API keeps an event loop running
+# in the thread while it lives, and Django then refuses every database call of a later
+# test in the same process ("You cannot call this from an async context"), as happens
+# when `make test` hands a process a browser file before a Django one.
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     try:
         from playwright.sync_api import sync_playwright
