@@ -2,12 +2,14 @@
 
 There is no counter row that every finishing job locks. A job of a batch carries its
 batch_id (forkq_jobs.batch_id, indexed with its status: batch_status on MariaDB, schema
-18); the transaction that ends it counts
-the batch's unfinished jobs on that index, capped at FEW_LEFT + 1 entries (so the count
-costs the same early in a batch of 100,000). Only when at most FEW_LEFT are left does it
-lock the batch row (FOR UPDATE) and count again, exactly; at zero it enqueues the
-callbacks under `forkq-batch:<id>:<event>` and marks the row settled, both in that
-transaction.
+18); the transaction that ends it counts the batch's ready jobs on that index, capped at
+FEW_LEFT + 1 entries (so the count costs the same early in a batch of 100,000). Only in
+the batch's tail, at most FEW_LEFT ready, does it count the unfinished ones (capped at
+TAIL_OPEN + 1), and while at most TAIL_OPEN are unfinished it locks the batch row (FOR
+UPDATE) and counts again, exactly; at zero it enqueues the callbacks under
+`forkq-batch:<id>:<event>` and marks the row settled, both in that transaction. So the
+finishing transactions of a batch's tail take that lock one after the other (a few claims
+of each worker, once per batch).
 
 Why that is exact. Safety (never twice): a settle happens only under the batch row's lock
 and only while `settled_at IS NULL`, and writes settled_at in the same transaction.
@@ -16,14 +18,16 @@ what has committed when it starts. Take the finisher L whose transaction commits
 and suppose it locks. Any other finisher X that locked too either took the lock before L
 (and committed before L got it, so L's recount sees X's end) or would have to wait for L's
 commit (impossible: L commits last). The two last jobs ending at once on two hosts are
-this case: the second to take the lock sees the first's end and settles. A finisher that
-counted more than FEW_LEFT left does not lock; if more than FEW_LEFT of one batch's jobs
-end in concurrent transactions at its very end (more workers than FEW_LEFT finishing its
-last jobs in the same instant), or its last job ends through a path without this hook
+this case: the second to take the lock sees the first's end and settles. L locks unless
+it counted more than TAIL_OPEN unfinished: its batch's last jobs ended in concurrent
+transactions holding more than that (every worker's claim of up to claim_batch jobs ends
+in one; with FEW_LEFT alone, two workers ending 17 of its last jobs each at once left it
+to the chore). Then, or when its last job ends through a path without this hook
 (a cancel, the master writing a child's success, a daemon killed mid-commit whose job
 the reaper ends), the cluster chore (settle_open_batches, each check tick) settles it:
 later, still exactly once. SQLite has one writer at a time, so the finisher that commits
-last sees every other end: there the count only asks whether any job is left (few_left 0).
+last sees every other end: there the count only asks whether any job is left (few_left
+and tail_open 0).
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ from supervisor.store.core import StoreCore
 
 # forkq_batches and forkq_jobs.batch_id (and on MariaDB indexed_columns_version's columns).
 BATCHES_SCHEMA_VERSION = 13
-FEW_LEFT = 16  # at most this many unfinished jobs left: lock the batch row and recount
+FEW_LEFT = 16  # at most this many ready jobs left: the batch's tail, count its unfinished ones
+TAIL_OPEN = 1024  # at most this many unfinished in the tail: lock the batch row and recount
 MEMBERS_KEPT = 20_000  # a worker's memory of claimed batch jobs (job id -> batch id)
 ENDED = frozenset({JobState.DONE, JobState.DEAD, JobState.CANCELLED})
 EVENTS = ("success", "complete", "dead")
@@ -50,6 +55,7 @@ class BatchOps(StoreCore):
     # SQLite runs one writer at a time: the last finisher's count sees every other end, so
     # it only asks whether any job is left (one index entry read, inside the write lock).
     few_left: int = FEW_LEFT
+    tail_open: int = TAIL_OPEN
 
     # Job id -> batch id of the batch jobs this store's worker claimed: the completion path
     # asks it (one dict look-up) instead of the database. None until the first batch job.
@@ -120,7 +126,8 @@ class BatchOps(StoreCore):
             params = self._params(id=batch_id, limit=self.few_left + 1)
             if int(self._fetchall("batch_ready_count", params)[0]["n"]) > self.few_left:
                 continue  # many jobs still wait: not near the end (live entries, read at once)
-            if int(self._fetchall("batch_open_count", params)[0]["n"]) <= self.few_left:
+            params = self._params(id=batch_id, limit=self.tail_open + 1)
+            if int(self._fetchall("batch_open_count", params)[0]["n"]) <= self.tail_open:
                 self._settle_locked(batch_id, None)
 
     def settle_open_batches(self, limit: int = 100) -> int:

@@ -36,7 +36,7 @@ T = TypeVar("T")
 
 class SQLiteStore(Store):
     backend = "sqlite"
-    few_left = 0  # one writer at a time: a batch's last finisher sees every other end
+    few_left = tail_open = 0  # one writer at a time: a batch's last finisher sees every other end
 
     def __init__(self, url: DatabaseURL, busy_timeout: float = 30.0) -> None:
         self.url = url

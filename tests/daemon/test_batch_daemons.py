@@ -16,13 +16,9 @@ from util import wait_until
 
 from supervisor import Queue
 from supervisor.store import Store
-from supervisor.store.batches import FEW_LEFT
+from supervisor.store.batches import TAIL_OPEN
 
-# Two jobs a claim: six children then end at most 12 jobs in concurrent transactions, under
-# FEW_LEFT (store/batches.py), so the last finisher always settles the batch. With larger
-# claims more of its last jobs can end at once, and the chore settles it instead (later,
-# still once): correct, but not what the last assertion looks for.
-POOLS = {"default": {"workers": 3, "claim_batch": 2}}
+POOLS = {"default": {"workers": 3}}
 
 
 def test_200_jobs_of_a_batch_across_two_daemons_fire_each_callback_once(
@@ -69,6 +65,13 @@ def test_200_jobs_of_a_batch_across_two_daemons_fire_each_callback_once(
     assert len(runs.read_text().splitlines()) == 220  # every job of both batches ran once
     pids = {line.split(",")[1] for line in runs.read_text().splitlines()}
     assert len(pids) > 1  # the jobs ran in several children
-    # The finishing transactions settled both batches: the chore (the backstop) had none left.
-    assert 2 * POOLS["default"]["claim_batch"] * POOLS["default"]["workers"] <= FEW_LEFT
-    assert not [e for d in (first, second) for e in d.events("chores_done") if e.get("batches")]
+    # The finishing transactions settled both batches: the chore (the backstop) had none
+    # left. Six children end at most 6 x 20 of the last jobs in concurrent transactions
+    # (under TAIL_OPEN: the last to commit locks, recounts and settles). A master that wrote
+    # a busy child's successes (a hand-back, on a loaded machine) has no hook: the chore's.
+    assert TAIL_OPEN >= 2 * 3 * 20
+    masters_wrote = [
+        e for d in (first, second) for e in d.events("jobs_handed_back") if e.get("acknowledged")
+    ]
+    chores = [e for d in (first, second) for e in d.events("chores_done") if e.get("batches")]
+    assert not chores or masters_wrote, chores
