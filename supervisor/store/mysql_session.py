@@ -21,7 +21,13 @@ from pymysql.constants import CLIENT
 from supervisor.dburl import DatabaseURL
 from supervisor.errors import ConnectionLost, DatabaseError, DuplicateKey, TransientDatabaseError
 from supervisor.store.base import Store
-from supervisor.store.galera import RECHECK_CONNECT_TIMEOUT, NodeChoice, node_trouble, open_synced
+from supervisor.store.galera import (
+    RECHECK_CONNECT_TIMEOUT,
+    NodeChoice,
+    close_quietly,
+    node_trouble,
+    open_synced,
+)
 
 # The error classes as PyMySQL raises them, found in sys.modules, not through `pymysql.err`:
 # Django's MySQL backend on PyMySQL (install_as_MySQLdb) imports `MySQLdb.err`, which
@@ -133,16 +139,32 @@ class MySQLSession(Store):
             self._conn = conn
 
     def _open_node(self, node: DatabaseURL, timeout: float | None) -> tuple[Connection, str | None]:
-        conn = self._open(node, timeout)
-        with self._errors(), conn.cursor() as cursor:
-            cursor.execute(self.queries["galera_state"])
-            return conn, node_trouble(list(cursor.fetchall()))
+        """Connect to a Galera node and read whether it takes writes, all on the connect's
+        timeout: a node that logs in and then hangs must not hold the choice of a node
+        (or a look back from a node that works) for a statement's whole timeout."""
+        conn = self._open(node, timeout, probing=True)
+        try:
+            with self._errors(), conn.cursor() as cursor:
+                cursor.execute(self.queries["galera_state"])
+                trouble = node_trouble(list(cursor.fetchall()))
+            with self._errors():
+                _set_io_timeout(conn, self._handshake(timeout), self.read_timeout)
+        except BaseException:
+            close_quietly(conn)
+            raise
+        return conn, trouble
 
-    def _open(self, url: DatabaseURL, timeout: float | None = None) -> Connection:
+    def _handshake(self, timeout: float | None) -> float:
+        return min(timeout or self.connect_timeout, self.read_timeout)
+
+    def _open(
+        self, url: DatabaseURL, timeout: float | None = None, probing: bool = False
+    ) -> Connection:
         # PyMySQL reads the server's greeting and the login with read_timeout: a server
         # that takes the connection but never speaks (hung, frozen, behind a cut network)
-        # would hold every connect for a query's whole timeout. The connect's own bounds it.
-        handshake = min(timeout or self.connect_timeout, self.read_timeout)
+        # would hold every connect for a query's whole timeout. The connect's own bounds it
+        # (and, `probing`, the caller's first statements: it sets the long one after them).
+        handshake = self._handshake(timeout)
         with self._errors(), _connecting(url, handshake):
             conn = pymysql.connect(
                 host=url.host,
@@ -165,7 +187,8 @@ class MySQLSession(Store):
                 ssl_disabled=url.is_local(),
             )
         with self._errors():
-            _set_io_timeout(conn, handshake, self.read_timeout)
+            if not probing:
+                _set_io_timeout(conn, handshake, self.read_timeout)
             # forkq's own sessions take no gap locks: a claim, a promotion or an ack
             # never makes an application's INSERT wait, nor deadlocks with one
             # (REPEATABLE READ locks the gaps an index scan passes). Each statement
