@@ -15,6 +15,7 @@ from util import free_tcp_port, mysql_connect
 from supervisor.dburl import parse_database_url, with_nodes
 from supervisor.errors import ConnectionLost, DatabaseError
 from supervisor.store import open_store
+from supervisor.store.mysql import MySQLStore
 
 
 def test_a_server_that_is_not_a_galera_node_is_refused(mysql_db_url: str) -> None:
@@ -111,8 +112,7 @@ def test_a_node_that_hangs_after_the_login_costs_the_connect_timeout_only(
     """Choosing a node (and a session's look back at an earlier one) reads its state on the
     connect's timeout: a node that takes the login and then says nothing is given up after
     that, not after a statement's (60 s here; before, the whole of it)."""
-    store = open_store(with_nodes([silent_node, mysql_db_url]))
-    store.connect_timeout = 1.0  # type: ignore[attr-defined]
+    store = MySQLStore(with_nodes([silent_node, mysql_db_url]), connect_timeout=1.0)
     started = time.monotonic()
     try:
         with pytest.raises((ConnectionLost, DatabaseError)) as caught:

@@ -910,13 +910,19 @@ def down_to(url: str, version: int) -> None:
         drop_node_column(url)
         sql(url, "UPDATE forkq_schema SET version = 3")
     else:
-        {8: undo_version_9, 7: undo_version_8, 6: undo_version_7, 5: undo_version_6}.get(
-            version, undo_version_5
-        )(url)
+        undo = {
+            8: undo_version_9,
+            7: undo_version_8,
+            6: undo_version_7,
+            5: undo_version_6,
+            4: undo_version_5,
+        }
+        undo[version](url)
     assert recorded_version(url) == version
 
 
-@pytest.mark.parametrize("version", [4, 5, 7, 8, 10, 13, 14, 18])
+# 18 (three ALTERs) stopped after each: test_an_upgrade_to_18_stopped_half_way_...
+@pytest.mark.parametrize("version", [4, 5, 7, 8, 10, 13, 14])
 def test_an_upgrade_stopped_before_it_recorded_its_version_is_run_again_whole(
     mysql_db_url: str, version: int
 ) -> None:
