@@ -53,7 +53,7 @@ class Backend:
     def fill_finished(self, start: int, end: int) -> None: ...
     def add_ready(self, n: int, delay: float = 0.0, queue: str = QUEUE) -> None: ...
     def delete_ready(self) -> None: ...
-    def settle(self, deadline: Deadline) -> None: ...
+    def settle(self, deadline: Deadline, history: int = 1000) -> None: ...
     def query_ms(self, sql: str, params: dict[str, Any], repeats: int) -> float: ...
     def ids(self, values: list[str]) -> Any: ...
     def explain(self, store: Store, name: str, params: dict[str, Any]) -> str: ...
@@ -230,20 +230,21 @@ class MySQLBackend(Backend):
     def delete_ready(self) -> None:
         self._exec("DELETE FROM forkq_jobs WHERE status = 'ready'")
 
-    def settle(self, deadline: Deadline) -> None:
+    def settle(self, deadline: Deadline, history: int = 1000) -> None:
         """Let InnoDB write back what a bulk insert left dirty and purge what a bulk delete
-        left delete-marked (a range scan steps over those), so neither times our claims."""
+        left delete-marked (a range scan steps over those), so neither times our claims:
+        until fewer than `history` transactions wait for the purge."""
         total = float(self._exec("SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_pages_total'")[0][1])
         until = time.monotonic() + min(30.0, max(0.0, deadline.remaining() - 60))
         while time.monotonic() < until:
             dirty = float(
                 self._exec("SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_pages_dirty'")[0][1]
             )
-            history = self._exec(
+            waiting = self._exec(
                 "SELECT count FROM information_schema.INNODB_METRICS"
                 " WHERE name = 'trx_rseg_history_len'"
             )
-            if dirty < 0.02 * total and (not history or int(history[0][0]) < 1000):
+            if dirty < 0.02 * total and (not waiting or int(waiting[0][0]) < history):
                 return
             time.sleep(0.5)
 
@@ -431,7 +432,7 @@ class SQLiteBackend(Backend):
     def delete_ready(self) -> None:
         self._db().execute("DELETE FROM forkq_jobs WHERE status = 'ready'")
 
-    def settle(self, deadline: Deadline) -> None:
+    def settle(self, deadline: Deadline, history: int = 1000) -> None:
         """Checkpoint the WAL a bulk insert grew, so it does not time our claims."""
         self._db().execute("PRAGMA wal_checkpoint(TRUNCATE)")
 

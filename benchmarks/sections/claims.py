@@ -28,7 +28,7 @@ from .scale_common import (
     _reads_total,
 )
 
-READ_LIMIT = 20  # the claim batch (claim_batch's default)
+READ_LIMIT = 20  # the claim batch these figures were first taken with (the default was 20)
 
 
 def _enqueue_due(url: str, n: int, queue: str = QUEUE) -> None:

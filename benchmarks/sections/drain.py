@@ -33,12 +33,18 @@ from util import dies_with_us
 from supervisor.dburl import parse_database_url
 from supervisor.store import open_store
 
+# Transactions left for InnoDB's purge before a drain starts: a drain's claims step over
+# the delete-marked entries of the one before (another contender's, too) until they are
+# purged, which made one contender's figures depend on the one that ran before it.
+SETTLED = 50
+
 
 def forkq_drain(bench: Bench, workers: int, deadline: Deadline, tag: str) -> dict[str, float]:
     """One drain of N no-op jobs by the real daemon; rates and server-side costs."""
     n = bench.s.drain_jobs
     bench.b.reset()
     bench.enqueue_jobs(n)
+    bench.b.settle(deadline, history=SETTLED)
     title = f"claim_select with {n:,} ready rows (what each drain claim runs)"
     if f"{bench.b.name}: {title}" not in bench.report.plans:
         store = open_store(bench.b.admin_url)
@@ -72,13 +78,14 @@ def forkq_drain(bench: Bench, workers: int, deadline: Deadline, tag: str) -> dic
 
 
 def baseline_program(
-    bench: Bench, variant: str, workers: int, deadline: Deadline
+    bench: Bench, variant: str, workers: int, deadline: Deadline, batch: int = 20
 ) -> dict[str, float]:
     """The raw loop as a program of its own, timed exactly like the daemon: from launch
     (interpreter, imports, fork, connect) to the last row gone, by the same poller."""
     n = bench.s.drain_jobs
     url = parse_database_url(bench.b.daemon_url)
     baseline.prepare(url, variant, n, PARTITIONS)
+    bench.b.settle(deadline, history=SETTLED)
     command = [
         sys.executable,
         str(BENCH_DIR / "baseline.py"),
@@ -86,6 +93,7 @@ def baseline_program(
         f"--variant={variant}",
         f"--workers={workers}",
         f"--jobs={n}",
+        f"--batch={batch}",
         "--no-fill",
         "--keep",
     ]
@@ -127,6 +135,7 @@ def baseline_drain(
     url = parse_database_url(bench.b.daemon_url)
     deadline.check(f"baseline {variant}")
     baseline.prepare(url, variant, n, PARTITIONS)
+    bench.b.settle(deadline, history=SETTLED)
     before = bench.b.counters()
     cpu_before = _children_cpu()
     result = baseline.drain(
@@ -282,7 +291,7 @@ def run(bench: Bench, deadline: Deadline) -> None:
 
 METHOD = [
     "- **drain**: N `bench.noop` jobs are enqueued, then `python -m supervisor run -c cfg` starts"
-    " (one pool, W children, claim_batch 20, default max_jobs_per_child 1000, JSON logs to a file);"
+    " (one pool, W children, claim_batch 100, default max_jobs_per_child 1000, JSON logs to a file);"
     " the bench polls `COUNT(*)` every 10 ms. *Daemon start* = N / (last job gone - Popen); *steady"
     " state* = 90% of N / (time from 95% left to 5% left), which leaves out interpreter start,"
     " imports and forks. The daemon is stopped with SIGTERM afterwards (not timed); three runs,"

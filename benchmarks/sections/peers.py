@@ -2,8 +2,11 @@
 other queues, W = 4, in one run, rounds taken in turn.
 
 MariaDB: forkq's daemon, the raw SKIP LOCKED batch loop (baseline.py, run as a program
-of its own), dramatiq and rq on a redis-server the section starts on a loopback port of
-its own. SQLite: forkq, the raw SQLite loop, huey's SqliteHuey. Every contender is
+of its own; 20 a claim as issue 28 ran it, and 100 a claim as forkq's claim_batch allows
+for jobs this quick), dramatiq and rq on a redis-server the section starts on a loopback
+port of its own. SQLite: forkq, the raw SQLite loop (20 and 100 a claim), huey's
+SqliteHuey. Each drain starts once InnoDB has purged what the one before left
+(drain.SETTLED); the local mariadbd's whole CPU a job is read beside the statements'. Every contender is
 launched after its N jobs are in, and timed by one poller of what is left: from launch
 (interpreter, imports, forks, connect) and in the steady state (95% → 5% left). Client
 CPU is every process of the contender, waited for (getrusage); per job the statements
@@ -26,14 +29,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 from backends import MySQLBackend
-from harness import BENCH_DIR, POLL, Bench, Deadline, _children_cpu, _rates
+from harness import BENCH_DIR, POLL, Bench, Deadline, _children_cpu, _per_job, _rates
 from util import dies_with_us
 
 from sections.drain import baseline_program, forkq_drain
 
 WORKERS = 4
 JOBS = 10_000
+BIG_BATCH = 100  # claim_batch's default: the loop's second run claims as many
 THREADS = 8  # dramatiq's default threads per process (issue 28 ran it so)
 REDIS_SERVER = "/usr/bin/redis-server"
 
@@ -66,8 +71,17 @@ def run(bench: Bench, deadline: Deadline) -> None:
         if isinstance(bench.b, MySQLBackend):
             with redis_server(bench.workdir) as redis_url:
                 contenders = {
-                    "forkq": lambda: forkq_drain(bench, WORKERS, deadline, "peers"),
-                    "SKIP LOCKED loop": lambda: loop(bench, "skip_locked", deadline),
+                    "forkq": lambda: with_server_cpu(
+                        lambda: forkq_drain(bench, WORKERS, deadline, "peers"), n
+                    ),
+                    "SKIP LOCKED loop": lambda: with_server_cpu(
+                        lambda: loop(bench, "skip_locked", deadline), n
+                    ),
+                    # forkq claims up to claim_batch (100) of jobs this quick: the loop so
+                    # too, to show what of the lead is the batch size
+                    "SKIP LOCKED loop, 100 a claim": lambda: with_server_cpu(
+                        lambda: loop(bench, "skip_locked", deadline, BIG_BATCH), n
+                    ),
                     "dramatiq/Redis": lambda: dramatiq_drain(bench, redis_url, n, deadline),
                     "rq/Redis": lambda: rq_drain(bench, redis_url, n, deadline),
                 }
@@ -76,6 +90,7 @@ def run(bench: Bench, deadline: Deadline) -> None:
             contenders = {
                 "forkq": lambda: forkq_drain(bench, WORKERS, deadline, "peers"),
                 "SQLite loop": lambda: loop(bench, "sqlite", deadline),
+                "SQLite loop, 100 a claim": lambda: loop(bench, "sqlite", deadline, BIG_BATCH),
                 "huey/SQLite": lambda: huey_drain(bench, n, deadline),
             }
             compare(bench, contenders, rounds, n)
@@ -111,6 +126,10 @@ def compare(
         if "server_cpu_us_per_job" in series[0]:
             server = statistics.median(r["server_cpu_us_per_job"] for r in series)
             note += f", server CPU {server:.0f} µs/job"
+        if "mariadbd_cpu_us_per_job" in series[0]:
+            whole = statistics.median(r["mariadbd_cpu_us_per_job"] for r in series)
+            threads = statistics.median(r.get("cpu_us_per_job", 0.0) for r in series)
+            note += f", mariadbd CPU {whole:.0f} µs/job ({threads:.0f} in its statements)"
         bench.fig(
             "peers", f"{name}: no-op drain, steady", statistics.median(steady), "jobs/s", note=note
         )
@@ -125,14 +144,24 @@ def compare(
             )
 
 
-def loop(bench: Bench, variant: str, deadline: Deadline) -> dict[str, float]:
+def loop(bench: Bench, variant: str, deadline: Deadline, batch: int = 20) -> dict[str, float]:
     before = bench.b.counters()
-    out = baseline_program(bench, variant, WORKERS, deadline)
-    after = bench.b.counters()
-    if before is not None and after is not None:
-        out["statements_per_job"] = (
-            after["statements"] - before["statements"]
-        ) / bench.s.drain_jobs
+    out = baseline_program(bench, variant, WORKERS, deadline, batch)
+    out.update(_per_job(before, bench.b.counters(), bench.s.drain_jobs))
+    return out
+
+
+def with_server_cpu(drain: Callable[[], dict[str, float]], n: int) -> dict[str, float]:
+    """The drain, with the local mariadbd's whole CPU (every thread: purge, flushing) per
+    job beside it; the server is shared, so this is meaningful on a quiet machine only."""
+    server = next((p for p in psutil.process_iter(["name"]) if p.info["name"] == "mariadbd"), None)
+    if server is None:
+        return drain()
+    before = server.cpu_times()
+    out = drain()
+    after = server.cpu_times()
+    spent = (after.user - before.user) + (after.system - before.system)
+    out["mariadbd_cpu_us_per_job"] = spent / n * 1e6
     return out
 
 

@@ -34,7 +34,7 @@ class PoolConfig:
     memory_limit_mb: int = 512
     on_success: OnSuccess = OnSuccess.DELETE
     retention: float = 7 * 86400.0
-    claim_batch: int = 20  # jobs claimed per transaction
+    claim_batch: int = 100  # jobs claimed per transaction at most (while jobs are quick)
     fair: bool = False  # tenants (group_key, else limit_key) take turns: store/limits/fair.py
     weights: tuple[tuple[str, int], ...] = ()  # a fair pool's tenants' jobs per turn; else 1
     keep_result: bool = False  # every handler's return value is kept (store/results.py)

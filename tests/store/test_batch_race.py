@@ -35,9 +35,11 @@ def waiting_for_the_batch_lock(url: str, thread_id: int) -> bool:
         conn.close()
 
 
-# With 17 a host, `keep`: its UPDATE reads past the other's locked rows (semi-consistent
-# read), where a DELETE the server plans on the status index would wait for them.
-@pytest.mark.parametrize(("each", "mode"), [(1, "delete"), (FEW_LEFT + 1, "keep")])
+# With 17 a host both ways: a DELETE the server planned on the status index waited for
+# the other host's locked rows, where the UPDATE reads past them (test_ack_locks.py).
+@pytest.mark.parametrize(
+    ("each", "mode"), [(1, "delete"), (FEW_LEFT + 1, "keep"), (FEW_LEFT + 1, "delete")]
+)
 def test_the_last_jobs_ending_at_once_on_two_hosts_settle_the_batch_once(
     mysql_db_url: str, each: int, mode: str
 ) -> None:

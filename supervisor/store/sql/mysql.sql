@@ -3,6 +3,11 @@
 -- element by element. Sessions run with time_zone '+00:00'; durations come in
 -- microseconds (`*_us`) and are added to the database clock, so hosts with skewed
 -- clocks still agree on "due".
+--
+-- A statement on a list of job ids (`id IN %(ids)s AND status ...`) forces the primary
+-- key: on a small table the optimizer picks forkq_jobs_status for the status predicate,
+-- and a locking statement then scans (and waits on) other workers' rows of that status.
+-- A DELETE takes an index hint only in its multi-table form (`DELETE j FROM ... AS j`).
 
 -- name: server_version
 SELECT VERSION() AS version;
@@ -128,15 +133,15 @@ WHERE id = %(id)s AND status IN ('running', 'cancelling') AND locked_by = %(owne
   AND started_at IS NULL;
 
 -- name: extend_leases
-UPDATE forkq_jobs SET locked_until = NOW(6) + INTERVAL %(lease_us)s MICROSECOND
+UPDATE forkq_jobs FORCE INDEX (PRIMARY) SET locked_until = NOW(6) + INTERVAL %(lease_us)s MICROSECOND
 WHERE id IN %(ids)s AND status = 'running' AND locked_by = %(owner)s;
 
 -- name: complete_delete
 -- Also a `cancelling` job: its handler succeeded before the cancel reached it.
-DELETE FROM forkq_jobs WHERE id IN %(ids)s AND status IN ('running', 'cancelling') AND locked_by = %(owner)s;
+DELETE j FROM forkq_jobs AS j FORCE INDEX (PRIMARY) WHERE id IN %(ids)s AND status IN ('running', 'cancelling') AND locked_by = %(owner)s;
 
 -- name: complete_keep
-UPDATE forkq_jobs
+UPDATE forkq_jobs FORCE INDEX (PRIMARY)
 SET status = 'done', finished_at = NOW(6), started_at = COALESCE(started_at, NOW(6)),
     locked_by = NULL, locked_until = NULL
 WHERE id IN %(ids)s AND status IN ('running', 'cancelling') AND locked_by = %(owner)s;
@@ -147,7 +152,7 @@ INSERT INTO forkq_jobs_archive
    locked_by, locked_until, last_error, enqueued_at, started_at, finished_at)
 SELECT id, queue, handler, payload, 'done', priority, run_at, attempts, max_attempts, unique_key,
        locked_by, NULL, last_error, enqueued_at, COALESCE(started_at, NOW(6)), NOW(6)
-FROM forkq_jobs WHERE id IN %(ids)s AND status IN ('running', 'cancelling') AND locked_by = %(owner)s;
+FROM forkq_jobs FORCE INDEX (PRIMARY) WHERE id IN %(ids)s AND status IN ('running', 'cancelling') AND locked_by = %(owner)s;
 
 -- name: fail_retry
 -- `status` is 'scheduled' when the backoff reaches past the promotion horizon.
@@ -169,7 +174,7 @@ WHERE id = %(id)s AND status = 'running' AND locked_by = %(owner)s
 -- name: release
 -- IGNORE: a job whose unique key another job took meanwhile (schema 10) is left
 -- running, never an error; the caller then ends it superseded (held_unique, supersede).
-UPDATE IGNORE forkq_jobs
+UPDATE IGNORE forkq_jobs FORCE INDEX (PRIMARY)
 SET status = 'ready', attempts = GREATEST(attempts - %(uncount)s, 0), locked_by = NULL, locked_until = NULL
 WHERE id IN %(ids)s AND status = 'running' AND locked_by = %(owner)s
   AND (%(only_expired)s = 0 OR locked_until < NOW(6));
@@ -177,7 +182,7 @@ WHERE id IN %(ids)s AND status = 'running' AND locked_by = %(owner)s
 -- name: held_unique
 -- Jobs with a unique key that a move back into the queue (fail_retry, snooze, release)
 -- left running for this owner: the database ignored it, another job holds their key.
-SELECT id, unique_key FROM forkq_jobs
+SELECT id, unique_key FROM forkq_jobs FORCE INDEX (PRIMARY)
 WHERE id IN %(ids)s AND status = 'running' AND locked_by = %(owner)s AND unique_key IS NOT NULL
   AND (%(only_expired)s = 0 OR locked_until < NOW(6))
   AND (%(max_snoozes)s IS NULL OR snoozes < %(max_snoozes)s);
@@ -245,7 +250,7 @@ LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
 -- name: promote_update
-UPDATE forkq_jobs SET status = 'ready' WHERE id IN %(ids)s AND status = 'scheduled';
+UPDATE forkq_jobs FORCE INDEX (PRIMARY) SET status = 'ready' WHERE id IN %(ids)s AND status = 'scheduled';
 
 -- name: demote_select
 -- Ready rows far in the future (a raw INSERT with a run_at ahead: the column defaults to
@@ -258,7 +263,7 @@ LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
 -- name: demote_update
-UPDATE forkq_jobs SET status = 'scheduled' WHERE id IN %(ids)s AND status = 'ready';
+UPDATE forkq_jobs FORCE INDEX (PRIMARY) SET status = 'scheduled' WHERE id IN %(ids)s AND status = 'ready';
 
 -- name: count_ready
 SELECT COUNT(*) AS n FROM (
@@ -339,7 +344,7 @@ ORDER BY id DESC LIMIT %(limit)s;
 -- name: retry_jobs
 -- IGNORE: a job whose unique key another job took meanwhile (schema 10) is left as
 -- it is, never an error, and not_retried says why (the job holding the key).
-UPDATE IGNORE forkq_jobs
+UPDATE IGNORE forkq_jobs FORCE INDEX (PRIMARY)
 SET status = 'ready', run_at = NOW(6), attempts = 0, finished_at = NULL, locked_by = NULL, locked_until = NULL
 WHERE id IN %(ids)s AND status NOT IN ('running', 'cancelling');
 
@@ -347,7 +352,7 @@ WHERE id IN %(ids)s AND status NOT IN ('running', 'cancelling');
 -- retry_jobs from schema 14: a waiting job is left alone (it runs once its parents are
 -- done), and so is a cancelled job enqueued with parents (deps & 2): its rows of
 -- forkq_dependencies went when it ended, so it could no longer wait on them.
-UPDATE IGNORE forkq_jobs
+UPDATE IGNORE forkq_jobs FORCE INDEX (PRIMARY)
 SET status = 'ready', run_at = NOW(6), attempts = 0, finished_at = NULL, locked_by = NULL, locked_until = NULL
 WHERE id IN %(ids)s AND status NOT IN ('running', 'cancelling', 'waiting')
   AND (status <> 'cancelled' OR (deps & 2) = 0);
@@ -367,7 +372,7 @@ SELECT id, status FROM forkq_jobs WHERE id IN %(ids)s FOR UPDATE;
 
 -- name: cancel_waiting
 -- A job not yet running ends `cancelled` at once and is never claimed or retried.
-UPDATE forkq_jobs
+UPDATE forkq_jobs FORCE INDEX (PRIMARY)
 SET status = 'cancelled', finished_at = NOW(6), last_error = %(error)s,
     locked_by = NULL, locked_until = NULL
 WHERE id IN %(ids)s AND status IN ('waiting', 'ready', 'scheduled');
@@ -376,7 +381,7 @@ WHERE id IN %(ids)s AND status IN ('waiting', 'ready', 'scheduled');
 -- A running job becomes `cancelling`: the master whose child holds it (locked_by) kills
 -- the child's process group and marks it `cancelled`. The lease columns stay: they say
 -- where it runs.
-UPDATE forkq_jobs SET status = 'cancelling', last_error = %(error)s
+UPDATE forkq_jobs FORCE INDEX (PRIMARY) SET status = 'cancelling', last_error = %(error)s
 WHERE id IN %(ids)s AND status = 'running';
 
 -- name: archived_ids
@@ -739,7 +744,7 @@ LIMIT %(limit)s;
 -- name: ready_among
 -- How many of these jobs are ready: what a retry really changed (MySQL's found-rows count
 -- includes the rows UPDATE IGNORE left alone).
-SELECT COUNT(*) AS n FROM forkq_jobs WHERE id IN %(ids)s AND status = 'ready';
+SELECT COUNT(*) AS n FROM forkq_jobs FORCE INDEX (PRIMARY) WHERE id IN %(ids)s AND status = 'ready';
 
 -- name: key_holder
 -- Another job holding this unique key in its scope (schema 10): why a retry was ignored.
@@ -769,7 +774,7 @@ LIMIT %(limit)s;
 
 -- name: web_discard
 -- Discarding dead jobs deletes them (only dead ones: a stale page cannot delete others).
-DELETE FROM forkq_jobs WHERE id IN %(ids)s AND status = 'dead';
+DELETE j FROM forkq_jobs AS j FORCE INDEX (PRIMARY) WHERE id IN %(ids)s AND status = 'dead';
 
 -- name: web_discard_dead
 -- Every dead job of a queue, %(limit)s at a time (the store loops): short transactions.
@@ -1027,12 +1032,12 @@ WHERE j.id IN %(ids)s;
 
 -- name: limit_park
 -- Jobs over a limit stay ready and wait on their bucket, out of the claims' range.
-UPDATE forkq_jobs SET limit_wait = %(bucket)s WHERE id IN %(ids)s AND status = 'ready';
+UPDATE forkq_jobs FORCE INDEX (PRIMARY) SET limit_wait = %(bucket)s WHERE id IN %(ids)s AND status = 'ready';
 
 -- name: limit_refuse
 -- Ready jobs a claim under limits cannot put in a bucket (a limit_key holding a NUL, which
 -- enqueue refuses and another program's INSERT may not): dead at once, with the reason.
-UPDATE forkq_jobs SET status = 'dead', finished_at = NOW(6), last_error = %(error)s
+UPDATE forkq_jobs FORCE INDEX (PRIMARY) SET status = 'dead', finished_at = NOW(6), last_error = %(error)s
 WHERE id IN %(ids)s AND status = 'ready';
 
 -- name: limit_due
@@ -1051,7 +1056,7 @@ LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
 -- name: unpark_update
-UPDATE forkq_jobs SET limit_wait = '' WHERE id IN %(ids)s AND status = 'ready';
+UPDATE forkq_jobs FORCE INDEX (PRIMARY) SET limit_wait = '' WHERE id IN %(ids)s AND status = 'ready';
 
 -- name: parked_bucket_after
 -- The next bucket ready jobs are parked on, after %(after)s: one dive in forkq_jobs_limit
@@ -1242,11 +1247,11 @@ WHERE queue = %(queue)s AND tenant IN %(names)s;
 -- (the plain names above serve older ones).
 
 -- name: deps_complete_delete
-DELETE FROM forkq_jobs WHERE id IN %(ids)s AND status IN ('running', 'cancelling') AND locked_by = %(owner)s
+DELETE j FROM forkq_jobs AS j FORCE INDEX (PRIMARY) WHERE id IN %(ids)s AND status IN ('running', 'cancelling') AND locked_by = %(owner)s
   AND (deps & %(skip)s) = 0;
 
 -- name: deps_complete_keep
-UPDATE forkq_jobs
+UPDATE forkq_jobs FORCE INDEX (PRIMARY)
 SET status = 'done', finished_at = NOW(6), started_at = COALESCE(started_at, NOW(6)),
     locked_by = NULL, locked_until = NULL
 WHERE id IN %(ids)s AND status IN ('running', 'cancelling') AND locked_by = %(owner)s
@@ -1258,7 +1263,7 @@ INSERT INTO forkq_jobs_archive
    locked_by, locked_until, last_error, enqueued_at, started_at, finished_at)
 SELECT id, queue, handler, payload, 'done', priority, run_at, attempts, max_attempts, unique_key,
        locked_by, NULL, last_error, enqueued_at, COALESCE(started_at, NOW(6)), NOW(6)
-FROM forkq_jobs WHERE id IN %(ids)s AND status IN ('running', 'cancelling') AND locked_by = %(owner)s
+FROM forkq_jobs FORCE INDEX (PRIMARY) WHERE id IN %(ids)s AND status IN ('running', 'cancelling') AND locked_by = %(owner)s
   AND (deps & %(skip)s) = 0;
 
 -- name: deps_fail_dead
@@ -1271,7 +1276,7 @@ WHERE id = %(id)s AND status = 'running' AND locked_by = %(owner)s
 -- name: deps_held
 -- The second pass of a completion: the jobs of the batch this owner still holds after the
 -- first pass are the flagged parents (and none when a lease was lost), locked.
-SELECT id FROM forkq_jobs WHERE id IN %(ids)s AND status IN ('running', 'cancelling') AND locked_by = %(owner)s
+SELECT id FROM forkq_jobs FORCE INDEX (PRIMARY) WHERE id IN %(ids)s AND status IN ('running', 'cancelling') AND locked_by = %(owner)s
 ORDER BY id FOR UPDATE;
 
 -- name: deps_lock_parents
@@ -1308,7 +1313,7 @@ WHERE parent_id IN %(ids)s ORDER BY child_id;
 -- name: deps_lock_waiting
 -- Those children still waiting, locked in id order (two parents' ends lock them in one
 -- order, so they queue rather than deadlock).
-SELECT id FROM forkq_jobs WHERE id IN %(ids)s AND status = 'waiting' ORDER BY id FOR UPDATE;
+SELECT id FROM forkq_jobs FORCE INDEX (PRIMARY) WHERE id IN %(ids)s AND status = 'waiting' ORDER BY id FOR UPDATE;
 
 -- name: deps_unfinished
 -- Of those children, the ones with a parent not ended yet (a parent row gone has ended: it
@@ -1323,12 +1328,12 @@ GROUP BY d.child_id;
 -- name: deps_release
 -- No UPDATE here reads forkq_jobs in a subquery (MySQL 8 refuses it: 1093): the ids come
 -- from the statements above.
-UPDATE forkq_jobs
+UPDATE forkq_jobs FORCE INDEX (PRIMARY)
 SET status = IF(run_at > NOW(6) + INTERVAL %(ahead_us)s MICROSECOND, 'scheduled', 'ready')
 WHERE id IN %(ids)s AND status = 'waiting';
 
 -- name: deps_cancel
-UPDATE forkq_jobs
+UPDATE forkq_jobs FORCE INDEX (PRIMARY)
 SET status = 'cancelled', finished_at = NOW(6), last_error = %(error)s
 WHERE id IN %(ids)s AND status = 'waiting';
 
