@@ -23,8 +23,7 @@ it counted more than TAIL_OPEN unfinished: its batch's last jobs ended in concur
 transactions holding more than that (every worker's claim of up to claim_batch jobs ends
 in one; with FEW_LEFT alone, two workers ending 17 of its last jobs each at once left it
 to the chore). Then, or when its last job ends through a path without this hook
-(a cancel, the master writing a child's success, a daemon killed mid-commit whose job
-the reaper ends), the cluster chore (settle_open_batches, each check tick) settles it:
+(a cancel, a daemon killed mid-commit whose job the reaper ends), the cluster chore (settle_open_batches, each check tick) settles it:
 later, still exactly once. SQLite has one writer at a time, so the finisher that commits
 last sees every other end: there the count only asks whether any job is left (few_left
 and tail_open 0).
@@ -67,12 +66,16 @@ class BatchOps(StoreCore):
         """Batches need forkq_batches, and their counts forkq_jobs_batch as this backend's
         statements read it (indexed_columns_version): refuse a batch before any of its rows
         is written, never at its seal (a batch never sealed never settles)."""
-        needed = max(BATCHES_SCHEMA_VERSION, self.indexed_columns_version)
+        if not self.has_batches_schema():
+            needed = max(BATCHES_SCHEMA_VERSION, self.indexed_columns_version)
+            raise SchemaError(f"batches need schema version {needed}: run `forkq schema apply`")
+
+    def has_batches_schema(self) -> bool:
         if self._batches_schema is None:
+            needed = max(BATCHES_SCHEMA_VERSION, self.indexed_columns_version)
             version = self.schema_version()
             self._batches_schema = version is not None and version >= needed
-        if not self._batches_schema:
-            raise SchemaError(f"batches need schema version {needed}: run `forkq schema apply`")
+        return self._batches_schema
 
     def open_batch(self, callbacks: dict[str, tuple[str, str]], payload: str, conn: Any) -> int:
         """A new open batch (no callback before it is sealed); its id. On `conn` (the
@@ -115,6 +118,14 @@ class BatchOps(StoreCore):
             for old in list(self.batch_members)[: MEMBERS_KEPT // 2]:
                 del self.batch_members[old]
         self.batch_members[job_id] = batch_id
+
+    def note_batch_members(self, ids: Sequence[int]) -> None:
+        """Before ending jobs another process claimed (the master writing a busy child's
+        successes): note those in a batch, so the ending transaction's hook settles it then,
+        not the chore a check tick later."""
+        if self.has_batches_schema():
+            for row in self._fetchall("batch_members_of", self._params(ids=self._ids(ids))):
+                self.note_batch_job(int(row["id"]), int(row["batch_id"]))
 
     def settle_batches_of(self, ids: Sequence[int]) -> None:
         """Inside the transaction that just ended `ids`: settle their batches if nothing

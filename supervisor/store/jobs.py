@@ -187,6 +187,7 @@ class JobOps(AckOps, ResultOps):
         def attempt() -> int:
             with self._tx():
                 if taken.successes:
+                    self.note_batch_members(taken.successes)
                     self.complete_in_transaction(owner, taken.successes, taken.on_success)
                 returned = 0
                 if taken.unstarted:

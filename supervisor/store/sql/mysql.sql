@@ -1387,6 +1387,12 @@ SELECT COUNT(*) AS n FROM (
   LIMIT %(limit)s
 ) AS open_jobs;
 
+-- name: batch_members_of
+-- The master, before it writes a busy child's successes (a hand-back): which of them are
+-- in a batch, so the batch hook runs there too (the child knew; its ledger lists ids only).
+SELECT id, batch_id FROM forkq_jobs FORCE INDEX (PRIMARY)
+WHERE id IN %(ids)s AND batch_id IS NOT NULL;
+
 -- name: batch_ready_count
 -- The first look, from the newest ready job down: while the batch has many ready jobs
 -- these are live index entries, found at once. (From the low end, a count would first

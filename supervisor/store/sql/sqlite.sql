@@ -1125,6 +1125,12 @@ SELECT COUNT(*) AS n FROM (
   LIMIT :limit
 );
 
+-- name: batch_members_of
+-- The master, before it writes a busy child's successes (a hand-back): which of them are
+-- in a batch, so the batch hook runs there too (the child knew; its ledger lists ids only).
+SELECT id, batch_id FROM forkq_jobs
+WHERE id IN (SELECT value FROM json_each(:ids)) AND batch_id IS NOT NULL;
+
 -- name: batch_ready_count
 SELECT COUNT(*) AS n FROM (
   SELECT 1 FROM forkq_jobs INDEXED BY forkq_jobs_batch
