@@ -23,10 +23,11 @@ it counted more than TAIL_OPEN unfinished: its batch's last jobs ended in concur
 transactions holding more than that (every worker's claim of up to claim_batch jobs ends
 in one; with FEW_LEFT alone, two workers ending 17 of its last jobs each at once left it
 to the chore). Then, or when its last job ends through a path without this hook
-(a cancel, a daemon killed mid-commit whose job the reaper ends), the cluster chore (settle_open_batches, each check tick) settles it:
-later, still exactly once. SQLite has one writer at a time, so the finisher that commits
-last sees every other end: there the count only asks whether any job is left (few_left
-and tail_open 0).
+(a cancel, a daemon killed mid-commit whose job the reaper ends), the cluster chore
+(settle_open_batches, each check tick) settles it: later, still exactly once. (A master
+writing a busy child's successes looks up their batches first: note_batch_members.)
+SQLite has one writer at a time, so the finisher that commits last sees every other end:
+there the count only asks whether any job is left (few_left and tail_open 0).
 """
 
 from __future__ import annotations
