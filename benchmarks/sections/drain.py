@@ -44,7 +44,7 @@ def forkq_drain(bench: Bench, workers: int, deadline: Deadline, tag: str) -> dic
     n = bench.s.drain_jobs
     bench.b.reset()
     bench.enqueue_jobs(n)
-    bench.b.settle(deadline, history=SETTLED)
+    bench.b.settle(deadline, history=SETTLED, dirty=False)
     title = f"claim_select with {n:,} ready rows (what each drain claim runs)"
     if f"{bench.b.name}: {title}" not in bench.report.plans:
         store = open_store(bench.b.admin_url)
@@ -85,7 +85,7 @@ def baseline_program(
     n = bench.s.drain_jobs
     url = parse_database_url(bench.b.daemon_url)
     baseline.prepare(url, variant, n, PARTITIONS)
-    bench.b.settle(deadline, history=SETTLED)
+    bench.b.settle(deadline, history=SETTLED, dirty=False)
     command = [
         sys.executable,
         str(BENCH_DIR / "baseline.py"),
@@ -135,7 +135,7 @@ def baseline_drain(
     url = parse_database_url(bench.b.daemon_url)
     deadline.check(f"baseline {variant}")
     baseline.prepare(url, variant, n, PARTITIONS)
-    bench.b.settle(deadline, history=SETTLED)
+    bench.b.settle(deadline, history=SETTLED, dirty=False)
     before = bench.b.counters()
     cpu_before = _children_cpu()
     result = baseline.drain(

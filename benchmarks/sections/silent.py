@@ -124,7 +124,9 @@ def _kill_while_silent(
     with running(made):
         q = Queue(jobs.url)
         try:
-            q.enqueue("s.hang", {"file": str(record)}, queue="hang")
+            # One attempt: a killed hang job retried later would run ahead of the next
+            # iteration's (workers 1) and write to its own record, not this one.
+            q.enqueue("s.hang", {"file": str(record)}, queue="hang", max_attempts=1)
         finally:
             q.close()
         limit = time.monotonic() + 15
