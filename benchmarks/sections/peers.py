@@ -6,8 +6,9 @@ of its own; 20 a claim as issue 28 ran it, and 100 a claim as forkq's claim_batc
 for jobs this quick), dramatiq and rq on a redis-server the section starts on a loopback
 port of its own. SQLite: forkq, the raw SQLite loop (20 and 100 a claim), huey's
 SqliteHuey. Each drain starts once InnoDB has purged what the one before left
-(drain.SETTLED); the local mariadbd's whole CPU a job is read beside the statements'. Every contender is
-launched after its N jobs are in, and timed by one poller of what is left: from launch
+(drain.SETTLED); the local mariadbd's whole CPU a job is read beside the statements'.
+Every contender is launched after its N jobs are in, and timed by one poller of what is
+left: from launch
 (interpreter, imports, forks, connect) and in the steady state (95% → 5% left). Client
 CPU is every process of the contender, waited for (getrusage); per job the statements
 the database counted, or the commands Redis counted.
@@ -72,15 +73,15 @@ def run(bench: Bench, deadline: Deadline) -> None:
             with redis_server(bench.workdir) as redis_url:
                 contenders = {
                     "forkq": lambda: with_server_cpu(
-                        lambda: forkq_drain(bench, WORKERS, deadline, "peers"), n
+                        bench, lambda: forkq_drain(bench, WORKERS, deadline, "peers"), n
                     ),
                     "SKIP LOCKED loop": lambda: with_server_cpu(
-                        lambda: loop(bench, "skip_locked", deadline), n
+                        bench, lambda: loop(bench, "skip_locked", deadline), n
                     ),
                     # forkq claims up to claim_batch (100) of jobs this quick: the loop so
                     # too, to show what of the lead is the batch size
                     "SKIP LOCKED loop, 100 a claim": lambda: with_server_cpu(
-                        lambda: loop(bench, "skip_locked", deadline, BIG_BATCH), n
+                        bench, lambda: loop(bench, "skip_locked", deadline, BIG_BATCH), n
                     ),
                     "dramatiq/Redis": lambda: dramatiq_drain(bench, redis_url, n, deadline),
                     "rq/Redis": lambda: rq_drain(bench, redis_url, n, deadline),
@@ -151,10 +152,14 @@ def loop(bench: Bench, variant: str, deadline: Deadline, batch: int = 20) -> dic
     return out
 
 
-def with_server_cpu(drain: Callable[[], dict[str, float]], n: int) -> dict[str, float]:
-    """The drain, with the local mariadbd's whole CPU (every thread: purge, flushing) per
-    job beside it; the server is shared, so this is meaningful on a quiet machine only."""
-    server = next((p for p in psutil.process_iter(["name"]) if p.info["name"] == "mariadbd"), None)
+def with_server_cpu(
+    bench: Bench, drain: Callable[[], dict[str, float]], n: int
+) -> dict[str, float]:
+    """The drain, with the whole CPU (every thread: purge, flushing) per job of the local
+    mariadbd that listens on the bench's port (not a private one another section started);
+    the server is shared, so this is meaningful on a quiet machine only."""
+    assert isinstance(bench.b, MySQLBackend)
+    server = _local_server(bench.b.url.port or 3306)
     if server is None:
         return drain()
     before = server.cpu_times()
@@ -163,6 +168,19 @@ def with_server_cpu(drain: Callable[[], dict[str, float]], n: int) -> dict[str, 
     spent = (after.user - before.user) + (after.system - before.system)
     out["mariadbd_cpu_us_per_job"] = spent / n * 1e6
     return out
+
+
+def _local_server(port: int) -> psutil.Process | None:
+    for process in psutil.process_iter(["name"]):
+        if process.info["name"] != "mariadbd":
+            continue
+        with contextlib.suppress(psutil.Error):
+            if any(
+                c.laddr.port == port and c.status == psutil.CONN_LISTEN
+                for c in process.net_connections(kind="tcp")
+            ):
+                return process
+    return None
 
 
 # --- Redis peers ----------------------------------------------------------------------------

@@ -67,9 +67,9 @@ def test_200_jobs_of_a_batch_across_two_daemons_fire_each_callback_once(
     pids = {line.split(",")[1] for line in runs.read_text().splitlines()}
     assert len(pids) > 1  # the jobs ran in several children
     # The finishing transactions settled both batches: the chore (the backstop) had none
-    # left. Six children end at most 6 x claim_batch of the last jobs in concurrent transactions
-    # (under TAIL_OPEN: the last to commit locks, recounts and settles), and so does a
-    # master that writes a busy child's successes (a hand-back: the test below).
+    # left. Six children end at most 6 x claim_batch of the last jobs in concurrent
+    # transactions (under TAIL_OPEN: the last to commit locks, recounts and settles), and
+    # so does a master that writes a busy child's successes (a hand-back: the test below).
     most_ending_at_once = 2 * POOLS["default"]["workers"] * PoolConfig(name="default").claim_batch
     assert most_ending_at_once <= TAIL_OPEN
     chores = [e for d in (first, second) for e in d.events("chores_done") if e.get("batches")]
