@@ -19,13 +19,17 @@ and suppose it locks. Any other finisher X that locked too either took the lock 
 (and committed before L got it, so L's recount sees X's end) or would have to wait for L's
 commit (impossible: L commits last). The two last jobs ending at once on two hosts are
 this case: the second to take the lock sees the first's end and settles. L locks unless
-it counted more than TAIL_OPEN unfinished: its batch's last jobs ended in concurrent
-transactions holding more than that (every worker's claim of up to claim_batch jobs ends
-in one; with FEW_LEFT alone, two workers ending 17 of its last jobs each at once left it
-to the chore). Then, or when its last job ends through a path without this hook
-(a cancel, a daemon killed mid-commit whose job the reaper ends), the cluster chore
-(settle_open_batches, each check tick) settles it: later, still exactly once. (A master
-writing a busy child's successes looks up their batches first: note_batch_members.)
+its counts, read before it commits, saw more left than the thresholds: more than
+TAIL_OPEN unfinished (its batch's last jobs ended in concurrent transactions holding more
+than that: every worker's claim of up to claim_batch jobs ends in one; with FEW_LEFT
+alone, two workers ending 17 of its last jobs each at once left it to the chore), or more
+than FEW_LEFT ready that other workers then claimed, ran and ended before L committed (L
+descheduled between its count and its commit, on a loaded host). Then, or when its last
+job ends through a path without this hook (a cancel, a daemon killed mid-commit whose job
+the reaper ends), the cluster chore (settle_open_batches, each check tick) settles it:
+later, still exactly once. (Closing that window for good takes a lock every finisher
+waits on: the counter row this design avoids.) A master writing a busy child's successes
+looks up their batches first (note_batch_members), so its transaction runs the hook too.
 SQLite has one writer at a time, so the finisher that commits last sees every other end:
 there the count only asks whether any job is left (few_left and tail_open 0).
 """
