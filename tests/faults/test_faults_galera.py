@@ -237,8 +237,13 @@ def test_a_conflict_at_commit_is_a_lost_race_run_again(cluster: GaleraCluster) -
         first.close(), second.close()
     assert runs[:2] == ["body", "commit"], runs  # the first run's body went through ...
     assert runs[2].startswith("failed: (1213)"), runs  # ... and its COMMIT failed
-    assert runs[3:] == ["body", "commit"], runs  # run again, and committed
-    assert counted == [1]
+    assert runs[-2:] == ["body", "commit"], runs  # run again, and committed
+    # A run again can lose to the same write once more, while node 1 still applies it
+    # (Galera applies another node's write set after it certified): each loss is a 1213,
+    # run again and counted; the caller sees none.
+    failures = [r for r in runs if r.startswith("failed")]
+    assert all(r.startswith("failed: (1213)") for r in failures), runs
+    assert len(runs) == 3 * len(failures) + 2 and counted == [1] * len(failures), runs
     paused = "SELECT paused FROM forkq.forkq_queues WHERE queue = 'q'"
     wait_until(lambda: cluster.nodes[2].admin(paused) == [(1,)], message="node 3 applied it")
 
