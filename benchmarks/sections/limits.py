@@ -6,7 +6,7 @@ the same but for one thing: the second has
 
     [limits.bench]
     queues = ["lim"]
-    concurrency = 1000          # never reached: 4 workers x a claim batch of 20 at most
+    concurrency = 1000          # never reached: 4 workers x a claim batch of 100 at most
 
 and the third the same limit with `rate = "100000000/1m"` too, so every claim of that
 queue is a claim under limits: from forkq_jobs_limit, with the bucket's row locked (on

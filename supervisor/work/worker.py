@@ -10,7 +10,7 @@ connection and is written after the reconnect.
 A worker claims only what it can start: one job, or — while its jobs are quick — a
 batch that should take about BATCH_BUDGET, and only where someone can take back what
 it has not started when a job turns out slow (a daemon child: its master's hand-back,
-daemon/handback.py). `forkq work` and queues under [limits] claim one job at a time.
+daemon/handback.py). `forkq work` claims one job at a time.
 The first job of a batch starts at once; the others are `claimed`, not `running`,
 until they start (SPEC: running means a handler has started).
 
@@ -188,13 +188,13 @@ class Worker:
         """How many jobs to claim now: only what this worker can start.
 
         One job, unless someone can take back what we hold and have not started when a
-        job turns out slow (the master's hand-back), and the queue is under no limit (a
-        held job would hold a limit's slot). Then slow start: doubling per batch while
-        jobs are quick, up to `claim_batch` and to about BATCH_BUDGET seconds of work,
-        so even the last job of a batch of quick ones starts soon. Never more than may
-        still run under `max_jobs` (the rest would be handed back).
+        job turns out slow (the master's hand-back). Then slow start: doubling per batch
+        while jobs are quick, up to `claim_batch` and to about BATCH_BUDGET seconds of
+        work, so even the last job of a batch of quick ones starts soon. Never more than
+        may still run under `max_jobs` (the rest would be handed back). Under [limits]
+        the claim takes fewer near a bound, none held with a rate (buckets.decide).
         """
-        if not self.events.can_hand_back or (self.limits and queue in self.limits.limited_queues):
+        if not self.events.can_hand_back:
             return 1
         budget = int(BATCH_BUDGET / self._job_time) if self._job_time > 0 else MOST_HELD
         size = min(pool.claim_batch, self._batch, max(1, budget), MOST_HELD)

@@ -155,7 +155,10 @@ def test_status_shows_what_waits_on_which_limit(
     capsys.readouterr()
     config = load_config(path)
     plan = LimitPlan(config.limits, {})
-    assert len(flow.complete_and_claim(store, plan, {}, "email", OWNER, 20, 60)[0]) == 3
+    taken = 0  # claims one after the other (a limit with a rate holds no job behind another)
+    while got := flow.complete_and_claim(store, plan, {}, "email", OWNER, 20, 60)[0]:
+        taken += len(got)
+    assert taken == 3
 
     assert cli.main(["status", "--json", "-c", str(path)]) == 0
     limits = json.loads(capsys.readouterr().out)["limits"]

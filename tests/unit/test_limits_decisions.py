@@ -152,10 +152,24 @@ def rows(*buckets: tuple[Bucket, ...]) -> list[Candidate]:
 
 
 def test_jobs_run_in_order_while_their_bucket_has_room_and_the_rest_are_parked() -> None:
-    decision = decide(rows((A,), (B,), (A,), (), (A,), (B,)), {A: 2, B: 1})
-    assert decision.run == [1, 2, 3, 4]
-    assert decision.park == {A: [5], B: [6]}
-    assert decision.started == {A: 2, B: 1}
+    decision = decide(rows((A,), (B,), (A,), (), (A,), (B,)), {A: 1, B: 0})
+    assert decision.run == [1, 4]
+    assert decision.park == {A: [3, 5], B: [2, 6]}
+    assert decision.started == {A: 1}
+
+
+def test_jobs_behind_the_first_never_fill_a_bucket() -> None:
+    """Only a claim's first job starts at once: one behind it runs only while its bucket
+    keeps, after it, as many free slots as the claim holds there. The others are skipped,
+    not parked (the bucket has room: another worker takes them)."""
+    decision = decide(rows((A,), (A,), (A,), (A,), (B,), (B,)), {A: 6, B: 2})
+    assert decision.run == [1, 2, 3, 5]  # A: 3 held, 3 left; B: 1 held, 1 left
+    assert decision.skipped == [4, 6]
+    assert decision.park == {}
+    first = decide(rows((B,), (B,)), {B: 1})  # a claim's first job may take the last slot
+    assert (first.run, first.park) == ([1], {B: [2]})
+    later = decide(rows((A,)), {A: 2}, earlier={A: 1}, claimed=1)  # a later select
+    assert (later.run, later.skipped) == ([], [1])
 
 
 def test_a_job_needs_room_in_every_bucket_it_falls_in() -> None:

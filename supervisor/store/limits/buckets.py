@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -163,14 +163,25 @@ def decide(
     room: Mapping[Bucket, int],
     parked_head: Mapping[Bucket, tuple[int, float, int]] | None = None,
     most: int | None = None,
+    earlier: Mapping[Bucket, int] | None = None,
+    claimed: int = 0,
+    rated: Collection[Bucket] = (),
 ) -> Decision:
     """Run each row, in claim order, while every bucket it falls in has room; park it on
     the first one that has none. A row behind a job already parked on one of its buckets
     is parked too (behind it), so a bucket's jobs keep their order across the wait. Past
-    `most` runs, rows that could run are skipped (left as they are)."""
+    `most` runs, rows that could run are skipped (left as they are).
+
+    Only the claim's first job starts at once; the others wait in the child behind it,
+    holding their slots. So a row after the first runs only while each of its buckets
+    keeps, after it, at least as many free slots as the claim holds there (`claimed`
+    jobs, `earlier` per bucket, taken by its earlier selects): else it is skipped, still
+    claimable: a bucket near its bound is claimed a job at a time. A job of a bucket with
+    a rate (`rated`) is never held: it would start after the instant its window counted."""
     decision = Decision()
     left = dict(room)
     heads = parked_head or {}
+    held = dict(earlier or {})
     for row in rows:
         blocked = next(
             (
@@ -184,14 +195,30 @@ def decide(
         if blocked is not None:
             decision.park.setdefault(blocked, []).append(row.id)
             continue
-        if most is not None and len(decision.run) >= most:
+        behind = claimed + len(decision.run) > 0  # it would wait in the child, held
+        if (most is not None and len(decision.run) >= most) or (
+            behind and not keeps_room(row.buckets, left, held, rated)
+        ):
             decision.skipped.append(row.id)
             continue
         decision.run.append(row.id)
         for bucket in row.buckets:
             left[bucket] = left.get(bucket, 0) - 1
+            held[bucket] = held.get(bucket, 0) + 1
             decision.started[bucket] += 1
     return decision
+
+
+def keeps_room(
+    buckets: Iterable[Bucket],
+    left: Mapping[Bucket, int],
+    held: Mapping[Bucket, int],
+    rated: Collection[Bucket] = (),
+) -> bool:
+    """Whether a job claimed behind others may be held: none of its buckets has a rate,
+    and each keeps, after it, at least as many free slots as the claim then holds there
+    (so jobs that wait never fill a bucket)."""
+    return all(b not in rated and left.get(b, 0) - 1 >= held.get(b, 0) + 1 for b in buckets)
 
 
 def before(a: tuple[int, float, int], b: tuple[int, float, int]) -> bool:
@@ -275,6 +302,14 @@ class LimitPlan:
                 for limit in self.limits_for(handler, queue)
             )
         return found
+
+    def rated(self, buckets: Iterable[Bucket]) -> set[Bucket]:
+        """Those of `buckets` whose limit has a rate (decide holds no job of theirs)."""
+        return {b for b in buckets if (limit := self.limits.get(b.name)) and limit.rate is not None}
+
+    def rated_queue(self, queue: str) -> bool:
+        """Whether a limit with a rate names the queue: its claims take one job."""
+        return any(limit.rate is not None for limit in self._by_queue.get(queue, ()))
 
     def covers(self, handler: str, queue: str) -> bool:
         return handler in self._by_handler or queue in self._by_queue

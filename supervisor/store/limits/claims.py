@@ -129,10 +129,13 @@ class LimitClaim(BucketLocks):
     wake: dict[Bucket, float | None] = field(default_factory=dict)
     started: Counter[Bucket] = field(default_factory=Counter)
     now: float = 0.0
+    first_id: int = 0  # the job the claim starts at once (first_job)
 
     def run(
         self, limit: int, limited: bool, due: Sequence[Bucket], freed: Counter[Bucket]
     ) -> list[JobRow]:
+        if self.plan.rated_queue(self.queue):
+            limit = 1  # every job of it is in a bucket with a rate: none is held (decide)
         if not limited:
             rows = self.select("claim_select", limit)
             if not any(self.plan.covers(r["handler"], self.queue) for r in rows):
@@ -158,7 +161,7 @@ class LimitClaim(BucketLocks):
             self.take(step.rows, final=False)  # out of the next page's way
             size = limit - len(claimed) if step.unparked else PARK_PAGE
             rows = self.select("claim_select_limited", size)
-            step = self.decide(rows, set(), limit - len(claimed), first=False)
+            step = self.decide(rows, set(), limit - len(claimed), first=False, claimed=len(claimed))
             step.full = step.full and len(rows) >= size
             claimed += step.jobs
         self.take(step.rows, final=True)
@@ -184,10 +187,14 @@ class LimitClaim(BucketLocks):
         params = self.store.bind(
             owner=self.owner,
             ids=self.store.bind_ids([r["id"] for r in rows]),
+            first=self.first_job(rows),
             lease_us=micros(self.lease),
             name=bucket.name,
             key=bucket.key,
             count=len(rows),
+            # Jobs behind the first wait holding slots: the bucket keeps as many free
+            # (buckets.decide's rule, for one bucket).
+            needed=1 if len(rows) == 1 else 2 * len(rows),
             concurrency=limit.concurrency,
         )
         return self.store.statement("claim_update_reserve", params) > 0
@@ -217,7 +224,7 @@ class LimitClaim(BucketLocks):
         params = self.store.bind(
             owner=self.owner,
             ids=self.store.bind_ids([r["id"] for r in rows]),
-            first=rows[0]["id"] if rows else 0,  # claim_update: the batch's first starts now
+            first=self.first_job(rows),  # the claim's first job starts now, the rest wait
             lease_us=micros(self.lease),
             started=self.now,
             states=json.dumps(states),
@@ -232,10 +239,23 @@ class LimitClaim(BucketLocks):
         if states:
             self.store.statement("limit_save", params)
 
+    def first_job(self, rows: Sequence[dict[str, Any]]) -> int:
+        """The id of the claim's first job (its first select's first row taken): the one
+        that starts at once; the others are claimed, not started (started_at NULL)."""
+        if not self.first_id and rows:
+            self.first_id = int(rows[0]["id"])
+        return self.first_id
+
     # --- the decision ------------------------------------------------------------------------
 
     def decide(
-        self, rows: Sequence[dict[str, Any]], extra: set[Bucket], most: int, *, first: bool
+        self,
+        rows: Sequence[dict[str, Any]],
+        extra: set[Bucket],
+        most: int,
+        *,
+        first: bool,
+        claimed: int = 0,
     ) -> _Step:
         """Run (at most `most`), park and unpark for one select. Only the first select
         locks buckets: rows of others are left as they are (undecided)."""
@@ -255,7 +275,8 @@ class LimitClaim(BucketLocks):
         undecided = sum(1 for c in candidates if not set(c.buckets) <= held)
         candidates = [c for c in candidates if set(c.buckets) <= held]
         heads = self.heads({b for c in candidates for b in c.buckets if self.has_parked(b)})
-        decision = decide(candidates, self.room_left(), heads, most)
+        rated = self.plan.rated(held)
+        decision = decide(candidates, self.room_left(), heads, most, self.started, claimed, rated)
         for bucket, ids in sorted(decision.park.items()):
             self.store.statement(
                 "limit_park", self.store.bind(bucket=bucket.id, ids=self.store.bind_ids(ids))

@@ -894,11 +894,12 @@ LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
 -- name: claim_update_at
--- claim_update under limits: started_at is the instant the claim counted the start at (the
--- buckets' clock), so the rate a bucket kept is the one started_at shows.
+-- claim_update under limits: the first job's started_at is the instant the claim counted
+-- the starts at (the buckets' clock); jobs behind it start later, never earlier, so no
+-- rate started_at shows is above the one a bucket kept.
 UPDATE forkq_jobs
 SET status = 'running', locked_by = %(owner)s, attempts = LEAST(attempts, 2147483646) + 1,
-    started_at = FROM_UNIXTIME(%(started)s), limit_wait = '',
+    started_at = IF(id = %(first)s, FROM_UNIXTIME(%(started)s), NULL), limit_wait = '',
     locked_until = NOW(6) + INTERVAL %(lease_us)s MICROSECOND
 WHERE id IN %(ids)s;
 
@@ -930,11 +931,11 @@ FOR UPDATE SKIP LOCKED;
 UPDATE forkq_jobs j
 JOIN forkq_limits b ON b.name = %(name)s AND b.limit_key = %(key)s
 SET j.status = 'running', j.locked_by = %(owner)s, j.attempts = LEAST(j.attempts, 2147483646) + 1,
-    j.started_at = NOW(6), j.limit_wait = '',
+    j.started_at = IF(j.id = %(first)s, NOW(6), NULL), j.limit_wait = '',
     j.locked_until = NOW(6) + INTERVAL %(lease_us)s MICROSECOND,
     b.running_added = b.running_added + %(count)s, b.updated_at = NOW(6)
 WHERE j.id IN %(ids)s AND b.wake_at IS NULL AND b.running_counted IS NOT NULL
-  AND b.running_counted + b.running_added + %(count)s <= %(concurrency)s;
+  AND b.running_counted + b.running_added + %(needed)s <= %(concurrency)s;
 
 -- name: limit_lock
 -- The buckets a claim needs, locked in one global order (the primary key's), so two
@@ -1023,7 +1024,7 @@ JOIN JSON_TABLE(%(states)s, '$[*]' COLUMNS (
        added INT PATH '$[7]')) AS s
 JOIN forkq_limits b ON b.name = s.name AND b.limit_key = s.limit_key
 SET j.status = 'running', j.locked_by = %(owner)s, j.attempts = LEAST(j.attempts, 2147483646) + 1,
-    j.started_at = FROM_UNIXTIME(%(started)s), j.limit_wait = '',
+    j.started_at = IF(j.id = %(first)s, FROM_UNIXTIME(%(started)s), NULL), j.limit_wait = '',
     j.locked_until = NOW(6) + INTERVAL %(lease_us)s MICROSECOND,
     b.rate_slice_us = s.slice_us, b.rate_base = s.base, b.rate_counts = s.counts,
     b.wake_at = FROM_UNIXTIME(s.wake_at), b.running_counted = s.counted,

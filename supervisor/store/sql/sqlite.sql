@@ -764,8 +764,9 @@ LIMIT :limit;
 
 -- name: claim_update_at
 UPDATE forkq_jobs
-SET status = 'running', locked_by = :owner, attempts = attempts + 1, started_at = :started,
-    limit_wait = '', locked_until = :now + :lease_us / 1000000.0
+SET status = 'running', locked_by = :owner, attempts = attempts + 1,
+    started_at = CASE WHEN id = :first THEN :started END, limit_wait = '',
+    locked_until = :now + :lease_us / 1000000.0
 WHERE id IN (SELECT value FROM json_each(:ids));
 
 -- name: limit_heads
@@ -844,8 +845,9 @@ ON CONFLICT (name, limit_key) DO UPDATE SET
 -- SQLite updates one table per statement: this is claim_update_at, and the store writes
 -- the buckets with limit_save (mysql.sql does both in one statement).
 UPDATE forkq_jobs
-SET status = 'running', locked_by = :owner, attempts = attempts + 1, started_at = :started,
-    limit_wait = '', locked_until = :now + :lease_us / 1000000.0
+SET status = 'running', locked_by = :owner, attempts = attempts + 1,
+    started_at = CASE WHEN id = :first THEN :started END, limit_wait = '',
+    locked_until = :now + :lease_us / 1000000.0
 WHERE id IN (SELECT value FROM json_each(:ids));
 
 -- name: limit_park
