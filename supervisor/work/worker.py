@@ -135,7 +135,7 @@ class Worker:
             self.outbox.forget_written_elsewhere()
             self.outbox.write_kept()  # kept values before the claim that acknowledges them
             done = self.pending.successes
-            size, lease = self.claim_size(pool, queue), pool.timeout + LEASE_MARGIN
+            size, lease = self.claim_size(pool), pool.timeout + LEASE_MARGIN
             batch = self._claim(pool, done, queue, size, lease)
             if batch:
                 self._lease_until = time.monotonic() + pool.timeout + LEASE_MARGIN
@@ -184,7 +184,7 @@ class Worker:
             self.log.info(events.LOST_CLAIM_RELEASED, jobs=len(lost))
         self._claim_unknown = False
 
-    def claim_size(self, pool: PoolConfig, queue: str) -> int:
+    def claim_size(self, pool: PoolConfig) -> int:
         """How many jobs to claim now: only what this worker can start.
 
         One job, unless someone can take back what we hold and have not started when a
