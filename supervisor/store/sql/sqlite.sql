@@ -167,12 +167,15 @@ SET status = 'cancelled', finished_at = :now, last_error = :error,
 WHERE id = :id AND status = 'running' AND locked_by = :owner;
 
 -- name: held_by
-SELECT * FROM forkq_jobs WHERE status IN ('running', 'cancelling') AND locked_by = :owner ORDER BY id;
+-- The running range of the status index, named: with ANALYZE's statistics (status has
+-- few values) SQLite chose to read the whole table in id order (see mysql.sql).
+SELECT * FROM forkq_jobs INDEXED BY forkq_jobs_status
+WHERE status IN ('running', 'cancelling') AND locked_by = :owner ORDER BY id;
 
 -- name: expired_leases
 -- Running rows are few (workers x claim batch): the status index finds them all, so
 -- locked_until needs no index of its own (one less index to write per claim).
-SELECT * FROM forkq_jobs
+SELECT * FROM forkq_jobs INDEXED BY forkq_jobs_status
 WHERE locked_until < :now AND status IN ('running', 'cancelling')
 ORDER BY locked_until LIMIT :limit;
 
