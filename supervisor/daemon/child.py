@@ -22,7 +22,7 @@ import random
 import select
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from types import FrameType
 
@@ -38,6 +38,7 @@ from supervisor.proc import die_with_parent, hostname, node_id, set_title
 from supervisor.store import Store, open_store
 from supervisor.timing import FAILED_OUTCOMES, SEND_EVERY, Tally
 from supervisor.work.descendants import become_subreaper, kill_leftovers
+from supervisor.work.sizing import ClaimSizing
 from supervisor.work.worker import Worker
 
 IDLE_RECHECK = 120.0  # seconds an idle child waits for the master's wake-up before it looks itself
@@ -55,6 +56,7 @@ class ChildSpec:
     scoreboard: Scoreboard
     master_name: str
     ledger: Ledger  # what it holds unstarted and its unwritten successes, shared with the master
+    sizing: ClaimSizing | None = None  # its pool's last retired child's: where to go on from
 
 
 class PipeEvents:
@@ -153,6 +155,8 @@ def child_main(config: Config, spec: ChildSpec) -> int:
     set_title(f"{events.label} starting")
     store = open_store(config.database, session_timeout=config.supervisor.db_session_timeout)
     worker = Worker(store, config, [spec.pool.name], spec.name, events)
+    if spec.sizing is not None:  # a recycled child's place: go on as it would have
+        worker.sizing = replace(spec.sizing)
     # Register before the first claim: if the master dies before it registers us, our
     # jobs are still found by the process-table sweeps, not only by lease expiry.
     worker.safely(partial(_register, store, spec))
@@ -170,7 +174,7 @@ def child_main(config: Config, spec: ChildSpec) -> int:
     reason = _loop(worker, spec, events, signal_r)
     worker.shutdown()
     store.close()
-    events.send(f"R {reason}")
+    events.send(f"R {worker.sizing.said()} {reason}")
     return 0
 
 

@@ -72,7 +72,7 @@ class Children:
             name = f"{self.host}:{os.getpid()}:{token}"
             spec = ChildSpec(
                 pool.config, slot, name, os.getppid(), status_w, wake_r, board,
-                self.master_name, ledger,
+                self.master_name, ledger, pool.sizing,
             )  # fmt: skip
             return run_child(config, spec)
 

@@ -127,6 +127,7 @@ class Pooling:
             return
         pool.slots.discard(child.slot)
         pool.jobs_done += child.jobs
+        pool.sizing = child.sizing or pool.sizing
         exit_ok = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
         # A child the master killed on purpose (a quit, a retirement it did not obey) says
         # nothing about whether its pool's children can start.

@@ -11,6 +11,7 @@ from supervisor.daemon.decisions import CRASH_LOOP_AFTER
 from supervisor.daemon.ledger import Ledger
 from supervisor.daemon.scoreboard import Scoreboard
 from supervisor.kinds import OnSuccess
+from supervisor.work.sizing import ClaimSizing
 
 
 @dataclass
@@ -25,6 +26,7 @@ class PoolState:
     saturated: bool = False  # every child busy at max size with due jobs waiting (last scale tick)
     saturated_ticks: int = 0  # consecutive check ticks saturated
     jobs_done: int = 0  # by children that have exited
+    sizing: ClaimSizing | None = None  # the last child's that retired: the next one's start
 
     def __post_init__(self) -> None:
         self.minimum = self.config.workers
@@ -102,6 +104,7 @@ class Child:
     ending: Termination | None = None
     sigkilled: bool = False  # SIGKILLed at once for the operator's sake (shutdown, retire deadline)
     exit_reason: str = ""
+    sizing: ClaimSizing | None = None  # its claim sizing, said as it retired
     buffer: bytes = b""
     # (job, its start) the master last took back this child's jobs for: once per job run
     handed_back: tuple[int, float] | None = None
@@ -149,14 +152,18 @@ class Child:
         return self.phase is Phase.IDLE and not self.retiring and self.now_running is None
 
     def on_message(self, line: str, now: float) -> None:
-        """Apply one status line from the child: I (idle) | R reason (retiring)."""
+        """Apply one status line from the child: I (idle) | R batch job_time reason
+        (retiring: its claim sizing, then why)."""
         kind, _, rest = line.partition(" ")
         if kind == "I":
             if self.phase is not Phase.IDLE:
                 self.idle_since = now
             self.phase = Phase.IDLE
         elif kind == "R":
-            self.exit_reason = self.exit_reason or rest
+            batch, _, rest = rest.partition(" ")
+            job_time, _, reason = rest.partition(" ")
+            self.sizing = ClaimSizing.heard(f"{batch} {job_time}")
+            self.exit_reason = self.exit_reason or reason
             self.phase = Phase.LEAVING
         elif self.phase is Phase.STARTING:
             self.phase = Phase.WORKING

@@ -8,7 +8,7 @@ Failures are recorded at once. Anything waiting to be written survives a lost
 connection and is written after the reconnect.
 
 A worker claims only what it can start: one job, or — while its jobs are quick — a
-batch that should take about BATCH_BUDGET, and only where someone can take back what
+batch that should take about 20 ms (sizing.py), and only where someone can take back what
 it has not started when a job turns out slow (a daemon child: its master's hand-back,
 daemon/handback.py). `forkq work` claims one job at a time.
 The first job of a batch starts at once; the others are `claimed`, not `running`,
@@ -43,14 +43,12 @@ from supervisor.work.attempt import log_finished, run_attempt
 from supervisor.work.events import NoEvents, WorkerEvents
 from supervisor.work.keeping import Keeper, wall_start
 from supervisor.work.outbox import Outbox, Pending
+from supervisor.work.sizing import ClaimSizing
 
 LEASE_MARGIN = 30.0  # seconds a lease outlives the job's timeout: the master kills first
 ACK_MAX_AGE = 0.2  # seconds a success may wait in the buffer before it is written
 PAUSE_CACHE = 2.0  # seconds the paused-queue list is trusted
 MAX_BACKOFF = 10.0  # seconds between reconnect attempts at most
-QUICK_JOB = 0.01  # seconds: jobs faster than this on average are claimed in growing batches
-BATCH_BUDGET = 0.02  # seconds of work a batch of quick jobs should hold at most
-MOST_HELD = 256  # jobs one claim takes at most (the ledger's capacity)
 
 
 @dataclass
@@ -89,8 +87,7 @@ class Worker:
         # loop steps again, never idle with outcomes unwritten or a claim in doubt.
         self.backoff = 0.0
         self._pools: dict[str, PoolConfig] = {}
-        self._batch = 1  # the claim size grows while jobs are quick: see claim_size
-        self._job_time = 0.0  # seconds a typical job of the last batch took
+        self.sizing = ClaimSizing()  # how many to claim (a recycled child's successor's)
         self._claim_unknown = False  # a claim lost its connection: it may have committed
         self.durations: list[float] = []  # each job's time in the batch running now
         self.max_jobs: int | None = None  # `forkq work --max-jobs`: claim no more than this
@@ -145,9 +142,7 @@ class Worker:
                 self._run_held()
                 return len(batch)
         self.flush()  # nothing claimed (paused, stopping): never go idle with unwritten outcomes
-        # Slow start again after idling: a burst goes to idle siblings as well, two each
-        # (a full claim wakes the next one), not all to whichever child a nudge woke.
-        self._batch = 2
+        self.sizing.after_idle()
         return 0
 
     def _claim(
@@ -188,16 +183,13 @@ class Worker:
         """How many jobs to claim now: only what this worker can start.
 
         One job, unless someone can take back what we hold and have not started when a
-        job turns out slow (the master's hand-back). Then slow start: doubling per batch
-        while jobs are quick, up to `claim_batch` and to about BATCH_BUDGET seconds of
-        work, so even the last job of a batch of quick ones starts soon. Never more than
-        may still run under `max_jobs` (the rest would be handed back). Under [limits]
-        the claim takes fewer near a bound, none held with a rate (buckets.decide).
+        job turns out slow (the master's hand-back). Then slow start (sizing.py). Never
+        more than may still run under `max_jobs` (the rest would be handed back). Under
+        [limits] the claim takes fewer near a bound, none held with a rate (buckets.decide).
         """
         if not self.events.can_hand_back:
             return 1
-        budget = int(BATCH_BUDGET / self._job_time) if self._job_time > 0 else MOST_HELD
-        size = min(pool.claim_batch, self._batch, max(1, budget), MOST_HELD)
+        size = self.sizing.size(pool.claim_batch)
         if self.max_jobs is not None:
             size = min(size, self.max_jobs - self.stats.jobs)
         return max(1, size)
@@ -207,13 +199,8 @@ class Worker:
         self.durations = []
         self._run_batch()
         mean = (time.monotonic() - started) / max(1, self.stats.jobs - ran_before)
-        # The batch's typical job, not its mean: one slow job among quick ones (the master
-        # hands back what waits behind it) must not shrink the next claims of quick ones
-        # to a job or two, each a commit (issue 20's heavy tail).
         typical = statistics.median_low(self.durations) if self.durations else mean
-        self._job_time = min(mean, typical)
-        quick = self._job_time < QUICK_JOB
-        self._batch = min(self._batch * 2, MOST_HELD) if quick else 1
+        self.sizing.after_batch(mean, typical)
 
     def _run_batch(self) -> None:
         while self.held and not self.stopping and not self.retire_reason:

@@ -209,6 +209,34 @@ def test_cancelling_a_finished_quick_job_kills_nothing(
     assert child in daemon.pool_children("work"), "the slow job's child was not killed"
 
 
+def test_a_recycled_child_goes_on_claiming_as_the_one_it_replaces(
+    daemons: Callable[..., Daemon], queue: Queue, db_url: str
+) -> None:
+    """A child retiring at max_jobs_per_child hands its claim size to the next one (through
+    the master): five jobs per child (no jitter at five), so the first claims 1, 2 and 2
+    quick jobs and retires; the next one's first claim takes the freezing job and the four
+    behind it at once, where a fresh start would take it alone."""
+    pool = {"workers": 1, "on_success": "keep", "claim_batch": 16, "max_jobs_per_child": 5}
+    daemon = daemons(pools={"work": pool}).start().wait_ready()
+    noop = {"handler": "t.noop", "payload": {}, "queue": "work"}
+    freeze = {"handler": "t.stop_master", "payload": {"seconds": 60}, "queue": "work",
+              "max_attempts": 1}  # fmt: skip
+    ids = queue.enqueue_many([*[noop] * 5, freeze, *[noop] * 4])
+    master = psutil_process(daemon.pid)
+    wait_until(lambda: master.status() == "stopped", timeout=30, message="the master frozen")
+    child = wait_until(lambda: daemon.running(ids[5]), timeout=10, message="the child")[0]
+    first = sql(db_url, "SELECT DISTINCT locked_by FROM forkq_jobs WHERE id IN (?, ?)", ids[:2])
+    assert first == [(None,)], "the first five ended (keep: done, no holder)"
+    assert held_by_child(db_url, child) == ids[5:], "one claim: the freezing job and all behind"
+    os.kill(child, signal.SIGKILL)
+    os.kill(daemon.pid, signal.SIGCONT)
+    wait_until(
+        lambda: sql(db_url, "SELECT COUNT(*) FROM forkq_jobs WHERE status = 'done'") == [(9,)],
+        timeout=30,
+        message=f"the four behind ran ({daemon.describe()})",
+    )
+
+
 @pytest.mark.parametrize("concurrency", [2, 12])
 def test_jobs_under_a_limit_are_held_only_while_their_bucket_keeps_room_on_two_daemons(
     daemons: Callable[..., Daemon], queue: Queue, tmp_path: Path, db_url: str, concurrency: int

@@ -10,6 +10,7 @@ import pytest
 from supervisor.daemon.ledger import Ledger, LockFile
 from supervisor.daemon.scoreboard import Scoreboard
 from supervisor.daemon.state import Child, KillCause, Phase, Termination
+from supervisor.work.sizing import ClaimSizing
 
 
 @pytest.fixture
@@ -51,11 +52,17 @@ def test_a_child_running_a_job_or_retiring_is_not_idle(child: Child) -> None:
 def test_a_leaving_child_keeps_its_first_reason_and_a_wake_does_not_revive_it(
     child: Child,
 ) -> None:
-    child.on_message("R max_jobs", 1.0)
-    child.on_message("R memory", 2.0)
-    assert child.phase is Phase.LEAVING and child.exit_reason == "max_jobs"
+    child.on_message("R 16 0.0004 max_jobs reached (1000)", 1.0)
+    child.on_message("R 2 0.0 memory", 2.0)
+    assert child.phase is Phase.LEAVING and child.exit_reason == "max_jobs reached (1000)"
+    assert child.sizing == ClaimSizing(2, 0.0)  # its last word on sizing
     child.woken()
     assert child.phase is Phase.LEAVING and child.reported
+
+
+def test_a_garbled_retiring_line_keeps_no_sizing(child: Child) -> None:
+    child.on_message("R max_jobs", 1.0)
+    assert child.phase is Phase.LEAVING and child.sizing is None
 
 
 def test_any_first_message_means_it_came_up(child: Child) -> None:
