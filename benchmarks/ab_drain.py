@@ -13,6 +13,11 @@ no interpreter start or imports), and the CPU the master and its children used p
 over that same span (psutil, read at both ends). Prints each checkout's median rate and CPU per
 job, and its ratio to the first checkout.
 
+With `--from-launch`, the children are recycled as SPEC's default says (every 1,000
+jobs: a 10,000-job drain replaces each child about twice) and each drain is timed from
+the daemon's launch to the last job gone, its CPU the whole daemon's (getrusage of the
+exited daemon: every child it reaped counts).
+
 With `--counts`, each drain also reports what noise cannot fake, per job over the same
 span: the master's and the children's CPU apart, the children's voluntary context
 switches (each wait: for the server, a wake-up) and their read/write system calls
@@ -29,6 +34,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import resource
 import signal
 import sqlite3
 import statistics
@@ -214,41 +220,94 @@ def strace_counts(path: Path, n: int) -> dict[str, float]:
 TRACED = ("sendto", "recvfrom", "read", "write", "poll", "select", "futex")
 
 
+def prepare(
+    work: Path, checkout: Path, backend: str, mysql_url: str, n: int, workers: int,
+    recycled: bool,
+) -> tuple[str, dict[str, str]]:  # fmt: skip
+    """A database with `checkout`'s schema and N jobs its own Queue enqueued, and ab.toml:
+    one pool of W children, recycled at SPEC's default or (the steady state, whose CPU is
+    read live from the processes) never. The URL and the daemon's environment."""
+    (work / "ab_handlers.py").write_text(HANDLERS)
+    if backend == "sqlite":
+        url = f"sqlite:///{work / 'ab.db'}"
+    else:
+        database = f"forkq_ab_{os.getpid()}"
+        mysql_admin(mysql_url, f"DROP DATABASE IF EXISTS {database}")
+        mysql_admin(mysql_url, f"CREATE DATABASE {database}")
+        password = os.urandom(12).hex()
+        mysql_admin(mysql_url, f"DROP USER IF EXISTS {AB_USER}@'127.0.0.1'")
+        mysql_admin(mysql_url, f"CREATE USER {AB_USER}@'127.0.0.1' IDENTIFIED BY '{password}'")
+        mysql_admin(mysql_url, f"GRANT ALL ON {database}.* TO {AB_USER}@'127.0.0.1'")
+        url = f"mysql://{AB_USER}:{password}@127.0.0.1:3306/{database}"
+    (work / "ab.toml").write_text(
+        f'[database]\nurl = "{url}"\n[supervisor]\nhandlers = ["ab_handlers"]\n'
+        f"check_interval = 10\nshutdown_timeout = 10\n"
+        f"[pools.ab]\nworkers = {workers}\nmax_workers = {workers}\ntimeout = 60\n"
+        + ("" if recycled else "max_jobs_per_child = 1000000\n")
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{work}{os.pathsep}{checkout}",
+        "FORKQ_LOG_FORMAT": "json",
+        "AB_URL": url,
+    }
+    env.pop("FORKQ_DATABASE_URL", None)
+    subprocess.run([*RUN, "schema", "apply", "-c", "ab.toml"], cwd=work, env=env, check=True,
+                   stdout=subprocess.DEVNULL)  # fmt: skip
+    subprocess.run([sys.executable, "-c", ENQUEUE, str(n)], cwd=work, env=env, check=True)
+    return url, env
+
+
+RUN = [sys.executable, "-m", "supervisor"]
+
+
+def drop_database(backend: str, mysql_url: str) -> None:
+    if backend != "sqlite":
+        mysql_admin(mysql_url, f"DROP DATABASE IF EXISTS forkq_ab_{os.getpid()}")
+        mysql_admin(mysql_url, f"DROP USER IF EXISTS {AB_USER}@'127.0.0.1'")
+
+
+def drain_from_launch(
+    checkout: Path, backend: str, mysql_url: str, n: int, workers: int
+) -> tuple[float, float, dict[str, float]]:
+    """`--from-launch`: children recycled at max_jobs_per_child's default, timed from the
+    launch to the last job gone, the CPU of the whole daemon (every child it reaped,
+    recycled ones too: getrusage once it has exited). (jobs/s, CPU µs/job, counts/job.)"""
+    with tempfile.TemporaryDirectory(prefix="ab-drain-") as tmp:
+        work = Path(tmp)
+        url, env = prepare(work, checkout, backend, mysql_url, n, workers, recycled=True)
+        poller = Poller(url, mysql_url)
+        stats_first = user_stats(mysql_url) if backend != "sqlite" else {}
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        launched = time.perf_counter()
+        with open(work / "daemon.log", "wb") as log:
+            daemon = subprocess.Popen([*RUN, "run", "-c", "ab.toml"], cwd=work, env=env,
+                                      stdout=log, stderr=log, start_new_session=True)  # fmt: skip
+        try:
+            deadline = time.monotonic() + 300
+            while poller.left() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            elapsed = time.perf_counter() - launched
+            stats_last = user_stats(mysql_url) if backend != "sqlite" else {}
+        finally:
+            poller.close()
+            os.kill(daemon.pid, signal.SIGTERM)
+            daemon.wait(60)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime + after.ru_stime) - (usage.ru_utime + usage.ru_stime)
+        counts = {key: (stats_last[key] - stats_first[key]) / n for key in stats_last}
+        drop_database(backend, mysql_url)
+        return n / elapsed, cpu / n * 1e6, counts
+
+
 def drain_once(
     checkout: Path, backend: str, mysql_url: str, n: int, workers: int, strace: bool = False
 ) -> tuple[float, float, dict[str, float]]:
     """(jobs per second in the steady state, CPU µs per job, the counts per job)."""
     with tempfile.TemporaryDirectory(prefix="ab-drain-") as tmp:
         work = Path(tmp)
-        (work / "ab_handlers.py").write_text(HANDLERS)
-        if backend == "sqlite":
-            url = f"sqlite:///{work / 'ab.db'}"
-        else:
-            database = f"forkq_ab_{os.getpid()}"
-            mysql_admin(mysql_url, f"DROP DATABASE IF EXISTS {database}")
-            mysql_admin(mysql_url, f"CREATE DATABASE {database}")
-            password = os.urandom(12).hex()
-            mysql_admin(mysql_url, f"DROP USER IF EXISTS {AB_USER}@'127.0.0.1'")
-            mysql_admin(mysql_url, f"CREATE USER {AB_USER}@'127.0.0.1' IDENTIFIED BY '{password}'")
-            mysql_admin(mysql_url, f"GRANT ALL ON {database}.* TO {AB_USER}@'127.0.0.1'")
-            url = f"mysql://{AB_USER}:{password}@127.0.0.1:3306/{database}"
-        (work / "ab.toml").write_text(
-            f'[database]\nurl = "{url}"\n[supervisor]\nhandlers = ["ab_handlers"]\n'
-            f"check_interval = 10\nshutdown_timeout = 10\n"
-            f"[pools.ab]\nworkers = {workers}\nmax_workers = {workers}\ntimeout = 60\n"
-            "max_jobs_per_child = 1000000\n"  # no recycling: the steady-state CPU is read live
-        )
-        env = {
-            **os.environ,
-            "PYTHONPATH": f"{work}{os.pathsep}{checkout}",
-            "FORKQ_LOG_FORMAT": "json",
-            "AB_URL": url,
-        }
-        env.pop("FORKQ_DATABASE_URL", None)
-        run = [sys.executable, "-m", "supervisor"]
-        subprocess.run([*run, "schema", "apply", "-c", "ab.toml"], cwd=work, env=env, check=True,
-                       stdout=subprocess.DEVNULL)  # fmt: skip
-        subprocess.run([sys.executable, "-c", ENQUEUE, str(n)], cwd=work, env=env, check=True)
+        url, env = prepare(work, checkout, backend, mysql_url, n, workers, recycled=False)
+        run = RUN
         # `--strace`: the daemon under `strace -f -c` (slower: its rate is not comparable)
         traced = ["strace", "-f", "-c", "-o", str(work / "strace.txt"), "-e",
                   "trace=" + ",".join(TRACED)] if strace else []  # fmt: skip
@@ -304,9 +363,7 @@ def drain_once(
         handed_back = (work / "daemon.log").read_bytes().count(b'"jobs_handed_back"')
         if handed_back:
             print(f"  ({checkout}: {handed_back} hand-backs in this drain)", flush=True)
-        if backend != "sqlite":
-            mysql_admin(mysql_url, f"DROP DATABASE IF EXISTS forkq_ab_{os.getpid()}")
-            mysql_admin(mysql_url, f"DROP USER IF EXISTS {AB_USER}@'127.0.0.1'")
+        drop_database(backend, mysql_url)
         return rate, steady_cpu, counts
 
 
@@ -337,7 +394,7 @@ def print_counts(
         pairs = list(zip(results[first], runs, strict=True))
         print(f"\n{checkout} ÷ {first}, paired by round, median [min-max], CI95 of the median:")
         print(f"    {'rate':24} {spread([b[0] / a[0] for a, b in pairs])}")
-        for key in ("master_us", "child_us", *keys[2:]):
+        for key in keys:
             if all(a[2][key] for a, _ in pairs):
                 print(f"    {key:24} {spread([b[2][key] / a[2][key] for a, b in pairs])}")
 
@@ -354,6 +411,8 @@ def main() -> int:
                         help="every other round takes the checkouts in the reverse order")  # fmt: skip
     parser.add_argument("--strace", action="store_true",
                         help="run each daemon under strace -f -c: system calls per job")  # fmt: skip
+    parser.add_argument("--from-launch", action="store_true",
+                        help="children recycled as by default; timed and costed from launch")  # fmt: skip
     parser.add_argument("--counts", action="store_true",
                         help="print the per-job counts of each drain and their paired ratios")  # fmt: skip
     args = parser.parse_args()
@@ -365,9 +424,14 @@ def main() -> int:
     for round_ in range(args.rounds):
         # Every other round in the reverse order: what comes first in a round gains nothing
         for checkout in args.checkouts[:: -1 if args.alternate and round_ % 2 else 1]:
-            rate, cpu, counts = drain_once(
-                checkout, args.backend, args.mysql_url, args.jobs, args.workers, args.strace
-            )
+            if args.from_launch:
+                rate, cpu, counts = drain_from_launch(
+                    checkout, args.backend, args.mysql_url, args.jobs, args.workers
+                )
+            else:
+                rate, cpu, counts = drain_once(
+                    checkout, args.backend, args.mysql_url, args.jobs, args.workers, args.strace
+                )
             results[checkout].append((rate, cpu, counts))
             print(
                 f"round {round_ + 1} {checkout}: {rate:,.0f} jobs/s, {cpu:,.0f} µs CPU/job",
