@@ -1,6 +1,7 @@
 """What the master reads when a child exits (held_by) and on its lease sweep
-(expired_leases): the running range of the status index, whatever the table holds and
-whatever the optimizer's statistics say.
+(expired_leases), and what `forkq status` and the check tick read to count running jobs:
+the running range of the status index, whatever the table holds and whatever the
+optimizer's statistics say.
 
 Seen in a drain of 30,000 jobs on MariaDB: the running range was full of delete-marked
 entries, the optimizer guessed it large and read the whole table in id order instead,
@@ -71,3 +72,27 @@ def test_the_master_reads_the_running_range_not_the_table(
     else:
         plan = sqlite_plan(db_url, statement, params)
         assert plan[0].startswith("SEARCH forkq_jobs USING INDEX forkq_jobs_status"), plan
+
+
+@pytest.mark.parametrize("name", ["stats_queue", "stats_queue_exact"])
+def test_the_running_count_of_status_reads_the_running_range(mysql_db_url: str, name: str) -> None:
+    """`forkq status` and the check tick count running jobs from their rows (started_at):
+    the status index's range, not the table, however large the range looks."""
+    store = open_store(mysql_db_url)
+    try:
+        store.insert_many([NewJob("t.noop", "{}", queue="s")] * READY)
+        for _ in range(CLAIMED // 100):
+            store.claim("s", "host:1:a", 100, 60.0)
+        statement = store.queries[name]
+    finally:
+        store.close()
+    conn = mysql_connect(mysql_db_url)
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute("ANALYZE TABLE forkq_jobs")
+            cursor.fetchall()
+            cursor.execute("EXPLAIN " + statement, {"queue": "s", "limit": 11, "minor_limit": 11})
+            plan = [row for row in cursor.fetchall() if row[2] == "forkq_jobs"]
+    finally:
+        conn.close()
+    assert plan and all(row[3] not in ("ALL", "index") for row in plan), plan

@@ -298,7 +298,7 @@ SELECT
      WHERE status = 'ready' AND queue = %(queue)s AND run_at > NOW(6) LIMIT %(minor_limit)s) AS c) AS ready_later,
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
      WHERE status = 'scheduled' AND queue = %(queue)s LIMIT %(minor_limit)s) AS c) AS scheduled,
-  (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
+  (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs FORCE INDEX (forkq_jobs_status)
      WHERE status = 'running' AND queue = %(queue)s AND started_at IS NOT NULL
      LIMIT %(minor_limit)s) AS c) AS running,
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
@@ -318,13 +318,15 @@ SELECT
 -- stats_queue without a cap, for `forkq status --exact` only (never on a timer): plain
 -- counts of the same ranges. A derived table without a cap would copy millions of rows
 -- into a temporary table (to disk past tmp_table_size).
+-- The running count reads its rows (started_at), so the optimizer, counting the range's
+-- delete-marked entries during a drain, chose to read the whole table: forced, as held_by.
 SELECT
   (SELECT COUNT(*) FROM forkq_jobs FORCE INDEX (forkq_jobs_status)
      WHERE status = 'ready' AND queue = %(queue)s AND run_at <= NOW(6)) AS ready,
   (SELECT COUNT(*) FROM forkq_jobs FORCE INDEX (forkq_jobs_status)
      WHERE status = 'ready' AND queue = %(queue)s AND run_at > NOW(6)) AS ready_later,
   (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'scheduled' AND queue = %(queue)s) AS scheduled,
-  (SELECT COUNT(*) FROM forkq_jobs
+  (SELECT COUNT(*) FROM forkq_jobs FORCE INDEX (forkq_jobs_status)
      WHERE status = 'running' AND queue = %(queue)s AND started_at IS NOT NULL) AS running,
   (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'dead' AND queue = %(queue)s) AS dead,
   (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'done' AND queue = %(queue)s) AS done,
