@@ -13,6 +13,7 @@ from supervisor.store.core import RESULTS_SCHEMA_VERSION, STATS_CAP, micros
 from supervisor.store.dependencies import HAS_PARENTS, DependencyOps
 
 NOT_STARTED = frozenset({JobState.WAITING, JobState.READY, JobState.SCHEDULED})
+SORTED_MOST = 5_000  # jobs of one status `forkq jobs --status` sorts from its index range
 
 
 class OperatorOps(DependencyOps):
@@ -55,13 +56,22 @@ class OperatorOps(DependencyOps):
         rows = self._rows("get_job", id=job_id) or self._rows("get_archived_job", id=job_id)
         return JobRow.from_mapping(rows[0]) if rows else None
 
+    def count_status(self, status: str, queue: str | None, cap: int) -> int:
+        """Jobs of `status` (in `queue`), counted up to `cap` + 1 index entries."""
+        query = "web_count_status" if queue is None else "web_count_status_queue"
+        return int(self._rows(query, status=status, queue=queue, limit=cap + 1)[0]["n"])
+
     def list_jobs(
         self, status: str | None = None, queue: str | None = None, limit: int = 50
     ) -> list[JobRow]:
-        return [
-            JobRow.from_mapping(r)
-            for r in self._rows("list_jobs", status=status, queue=queue, limit=limit)
-        ]
+        """Newest first. A status with few jobs (counted on the status index, as the
+        dashboard does) is read from its range and sorted; else the primary key
+        backwards, where they are many enough to come soon."""
+        query = "list_jobs"
+        if status is not None and self.count_status(status, queue, SORTED_MOST) <= SORTED_MOST:
+            query = "list_jobs_status"
+        rows = self._rows(query, status=status, queue=queue, limit=limit)
+        return [JobRow.from_mapping(r) for r in rows]
 
     def retry_jobs(self, ids: Sequence[int]) -> int:
         """Run jobs again (not running ones). From schema 14 a waiting job is left to its

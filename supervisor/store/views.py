@@ -60,11 +60,6 @@ class ViewOps(StoreCore):
         rows = self._rows("web_jobs_search", before=before, floor=floor, limit=limit, **given)
         return [JobListing.from_mapping(r) for r in rows]
 
-    def count_status(self, status: str, queue: str | None, cap: int) -> int:
-        """Jobs of `status` (in `queue`), counted up to `cap` + 1 index entries."""
-        query = "web_count_status" if queue is None else "web_count_status_queue"
-        return int(self._rows(query, status=status, queue=queue, limit=cap + 1)[0]["n"])
-
     def jobs_by_status(
         self, status: str, queue: str | None, handler: str | None, before: int, limit: int
     ) -> list[JobListing]:

@@ -96,3 +96,41 @@ def test_the_running_count_of_status_reads_the_running_range(mysql_db_url: str, 
     finally:
         conn.close()
     assert plan and all(row[3] not in ("ALL", "index") for row in plan), plan
+
+
+def test_listing_a_rare_status_reads_its_range_not_the_table(db_url: str) -> None:
+    """`forkq jobs --status dead` among thousands of done jobs: the few dead ones, newest
+    first, from the status index (counted first, as the dashboard does). On SQLite it
+    read the primary key backwards, every row down to the oldest dead job; MariaDB's
+    optimizer took the range by itself."""
+    store: Any = open_store(db_url)
+    try:
+        ids = store.insert_many([NewJob("t.noop", "{}", queue="s")] * READY)
+        for job_id in ids[:3]:  # the oldest jobs die, the rest are done
+            store.claim("s", "host:1:a", 1, 60.0)
+            assert store.fail("host:1:a", job_id, "boom", dead=True)
+        while batch := store.claim("s", "host:1:a", 500, 60.0):
+            store.complete("host:1:a", [row.id for row in batch], "keep")
+        if backend_of(db_url) == "mysql":
+            with store._connection().cursor() as cursor:
+                cursor.execute("FLUSH STATUS")
+        dead = store.list_jobs(status="dead", limit=50)
+        assert [row.id for row in dead] == sorted(ids[:3], reverse=True)
+        assert [row.id for row in store.list_jobs(status="dead", queue="s", limit=2)] == [
+            ids[2],
+            ids[1],
+        ]
+        if backend_of(db_url) == "mysql":
+            with store._connection().cursor() as cursor:
+                cursor.execute("SHOW SESSION STATUS LIKE 'Handler_read%'")
+                reads = {name: int(value) for name, value in cursor.fetchall()}
+            entries = reads["Handler_read_next"] + reads["Handler_read_prev"]
+            assert entries <= 20, reads  # not the thousands of done jobs behind the dead
+        newest = store.list_jobs(status="done", limit=50)  # many: the primary key, or sorted
+        assert [row.id for row in newest] == ids[:-51:-1]
+        if backend_of(db_url) == "sqlite":
+            plan = sqlite_plan(db_url, store.queries["list_jobs_status"], {
+                "status": "dead", "queue": None, "limit": 50})  # fmt: skip
+            assert plan[0].startswith("SEARCH forkq_jobs USING INDEX forkq_jobs_status"), plan
+    finally:
+        store.close()

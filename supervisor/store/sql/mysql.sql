@@ -343,6 +343,15 @@ SELECT * FROM forkq_jobs WHERE id = %(id)s;
 -- name: get_archived_job
 SELECT * FROM forkq_jobs_archive WHERE id = %(id)s;
 
+-- name: list_jobs_status
+-- `forkq jobs --status S` when S has few jobs (counted first, count_status): the status
+-- index's range, sorted, whatever the optimizer makes of list_jobs's `IS NULL OR` (SQLite
+-- read the primary key backwards there: the whole table for a few old dead jobs).
+SELECT * FROM forkq_jobs FORCE INDEX (forkq_jobs_status)
+WHERE status = %(status)s AND (%(queue)s IS NULL OR queue = %(queue)s)
+  AND (%(status)s <> 'running' OR started_at IS NOT NULL)
+ORDER BY id DESC LIMIT %(limit)s;
+
 -- name: list_jobs
 SELECT * FROM forkq_jobs
 WHERE (%(status)s IS NULL OR status = %(status)s) AND (%(queue)s IS NULL OR queue = %(queue)s)

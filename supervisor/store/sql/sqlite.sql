@@ -289,6 +289,15 @@ SELECT * FROM forkq_jobs WHERE id = :id;
 -- name: get_archived_job
 SELECT * FROM forkq_jobs_archive WHERE id = :id;
 
+-- name: list_jobs_status
+-- `forkq jobs --status S` when S has few jobs: the status index's range, sorted. list_jobs
+-- is a SCAN here (its `:status IS NULL OR` hides the index): the whole table backwards
+-- for a few old dead jobs.
+SELECT * FROM forkq_jobs INDEXED BY forkq_jobs_status
+WHERE status = :status AND (:queue IS NULL OR queue = :queue)
+  AND (:status <> 'running' OR started_at IS NOT NULL)
+ORDER BY id DESC LIMIT :limit;
+
 -- name: list_jobs
 SELECT * FROM forkq_jobs
 WHERE (:status IS NULL OR status = :status) AND (:queue IS NULL OR queue = :queue)
