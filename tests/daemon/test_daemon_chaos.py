@@ -21,6 +21,7 @@ from daemon_util import Daemon, daemons_fixture  # noqa: F401  (the `daemons` fi
 from util import count_rows, wait_until
 
 from supervisor import Queue, events
+from supervisor.config import PoolConfig
 
 Factory = Callable[..., Daemon]
 
@@ -104,9 +105,12 @@ def test_random_child_kills_lose_no_job(
         f"({duplicates / CHAOS_JOBS:.1%}), at most {max(counts.values())} runs of one job, "
         f"{crash_loops} pool_crash_loop events"
     )
-    # at-least-once allows reruns of what a killed child ran but had not acknowledged
-    # (its batch of successes); anything near a rerun of every job would be a bug
-    assert duplicates <= max(100, kills * 20), (duplicates, kills)
+    # at-least-once allows reruns of what a killed child ran but had not acknowledged:
+    # the successes of its claim, written with its next one, at most a claim's size
+    # (claim_batch) a kill; anything near a rerun of every job would be a bug. (CI saw
+    # 102 reruns from 2 kills of a 0.6 s SQLite drain, whose claims reach 100.)
+    most_a_kill = PoolConfig(name="work").claim_batch
+    assert duplicates <= max(1, kills) * most_a_kill, (duplicates, kills)
     # children that were working when they were shot came up fine: no crash loop, no back-off
     assert crash_loops == 0, daemon.events(events.POOL_CRASH_LOOP)
     assert daemon.stop(timeout=20) == 0
