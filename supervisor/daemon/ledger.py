@@ -37,6 +37,7 @@ CAPACITY = 256  # jobs a child may hold unstarted, and successes it may leave to
 # job of the batch, job started unmarked
 _HEAD = struct.Struct("<IIIIqq")
 _IDS = struct.Struct(f"<{CAPACITY}q")
+_ID = struct.Struct("<q")
 _FIELDS = {"unstarted": 0, "done": 1, "taken": 2, "claiming": 3, "first": 4, "unmarked": 5}
 _UNSTARTED = _HEAD.size
 _DONE = _UNSTARTED + _IDS.size
@@ -151,16 +152,24 @@ class Ledger:
         try:
             unstarted, done, taken, claiming, first, unmarked = _HEAD.unpack_from(self._buf, 0)
             if success and done < CAPACITY:
-                struct.pack_into("<q", self._buf, _DONE + 8 * done, success)
+                _ID.pack_into(self._buf, _DONE + 8 * done, success)
                 done += 1
-            held = self._ids(_UNSTARTED, unstarted)
-            if job_id not in held:
-                _HEAD.pack_into(self._buf, 0, unstarted, done, taken, claiming, first, unmarked)
-                return False
-            held.remove(job_id)
-            self._put(_UNSTARTED, held)
+            if unstarted and _ID.unpack_from(self._buf, _UNSTARTED)[0] == job_id:
+                # The usual case, jobs start in the order held: shift the rest down in
+                # place (one copy) instead of unpacking and repacking the whole list.
+                end = _UNSTARTED + 8 * unstarted
+                self._buf[_UNSTARTED : end - 8] = self._buf[_UNSTARTED + 8 : end]
+                unstarted -= 1
+            else:
+                held = self._ids(_UNSTARTED, unstarted)
+                if job_id not in held:
+                    _HEAD.pack_into(self._buf, 0, unstarted, done, taken, claiming, first, unmarked)
+                    return False
+                held.remove(job_id)
+                self._put(_UNSTARTED, held)
+                unstarted = len(held)
             unmarked = 0 if job_id == first else job_id
-            _HEAD.pack_into(self._buf, 0, len(held), done, taken, claiming, first, unmarked)
+            _HEAD.pack_into(self._buf, 0, unstarted, done, taken, claiming, first, unmarked)
             publish()
             return True
         finally:
@@ -173,7 +182,7 @@ class Ledger:
         try:
             unstarted, done, taken, claiming, first, unmarked = _HEAD.unpack_from(self._buf, 0)
             if done < CAPACITY:
-                struct.pack_into("<q", self._buf, _DONE + 8 * done, job_id)
+                _ID.pack_into(self._buf, _DONE + 8 * done, job_id)
                 _HEAD.pack_into(self._buf, 0, unstarted, done + 1, taken, claiming, first, unmarked)
         finally:
             fcntl.lockf(self._lock_fd, fcntl.LOCK_UN, 1, self.slot)

@@ -182,3 +182,20 @@ def test_a_child_lists_a_success_at_once_unless_another_held_job_starts_next() -
     assert ledger.find(3, board) is Holding.NOT_HELD  # ... so the master never gets it
     os.close(status_r)
     os.close(status_w)
+
+
+def test_what_is_left_unstarted_keeps_its_order_as_jobs_start_or_are_cancelled() -> None:
+    """A start takes the first held job in place; a cancel from the middle, or a start out
+    of order, takes it from where it stands: the master gets back exactly the rest, in
+    the order they would have run."""
+    ledger, board = make()
+    ledger.hold(list(range(1, 101)))
+    for job in range(1, 41):
+        assert ledger.start(job, lambda: None)
+    assert ledger.find(50, board) is Holding.UNSTARTED  # a cancel from the middle
+    assert ledger.start(41, lambda: None)
+    assert ledger.start(60, lambda: None)  # out of order: looked for, not assumed first
+    assert not ledger.start(50, lambda: None)
+    board.write(60, 10.0, 0)
+    taken = ledger.take(board, 0.0, time.monotonic())
+    assert taken.unstarted == [n for n in range(42, 101) if n not in (50, 60)]
