@@ -96,8 +96,21 @@ def read_files(directory: str) -> list[Metric]:
     """Every process's series, merged as prometheus-client's MultiProcessCollector does.
 
     A file of size 0 is one a process is creating right now (opened, not yet sized):
-    it holds nothing yet, and reading it would fail the scrape.
+    it holds nothing yet, and reading it would fail the scrape. A file may also go
+    between the listing and its reading (a master of several databases exited: the
+    supervisor removes its gauges); the merge then starts again from a new listing,
+    rather than fail the scrape.
     """
+    for _ in range(READ_TRIES - 1):
+        with contextlib.suppress(FileNotFoundError):
+            return _merged(directory)
+    return _merged(directory)
+
+
+READ_TRIES = 5  # listings a scrape takes while files vanish under it
+
+
+def _merged(directory: str) -> list[Metric]:
     files = []
     for entry in os.scandir(directory):
         with contextlib.suppress(FileNotFoundError):

@@ -165,12 +165,18 @@ def test_a_removed_databases_pools_leave_the_scrape(
 
     # Its master is gone: no live figure of pool beta left, under `other` or (wrongly)
     # under `default` (its counters stay, as a pool's that a reload removes).
-    def ghosts() -> list[str]:
-        return [x for x in scrape().splitlines() if x.startswith("forkq_pool_") and "beta" in x]
+    alpha = 'forkq_pool_max_workers{database="default",pool="alpha"} 1.0'
 
-    wait_until(lambda: not ghosts(), timeout=30, message="beta's gauges gone")
-    text = scrape()
-    assert 'forkq_pool_max_workers{database="default",pool="alpha"} 1.0' in text
+    last = [""]  # the scrape that showed beta's gauges gone
+
+    def ghosts() -> list[str]:
+        last[0] = scrape()
+        if alpha not in last[0]:  # a scrape that failed, or alpha's gauge not back: again
+            return ["(no scrape with alpha's gauge)"]
+        return [x for x in last[0].splitlines() if x.startswith("forkq_pool_") and "beta" in x]
+
+    wait_until(lambda: not ghosts(), timeout=30, message="beta's gauges gone, alpha's shown")
+    text = last[0]
     kept = [x for x in text.splitlines() if 'pool="beta"' in x and not x.startswith("#")]
     assert kept, "beta's counters (its children's exits) stay in the scrape"
     assert all('database="other"' in x for x in kept), kept  # where they were counted

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.parser import text_string_to_metric_families
 from util import free_tcp_port, wait_until
 
@@ -140,6 +141,47 @@ def test_the_files_of_a_live_worker_are_read_and_left_alone(directory: str) -> N
     assert os.waitstatus_to_exitcode(status) == 0
     assert fold_gone(directory) == 2
     assert finished(samples_of(collector), "done") == 2
+
+
+def pools(pool: str, most: int) -> Callable[[], None]:
+    def body() -> None:
+        from supervisor.observe.series import MasterSeries
+
+        MasterSeries().pools({pool: most}, [(pool, True)])
+
+    return body
+
+
+def test_a_scrape_reads_on_when_an_exited_masters_gauges_go_under_it(
+    directory: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The supervisor of several databases removes an exited master's gauge files while
+    the server may be between listing the directory and reading them: the scrape reads
+    again instead of failing (prometheus-client tolerates only live gauges going)."""
+    for body in (pools("alpha", 2), pools("beta", 3)):
+        _, status = os.waitpid(in_child(body), 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+    beta_files = [
+        os.path.join(directory, n)
+        for n in os.listdir(directory)
+        if n.startswith("gauge_")
+        and "beta" in Path(directory, n).read_bytes().decode(errors="replace")
+    ]
+    assert beta_files
+    merge = MultiProcessCollector.merge
+
+    def merge_as_they_go(files: list[str], accumulate: bool = True) -> Any:
+        if set(beta_files) - set(files):  # not the read (folding counters): go on
+            return merge(files, accumulate)
+        monkeypatch.setattr(MultiProcessCollector, "merge", merge)  # only this once
+        for path in beta_files:  # as metrics.master_exited does, after the listing
+            os.unlink(path)
+        return merge(files, accumulate)
+
+    monkeypatch.setattr(MultiProcessCollector, "merge", staticmethod(merge_as_they_go))
+    samples = samples_of(ForkqCollector(directory, Pulse()))
+    assert samples[("forkq_pool_max_workers", frozenset({"pool": "alpha"}.items()))] == 2
+    assert not [name for name, labels in samples if ("pool", "beta") in labels]
 
 
 def test_the_check_file_and_the_pulse_round_trip(directory: str) -> None:
