@@ -50,7 +50,6 @@ CREATE TABLE IF NOT EXISTS forkq_jobs (
   batch_status VARCHAR(16)  AS (IF(batch_id IS NULL, NULL, status)) VIRTUAL COMMENT 'generated, never written: status for a job in a batch, else NULL (index forkq_jobs_batch: no entry changes for a job in none)',
   PRIMARY KEY (id),
   UNIQUE KEY forkq_jobs_unique (unique_key, unique_live),
-  KEY forkq_jobs_claim (queue, status, priority DESC, run_at, id),
   KEY forkq_jobs_status (status, queue, run_at),
   KEY forkq_jobs_finished (finished_at),
   KEY forkq_jobs_limit (ready_wait, queue, priority DESC, run_at, id),
@@ -275,4 +274,4 @@ CREATE TABLE IF NOT EXISTS forkq_schema (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin COMMENT='forkq schema version';
 
 -- The version this file creates; kept if the database already records one.
-INSERT IGNORE INTO forkq_schema (id, version) VALUES (1, 18);
+INSERT IGNORE INTO forkq_schema (id, version) VALUES (1, 19);

@@ -25,7 +25,7 @@ from supervisor.dburl import parse_database_url
 from supervisor.store import Store, open_store
 
 # The query changes proposed in RESULTS.md, shown beside the shipped ones in the plans.
-MYSQL_CLAIM_HINT = "FORCE INDEX (forkq_jobs_claim)"
+MYSQL_CLAIM_HINT = "FORCE INDEX (forkq_jobs_limit)"  # forkq_jobs_claim until schema 19
 SQLITE_CLAIM_HINT = "INDEXED BY forkq_jobs_claim"
 MYSQL_DUE_QUEUES = """SELECT q.queue, TIMESTAMPDIFF(MICROSECOND, NOW(6),
        (SELECT j.run_at FROM forkq_jobs j WHERE j.status = 'ready' AND j.queue = q.queue

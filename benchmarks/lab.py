@@ -46,7 +46,7 @@ if "lease" in PATCHES:  # extend leases only when the lease would not outlive th
 
 if PATCHES & {"claimidx", "noclaimidx"}:  # claim_select with / without the index hint
     from supervisor.store import mysql as _m, sqlite as _s
-    for _q, _hint in ((_m.QUERIES, "FORCE INDEX (forkq_jobs_claim)"),
+    for _q, _hint in ((_m.QUERIES, "FORCE INDEX (forkq_jobs_limit)"),
                       (_s.QUERIES, "INDEXED BY forkq_jobs_claim")):
         _q["claim_select"] = _q["claim_select"].replace(" " + _hint, "", 1)
         if "claimidx" in PATCHES:

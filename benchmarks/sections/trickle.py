@@ -147,13 +147,17 @@ def _stats_reads(jobs: Jobs) -> dict[str, Any]:
 
 
 def _claim_path(run: dict[str, Any]) -> float | None:
-    """Rows read per job in forkq_jobs_claim and PRIMARY (INDEX_STATISTICS): the claims
-    and the acks, without the check tick's and the poll's reads of forkq_jobs_status."""
+    """Rows read per job in the claim's index (forkq_jobs_limit since schema 19) and
+    PRIMARY (INDEX_STATISTICS): the claims and the acks, without the check tick's and the
+    poll's reads of forkq_jobs_status."""
     delta = run.get("delta") or {}
-    if not run.get("done") or "index forkq_jobs_claim" not in delta:
+    if not run.get("done") or f"index {CLAIM_INDEX}" not in delta:
         return None
-    rows = delta.get("index forkq_jobs_claim", 0) + delta.get("index PRIMARY", 0)
+    rows = delta.get(f"index {CLAIM_INDEX}", 0) + delta.get("index PRIMARY", 0)
     return float(rows) / run["done"]
+
+
+CLAIM_INDEX = "forkq_jobs_limit"
 
 
 def _rows_read(run: dict[str, Any]) -> float | None:
@@ -260,7 +264,7 @@ def _trickle_figures(ctx: Ctx, runs: dict[int, dict[str, Any]]) -> None:
                 high_claim / base_claim,
                 "x",
                 target=("<=", 1.5),
-                note=f"{base_claim:,.1f} → {high_claim:,.1f}; forkq_jobs_claim + PRIMARY"
+                note=f"{base_claim:,.1f} → {high_claim:,.1f}; forkq_jobs_limit + PRIMARY"
                 " (INDEX_STATISTICS): claims and acks, not the tick's or the poll's reads of"
                 " forkq_jobs_status",
             )
@@ -295,6 +299,6 @@ METHOD = [
     " Rows read per job: the server's global Handler_read_* (+ ICP-filtered) delta over the"
     " trickle / jobs run (the private server serves nothing else: claims, acks, the poll, the"
     " check tick and temporary tables all count); userstat's INDEX_STATISTICS splits it per"
-    " index, and the claim path alone is forkq_jobs_claim + PRIMARY. Lock waits:"
+    " index, and the claim path alone is forkq_jobs_limit + PRIMARY. Lock waits:"
     " Innodb_row_lock_waits delta; the server's error log is searched for [FATAL].",
 ]

@@ -246,8 +246,8 @@ class Chores:
             self.store, self.config.supervisor.process_stale_after
         )
         report.pruned = prune_finished(self.store, self.config)
-        if self.config.limits:  # jobs parked on a limit: none forgotten (store/limits/claims.py)
-            look_after_parked(self.store, self.config)
+        # Jobs parked on a limit: none forgotten, also once no limit is configured (upkeep.py)
+        look_after_parked(self.store, self.config)
         fair.prune_rounds(self.store, self.config)  # rows of rounds nobody serves
         report.batches = self.store.settle_open_batches()  # batches no finisher settled
         report.swept, self.sweep_from = self.store.sweep_waiting(self.sweep_from)

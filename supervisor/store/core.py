@@ -22,7 +22,7 @@ from supervisor.store.queries import upgrade_statements
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 18  # what `forkq schema apply` creates
+SCHEMA_VERSION = 19  # what `forkq schema apply` creates
 # The oldest schema this code runs on: version 2 only dropped an index, version 3 only
 # documents the `scheduled` status in a column comment, and without version 4's
 # forkq_processes.node the rows this code writes have no node (see register_process).

@@ -75,7 +75,9 @@ def test_a_version_1_database_is_upgraded_in_place(db_url: str) -> None:
         assert store.apply_schema() == SCHEMA_VERSION
         assert store.schema_version() == SCHEMA_VERSION
         assert "forkq_jobs_lease" not in job_indexes(db_url)
-        assert {"forkq_jobs_claim", "forkq_jobs_status"} <= job_indexes(db_url)
+        assert {"forkq_jobs_limit", "forkq_jobs_status"} <= job_indexes(db_url)
+        mysql = backend_of(db_url) == "mysql"
+        assert ("forkq_jobs_claim" in job_indexes(db_url)) is not mysql  # 19 dropped it
         assert store.get_job(job_id) is not None
         assert live_columns(db_url) == declared(MYSQL_DDL)
         assert store.apply_schema() == SCHEMA_VERSION  # and again: nothing left to upgrade
@@ -222,6 +224,17 @@ def undo_version_18(url: str) -> None:
     sql(url, "UPDATE forkq_schema SET version = 17")
 
 
+def undo_version_19(url: str) -> None:
+    """Take away what version 19 changed: MariaDB's forkq_jobs_claim back."""
+    if backend_of(url) == "mysql":
+        sql(
+            url,
+            "ALTER TABLE forkq_jobs"
+            " ADD INDEX forkq_jobs_claim (queue, status, priority DESC, run_at, id)",
+        )
+    sql(url, "UPDATE forkq_schema SET version = 18")
+
+
 # What each version after 9 added, taken away by undo_versions_above (numbers may have
 # gaps: each records the version before its own).
 UNDO_AFTER_9 = {
@@ -234,6 +247,7 @@ UNDO_AFTER_9 = {
     16: undo_version_16,
     17: undo_version_17,
     18: undo_version_18,
+    19: undo_version_19,
 }
 
 
@@ -817,6 +831,28 @@ def _indexed(url: str, index: str, columns: str) -> list[tuple[object, ...]]:
         tuple(row)
         for row in sql(url, f"SELECT {columns} FROM forkq_jobs FORCE INDEX ({index}) ORDER BY id")
     ]
+
+
+def test_a_version_18_database_is_upgraded_to_19_in_place(db_url: str) -> None:
+    """Version 19 drops MariaDB's forkq_jobs_claim, instantly (no table copy): claims read
+    forkq_jobs_limit's ready range in the same order, so the jobs enqueued before the
+    upgrade are claimed as they were, highest priority first. SQLite records the version."""
+    store = open_store(db_url)
+    try:
+        low = store.enqueue(_job())
+        high = store.enqueue(build_job("schema.keep", {}, "default", 0.0, None, 5, None, None))
+        undo_versions_above(db_url, 18)
+        mysql = backend_of(db_url) == "mysql"
+        assert "forkq_jobs_claim" in job_indexes(db_url)
+        table_id = innodb_table_id(db_url) if mysql else 0
+        assert store.apply_schema() == SCHEMA_VERSION == 19
+        assert ("forkq_jobs_claim" in job_indexes(db_url)) is not mysql
+        assert live_columns(db_url) == declared(MYSQL_DDL)
+        assert [row.id for row in store.claim("default", "t", 10, lease=30)] == [high, low]
+        if mysql:
+            assert innodb_table_id(db_url) == table_id
+    finally:
+        store.close()
 
 
 def test_a_version_17_database_is_upgraded_to_18_in_place(db_url: str) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, cast
 
 from supervisor.config import Config
@@ -21,9 +22,9 @@ LOOK_PARKED = 200  # buckets with parked jobs the chores look at per tick
 def look_after_parked(store: Store, config: Config) -> int:
     """The chores' pass (one host, every check tick): every bucket with parked jobs gets a
     row and a wake_at, so its jobs are looked at even when nothing else would (an operator
-    retried a parked job, a row was pruned, the limit is gone from the config: then the
-    next claim lets them all go); and bucket rows idle past their rate window are deleted.
-    How many rows it wrote or deleted."""
+    retried a parked job, a row was pruned); jobs parked on a limit gone from the config
+    are let go (let_go_of_gone); and bucket rows idle past their rate window are deleted.
+    How many rows it wrote, let go or deleted."""
     if not store.has_limits_schema():
         return 0
     parked: list[Bucket] = []
@@ -33,7 +34,7 @@ def look_after_parked(store: Store, config: Config) -> int:
         if after is None:
             break
         parked.append(Bucket.parse(after))
-    written = 0
+    written = let_go_of_gone(store, config, parked)
     if parked:
         pairs = json.dumps([b.pair() for b in sorted(set(parked))])
         written += store.run("limit_wake", buckets=pairs)
@@ -55,6 +56,28 @@ def look_after_parked(store: Store, config: Config) -> int:
             )
 
     return written + store.retrying(prune)
+
+
+def let_go_of_gone(store: Store, config: Config, parked: list[Bucket]) -> int:
+    """Jobs parked on a limit the config no longer has: a plain claim never takes them (it
+    reads the ready jobs no limit holds back, forkq_jobs_limit's ready_wait = ''), and a
+    claim under another limit lets them go only when it looks at their bucket (claims.py),
+    so the chores let them go too, in claim order, a page per bucket per tick."""
+    names = {limit.name for limit in config.limits}
+    gone = [bucket for bucket in parked if bucket.name not in names]
+
+    def let_go(bucket: Bucket) -> int:
+        with store.transaction():
+            params = store.bind(bucket=bucket.id, limit=LET_GO_PAGE)
+            ids = [int(r["id"]) for r in store.query("unpark_select", params)]
+            if ids:
+                store.statement("unpark_update", store.bind(ids=store.bind_ids(ids)))
+            return len(ids)
+
+    return sum(store.retrying(partial(let_go, bucket)) for bucket in gone)
+
+
+LET_GO_PAGE = 500  # jobs let go per bucket whose limit is gone, per check tick
 
 
 @dataclass(frozen=True)

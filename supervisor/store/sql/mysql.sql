@@ -97,17 +97,22 @@ INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status, uniqu
 ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id) RETURNING id;
 
 -- name: claim_select
+-- Ready jobs of the queue in claim order, from forkq_jobs_limit: its range ready_wait = ''
+-- holds the ready jobs no limit holds back, which is every ready job of a queue without
+-- [limits] (jobs parked on a limit that is gone are let go by the chores, upkeep.py).
+-- Since version 19 it is the only index of ready jobs in claim order: each index whose
+-- entry a claim moves costs the server a delete-mark, an insert and a purge per job.
 -- Only `ready` rows are in the range: jobs due later wait as `scheduled` (promote_select),
 -- so the scan reads and locks about `limit` rows however many jobs wait for later. The
 -- session runs READ COMMITTED: no gap locks, so a claim never blocks an enqueue.
--- The claim index is forced: with a range on run_at the optimizer may pick
--- forkq_jobs_status and sort the whole backlog for every batch.
+-- The index is forced: with a range on run_at the optimizer may pick forkq_jobs_status
+-- and sort the whole backlog for every batch.
 -- Only what a worker needs, times as epoch doubles: every column costs decoding per job,
 -- and a DATETIME costs the most. (Aliases differ from the columns: ORDER BY sees columns.)
 SELECT id, handler, payload, priority, attempts, max_attempts, unique_key, batch_id,
        UNIX_TIMESTAMP(run_at) + 0e0 AS run_at_s, UNIX_TIMESTAMP(enqueued_at) + 0e0 AS enqueued_at_s
-FROM forkq_jobs FORCE INDEX (forkq_jobs_claim)
-WHERE queue = %(queue)s AND status = 'ready' AND run_at <= NOW(6)
+FROM forkq_jobs FORCE INDEX (forkq_jobs_limit)
+WHERE ready_wait = '' AND queue = %(queue)s AND run_at <= NOW(6) AND status = 'ready'
 ORDER BY priority DESC, run_at, id
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
@@ -278,7 +283,7 @@ SELECT COUNT(*) AS n FROM (
 
 -- name: stats_first_queue
 -- `forkq status` and the check tick never scan the jobs table: queue names come from a
--- loose index scan on forkq_jobs_claim (queue first), one dive per name. This is the
+-- loose index scan on forkq_jobs_tenant (queue first), one dive per name. This is the
 -- first name; stats_queue gives the next one. (A recursive CTE cannot do the walk:
 -- MariaDB runs its correlated `queue > previous` as a full index scan per step.)
 SELECT MIN(queue) AS queue FROM forkq_jobs;
@@ -288,7 +293,7 @@ SELECT MIN(queue) AS queue FROM forkq_jobs;
 -- (status, queue, run_at) that stops after %(limit)s entries (the caller's cap + 1, so
 -- it can tell a capped count), or a single dive: the oldest due run_at and the next
 -- queue name. Its cost is flat however many rows the table holds. The status index is
--- forced for ready rows: in forkq_jobs_claim, priority sits before run_at and due rows
+-- forced for ready rows: in forkq_jobs_limit, priority sits before run_at and due rows
 -- are not one range. Counts no alert rule reads (not due yet, scheduled, running, done, cancelled)
 -- stop at %(minor_limit)s instead: the check tick keeps those small.
 SELECT
@@ -1621,6 +1626,15 @@ ALTER TABLE forkq_jobs DROP INDEX IF EXISTS forkq_jobs_limit, DROP INDEX IF EXIS
 ALTER TABLE forkq_jobs ADD COLUMN IF NOT EXISTS ready_wait VARCHAR(256) AS (IF(status = 'ready', limit_wait, NULL)) VIRTUAL COMMENT 'generated, never written: limit_wait while ready, else NULL (index forkq_jobs_limit: a claim moves the entry once, an end not at all)', ADD COLUMN IF NOT EXISTS ready_tenant VARCHAR(191) AS (IF(status = 'ready', COALESCE(group_key, limit_key, ''), NULL)) VIRTUAL COMMENT 'generated, never written: the tenant while ready, else NULL (index forkq_jobs_tenant: a claim moves the entry once, an end not at all)', ADD COLUMN IF NOT EXISTS batch_status VARCHAR(16) AS (IF(batch_id IS NULL, NULL, status)) VIRTUAL COMMENT 'generated, never written: status for a job in a batch, else NULL (index forkq_jobs_batch: no entry changes for a job in none)', ALGORITHM=INSTANT;
 ALTER TABLE forkq_jobs ADD INDEX IF NOT EXISTS forkq_jobs_limit (ready_wait, queue, priority DESC, run_at, id), ADD INDEX IF NOT EXISTS forkq_jobs_tenant (queue, ready_tenant, priority DESC, run_at, id), ADD INDEX IF NOT EXISTS forkq_jobs_batch (batch_id, batch_status), ALGORITHM=INPLACE, LOCK=NONE;
 UPDATE forkq_schema SET version = 18, applied_at = NOW(6) WHERE id = 1 AND version < 18;
+-- name: upgrade_to_19
+-- Version 19 drops forkq_jobs_claim (queue, status, priority, run_at, id): claims read
+-- forkq_jobs_limit's ready range, in the same order, and every claim moved an entry of
+-- both, every end deleted both (a no-op drain wrote 16% fewer pages a job without it,
+-- benchmarks/RESULTS.md). Queue names are walked on forkq_jobs_tenant (queue first).
+-- Dropping an index is instant (no copy, no rebuild). Code of an older release forces
+-- forkq_jobs_claim in its claims: stop its daemons and `forkq work` first.
+ALTER TABLE forkq_jobs DROP INDEX IF EXISTS forkq_jobs_claim, ALGORITHM=INPLACE, LOCK=NONE;
+UPDATE forkq_schema SET version = 19, applied_at = NOW(6) WHERE id = 1 AND version < 19;
 -- name: upgrade_to_17
 -- Version 17 changes SQLite's forkq_jobs_unique and forkq_jobs_limit only (partial
 -- indexes): here it records the version.

@@ -1359,6 +1359,11 @@ CREATE TABLE IF NOT EXISTS forkq_dependencies (
 CREATE INDEX IF NOT EXISTS forkq_dependencies_child ON forkq_dependencies (child_id);
 UPDATE forkq_schema SET version = 14, applied_at = (julianday('now') - 2440587.5) * 86400.0
 WHERE id = 1 AND version < 14;
+-- name: upgrade_to_19
+-- Version 19 drops MariaDB's forkq_jobs_claim (its claims read forkq_jobs_limit): here,
+-- where forkq_jobs_limit is partial (ready jobs only), it records the version.
+UPDATE forkq_schema SET version = 19, applied_at = (julianday('now') - 2440587.5) * 86400.0
+WHERE id = 1 AND version < 19;
 -- name: upgrade_to_18
 -- Version 18 moves MariaDB's forkq_jobs_limit, _tenant and _batch onto virtual columns
 -- (SQLite has partial indexes instead): here the same columns, never indexed or read, so

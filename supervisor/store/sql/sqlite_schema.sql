@@ -267,4 +267,4 @@ CREATE TABLE IF NOT EXISTS forkq_schema (
 );
 
 -- The version this file creates; kept if the database already records one.
-INSERT OR IGNORE INTO forkq_schema (id, version) VALUES (1, 18);
+INSERT OR IGNORE INTO forkq_schema (id, version) VALUES (1, 19);
