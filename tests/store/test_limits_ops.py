@@ -20,7 +20,8 @@ from supervisor.errors import UsageError
 from supervisor.models import JobState, NewJob
 from supervisor.store import Store, open_store
 from supervisor.store.limits import claims as flow
-from supervisor.store.limits.buckets import LimitPlan
+from supervisor.store.limits import upkeep
+from supervisor.store.limits.buckets import Bucket, LimitPlan
 from supervisor.store.limits.upkeep import look_after_parked
 from supervisor.work.worker import Worker
 
@@ -263,6 +264,28 @@ def test_jobs_parked_on_a_limit_gone_from_the_config_are_let_go(
     assert parked_count(db_url) == 0
     claimed = store.claim("email", OWNER, 10, lease=60)
     assert [job.id for job in claimed] == ids[1:]  # in claim order
+
+
+def test_the_chores_let_go_of_a_bounded_number_a_tick(
+    store: Store, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """However many keys a removed per-key limit had, one tick lets go of at most
+    LET_GO_MOST jobs (a page a transaction): the tick stays short; the next ones go on."""
+    monkeypatch.setattr(upkeep, "LET_GO_PAGE", 2)
+    monkeypatch.setattr(upkeep, "LET_GO_MOST", 3)
+    jobs = [NewJob("m.send", "{}", queue="email", limit_key=k) for k in "aaaabbbb"]
+    store.insert_many(jobs)
+    gone = LimitConfig("gone", handlers=("m.send",), concurrency=1, per_key=True)
+    plan = LimitPlan([gone], {"m.send": "email"})
+    claimed = 0
+    while batch := flow.complete_and_claim(store, plan, {}, "email", OWNER, 10, 60)[0]:
+        claimed += len(batch)  # one slot a key: the first of each runs, the rest park
+    assert (claimed, parked_count(db_url)) == (2, 6)  # three on each key's bucket
+    config = Config(database=parse_database_url(db_url))
+    assert upkeep.let_go_of_gone(store, config, [Bucket("gone", "a"), Bucket("gone", "b")]) == 3
+    assert parked_count(db_url) == 3
+    look_after_parked(store, config)
+    assert parked_count(db_url) == 0
 
 
 def test_a_bucket_with_parked_jobs_and_no_row_gets_a_wake_at(store: Store, db_url: str) -> None:

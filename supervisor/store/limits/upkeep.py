@@ -62,22 +62,29 @@ def let_go_of_gone(store: Store, config: Config, parked: list[Bucket]) -> int:
     """Jobs parked on a limit the config no longer has: a plain claim never takes them (it
     reads the ready jobs no limit holds back, forkq_jobs_limit's ready_wait = ''), and a
     claim under another limit lets them go only when it looks at their bucket (claims.py),
-    so the chores let them go too, in claim order, a page per bucket per tick."""
+    so the chores let them go too, in claim order, a page a transaction and at most
+    LET_GO_MOST a tick (a tick stays short however many keys the limit had)."""
     names = {limit.name for limit in config.limits}
     gone = [bucket for bucket in parked if bucket.name not in names]
 
-    def let_go(bucket: Bucket) -> int:
+    def let_go(bucket: Bucket, most: int) -> int:
         with store.transaction():
-            params = store.bind(bucket=bucket.id, limit=LET_GO_PAGE)
+            params = store.bind(bucket=bucket.id, limit=most)
             ids = [int(r["id"]) for r in store.query("unpark_select", params)]
             if ids:
                 store.statement("unpark_update", store.bind(ids=store.bind_ids(ids)))
             return len(ids)
 
-    return sum(store.retrying(partial(let_go, bucket)) for bucket in gone)
+    freed = 0
+    for bucket in gone:
+        if freed >= LET_GO_MOST:
+            break
+        freed += store.retrying(partial(let_go, bucket, min(LET_GO_PAGE, LET_GO_MOST - freed)))
+    return freed
 
 
-LET_GO_PAGE = 500  # jobs let go per bucket whose limit is gone, per check tick
+LET_GO_PAGE = 500  # jobs let go in one transaction (one bucket whose limit is gone)
+LET_GO_MOST = 2_000  # jobs let go per check tick, all such buckets together
 
 
 @dataclass(frozen=True)
