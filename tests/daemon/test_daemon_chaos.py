@@ -26,7 +26,9 @@ from supervisor.config import PoolConfig
 Factory = Callable[..., Daemon]
 
 CHAOS_JOBS = 2000
+JOB_SECONDS = 0.005  # each job's length: the drain lasts seconds, long enough for many kills
 KILL_EVERY = 0.3  # seconds between SIGKILLs of a random child
+LEAST_KILLS = 3  # fewer and the test proved little (no-op jobs drained before the 2nd kill)
 CHAOS_DEADLINE = 120.0  # seconds; the drain normally takes a fraction of this
 STARVED_AFTER = 5.0  # seconds the pool may have no child at all while jobs wait
 
@@ -55,7 +57,11 @@ def test_random_child_kills_lose_no_job(
     daemon.wait_ready()
     ids = queue.enqueue_many(
         [
-            {"handler": "t.record", "payload": {"file": str(record)}, "queue": "work"}
+            {
+                "handler": "t.record",
+                "payload": {"file": str(record), "seconds": JOB_SECONDS},
+                "queue": "work",
+            }
             for _ in range(CHAOS_JOBS)
         ]
     )
@@ -92,6 +98,7 @@ def test_random_child_kills_lose_no_job(
     duration = time.monotonic() - started
 
     assert daemon.alive(), daemon.describe()
+    assert kills >= LEAST_KILLS, f"only {kills} kills in a {duration:.1f}s drain"
     assert count_rows(db_url, "forkq_jobs") == 0, "every job done and deleted, none dead"
     runs = read_runs(record)
     counts = Counter(job_id for job_id, *_ in runs)
