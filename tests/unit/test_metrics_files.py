@@ -158,24 +158,25 @@ def test_a_scrape_reads_on_when_an_exited_masters_gauges_go_under_it(
     """The supervisor of several databases removes an exited master's gauge files while
     the server may be between listing the directory and reading them: the scrape reads
     again instead of failing (prometheus-client tolerates only live gauges going)."""
-    for body in (pools("alpha", 2), pools("beta", 3)):
-        _, status = os.waitpid(in_child(body), 0)
+    masters = {}
+    for pool, most in (("alpha", 2), ("beta", 3)):
+        masters[pool] = in_child(pools(pool, most))
+        _, status = os.waitpid(masters[pool], 0)
         assert os.waitstatus_to_exitcode(status) == 0
-    beta_files = [
-        os.path.join(directory, n)
-        for n in os.listdir(directory)
-        if n.startswith("gauge_")
-        and "beta" in Path(directory, n).read_bytes().decode(errors="replace")
-    ]
-    assert beta_files
+    gauges = [n for n in os.listdir(directory) if n.startswith("gauge_")]
+    beta_gauges = {
+        os.path.join(directory, n) for n in gauges if n.endswith(f"_{masters['beta']}.db")
+    }
+    assert beta_gauges
+    monkeypatch.setattr(metrics, "_directory", directory)  # the supervisor's, as at its boot
     merge = MultiProcessCollector.merge
 
     def merge_as_they_go(files: list[str], accumulate: bool = True) -> Any:
-        if set(beta_files) - set(files):  # not the read (folding counters): go on
+        if beta_gauges - set(files):  # not the read (folding counters): go on
             return merge(files, accumulate)
         monkeypatch.setattr(MultiProcessCollector, "merge", merge)  # only this once
-        for path in beta_files:  # as metrics.master_exited does, after the listing
-            os.unlink(path)
+        metrics.master_exited(masters["beta"])  # after the listing, before the reading
+        assert not any(os.path.exists(path) for path in beta_gauges)
         return merge(files, accumulate)
 
     monkeypatch.setattr(MultiProcessCollector, "merge", staticmethod(merge_as_they_go))
