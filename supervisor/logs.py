@@ -35,7 +35,7 @@ def _enrich(_: Any, method_name: str, event: MutableMapping[str, Any]) -> Mutabl
         for key, value in _PROCESS_CONTEXT.items():
             event.setdefault(key, value)
     event["level"] = _LEVEL_NAMES.get(method_name, method_name)
-    event["timestamp"] = _timestamp(time.time())
+    event["timestamp"] = _timestamp(time.time_ns())
     # Key names are judged once; set operations (in C) then find the few secret ones.
     if not _JUDGED_KEYS.issuperset(event):
         unseen = event.keys() - _JUDGED_KEYS
@@ -49,15 +49,16 @@ def _enrich(_: Any, method_name: str, event: MutableMapping[str, Any]) -> Mutabl
     return event
 
 
-def _timestamp(now: float) -> str:
+def _timestamp(now_ns: int) -> str:
     """ISO 8601 UTC with microseconds, as datetime.isoformat gives it, the date and time of
-    day formatted once a second: `2026-01-02T03:04:05.123456Z`."""
+    day formatted once a second: `2026-01-02T03:04:05.123456Z`. (Integers: no float
+    rounding to mend, and a third cheaper.)"""
     global _SECOND, _SECOND_TEXT
-    second = int(now // 1)
+    second, micros = divmod(now_ns // 1000, 1_000_000)
     if second != _SECOND:
         _SECOND_TEXT = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
         _SECOND = second
-    return f"{_SECOND_TEXT}.{min(999_999, round((now - second) * 1e6)):06d}Z"
+    return f"{_SECOND_TEXT}.{micros:06d}Z"
 
 
 _SECOND = -1  # the second _SECOND_TEXT formats
@@ -151,13 +152,18 @@ def setup(level: str = "info", json_lines: bool | None = None) -> None:
     )
     # JSON escapes control characters itself (and stays exact); a terminal needs _inert.
     inert = [] if json_lines else [_inert]
+    global _DONE_LINES
+    wrapper = structlog.make_filtering_bound_logger(logging.getLevelName(level.upper()))
+    json_info = json_lines and logging.getLevelName(level.upper()) <= logging.INFO
+    _DONE_LINES = (wrapper, _line_logger) if json_info else None
+    _CONTEXT_TEXT.clear()
     structlog.configure(
         processors=[
             _enrich,
             *inert,
             renderer,
         ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
+        wrapper_class=wrapper,
         logger_factory=_line_logger,
         cache_logger_on_first_use=False,
     )
@@ -173,15 +179,87 @@ def bind(**context: Any) -> None:
     _PROCESS_CONTEXT.clear()
     _PROCESS_CONTEXT.update(_STICKY)
     _PROCESS_CONTEXT.update(context)
+    _CONTEXT_TEXT.clear()
 
 
 def stick(**context: Any) -> None:
     """Context kept by every later `bind`, in this process and the ones it forks."""
     _STICKY.update(context)
     _PROCESS_CONTEXT.update(context)
+    _CONTEXT_TEXT.clear()
 
 
 # One process, one context (forkq forks; it has no threads or tasks to tell apart), so a
 # plain dict does what contextvars would, for a fraction of the cost per line.
 _STICKY: dict[str, Any] = {}
 _PROCESS_CONTEXT: dict[str, Any] = {}
+
+
+# --- the line of a job done: one a job, so written without structlog's frames ----------------
+
+# setup()'s wrapper class and logger factory, when it said JSON lines at info or below:
+# done_line writes while structlog is still configured so (not, say, by capture_logs).
+_DONE_LINES: tuple[Any, Any] | None = None
+_DONE_KEYS = ("job_id", "handler", "queue", "attempt", "outcome", "duration", "event")
+# The process context as JSON members, made once per bind; None: a context key the line
+# has too (structlog would place it otherwise), so such a line goes through structlog.
+_CONTEXT_TEXT: list[str | None] = []
+# Per (event, handler, queue): the handler and queue, and the event, as members.
+_NAMES_TEXT: dict[tuple[str, str, str], tuple[str, str]] = {}
+_NAMES_MOST = 4096  # triples remembered (handlers and queues are few; rows are not trusted)
+
+
+def done_line(
+    event: str, job_id: int, handler: str, queue: str, attempt: int, duration: float
+) -> bool:
+    """Write the line of a job that ended done as structlog's JSON line would be (the same
+    keys in the same order, secrets masked alike) in a third of its time: it was the
+    largest single cost of a quick job. False when it must go through structlog instead:
+    console lines, a level above info, a context key the line has too, structlog
+    configured since by someone else (an application's own setup, `capture_logs`)."""
+    if _DONE_LINES is None or not _configured_by_setup(*_DONE_LINES):
+        return False
+    if not _CONTEXT_TEXT:
+        _CONTEXT_TEXT.append(_context_members())
+    context = _CONTEXT_TEXT[0]
+    if context is None:
+        return False
+    names = _NAMES_TEXT.get((event, handler, queue))
+    if names is None:
+        if len(_NAMES_TEXT) >= _NAMES_MOST:
+            _NAMES_TEXT.clear()
+        names = (_members({"handler": handler, "queue": queue}), _members({"event": event}))
+        _NAMES_TEXT[event, handler, queue] = names
+    handler_queue, event_member = names
+    LineLogger(sys.stdout).msg(
+        f'{{"job_id": {int(job_id)}, {handler_queue}, "attempt": {int(attempt)},'
+        f' "outcome": "done", "duration": {float(duration)!r}, {event_member}{context}'
+        f' "level": "info", "timestamp": "{_timestamp(time.time_ns())}"}}'
+    )
+    return True
+
+
+def _configured_by_setup(wrapper: Any, factory: Any) -> bool:
+    config = structlog.get_config()
+    processors = config["processors"]
+    return (
+        config["wrapper_class"] is wrapper
+        and config["logger_factory"] is factory
+        and len(processors) == 2
+        and processors[0] is _enrich
+        and processors[1] is _render_json
+    )
+
+
+def _members(values: dict[str, Any]) -> str:
+    """`{"a": 1, "b": 2}` as `"a": 1, "b": 2`, rendered as every line is."""
+    return _render_json(None, "", values)[1:-1]
+
+
+def _context_members() -> str | None:
+    """The process context as `, "k": v, …,` (secret-looking keys masked), or None when
+    one of its keys is a key of the line."""
+    if not _PROCESS_CONTEXT.keys().isdisjoint((*_DONE_KEYS, "level", "timestamp")):
+        return None
+    masked = {k: "***" if SECRET_KEY.search(k) else v for k, v in _PROCESS_CONTEXT.items()}
+    return f", {_members(masked)}," if masked else ","

@@ -16,7 +16,6 @@ children"; psutil (a walk of /proc) is imported only when something is left.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import time
@@ -24,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from supervisor import events, logs
+from supervisor.proc import prctl
 
 if TYPE_CHECKING:
     import psutil
@@ -35,16 +35,8 @@ SWEEP_INTERVAL = 0.01  # seconds between looks while waiting
 
 
 def become_subreaper() -> bool:
-    """Adopt orphaned descendants (Linux 3.4+); False where the kernel cannot.
-
-    prctl is looked up among the symbols already loaded (libc is): no ldconfig run, which
-    `ctypes.util.find_library` would start as a subprocess in every new child.
-    """
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
-    except (OSError, AttributeError):  # no prctl: not Linux
-        return False
+    """Adopt orphaned descendants (Linux 3.4+); False where the kernel cannot."""
+    return prctl(PR_SET_CHILD_SUBREAPER, 1)
 
 
 def reap_children() -> bool:
