@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import json.encoder
 import logging
+import math
 import os
 import re
 import sys
@@ -155,7 +156,7 @@ def setup(level: str = "info", json_lines: bool | None = None) -> None:
     global _DONE_LINES
     wrapper = structlog.make_filtering_bound_logger(logging.getLevelName(level.upper()))
     json_info = json_lines and logging.getLevelName(level.upper()) <= logging.INFO
-    _DONE_LINES = (wrapper, _line_logger) if json_info else None
+    _DONE_LINES = wrapper if json_info else None
     _CONTEXT_TEXT.clear()
     structlog.configure(
         processors=[
@@ -197,12 +198,11 @@ _PROCESS_CONTEXT: dict[str, Any] = {}
 
 # --- the line of a job done: one a job, so written without structlog's frames ----------------
 
-# setup()'s wrapper class and logger factory, when it said JSON lines at info or below:
-# done_line writes while structlog is still configured so (not, say, by capture_logs).
-_DONE_LINES: tuple[Any, Any] | None = None
+# setup()'s wrapper class (its level) when it said JSON lines at info or below, else None.
+_DONE_LINES: Any = None
 _DONE_KEYS = ("job_id", "handler", "queue", "attempt", "outcome", "duration", "event")
 # The process context as JSON members, made once per bind; None: a context key the line
-# has too (structlog would place it otherwise), so such a line goes through structlog.
+# has too, or one _enrich treats apart, so such a line goes through structlog.
 _CONTEXT_TEXT: list[str | None] = []
 # Per (event, handler, queue): the handler and queue, and the event, as members.
 _NAMES_TEXT: dict[tuple[str, str, str], tuple[str, str]] = {}
@@ -210,14 +210,16 @@ _NAMES_MOST = 4096  # triples remembered (handlers and queues are few; rows are 
 
 
 def done_line(
-    event: str, job_id: int, handler: str, queue: str, attempt: int, duration: float
+    log: Any, event: str, job_id: int, handler: str, queue: str, attempt: int, duration: float
 ) -> bool:
-    """Write the line of a job that ended done as structlog's JSON line would be (the same
-    keys in the same order, secrets masked alike) in a third of its time: it was the
-    largest single cost of a quick job. False when it must go through structlog instead:
-    console lines, a level above info, a context key the line has too, structlog
-    configured since by someone else (an application's own setup, `capture_logs`)."""
-    if _DONE_LINES is None or not _configured_by_setup(*_DONE_LINES):
+    """Write, as `log.info(event, job_id=…, …, outcome="done", duration=…)` would, the
+    line of a job that ended done (the same keys in the same order, secrets masked alike,
+    to the same file) in a third of structlog's time: it was the largest single cost of a
+    quick job. False when structlog must write it: `log` is not what setup() made at
+    info or below for JSON lines (console lines, another level, another configuration,
+    its processors changed since, as `capture_logs` does), it has bound context, or the
+    process context has a key of the line."""
+    if not _setups_json_logger(log) or not math.isfinite(duration):
         return False
     if not _CONTEXT_TEXT:
         _CONTEXT_TEXT.append(_context_members())
@@ -231,7 +233,7 @@ def done_line(
         names = (_members({"handler": handler, "queue": queue}), _members({"event": event}))
         _NAMES_TEXT[event, handler, queue] = names
     handler_queue, event_member = names
-    LineLogger(sys.stdout).msg(
+    log._logger.msg(
         f'{{"job_id": {int(job_id)}, {handler_queue}, "attempt": {int(attempt)},'
         f' "outcome": "done", "duration": {float(duration)!r}, {event_member}{context}'
         f' "level": "info", "timestamp": "{_timestamp(time.time_ns())}"}}'
@@ -239,15 +241,22 @@ def done_line(
     return True
 
 
-def _configured_by_setup(wrapper: Any, factory: Any) -> bool:
-    config = structlog.get_config()
-    processors = config["processors"]
+def _setups_json_logger(log: Any) -> bool:
+    """`log` is a logger of setup()'s JSON configuration, as it is now: its level's class,
+    no bound context, its processors still `_enrich` and `_render_json` (`capture_logs`
+    changes that list in place), its output a LineLogger. (`_logger` is structlog's
+    documented wrapped logger; `_processors` and `_context` are what BoundLoggerBase
+    keeps them in.)"""
+    if _DONE_LINES is None or type(log) is not _DONE_LINES:
+        return False
+    processors = getattr(log, "_processors", None)
     return (
-        config["wrapper_class"] is wrapper
-        and config["logger_factory"] is factory
+        isinstance(processors, list)
         and len(processors) == 2
         and processors[0] is _enrich
         and processors[1] is _render_json
+        and not getattr(log, "_context", True)
+        and isinstance(getattr(log, "_logger", None), LineLogger)
     )
 
 
@@ -259,7 +268,7 @@ def _members(values: dict[str, Any]) -> str:
 def _context_members() -> str | None:
     """The process context as `, "k": v, …,` (secret-looking keys masked), or None when
     one of its keys is a key of the line."""
-    if not _PROCESS_CONTEXT.keys().isdisjoint((*_DONE_KEYS, "level", "timestamp")):
+    if not _PROCESS_CONTEXT.keys().isdisjoint((*_DONE_KEYS, "level", "timestamp", "exc_info")):
         return None
     masked = {k: "***" if SECRET_KEY.search(k) else v for k, v in _PROCESS_CONTEXT.items()}
     return f", {_members(masked)}," if masked else ","

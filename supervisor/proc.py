@@ -159,15 +159,16 @@ def fork_process(
     sys.stdout.flush()  # else the child would write the master's buffered lines again
     sys.stderr.flush()
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, MASTER_SIGNALS)
-    gc.freeze()  # the child's collections skip what it inherits: no copy-on-write of it
-    pid = -1
     try:
         pid = os.fork()
         if pid == 0:
+            # The child's collector skips everything it inherits: a collection there would
+            # write to each object, a copy-on-write of the master's heap page by page. (Done
+            # here, not in the master: freezing there and thawing after would also thaw what
+            # its own parent froze, and age its young objects at every fork.)
+            gc.freeze()
             process_frame(body, close_fds, old_mask, crashed)
     finally:
-        if pid != 0:
-            gc.unfreeze()
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
     return pid
 

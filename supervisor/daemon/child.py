@@ -43,8 +43,8 @@ from supervisor.work.worker import Worker
 
 IDLE_RECHECK = 120.0  # seconds an idle child waits for the master's wake-up before it looks itself
 LIFETIME_JITTER = 0.1  # ±10% so children started together do not all retire together
-# Seconds between two reads of the RSS: after a job that ends this long after the last
-# read (every job that is not quick), so a run of quick jobs pays one read, not one each.
+# Seconds between two reads of the RSS while held jobs wait: a run of quick jobs pays one
+# read, not one each. The last job of a batch, and every wake-up, read it as before.
 RSS_EVERY = 0.05
 
 
@@ -224,7 +224,7 @@ class Recycler:
         now = time.monotonic()
         if now >= self.retire_at:
             return RetireReason.MAX_LIFETIME.said()
-        if now - self.rss_read_at >= RSS_EVERY:
+        if not self.worker.held or now - self.rss_read_at >= RSS_EVERY:
             self.rss_read_at = now
             if self.rss() > self.memory_limit:
                 return RetireReason.MEMORY.said(self.pool.memory_limit_mb)

@@ -147,7 +147,7 @@ def log_finished(
     """The one canonical line per finished attempt, with the outcome `fate_of_attempt` gave it."""
     if outcome is Outcome.DONE and not attempt.error:  # most lines: written the quick way
         names = (events.JOB_FINISHED, row.id, row.handler, row.queue, row.attempts)
-        if logs.done_line(*names, round(duration, 4)):  # (the worker's `log` binds nothing)
+        if logs.done_line(log, *names, round(duration, 4)):
             return
     calm = outcome in (Outcome.DONE, Outcome.SNOOZED)
     (log.info if calm else log.warning)(

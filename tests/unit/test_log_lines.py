@@ -24,13 +24,15 @@ DONE = Attempt(Outcome.DONE, None, None, False)
 
 @pytest.fixture(autouse=True)
 def _process_context() -> Iterator[None]:
-    """Each test binds its own context; the process's is put back after."""
+    """Each test binds its own context and sets logging up; both are put back after."""
     saved, sticky = dict(logs._PROCESS_CONTEXT), dict(logs._STICKY)
+    config, done_lines = structlog.get_config(), logs._DONE_LINES
     yield
     logs._STICKY.clear()
     logs._STICKY.update(sticky)
     logs.bind(**{k: v for k, v in saved.items() if k not in sticky})
-    logs.setup("info", json_lines=True)
+    structlog.configure(**config)
+    logs._DONE_LINES = done_lines
 
 
 def _row(handler: str = "mail.send", queue: str = "email") -> JobRow:
@@ -52,7 +54,8 @@ def _both_ways(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The line written the quick way, then the same line through structlog."""
     capsys.readouterr()
-    log_finished(logs.get(), row, DONE, Outcome.DONE, duration)
+    names = (events.JOB_FINISHED, row.id, row.handler, row.queue, row.attempts)
+    assert logs.done_line(logs.get(), *names, round(duration, 4))  # it took the quick way
     quick = capsys.readouterr().out
     saved, logs._DONE_LINES = logs._DONE_LINES, None  # as with a level above info
     try:
@@ -104,6 +107,24 @@ def test_a_secret_looking_context_key_is_masked_the_same(
     assert "s3cr3t" not in json.dumps(quick)
 
 
+def test_log_finished_writes_a_done_line_the_quick_way(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    logs.setup("info", json_lines=True)
+    logs.bind(role="worker", pool="q", pid=1)
+    taken: list[bool] = []
+    quick = logs.done_line
+
+    def spy(*args: Any) -> bool:
+        taken.append(quick(*args))
+        return taken[-1]
+
+    monkeypatch.setattr(logs, "done_line", spy)
+    log_finished(logs.get(), _row(), DONE, Outcome.DONE, 0.001)
+    assert taken == [True]
+    assert _lines(capsys.readouterr().out)[0]["event"] == events.JOB_FINISHED
+
+
 def test_a_rebind_changes_the_context_of_the_next_quick_line(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -118,17 +139,21 @@ def test_a_rebind_changes_the_context_of_the_next_quick_line(
 def test_where_structlogs_line_would_differ_it_writes_it(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    line_of = (events.JOB_FINISHED, 1, "h", "q", 1)
     logs.setup("info", json_lines=True)
     logs.bind(role="worker", queue="bound")  # a context key the line has too
-    assert not logs.done_line(events.JOB_FINISHED, 1, "h", "q", 1, 0.0)
+    assert not logs.done_line(logs.get(), *line_of, 0.0)
     log_finished(logs.get(), _row(), DONE, Outcome.DONE, 0.001)
     (line,) = _lines(capsys.readouterr().out)
     assert line["queue"] == "email"  # the line's own value, as structlog keeps it
 
+    logs.bind(role="worker", pool="q")
+    assert not logs.done_line(logs.get(job_id=7), *line_of, 0.0)  # bound context
+    assert not logs.done_line(logs.get(), *line_of, float("inf"))  # not JSON
     logs.setup("warning", json_lines=True)  # info lines are dropped: by structlog
-    assert not logs.done_line(events.JOB_FINISHED, 1, "h", "q", 1, 0.0)
+    assert not logs.done_line(logs.get(), *line_of, 0.0)
     logs.setup("info", json_lines=False)  # a terminal's key=value lines
-    assert not logs.done_line(events.JOB_FINISHED, 1, "h", "q", 1, 0.0)
+    assert not logs.done_line(logs.get(), *line_of, 0.0)
     assert capsys.readouterr().out == ""
 
 

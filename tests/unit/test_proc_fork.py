@@ -131,9 +131,21 @@ def test_the_given_descriptors_are_closed_before_the_body_runs() -> None:
 def test_the_child_s_collector_leaves_what_it_inherited_and_the_parent_s_does_not() -> None:
     """Inherited objects are frozen in the child (a collection there would write to every
     one of them: copy-on-write of the master's heap in each new child); the parent's own
-    collector goes on as before."""
+    collector is left alone, and a child that forks in turn (the supervisor's masters do)
+    keeps its own inherited objects frozen."""
     inherited: list[list[int]] = [[] for _ in range(1000)]  # lists: tracked by the collector
     assert gc.get_freeze_count() == 0
-    code, said = run(lambda: 0 if gc.get_freeze_count() >= len(inherited) else 5)
+
+    def body() -> int:
+        frozen = gc.get_freeze_count()
+        if frozen < len(inherited):
+            return 5
+        grandchild = fork_process(lambda: 0 if gc.get_freeze_count() >= frozen else 6, [], print)
+        _, status = os.waitpid(grandchild, 0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            return 6
+        return 0 if gc.get_freeze_count() >= frozen else 7
+
+    code, said = run(body)
     assert (code, said) == (0, [])
     assert gc.get_freeze_count() == 0
