@@ -154,9 +154,9 @@ def setup(level: str = "info", json_lines: bool | None = None) -> None:
     # JSON escapes control characters itself (and stays exact); a terminal needs _inert.
     inert = [] if json_lines else [_inert]
     global _DONE_LINES
-    wrapper = structlog.make_filtering_bound_logger(logging.getLevelName(level.upper()))
-    json_info = json_lines and logging.getLevelName(level.upper()) <= logging.INFO
-    _DONE_LINES = wrapper if json_info else None
+    level_number = logging.getLevelName(level.upper())
+    wrapper = structlog.make_filtering_bound_logger(level_number)
+    _DONE_LINES = wrapper if json_lines and level_number <= logging.INFO else None
     _CONTEXT_TEXT.clear()
     structlog.configure(
         processors=[
