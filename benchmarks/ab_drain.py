@@ -13,6 +13,8 @@ no interpreter start or imports), and the CPU the master and its children used p
 over that same span (psutil, read at both ends). Prints each checkout's median rate and CPU per
 job, and its ratio to the first checkout.
 
+Each checkout's bytecode is written first, as a wheel install ships it.
+
 With `--from-launch`, the children are recycled as SPEC's default says (every 1,000
 jobs: a 10,000-job drain replaces each child about twice) and each drain is timed from
 the daemon's launch to the last job gone, its CPU the whole daemon's (getrusage of the
@@ -32,6 +34,7 @@ ratio of each round (this checkout ÷ the first, in the same round) with its spr
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import random
 import resource
@@ -421,6 +424,10 @@ def main() -> int:
     }
     if args.counts and args.backend == "mariadb":
         mysql_admin(args.mysql_url, "SET GLOBAL userstat = 1")  # else USER_STATISTICS stays 0
+    for checkout in args.checkouts:
+        # Bytecode as a wheel install ships it (run.py's compile_bytecode): under
+        # PYTHONDONTWRITEBYTECODE=1 every launch would compile each module again.
+        compileall.compile_dir(checkout / "supervisor", quiet=1)
     for round_ in range(args.rounds):
         # Every other round in the reverse order: what comes first in a round gains nothing
         for checkout in args.checkouts[:: -1 if args.alternate and round_ % 2 else 1]:

@@ -11,6 +11,7 @@ cluster/tick.py) does the slow cluster work in a process of its own.
 
 from __future__ import annotations
 
+import gc
 import os
 import select
 import signal
@@ -106,6 +107,10 @@ class Master:
         become_subreaper()  # what a hard-killed child's job leaves comes to us (kill_strays)
         self.listener = wake.listen(self.state.config.database, self.state.log)
         set_title(member.master_title())
+        # What the boot made (modules, handlers, config) lives as long as the master: the
+        # collector skips it from now on. Its collections no longer walk it after each
+        # fork (writing to every page a child still shares), nor at the master's exit.
+        gc.freeze()
         metrics.start(self.state.config, self.fds_for_fork)
         self.state.log.info(
             events.MASTER_STARTED,
