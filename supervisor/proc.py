@@ -149,6 +149,14 @@ def describe_exit(status: int) -> str:
     return f"exit {os.waitstatus_to_exitcode(status)}"
 
 
+def freeze_heap() -> None:
+    """What this process made so far lives as long as it does (a master's boot): its
+    collector skips it from now on. A collection writes to every object it walks, a copy of
+    each page a forked child still shares, and the interpreter's exit walked them all. Once,
+    never thawed: a thaw would also thaw what a parent froze (fork_process)."""
+    gc.freeze()
+
+
 def fork_process(
     body: Callable[[], int], close_fds: Sequence[int], crashed: Callable[[str], None]
 ) -> int:

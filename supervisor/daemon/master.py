@@ -11,7 +11,6 @@ cluster/tick.py) does the slow cluster work in a process of its own.
 
 from __future__ import annotations
 
-import gc
 import os
 import select
 import signal
@@ -36,7 +35,7 @@ from supervisor.daemon.timers import LoopTimers
 from supervisor.errors import ConfigError, ExitCode, SchemaError
 from supervisor.kinds import RetireReason, Role
 from supervisor.observe import metrics
-from supervisor.proc import hostname, node_id, process_name, set_title
+from supervisor.proc import freeze_heap, hostname, node_id, process_name, set_title
 from supervisor.store import Store, open_store
 from supervisor.work.command import load_handlers
 from supervisor.work.descendants import become_subreaper
@@ -107,10 +106,7 @@ class Master:
         become_subreaper()  # what a hard-killed child's job leaves comes to us (kill_strays)
         self.listener = wake.listen(self.state.config.database, self.state.log)
         set_title(member.master_title())
-        # What the boot made (modules, handlers, config) lives as long as the master: the
-        # collector skips it from now on. Its collections no longer walk it after each
-        # fork (writing to every page a child still shares), nor at the master's exit.
-        gc.freeze()
+        freeze_heap()  # before the first fork: what the boot made lives as long as we do
         metrics.start(self.state.config, self.fds_for_fork)
         self.state.log.info(
             events.MASTER_STARTED,

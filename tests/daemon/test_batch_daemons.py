@@ -102,7 +102,10 @@ def test_a_batch_whose_last_success_the_master_writes_settles_then(
 
     wait_until(settled_or_slow_done, timeout=30, message="the batch settled or the slow job ended")
     assert daemon.running(slow.id), "the slow job ended before the batch settled"
-    handed = daemon.events("jobs_handed_back", behind=slow.id)
+    # The master logs the hand-back after its transaction commits: wait for the line.
+    handed = wait_until(
+        lambda: daemon.events("jobs_handed_back", behind=slow.id), message="the hand-back line"
+    )
     assert handed and handed[0]["acknowledged"] == 1, daemon.describe()
     status = queue.batch_status(batch.id or 0)
     assert status is not None and set(status.fired) == {"success"}
