@@ -150,10 +150,11 @@ def describe_exit(status: int) -> str:
 
 
 def freeze_heap() -> None:
-    """What this process made so far lives as long as it does (a master's boot): its
-    collector skips it from now on. A collection writes to every object it walks, a copy of
-    each page a forked child still shares, and the interpreter's exit walked them all. Once,
-    never thawed: a thaw would also thaw what a parent froze (fork_process)."""
+    """Everything this process holds now is skipped by its collector from then on. A
+    collection writes to every object it walks: in a forked process, a copy of each page
+    it still shares with its parent or children (and the exit walked them all again). A new
+    child does it first (what it inherited), the master once at boot, before its first fork.
+    Never thawed: a thaw would also thaw what a parent froze, and age young objects."""
     gc.freeze()
 
 
@@ -170,11 +171,7 @@ def fork_process(
     try:
         pid = os.fork()
         if pid == 0:
-            # The child's collector skips everything it inherits: a collection there would
-            # write to each object, a copy-on-write of the master's heap page by page. (Done
-            # here, not in the master: freezing there and thawing after would also thaw what
-            # its own parent froze, and age its young objects at every fork.)
-            gc.freeze()
+            freeze_heap()  # what it inherited: never walked, never copied page by page
             process_frame(body, close_fds, old_mask, crashed)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)

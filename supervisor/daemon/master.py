@@ -106,7 +106,7 @@ class Master:
         become_subreaper()  # what a hard-killed child's job leaves comes to us (kill_strays)
         self.listener = wake.listen(self.state.config.database, self.state.log)
         set_title(member.master_title())
-        freeze_heap()  # before the first fork: what the boot made lives as long as we do
+        freeze_heap()  # before the first fork: what the boot made lives as long as the master
         metrics.start(self.state.config, self.fds_for_fork)
         self.state.log.info(
             events.MASTER_STARTED,
