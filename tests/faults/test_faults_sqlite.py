@@ -76,6 +76,9 @@ def test_daemon_killed_ten_times_loses_no_job(
 
     kills: list[dict[str, Any]] = []
     for i in range(1, KILLS + 1):
+        # This generation's master has booted: a kill that lands past the next target (the
+        # children run on until it arrives) would else kill the next master in its boot.
+        daemon.wait_event(events.MASTER_STARTED, timeout=60, count=i)
         target = TOTAL * i * 0.9 / KILLS  # 9%, 18%, ... 90% of the jobs run
         wait_until(
             lambda t=target: count_lines(record) >= t,
