@@ -76,11 +76,7 @@ class BatchOps(StoreCore):
             raise SchemaError(f"batches need schema version {needed}: run `forkq schema apply`")
 
     def has_batches_schema(self) -> bool:
-        if self._batches_schema is None:
-            needed = max(BATCHES_SCHEMA_VERSION, self.indexed_columns_version)
-            version = self.schema_version()
-            self._batches_schema = version is not None and version >= needed
-        return self._batches_schema
+        return self.schema_at_least(max(BATCHES_SCHEMA_VERSION, self.indexed_columns_version))
 
     def open_batch(self, callbacks: dict[str, tuple[str, str]], payload: str, conn: Any) -> int:
         """A new open batch (no callback before it is sealed); its id. On `conn` (the

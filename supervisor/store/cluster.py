@@ -42,11 +42,7 @@ class ClusterOps(StoreCore):
         )
 
     def _has_node_column(self) -> bool:
-        """Asked once per store (an upgrade while it runs is seen after a restart)."""
-        if self._node_column is None:
-            version = self.schema_version()
-            self._node_column = version is not None and version >= NODE_SCHEMA_VERSION
-        return self._node_column
+        return self.schema_at_least(NODE_SCHEMA_VERSION)
 
     def beat(self, names: Sequence[str]) -> int:
         return self._run("beat_processes", names=self._ids(names)) if names else 0

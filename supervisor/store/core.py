@@ -78,12 +78,9 @@ class StoreCore(ABC):
     # The version whose columns the statements on forkq_jobs_limit, _tenant and _batch read:
     # MariaDB's read 18's ready_wait, ready_tenant, batch_status (MySQLStore); SQLite's none.
     indexed_columns_version = 0
-    _node_column: bool | None = None  # does forkq_processes.node exist? (asked once)
-    _results_table: bool | None = None  # does forkq_results exist? (asked once)
-    _limits_schema: bool | None = None  # is the schema version 7 or later? (asked once)
-    _deps_schema: bool | None = None  # is the schema version 14 or later? (asked once)
-    _timing_table: bool | None = None  # does forkq_handler_stats exist? (asked once)
-    _batches_schema: bool | None = None  # can batches be counted here? (asked once)
+    # The schema version as this store first saw it (0: no tables; None: not asked yet),
+    # for schema_at_least: an upgrade is seen after a restart (or by the store applying it).
+    _schema_seen: int | None = None
 
     # --- what a backend provides -------------------------------------------------------
 
@@ -266,9 +263,16 @@ class StoreCore(ABC):
             self._run_ddl(upgrade_statements(self.queries, current))
         self._run_ddl(self._schema_statements())
         self._run("set_schema_version", version=SCHEMA_VERSION)
-        self._node_column = self._results_table = self._limits_schema = None
-        self._deps_schema = self._timing_table = self._batches_schema = None
+        self._schema_seen = SCHEMA_VERSION
         return SCHEMA_VERSION
+
+    def schema_at_least(self, version: int) -> bool:  # asked once per store
+        if self._schema_seen is None:
+            self._schema_seen = self.schema_version() or 0
+        return self._schema_seen >= version
+
+    def schema_known(self, version: int) -> None:  # a child's: its master booted on it
+        self._schema_seen = version
 
     def require_schema(self) -> int:
         """The applied version, if this code can run on it; SchemaError if not."""

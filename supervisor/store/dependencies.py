@@ -106,10 +106,7 @@ class DependencyOps(StoreCore):
     """Enqueue with parents, and settle a parent's children when it ends."""
 
     def has_deps_schema(self) -> bool:
-        if self._deps_schema is None:
-            version = self.schema_version()
-            self._deps_schema = version is not None and version >= DEPS_SCHEMA_VERSION
-        return self._deps_schema
+        return self.schema_at_least(DEPS_SCHEMA_VERSION)
 
     # --- producers -----------------------------------------------------------------------
 
@@ -186,9 +183,9 @@ class DependencyOps(StoreCore):
         return self._execute(ending_statement(mode), params)
 
     def complete_parents(self, owner: str, ids: Sequence[int], mode: str) -> int:
-        """The second pass, in the first one's transaction: of `ids`, those this owner still
-        holds are flagged (parents, children); record their success, release their
-        children and forget their own parents."""
+        """The second pass, in the first one's transaction or (a lone ack, acks.py) just
+        after it: of `ids`, those this owner still holds are flagged (parents, children);
+        record their success, release their children and forget their own parents."""
         held = [
             int(r["id"])
             for r in self._fetchall("deps_held", self._params(owner=owner, ids=self._ids(ids)))

@@ -165,11 +165,7 @@ class JobOps(AckOps, ResultOps):
         return self.has_limits_schema()
 
     def has_limits_schema(self) -> bool:
-        """Schema 7 or later (asked once per store, as _has_node_column)."""
-        if self._limits_schema is None:
-            version = self.schema_version()
-            self._limits_schema = version is not None and version >= LIMITS_SCHEMA_VERSION
-        return self._limits_schema
+        return self.schema_at_least(LIMITS_SCHEMA_VERSION)
 
     def require_limits_schema(self) -> None:
         """[limits] are kept only on schema 7: never claim a limited job without them."""

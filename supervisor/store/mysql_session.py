@@ -181,7 +181,6 @@ class MySQLSession(Store):
                 # rowcount = rows matched, not rows changed; a transaction's BEGIN and
                 # COMMIT sent with its first and last statements (mysql.py `_send`)
                 client_flag=CLIENT.FOUND_ROWS | CLIENT.MULTI_STATEMENTS,
-                init_command="SET time_zone = '+00:00'",
                 # PyMySQL builds a TLS context on every connect (tens of ms of CPU);
                 # on loopback or a unix socket TLS protects nothing.
                 ssl_disabled=url.is_local(),
@@ -189,22 +188,14 @@ class MySQLSession(Store):
         with self._errors():
             if not probing:
                 _set_io_timeout(conn, handshake, self.read_timeout)
-            # forkq's own sessions take no gap locks: a claim, a promotion or an ack
-            # never makes an application's INSERT wait, nor deadlocks with one
-            # (REPEATABLE READ locks the gaps an index scan passes). Each statement
-            # forkq runs is a keyed or single-row change needing nothing stronger.
-            with conn.cursor() as cursor:  # and whether it is a Galera node (`packs`)
-                cursor.execute(
-                    "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED;"
-                    "SHOW VARIABLES LIKE 'wsrep_on'"
-                )
-                cursor.nextset()
+            idle = {"seconds": self.session_timeout} if self.session_timeout else None
+            with conn.cursor() as cursor:
+                setup = "session_setup_timeout" if idle else "session_setup"
+                cursor.execute(self.queries[setup], idle)
+                while cursor.nextset():  # to the last result: SHOW VARIABLES
+                    pass
                 if any(str(value).upper() == "ON" for _, value in cursor.fetchall()):
                     _GALERA.add(conn)
-            if self.session_timeout:
-                params = {"seconds": self.session_timeout}
-                with conn.cursor() as cursor:
-                    cursor.execute(self.queries["session_timeout"], params)
         return conn
 
     def writing_through(self) -> DatabaseURL:

@@ -157,11 +157,7 @@ class OperatorOps(DependencyOps):
         return self._in_chunks("purge_results", age_us=micros(older_than), queue=queue)
 
     def _has_results_table(self) -> bool:
-        """Asked once per store, as _has_node_column."""
-        if self._results_table is None:
-            version = self.schema_version()
-            self._results_table = version is not None and version >= RESULTS_SCHEMA_VERSION
-        return self._results_table
+        return self.schema_at_least(RESULTS_SCHEMA_VERSION)
 
     # --- task results (supervisor.contrib.django) ----------------------------------------
     # On the application's own connection, as insert_on: inside its transaction (a job

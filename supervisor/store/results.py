@@ -73,8 +73,6 @@ def owner_host_pid(owner: str | None) -> tuple[str | None, int | None]:
 class ResultOps(StoreCore):
     """Kept results (forkq_results, shared with the Django backend) and attempts."""
 
-    _attempts_table: bool | None = None  # does forkq_attempts exist? (asked once)
-
     def keep_results(self, kept: Sequence[tuple[int, str, str]]) -> None:
         """Write the return values (job id, queue, JSON text) of jobs about to be completed,
         in one transaction. Before the completion, so a done job always has its value; a
@@ -114,7 +112,4 @@ class ResultOps(StoreCore):
         return self._in_chunks("purge_attempts", age_us=micros(older_than), queue=queue)
 
     def has_attempts_table(self) -> bool:
-        if self._attempts_table is None:
-            version = self.schema_version()
-            self._attempts_table = version is not None and version >= ATTEMPTS_SCHEMA_VERSION
-        return self._attempts_table
+        return self.schema_at_least(ATTEMPTS_SCHEMA_VERSION)

@@ -16,11 +16,8 @@ class TimingOps(StoreCore):
     """Per-handler counts and duration histograms, one row per minute, handler and host."""
 
     def has_timing_table(self) -> bool:
-        """Is the schema version 11 or later? (asked once; older schemas write no timing)"""
-        if self._timing_table is None:
-            version = self.schema_version()
-            self._timing_table = version is not None and version >= TIMING_SCHEMA_VERSION
-        return self._timing_table
+        """Is the schema version 11 or later? (older schemas write no timing)"""
+        return self.schema_at_least(TIMING_SCHEMA_VERSION)
 
     def record_handler_stats(self, minute: float, host: str, stats: Mapping[str, Stats]) -> int:
         """Add {handler: Stats} to `minute` (epoch seconds) for this host, in one

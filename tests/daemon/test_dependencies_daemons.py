@@ -16,6 +16,7 @@ from util import wait_until
 
 from supervisor import Queue, events
 from supervisor.store import open_store
+from supervisor.store.core import DEPS_SCHEMA_VERSION
 
 PARENTS_SOURCE = '''\
 import json
@@ -170,7 +171,7 @@ def test_a_child_a_parents_end_missed_is_released_by_the_daemons_chores_and_runs
         parent = q.enqueue("t.record", {"file": str(record)}, queue="before")
         child = q.enqueue("t.record", {"file": str(record)}, queue="work", depends_on=[parent])
         old = open_store(db_url)
-        old._deps_schema = False  # type: ignore[attr-defined]  # as cached before the upgrade
+        old.schema_known(DEPS_SCHEMA_VERSION - 1)  # as read before the upgrade
         try:
             [row] = old.claim("before", "old-host:1:0", 1, 60)
             assert old.complete("old-host:1:0", [row.id], "keep") == 1

@@ -15,6 +15,7 @@ from supervisor.config import LimitConfig, build_config
 from supervisor.errors import UsageError
 from supervisor.kinds import OnSuccess
 from supervisor.store import Store, open_store
+from supervisor.store.core import DEPS_SCHEMA_VERSION
 from supervisor.store.limits import claims as flow
 from supervisor.store.limits.buckets import LimitPlan
 
@@ -105,10 +106,10 @@ def test_a_child_refused_dead_by_a_claim_under_limits_forgets_its_parents(
 def old_daemon(db_url: str) -> Store:
     """A store that asked the schema version before `forkq schema apply` took it to 14, as
     a daemon started before the upgrade did (it asks once): it ends jobs the old way, with
-    the one statement of schema 13 that settles no child. The flag it caches is set
+    the one statement of schema 13 that settles no child. The version it keeps is set
     here; building a database at 13 and upgrading it under the store ends the same."""
     old = open_store(db_url)
-    old._deps_schema = False  # type: ignore[attr-defined]
+    old.schema_known(DEPS_SCHEMA_VERSION - 1)
     return old
 
 

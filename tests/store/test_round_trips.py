@@ -135,3 +135,47 @@ def test_a_claim_whose_write_fails_claims_nothing_and_keeps_the_successes(
     second, written = store.complete_and_claim(done, "default", "me", 20, 60.0)
     assert (len(second), written) == (20, 20)
     assert count_rows(mysql_db_url, "forkq_jobs") == 20
+
+
+def test_a_lone_success_is_one_statement_in_its_own_transaction(
+    store: MySQLStore, mysql_db_url: str
+) -> None:
+    """A success written alone (the worker has nothing to claim after it, or retires) is
+    one round trip: no BEGIN before it, no COMMIT after it."""
+    ids = enqueue(mysql_db_url, 3)
+    claimed = store.claim("default", "me", 3, 60.0)
+    assert [row.id for row in claimed] == ids
+    assert store.has_deps_schema()  # read once per store, before the first success
+    sent = counting(store)
+    assert store.complete("me", ids, "delete") == 3
+    assert len(sent) == 1 and bytes(sent[0]).startswith(b"DELETE"), sent
+    assert count_rows(mysql_db_url, "forkq_jobs") == 0  # committed: another session sees it
+    assert not store._in_tx and not store._tx_pending
+
+
+def test_a_session_is_set_up_in_one_round_trip_after_the_driver_s_own(
+    mysql_db_url: str,
+) -> None:
+    """UTC, READ COMMITTED and the daemon's wait_timeout, sent together (not with the
+    driver's init_command, which is two round trips of its own)."""
+    opened = open_store(mysql_db_url, session_timeout=77)
+    try:
+        assert isinstance(opened, MySQLStore)
+        conn = opened._connection()
+        with conn.cursor() as cursor:
+            cursor.execute("SELECT @@session.time_zone, @@session.tx_isolation, @@wait_timeout")
+            assert cursor.fetchone() == ("+00:00", "READ-COMMITTED", 77)
+            cursor.execute("SHOW SESSION STATUS LIKE 'Com_set_option'")
+            assert int(cursor.fetchone()[1]) == 4  # SET NAMES, then the 3 SETs of one request
+    finally:
+        opened.close()
+
+
+def test_a_store_told_the_schema_version_never_asks_it(store: MySQLStore) -> None:
+    """A forked child's store takes its master's version (child.py): no query at start."""
+    from supervisor.store.core import SCHEMA_VERSION
+
+    store.schema_known(SCHEMA_VERSION)
+    sent = counting(store)
+    assert store.has_deps_schema() and store.has_limits_schema() and store.has_attempts_table()
+    assert sent == []

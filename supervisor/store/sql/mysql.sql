@@ -16,10 +16,25 @@ SELECT VERSION() AS version;
 -- The database a caller's connection uses (routing.py checks connection= enqueues).
 SELECT DATABASE() AS name;
 
--- name: session_timeout
--- The daemon's sessions: the server ends one idle this many seconds, so the sessions of a
--- host that vanished (no FIN ever arrives) do not stay open for the default 8 hours.
+-- name: session_setup
+-- Every session's first round trip after PyMySQL's own SET NAMES (not the driver's
+-- init_command: that is two more, the statement and a COMMIT). Times in UTC; forkq's own
+-- sessions take no gap locks: a claim, a promotion or an ack never makes an application's
+-- INSERT wait, nor deadlocks with one (REPEATABLE READ locks the gaps an index scan
+-- passes; each statement forkq runs is a keyed or single-row change needing nothing
+-- stronger); and is the server a Galera node (`packs`)? The last result is that answer.
+SET time_zone = '+00:00';
+SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED;
+SHOW VARIABLES LIKE 'wsrep_on';
+
+-- name: session_setup_timeout
+-- session_setup for the daemon's sessions: the server also ends one idle this many seconds,
+-- so the sessions of a host that vanished (no FIN ever arrives) do not stay open for the
+-- default 8 hours.
 SET SESSION wait_timeout = %(seconds)s;
+SET time_zone = '+00:00';
+SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED;
+SHOW VARIABLES LIKE 'wsrep_on';
 
 -- name: db_now
 SELECT UNIX_TIMESTAMP(NOW(6)) AS now;

@@ -10,7 +10,11 @@ SELECT 'SQLite ' || sqlite_version() AS version;
 -- The file a caller's connection has open (routing.py checks connection= enqueues).
 SELECT file AS name FROM pragma_database_list WHERE name = 'main';
 
--- name: session_timeout
+-- name: session_setup
+-- SQLite has no server session to set up (mysql.sql's: time zone, isolation, Galera): never run.
+SELECT 1 AS unused;
+
+-- name: session_setup_timeout
 -- SQLite has no server session to end (mysql.sql sets the daemon's wait_timeout): never run.
 SELECT :seconds AS seconds;
 
