@@ -36,7 +36,6 @@ from supervisor.models import JobRow
 from supervisor.outcomes import Outcome
 from supervisor.proc import die_with_parent, hostname, node_id, set_title
 from supervisor.store import Store, open_store
-from supervisor.store.core import SCHEMA_VERSION
 from supervisor.timing import FAILED_OUTCOMES, SEND_EVERY, Tally
 from supervisor.work.descendants import become_subreaper, kill_leftovers
 from supervisor.work.sizing import ClaimSizing
@@ -61,6 +60,7 @@ class ChildSpec:
     master_name: str
     ledger: Ledger  # what it holds unstarted and its unwritten successes, shared with the master
     sizing: ClaimSizing | None = None  # its pool's last retired child's: where to go on from
+    schema: int | None = None  # the schema version its master checked as the latest, if it did
 
 
 class PipeEvents:
@@ -158,7 +158,7 @@ def child_main(config: Config, spec: ChildSpec) -> int:
     events = PipeEvents(spec)
     set_title(f"{events.label} starting")
     store = open_store(config.database, session_timeout=config.supervisor.db_session_timeout)
-    store.schema_known(SCHEMA_VERSION)  # the master booted only on it: no need to ask again
+    store.schema_checked = spec.schema  # the version its master checked: not asked again
     worker = Worker(store, config, [spec.pool.name], spec.name, events)
     if spec.sizing is not None:  # a recycled child's place: go on as it would have
         worker.sizing = replace(spec.sizing)

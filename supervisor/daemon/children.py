@@ -59,7 +59,9 @@ class Children:
 
     # --- fork and pipes ----------------------------------------------------------------
 
-    def spawn(self, config: Config, pool: PoolState, now: float, close_fds: list[int]) -> Child:
+    def spawn(
+        self, config: Config, pool: PoolState, now: float, close_fds: list[int], schema: int | None
+    ) -> Child:
         slot = pool.free_slot()
         status_r, status_w = os.pipe()
         wake_r, wake_w = os.pipe()
@@ -72,7 +74,7 @@ class Children:
             name = f"{self.host}:{os.getpid()}:{token}"
             spec = ChildSpec(
                 pool.config, slot, name, os.getppid(), status_w, wake_r, board,
-                self.master_name, ledger, pool.sizing,
+                self.master_name, ledger, pool.sizing, schema,
             )  # fmt: skip
             return run_child(config, spec)
 

@@ -62,9 +62,13 @@ class Pooling:
                 self.children.retire(child, now, RetireReason.POOL_REMOVED, grace)
 
     def spawn(self, pool: PoolState, now: float) -> None:
-        # The child writes its forkq_processes row itself, before its first claim (a child
-        # that dies before holds nothing); heartbeat() writes it again if it is lost.
-        self.children.spawn(self.state.config, pool, now, self.fds())
+        s = self.state
+        child = self.children.spawn(s.config, pool, now, self.fds(), s.store.schema_checked)
+        s.db(
+            lambda: s.store.register_process(
+                child.name, s.host, child.pid, Role.WORKER, child.pool, s.name, s.node
+            )
+        )
 
     def scale(self, now: float) -> None:
         """Dynamic pools: count due jobs only where every child is busy (bounded, rare)."""

@@ -4,9 +4,8 @@ A worker acknowledges a batch of quick jobs with the claim of its next batch (on
 per batch). The usual acknowledgement, one statement (delete or keep) for jobs in no
 batch, and the claim's read go to the database as one request: on MySQL the two share a
 packet (CLIENT.MULTI_STATEMENTS, with the transaction's BEGIN), so a claim is two round
-trips, not three. A lone acknowledgement (the worker has nothing more to claim) is that
-one statement in its own transaction: one round trip. Everything else (archive, batches,
-an older schema) is written first, statement by statement, as before.
+trips, not three. Everything else (archive, batches, an older schema) is written first,
+statement by statement, as before.
 """
 
 from __future__ import annotations
@@ -26,30 +25,12 @@ class AckOps(SupersedeOps):
         """Record success of jobs this owner holds: delete, archive or keep them."""
         if not ids:
             return 0
-        if self.plain_ack(mode):
-            # One statement, its own transaction: one round trip, not BEGIN and COMMIT
-            # around it. A parent among them (or a lease lost) is left to a second pass in
-            # a transaction of its own: were the worker to die between the two, the parent
-            # is still held, so it is settled and run again, as any job held by the dead.
-            params = self._params(owner=owner, ids=self._ids(ids), skip=EITHER)
-            changed = self._retrying(lambda: self._execute(ending_statement(mode), params))
-            if changed < len(ids):
-                changed += self._retrying(lambda: self._parents_alone(owner, ids, mode))
-            return changed
 
         def attempt() -> int:
             with self._tx():
                 return self.complete_in_transaction(owner, ids, mode)
 
         return self._retrying(attempt)
-
-    def plain_ack(self, mode: str) -> bool:
-        """One statement records it: no archive copy, no batch to settle, schema 14."""
-        return mode != OnSuccess.ARCHIVE and not self.batch_members and self.has_deps_schema()
-
-    def _parents_alone(self, owner: str, ids: Sequence[int], mode: str) -> int:
-        with self._tx():
-            return self.complete_parents(owner, ids, mode)
 
     def complete_in_transaction(self, owner: str, ids: Sequence[int], mode: str) -> int:
         """Inside an open transaction (retried whole by the caller).
@@ -79,7 +60,8 @@ class AckOps(SupersedeOps):
         the claim's rows (claim_select with `claim`'s queue and limit). How many successes
         were recorded, and the rows."""
         modes = [(mode, ids) for mode, ids in done.items() if ids]
-        if len(modes) != 1 or not self.plain_ack(modes[0][0]):
+        plain = len(modes) == 1 and modes[0][0] != OnSuccess.ARCHIVE
+        if not plain or self.batch_members or not self.has_deps_schema():
             completed = sum(self.complete_in_transaction(owner, ids, mode) for mode, ids in modes)
             return completed, self._fetchall("claim_select", claim)
         mode, ids = modes[0]

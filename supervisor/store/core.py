@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from supervisor.errors import SchemaError, TransientDatabaseError, UsageError
 from supervisor.models import Enqueued, NewJob
 from supervisor.policy import clamp_delay
+from supervisor.store.gates import SchemaGates
 from supervisor.store.queries import upgrade_statements
 
 T = TypeVar("T")
@@ -63,7 +64,7 @@ def epoch(value: datetime | None) -> float | None:
     return None if value is None else value.timestamp()
 
 
-class StoreCore(ABC):
+class StoreCore(SchemaGates, ABC):
     """What every operation stands on: what a backend provides, the plumbing that
     retries a transaction, the schema, and producers' inserts. One database connection
     (opened lazily, reopened after a fork or a loss)."""
@@ -78,9 +79,6 @@ class StoreCore(ABC):
     # The version whose columns the statements on forkq_jobs_limit, _tenant and _batch read:
     # MariaDB's read 18's ready_wait, ready_tenant, batch_status (MySQLStore); SQLite's none.
     indexed_columns_version = 0
-    # The schema version as this store first saw it (0: no tables; None: not asked yet),
-    # for schema_at_least: an upgrade is seen after a restart (or by the store applying it).
-    _schema_seen: int | None = None
 
     # --- what a backend provides -------------------------------------------------------
 
@@ -263,16 +261,8 @@ class StoreCore(ABC):
             self._run_ddl(upgrade_statements(self.queries, current))
         self._run_ddl(self._schema_statements())
         self._run("set_schema_version", version=SCHEMA_VERSION)
-        self._schema_seen = SCHEMA_VERSION
+        self.schema_checked, self._gates = SCHEMA_VERSION, None
         return SCHEMA_VERSION
-
-    def schema_at_least(self, version: int) -> bool:  # asked once per store
-        if self._schema_seen is None:
-            self._schema_seen = self.schema_version() or 0
-        return self._schema_seen >= version
-
-    def schema_known(self, version: int) -> None:  # a child's: its master booted on it
-        self._schema_seen = version
 
     def require_schema(self) -> int:
         """The applied version, if this code can run on it; SchemaError if not."""
@@ -296,6 +286,7 @@ class StoreCore(ABC):
                 f"the database has forkq schema version {version}, this forkq needs"
                 f" {SCHEMA_VERSION}: run `forkq schema apply`"
             )
+        self.schema_checked = version  # every gate answers from it from now on
         return version
 
     def db_now(self) -> float:

@@ -183,9 +183,9 @@ class DependencyOps(StoreCore):
         return self._execute(ending_statement(mode), params)
 
     def complete_parents(self, owner: str, ids: Sequence[int], mode: str) -> int:
-        """The second pass, in the first one's transaction or (a lone ack, acks.py) just
-        after it: of `ids`, those this owner still holds are flagged (parents, children);
-        record their success, release their children and forget their own parents."""
+        """The second pass, in the first one's transaction: of `ids`, those this owner still
+        holds are flagged (parents, children); record their success, release their
+        children and forget their own parents."""
         held = [
             int(r["id"])
             for r in self._fetchall("deps_held", self._params(owner=owner, ids=self._ids(ids)))

@@ -171,7 +171,7 @@ def test_a_child_a_parents_end_missed_is_released_by_the_daemons_chores_and_runs
         parent = q.enqueue("t.record", {"file": str(record)}, queue="before")
         child = q.enqueue("t.record", {"file": str(record)}, queue="work", depends_on=[parent])
         old = open_store(db_url)
-        old.schema_known(DEPS_SCHEMA_VERSION - 1)  # as read before the upgrade
+        old.schema_checked = DEPS_SCHEMA_VERSION - 1  # as read before the upgrade
         try:
             [row] = old.claim("before", "old-host:1:0", 1, 60)
             assert old.complete("old-host:1:0", [row.id], "keep") == 1

@@ -109,7 +109,7 @@ def old_daemon(db_url: str) -> Store:
     the one statement of schema 13 that settles no child. The version it keeps is set
     here; building a database at 13 and upgrading it under the store ends the same."""
     old = open_store(db_url)
-    old.schema_known(DEPS_SCHEMA_VERSION - 1)
+    old.schema_checked = DEPS_SCHEMA_VERSION - 1
     return old
 
 

@@ -14,7 +14,7 @@ from util import count_rows
 from supervisor import Queue
 from supervisor.errors import DatabaseError
 from supervisor.store import open_store
-from supervisor.store.core import micros
+from supervisor.store.core import SCHEMA_VERSION, micros
 from supervisor.store.mysql import MySQLStore
 
 
@@ -137,27 +137,11 @@ def test_a_claim_whose_write_fails_claims_nothing_and_keeps_the_successes(
     assert count_rows(mysql_db_url, "forkq_jobs") == 20
 
 
-def test_a_lone_success_is_one_statement_in_its_own_transaction(
-    store: MySQLStore, mysql_db_url: str
-) -> None:
-    """A success written alone (the worker has nothing to claim after it, or retires) is
-    one round trip: no BEGIN before it, no COMMIT after it."""
-    ids = enqueue(mysql_db_url, 3)
-    claimed = store.claim("default", "me", 3, 60.0)
-    assert [row.id for row in claimed] == ids
-    assert store.has_deps_schema()  # read once per store, before the first success
-    sent = counting(store)
-    assert store.complete("me", ids, "delete") == 3
-    assert len(sent) == 1 and bytes(sent[0]).startswith(b"DELETE"), sent
-    assert count_rows(mysql_db_url, "forkq_jobs") == 0  # committed: another session sees it
-    assert not store._in_tx and not store._tx_pending
-
-
 def test_a_session_is_set_up_in_one_round_trip_after_the_driver_s_own(
     mysql_db_url: str,
 ) -> None:
-    """UTC, READ COMMITTED and the daemon's wait_timeout, sent together (not with the
-    driver's init_command, which is two round trips of its own)."""
+    """UTC, READ COMMITTED and the daemon's wait_timeout, sent together (the driver's
+    init_command would be a round trip of its own)."""
     opened = open_store(mysql_db_url, session_timeout=77)
     try:
         assert isinstance(opened, MySQLStore)
@@ -171,11 +155,23 @@ def test_a_session_is_set_up_in_one_round_trip_after_the_driver_s_own(
         opened.close()
 
 
-def test_a_store_told_the_schema_version_never_asks_it(store: MySQLStore) -> None:
-    """A forked child's store takes its master's version (child.py): no query at start."""
-    from supervisor.store.core import SCHEMA_VERSION
-
-    store.schema_known(SCHEMA_VERSION)
-    sent = counting(store)
-    assert store.has_deps_schema() and store.has_limits_schema() and store.has_attempts_table()
-    assert sent == []
+def test_a_version_gate_is_asked_once_or_not_at_all_once_the_latest_is_checked(
+    mysql_db_url: str,
+) -> None:
+    """A store asks each gate's version at its first use, once; after a check of the
+    latest version (the master's boot) it asks none, nor does a forked child told it."""
+    master, child = open_store(mysql_db_url), open_store(mysql_db_url)
+    try:
+        sent = counting(master)  # type: ignore[arg-type]
+        assert master.has_deps_schema() and master.has_deps_schema()
+        assert len(sent) == 1 and b"forkq_schema" in bytes(sent[0]), sent
+        assert master.require_latest_schema() == SCHEMA_VERSION
+        sent.clear()
+        assert master.has_limits_schema() and master.has_attempts_table()
+        assert sent == []
+        child.schema_checked = master.schema_checked  # child.py: ChildSpec.schema
+        sent = counting(child)  # type: ignore[arg-type]
+        assert child.has_deps_schema() and child.has_timing_table() and sent == []
+    finally:
+        master.close()
+        child.close()

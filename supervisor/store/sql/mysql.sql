@@ -17,8 +17,8 @@ SELECT VERSION() AS version;
 SELECT DATABASE() AS name;
 
 -- name: session_setup
--- Every session's first round trip after PyMySQL's own SET NAMES (not the driver's
--- init_command: that is two more, the statement and a COMMIT). Times in UTC; forkq's own
+-- Every session's first round trip after PyMySQL's own SET NAMES (the driver's
+-- init_command would be one more of its own). Times in UTC; forkq's own
 -- sessions take no gap locks: a claim, a promotion or an ack never makes an application's
 -- INSERT wait, nor deadlocks with one (REPEATABLE READ locks the gaps an index scan
 -- passes; each statement forkq runs is a keyed or single-row change needing nothing
