@@ -188,10 +188,8 @@ class MySQLSession(Store):
         with self._errors():
             if not probing:
                 _set_io_timeout(conn, handshake, self.read_timeout)
-            idle = {"seconds": self.session_timeout} if self.session_timeout else None
             with conn.cursor() as cursor:
-                setup = "session_setup_timeout" if idle else "session_setup"
-                cursor.execute(self.queries[setup], idle)
+                cursor.execute(self.queries["session_setup"], {"seconds": self.session_timeout})
                 while cursor.nextset():  # to the last result: SHOW VARIABLES
                     pass
                 if any(str(value).upper() == "ON" for _, value in cursor.fetchall()):

@@ -153,6 +153,14 @@ def test_a_session_is_set_up_in_one_round_trip_after_the_driver_s_own(
             assert int(cursor.fetchone()[1]) == 4  # SET NAMES, then the 3 SETs of one request
     finally:
         opened.close()
+    producer = open_store(mysql_db_url)  # no session_timeout: the server's default stays
+    try:
+        assert isinstance(producer, MySQLStore)
+        with producer._connection().cursor() as cursor:
+            cursor.execute("SELECT @@session.wait_timeout = @@global.wait_timeout, @@time_zone")
+            assert cursor.fetchone() == (1, "+00:00")
+    finally:
+        producer.close()
 
 
 def test_a_version_gate_is_asked_once_or_not_at_all_once_the_latest_is_checked(

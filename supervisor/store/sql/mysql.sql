@@ -23,15 +23,10 @@ SELECT DATABASE() AS name;
 -- INSERT wait, nor deadlocks with one (REPEATABLE READ locks the gaps an index scan
 -- passes; each statement forkq runs is a keyed or single-row change needing nothing
 -- stronger); and is the server a Galera node (`packs`)? The last result is that answer.
-SET time_zone = '+00:00';
-SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED;
-SHOW VARIABLES LIKE 'wsrep_on';
-
--- name: session_setup_timeout
--- session_setup for the daemon's sessions: the server also ends one idle this many seconds,
--- so the sessions of a host that vanished (no FIN ever arrives) do not stay open for the
--- default 8 hours.
-SET SESSION wait_timeout = %(seconds)s;
+-- The daemon's sessions (`seconds` set) are ended by the server when idle that long, so
+-- those of a host that vanished (no FIN ever arrives) do not stay open for the default 8
+-- hours; a producer's (NULL) keep the server's default.
+SET SESSION wait_timeout = COALESCE(%(seconds)s, @@GLOBAL.wait_timeout);
 SET time_zone = '+00:00';
 SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED;
 SHOW VARIABLES LIKE 'wsrep_on';

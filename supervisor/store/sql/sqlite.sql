@@ -11,11 +11,8 @@ SELECT 'SQLite ' || sqlite_version() AS version;
 SELECT file AS name FROM pragma_database_list WHERE name = 'main';
 
 -- name: session_setup
--- SQLite has no server session to set up (mysql.sql's: time zone, isolation, Galera): never run.
-SELECT 1 AS unused;
-
--- name: session_setup_timeout
--- SQLite has no server session to end (mysql.sql sets the daemon's wait_timeout): never run.
+-- SQLite has no server session to set up (mysql.sql's: idle timeout, time zone, isolation,
+-- Galera): never run.
 SELECT :seconds AS seconds;
 
 -- name: db_now
