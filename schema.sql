@@ -225,7 +225,7 @@ CREATE TABLE IF NOT EXISTS forkq_limits (
   limit_key     VARCHAR(191) NOT NULL DEFAULT '' COMMENT 'the jobs'' limit_key for a per_key limit; empty for the one bucket of a limit without per_key (and for jobs without a key)',
   rate_slice_us BIGINT       NULL DEFAULT NULL COMMENT 'length of one rate slice in microseconds (a tenth of the rate''s period); NULL without a rate',
   rate_base     BIGINT       NULL DEFAULT NULL COMMENT 'number of the oldest slice counted (database clock in microseconds / rate_slice_us)',
-  rate_counts   VARCHAR(255) NULL DEFAULT NULL COMMENT 'jobs started in each slice from rate_base on, comma-separated (11 slices: the period and the slice now running)',
+  rate_counts   VARCHAR(255) NULL DEFAULT NULL COMMENT 'jobs started in each slice from rate_base on, comma-separated (12 slices: the period, one more and the slice now running; earlier code wrote 11)',
   running_counted INT        NULL DEFAULT NULL COMMENT 'the bucket''s running jobs as last counted in forkq_jobs (under this row''s lock); NULL: never counted',
   running_added INT          NOT NULL DEFAULT 0 COMMENT 'jobs claimed into the bucket since that count: counted + added bounds its running jobs from above, so a claim far from the limit need not count them',
   wake_at       TIMESTAMP(6) NULL DEFAULT NULL COMMENT 'when claims look again at the jobs parked on this bucket (forkq_jobs.limit_wait); NULL when none are',

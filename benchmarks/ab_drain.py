@@ -225,7 +225,7 @@ TRACED = ("sendto", "recvfrom", "read", "write", "poll", "select", "futex")
 
 def prepare(
     work: Path, checkout: Path, backend: str, mysql_url: str, n: int, workers: int,
-    recycled: bool,
+    recycled: bool, extra: str = "",
 ) -> tuple[str, dict[str, str]]:  # fmt: skip
     """A database with `checkout`'s schema and N jobs its own Queue enqueued, and ab.toml:
     one pool of W children, recycled at SPEC's default or (the steady state, whose CPU is
@@ -247,6 +247,7 @@ def prepare(
         f"check_interval = 10\nshutdown_timeout = 10\n"
         f"[pools.ab]\nworkers = {workers}\nmax_workers = {workers}\ntimeout = 60\n"
         + ("" if recycled else "max_jobs_per_child = 1000000\n")
+        + extra
     )
     env = {
         **os.environ,
@@ -271,14 +272,14 @@ def drop_database(backend: str, mysql_url: str) -> None:
 
 
 def drain_from_launch(
-    checkout: Path, backend: str, mysql_url: str, n: int, workers: int
+    checkout: Path, backend: str, mysql_url: str, n: int, workers: int, extra: str = ""
 ) -> tuple[float, float, dict[str, float]]:
     """`--from-launch`: children recycled at max_jobs_per_child's default, timed from the
     launch to the last job gone, the CPU of the whole daemon (every child it reaped,
     recycled ones too: getrusage once it has exited). (jobs/s, CPU µs/job, counts/job.)"""
     with tempfile.TemporaryDirectory(prefix="ab-drain-") as tmp:
         work = Path(tmp)
-        url, env = prepare(work, checkout, backend, mysql_url, n, workers, recycled=True)
+        url, env = prepare(work, checkout, backend, mysql_url, n, workers, True, extra)
         poller = Poller(url, mysql_url)
         stats_first = user_stats(mysql_url) if backend != "sqlite" else {}
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -304,12 +305,13 @@ def drain_from_launch(
 
 
 def drain_once(
-    checkout: Path, backend: str, mysql_url: str, n: int, workers: int, strace: bool = False
-) -> tuple[float, float, dict[str, float]]:
+    checkout: Path, backend: str, mysql_url: str, n: int, workers: int, strace: bool = False,
+    extra: str = "",
+) -> tuple[float, float, dict[str, float]]:  # fmt: skip
     """(jobs per second in the steady state, CPU µs per job, the counts per job)."""
     with tempfile.TemporaryDirectory(prefix="ab-drain-") as tmp:
         work = Path(tmp)
-        url, env = prepare(work, checkout, backend, mysql_url, n, workers, recycled=False)
+        url, env = prepare(work, checkout, backend, mysql_url, n, workers, False, extra)
         run = RUN
         # `--strace`: the daemon under `strace -f -c` (slower: its rate is not comparable)
         traced = ["strace", "-f", "-c", "-o", str(work / "strace.txt"), "-e",
@@ -416,6 +418,8 @@ def main() -> int:
                         help="run each daemon under strace -f -c: system calls per job")  # fmt: skip
     parser.add_argument("--from-launch", action="store_true",
                         help="children recycled as by default; timed and costed from launch")  # fmt: skip
+    parser.add_argument("--config", default="", metavar="TOML",
+                        help='more config for ab.toml, e.g. a [limits.NAME] on queue "ab"')  # fmt: skip
     parser.add_argument("--counts", action="store_true",
                         help="print the per-job counts of each drain and their paired ratios")  # fmt: skip
     args = parser.parse_args()
@@ -433,12 +437,13 @@ def main() -> int:
         for checkout in args.checkouts[:: -1 if args.alternate and round_ % 2 else 1]:
             if args.from_launch:
                 rate, cpu, counts = drain_from_launch(
-                    checkout, args.backend, args.mysql_url, args.jobs, args.workers
+                    checkout, args.backend, args.mysql_url, args.jobs, args.workers, args.config
                 )
             else:
                 rate, cpu, counts = drain_once(
-                    checkout, args.backend, args.mysql_url, args.jobs, args.workers, args.strace
-                )
+                    checkout, args.backend, args.mysql_url, args.jobs, args.workers,
+                    args.strace, args.config,
+                )  # fmt: skip
             results[checkout].append((rate, cpu, counts))
             print(
                 f"round {round_ + 1} {checkout}: {rate:,.0f} jobs/s, {cpu:,.0f} µs CPU/job",

@@ -57,6 +57,7 @@ LEASE_LOST = "lease_lost"
 FLUSH_FAILED = "flush_failed"
 RELEASE_FAILED = "release_failed"
 LOST_CLAIM_RELEASED = "lost_claim_released"  # a claim whose answer was lost had committed
+RATE_HOLD_RELEASED = "rate_hold_released"  # held jobs under a rate that could start no more
 WORKER_STARTED = "worker_started"
 WORKER_STOPPED = "worker_stopped"
 

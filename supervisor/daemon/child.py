@@ -98,6 +98,9 @@ class PipeEvents:
     def claimed(self, ids: list[int]) -> None:
         self.spec.ledger.hold(ids)
 
+    def unhold(self, ids: list[int]) -> list[int]:
+        return self.spec.ledger.unhold(ids)
+
     def start(self, job: JobRow, timeout: float) -> bool:
         board = self.spec.scoreboard
         success, self.unlisted = self.unlisted, 0

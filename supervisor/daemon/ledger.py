@@ -24,7 +24,7 @@ import mmap
 import os
 import struct
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import StrEnum
@@ -142,6 +142,16 @@ class Ledger:
         with self._locked():
             self._put(_UNSTARTED, ids)
             self._set(unstarted=len(ids), claiming=0, first=ids[0] if ids else 0)
+
+    def unhold(self, ids: Collection[int]) -> list[int]:
+        """Take `ids` off the held list (the child hands them back itself): those it still
+        held, in order. The others the master took back already, and writes them."""
+        with self._locked():
+            held = self._ids(_UNSTARTED, self._head()[0])
+            kept = [i for i in held if i not in ids]
+            self._put(_UNSTARTED, kept)
+            self._set(unstarted=len(kept))
+            return [i for i in held if i in ids]
 
     def start(self, job_id: int, publish: Callable[[], None], success: int = 0) -> bool:
         """Take a held job to run it; False when the master took it back. `publish` (the

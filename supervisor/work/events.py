@@ -18,6 +18,7 @@ class WorkerEvents(Protocol):
     def claiming(self) -> None: ...
     def claimed(self, ids: list[int]) -> None: ...
     def start(self, job: JobRow, timeout: float) -> bool: ...  # False: taken back, skip it
+    def unhold(self, ids: list[int]) -> list[int]: ...  # off the held list: those still on it
     def job_ran(self, job: JobRow) -> None: ...
     # `more`: another held job starts next; its start may list this success.
     def succeeded(self, job_id: int, more: bool = False) -> None: ...
@@ -42,6 +43,9 @@ class NoEvents:
     def start(self, job: JobRow, timeout: float) -> bool:
         self.job_started(job, timeout)
         return True
+
+    def unhold(self, ids: list[int]) -> list[int]:
+        return ids
 
     def job_started(self, job: JobRow, timeout: float) -> None:
         pass

@@ -41,6 +41,7 @@ from supervisor.store.limits.claims import plan_for
 from supervisor.store.results import attempt_end
 from supervisor.work.attempt import log_finished, run_attempt
 from supervisor.work.events import NoEvents, WorkerEvents
+from supervisor.work.holds import RateHolds
 from supervisor.work.keeping import Keeper, wall_start
 from supervisor.work.outbox import Outbox, Pending
 from supervisor.work.sizing import ClaimSizing
@@ -93,6 +94,7 @@ class Worker:
         self.max_jobs: int | None = None  # `forkq work --max-jobs`: claim no more than this
         # [limits]: None without any, and then claims are exactly as without the feature.
         self.limits = plan_for(config, _handler_queues())
+        self.holds = RateHolds(self.limits)  # under a rate, a held job starts soon or goes back
 
     # --- settings per queue --------------------------------------------------------------
 
@@ -162,6 +164,7 @@ class Worker:
             raise
         finally:
             self.events.claimed([row.id for row in batch])
+            self.holds.claimed(batch)
         self.outbox.acknowledged(done, written)
         return batch
 
@@ -185,7 +188,7 @@ class Worker:
         One job, unless someone can take back what we hold and have not started when a
         job turns out slow (the master's hand-back). Then slow start (sizing.py). Never
         more than may still run under `max_jobs` (the rest would be handed back). Under
-        [limits] the claim takes fewer near a bound, none held with a rate (buckets.decide).
+        [limits] the claim takes fewer near a bound (buckets.decide).
         """
         if not self.events.can_hand_back:
             return 1
@@ -204,6 +207,9 @@ class Worker:
 
     def _run_batch(self) -> None:
         while self.held and not self.stopping and not self.retire_reason:
+            if late := self.holds.late(self.held, time.monotonic()):
+                self.release_held(late)
+                continue
             self._ensure_lease(self.held[0])
             # Popped before it runs: a retry after a lost write never runs it again.
             row = self.held.pop(0)
@@ -304,15 +310,20 @@ class Worker:
         """Write pending outcomes; on a lost connection they stay pending for the next try."""
         self.outbox.flush()
 
-    def release_held(self) -> None:
-        ids = [row.id for row in self.held]
-        unique = any(row.unique_key is not None for row in self.held)
-        self.held = []
-        self.events.claimed([])  # nothing left for the master to take back
+    def release_held(self, late: Sequence[JobRow] = ()) -> None:
+        """Hand back unstarted jobs, uncounted: all held, or the `late` ones (a rate lets
+        them start no more: RateHolds). Those the master took back first are its own."""
+        rows = list(late or self.held)
+        gone = {row.id for row in rows}
+        self.held = [row for row in self.held if row.id not in gone]
+        ids = self.events.unhold([row.id for row in rows])
+        unique = any(row.unique_key is not None for row in rows)
         try:
             self.store.release(self.owner, ids, count_attempt=False, unique=unique)
         except DatabaseError as exc:  # their leases expire and they run again
             self.log.warning(events.RELEASE_FAILED, jobs=len(ids), error=str(exc))
+        if late:
+            self.log.info(events.RATE_HOLD_RELEASED, jobs=len(ids))
 
     def record_progress(self, job_id: int, progress: str) -> bool:
         return self.store.set_progress(self.owner, job_id, progress)

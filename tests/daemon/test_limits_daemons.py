@@ -1,8 +1,8 @@
 """[limits] and Snooze with two and three real daemons on one database (both backends).
 
 Every figure is taken from what the handlers themselves wrote (each appends `start` and
-`end` lines with its job id, pid and time.time(): one host, one clock), and, for rates,
-from started_at, the database clock the limit is kept on. The worst overlap and the
+`end` lines with its job id, pid and time.time(): one host, one clock, the database's
+too). The worst overlap and the
 worst window of each run are printed as `limits-figure ...` lines (`pytest -s` shows
 them)."""
 
@@ -161,26 +161,28 @@ def test_each_key_has_its_own_slots_and_keys_run_in_parallel(
 def test_starts_per_window_never_pass_the_rate(
     daemons: Factory, queue: Queue, store: Store, tmp_path: Path, backend: str
 ) -> None:
+    """Claims count starts on the database clock, held jobs too, and a held job starts
+    within half a slice of its claim or goes back (work/holds.py); the window reaches a
+    slice past the period, so the handlers' own starts keep the rate over any second."""
     record = tmp_path / "runs.txt"
     limits = '\n[limits.api]\nqueues = ["lim"]\nrate = "4/1s"\n'
     start(daemons, 2, 2, limits, on_success="keep")
     ids = enqueue(queue, 16, record, 0.0)
     wait_until(lambda: len(runs(record)) == 16, timeout=90, message="16 jobs run")
-    claimed = {i: j.started_at.timestamp() for i in ids if (j := store.get_job(i)) and j.started_at}
-    by_database = most_in_window(list(claimed.values()), 1.0)
     handler_starts = {job: s for job, _, s, _ in runs(record)}
     by_handlers = most_in_window(list(handler_starts.values()), 1.0)
-    # A handler starts a little after its claim (the same host's clock): by at most `lag`.
-    lags = [handler_starts[i] - claimed[i] for i in ids]
-    lag = max(lags)
+    first = sorted(handler_starts.values())
     print(
-        f"limits-figure {backend} rate=4/1s 2x2 workers: started_at {by_database},"
-        f" handlers {by_handlers}, claim-to-handler lag {min(lags):.3f}-{lag:.3f} s"
+        f"limits-figure {backend} rate=4/1s 2x2 workers: handlers {by_handlers} in any 1 s,"
+        f" 16 starts over {first[-1] - first[0]:.2f} s"
     )
-    assert len(claimed) == 16 and by_database == 4
-    assert min(lags) > -0.01 and lag < 0.5  # the claim came first; nothing stalled for long
-    # So any 1 - lag seconds of the handlers' clocks lie within 1 s of claims: at most 4.
-    assert most_in_window(list(handler_starts.values()), 1.0 - lag) <= 4
+    assert sorted(handler_starts) == sorted(ids)
+    assert by_handlers == 4  # reached, never passed
+
+    def acknowledged() -> bool:
+        return all((job := store.get_job(i)) and job.status == JobState.DONE for i in ids)
+
+    wait_until(acknowledged, timeout=30, message="every job acknowledged done")
 
 
 def test_a_sigkilled_workers_slot_comes_back(

@@ -29,6 +29,18 @@ def test_a_job_taken_back_never_starts_and_a_started_job_is_never_taken() -> Non
     assert not ledger.pending()
 
 
+def test_the_child_takes_jobs_off_its_held_list_unless_the_master_took_them() -> None:
+    """A rate's held jobs that may start no more go back by the child (work/holds.py):
+    those the master took back first are the master's to write, not the child's."""
+    ledger, board = make()
+    ledger.hold([1, 2, 3, 4])
+    assert ledger.start(1, lambda: board.write(1, 10.0, 0))
+    assert ledger.unhold([3]) == [3]
+    assert not ledger.start(3, lambda: board.write(3, 10.0, 0))
+    assert ledger.take(board, 0.0, time.monotonic()).unstarted == [2, 4]
+    assert ledger.unhold([2, 4]) == []
+
+
 def test_a_job_started_behind_another_is_unmarked_until_taken() -> None:
     ledger, board = make()
     ledger.hold([1, 2])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import random
 
@@ -10,17 +11,15 @@ import pytest
 from supervisor.config import LimitConfig, Rate, build_config
 from supervisor.errors import ConfigError, Snooze
 from supervisor.store.limits.buckets import (
-    RATE_SLICES,
     RECHECK,
     Bucket,
     Candidate,
     LimitPlan,
-    RateWindow,
     decide,
     room_in,
-    slice_us,
     wake_at,
 )
+from supervisor.store.limits.rates import WINDOW_SLICES, RateWindow, rate_hold, slice_us
 from supervisor.work.snooze import SNOOZED, snooze_outcome, snooze_request
 
 MAIL = LimitConfig(
@@ -201,15 +200,15 @@ def test_room_is_the_lesser_of_concurrency_and_rate_left() -> None:
 # --- the rate window ----------------------------------------------------------------------------
 
 
-def test_a_window_counts_starts_until_they_are_a_period_and_a_slice_old() -> None:
+def test_a_window_counts_starts_until_they_are_a_period_and_two_slices_old() -> None:
     length = slice_us(LimitConfig("r", queues=("q",), rate=Rate(10, 10.0)))
     assert length == 1_000_000  # a tenth of the period
     window = RateWindow.empty(length, 100.0)
     window.record(10)
     assert window.slid(109.999).used == 10
-    assert window.slid(110.999).used == 10  # still in the eleventh slice
-    assert window.slid(111.0).used == 0
-    assert window.free_at(10) == 111.0
+    assert window.slid(111.999).used == 10  # still in the twelfth slice
+    assert window.slid(112.0).used == 0
+    assert window.free_at(10) == 112.0
 
 
 def test_free_at_drops_the_oldest_slices_first() -> None:
@@ -218,9 +217,9 @@ def test_free_at_drops_the_oldest_slices_first() -> None:
     window = window.slid(104.5)
     window.record(4)
     assert window.used == 7
-    assert window.free_at(7) == 111.0  # the 3 of slice 100 leave at 111
-    assert window.free_at(5) == 111.0
-    assert window.free_at(3) == 115.0  # then the 4 of slice 104
+    assert window.free_at(7) == 112.0  # the 3 of slice 100 leave at 112
+    assert window.free_at(5) == 112.0
+    assert window.free_at(3) == 116.0  # then the 4 of slice 104
 
 
 def test_no_span_of_one_period_ever_holds_more_than_the_rate() -> None:
@@ -244,11 +243,55 @@ def test_no_span_of_one_period_ever_holds_more_than_the_rate() -> None:
     assert worst == rate.count
 
 
+def test_handler_starts_within_the_hold_of_their_claim_never_pass_the_rate() -> None:
+    """Claims at random times take what the window allows, held jobs among them; each job
+    starts at once or `rate_hold` after its claim (later it would go back unstarted). In
+    every span of one period, at most N handler starts. (A window of eleven slices, the
+    period and the slice now running, lets 4 and 5 through in this schedule.)"""
+    limit = LimitConfig("r", queues=("q",), rate=Rate(3, 1.0))
+    length, hold = slice_us(limit) or 0, rate_hold(limit) or 0.0
+    assert hold == 0.05  # half a slice
+    rng = random.Random(28)
+    now, window, starts = 1000.0, RateWindow.empty(length, 1000.0), []
+    for _ in range(3000):
+        now += rng.expovariate(3.0)
+        window = window.slid(now)
+        allowed = min(rng.randint(0, 2), max(0, 3 - window.used))
+        window.record(allowed)
+        starts += [now + rng.choice((0.0, hold)) for _ in range(allowed)]  # the extremes
+    starts.sort()
+    assert len(starts) > 1000
+    assert max(bisect.bisect_left(starts, s + 1.0) - i for i, s in enumerate(starts)) == 3
+
+
+def test_a_row_of_eleven_slices_keeps_its_starts_where_they_fell() -> None:
+    """Rows written before the window reached a slice further back hold eleven slices:
+    read by slice numbers, each start still leaves when its slice does."""
+    old = (1_000_000, 90, ",".join(["0"] * 10 + ["4"]))  # 4 starts in slice 100
+    window = RateWindow.load(1_000_000, old, 100.5)
+    assert (window.used, window.counts[-1]) == (4, 4)
+    assert RateWindow.load(1_000_000, old, 111.5).used == 4
+    assert RateWindow.load(1_000_000, old, 112.0).used == 0
+    ahead = RateWindow.load(1_000_000, (1_000_000, 95, "0,0,0,0,0,0,0,0,0,0,0,3"), 100.5)
+    assert (ahead.used, ahead.counts[-1]) == (3, 3)  # the clock went back: counted as now
+
+
+def test_jobs_of_a_bucket_with_a_rate_are_held_while_it_keeps_room() -> None:
+    """A rate's jobs are held like any: while the bucket keeps, after each, as much room
+    as the claim holds there (the worker starts them within rate_hold, or hands them
+    back)."""
+    plan = LimitPlan([MAIL], {})
+    assert plan.hold_for("email.send", "email", "acme") == 3.0  # 100/1m: half of 6 s
+    assert plan.hold_for("other", "email", None) is None
+    decision = decide(rows((A,), (A,), (A,), (A,)), {A: 6})
+    assert decision.run == [1, 2, 3] and decision.skipped == [4]
+
+
 def test_a_stored_window_slides_and_a_changed_period_carries_its_starts_over() -> None:
     window = RateWindow.empty(1_000_000, 100.0)
     window.record(6)
     stored = window.dump()
-    assert stored[2].count(",") == RATE_SLICES
+    assert stored[2].count(",") == WINDOW_SLICES - 1
     assert RateWindow.load(1_000_000, stored, 105.0).used == 6
     carried = RateWindow.load(2_000_000, stored, 105.0)  # the period was doubled
     assert (carried.slice_us, carried.used, carried.counts[-1]) == (2_000_000, 6, 6)

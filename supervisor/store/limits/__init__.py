@@ -1,8 +1,9 @@
 """Flow control: which jobs a claim may take, beyond priority and FIFO order.
 
 - claims.py: `[limits]`, concurrency and rate per named limit across every host. The
-  pure decisions are buckets.py's, the bucket rows a claim locks locks.py's, and the
-  chores' pass over parked jobs and `forkq status`'s figures upkeep.py's.
+  pure decisions are buckets.py's (a rate's window rates.py's), the bucket rows a claim
+  locks locks.py's, and the chores' pass over parked jobs and `forkq status`'s figures
+  upkeep.py's.
 - fair.py: fair share within a queue, tenants taking turns (`[pools.X] fair = true`).
 
 `claim` is the one entry a worker calls. These modules write the jobs table through the

@@ -6,25 +6,19 @@ A `[limits.NAME]` covers the jobs of its handlers and of its queues. Its bucket 
 limit itself, or with `per_key` one bucket per `limit_key` (a job without a key shares
 the bucket of the empty key). A job may fall in several buckets (a handler's limit and
 its queue's): it runs only when every one of them has room.
-
-Rates are counted over a sliding window in slices of a tenth of the period: a start is
-allowed while fewer than N starts fall in the slice now running and the ten before it.
-Those eleven slices cover at least the last whole period, so no span of one period ever
-holds more than N starts, on the database clock; the price is that a start leaves the
-count up to a tenth of a period late (a steady stream gets N per 1 to 1.1 periods).
+Rates are counted in a sliding window: rates.py.
 """
 
 from __future__ import annotations
 
-import math
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from supervisor.config import LimitConfig
+from supervisor.store.limits.rates import RateWindow, rate_hold
 
-RATE_SLICES = 10  # a period in slices; the window counts these and the one now running
 # A bucket full on concurrency is looked at again this soon (database clock) by whatever
 # claim runs then, for slots freed where no claim of its own noticed (a job settled by a
 # master, a lease reaped, a cancel). A worker that ends a job of a bucket with parked jobs
@@ -64,83 +58,6 @@ class Bucket(NamedTuple):
 MEMO_SIZE = 10_000  # (handler, queue, limit_key) -> buckets, remembered per worker
 
 
-@dataclass
-class RateWindow:
-    """Starts per slice of `slice_us` microseconds, `counts[0]` for slice number `base`."""
-
-    slice_us: int
-    base: int
-    counts: list[int]
-
-    @classmethod
-    def empty(cls, slice_us: int, now: float) -> RateWindow:
-        return cls(slice_us, _slice(now, slice_us) - RATE_SLICES, [0] * (RATE_SLICES + 1))
-
-    @classmethod
-    def load(
-        cls, slice_us: int, stored: tuple[int | None, int | None, str | None], now: float
-    ) -> RateWindow:
-        """The window as stored (slice length, base, counts), slid to `now`.
-
-        A row written with another slice length (the period was changed) is carried over
-        whole into the slice now running: its starts still count, conservatively, for one
-        more period, so a config change never lets a burst through.
-        """
-        row_slice, base, text = stored
-        window = cls.empty(slice_us, now)
-        if not row_slice or base is None or not text:
-            return window
-        try:
-            counts = [max(0, int(part)) for part in text.split(",")]
-        except ValueError:  # not ours: count it as nothing rather than fail every claim
-            return window
-        old = cls(int(row_slice), int(base), counts).slid(now)
-        if old.slice_us == slice_us and len(old.counts) == RATE_SLICES + 1:
-            return old
-        window.counts[-1] = old.used
-        return window
-
-    def slid(self, now: float) -> RateWindow:
-        """The same starts in the window that ends with the slice `now` falls in."""
-        base = _slice(now, self.slice_us) - (len(self.counts) - 1)
-        shift = base - self.base
-        if shift <= 0:
-            return self
-        kept = self.counts[shift:] if shift < len(self.counts) else []
-        return RateWindow(self.slice_us, base, kept + [0] * (len(self.counts) - len(kept)))
-
-    @property
-    def used(self) -> int:
-        return sum(self.counts)
-
-    def record(self, starts: int) -> None:
-        self.counts[-1] += starts
-
-    def free_at(self, allowed: int) -> float:
-        """When the window will have room for one more start (epoch seconds)."""
-        excess = self.used - allowed + 1
-        for index, count in enumerate(self.counts):
-            excess -= count
-            if excess <= 0:
-                # slice base + index leaves the window once slice base + index + 11 begins
-                return (self.base + index + len(self.counts)) * self.slice_us / 1e6
-        return (self.base + 2 * len(self.counts)) * self.slice_us / 1e6  # not reached
-
-    def dump(self) -> tuple[int, int, str]:
-        return self.slice_us, self.base, ",".join(str(c) for c in self.counts)
-
-
-def _slice(now: float, slice_us: int) -> int:
-    return math.floor(now * 1_000_000) // slice_us
-
-
-def slice_us(limit: LimitConfig) -> int | None:
-    """The slice length of a limit's rate in microseconds; None without a rate."""
-    if limit.rate is None:
-        return None
-    return max(1, round(limit.rate.period * 1_000_000 / RATE_SLICES))
-
-
 @dataclass(frozen=True)
 class Candidate:
     """A claimed row as the decision sees it: its place in the claim order and its buckets."""
@@ -165,7 +82,6 @@ def decide(
     most: int | None = None,
     earlier: Mapping[Bucket, int] | None = None,
     claimed: int = 0,
-    rated: Collection[Bucket] = (),
 ) -> Decision:
     """Run each row, in claim order, while every bucket it falls in has room; park it on
     the first one that has none. A row behind a job already parked on one of its buckets
@@ -176,8 +92,8 @@ def decide(
     holding their slots. So a row after the first runs only while each of its buckets
     keeps, after it, at least as many free slots as the claim holds there (`claimed`
     jobs, `earlier` per bucket, taken by its earlier selects): else it is skipped, still
-    claimable: a bucket near its bound is claimed a job at a time. A job of a bucket with
-    a rate (`rated`) is never held: it would start after the instant its window counted."""
+    claimable: a bucket near its bound is claimed a job at a time. A held job of a bucket
+    with a rate starts within `rate_hold` of its claim, or goes back (the worker's part)."""
     decision = Decision()
     left = dict(room)
     heads = parked_head or {}
@@ -197,7 +113,7 @@ def decide(
             continue
         behind = claimed + len(decision.run) > 0  # it would wait in the child, held
         if (most is not None and len(decision.run) >= most) or (
-            behind and not keeps_room(row.buckets, left, held, rated)
+            behind and not keeps_room(row.buckets, left, held)
         ):
             decision.skipped.append(row.id)
             continue
@@ -213,12 +129,11 @@ def keeps_room(
     buckets: Iterable[Bucket],
     left: Mapping[Bucket, int],
     held: Mapping[Bucket, int],
-    rated: Collection[Bucket] = (),
 ) -> bool:
-    """Whether a job claimed behind others may be held: none of its buckets has a rate,
-    and each keeps, after it, at least as many free slots as the claim then holds there
-    (so jobs that wait never fill a bucket)."""
-    return all(b not in rated and left.get(b, 0) - 1 >= held.get(b, 0) + 1 for b in buckets)
+    """Whether a job claimed behind others may be held: each of its buckets keeps, after
+    it, at least as many free slots as the claim then holds there (so jobs that wait
+    never fill a bucket)."""
+    return all(left.get(b, 0) - 1 >= held.get(b, 0) + 1 for b in buckets)
 
 
 def before(a: tuple[int, float, int], b: tuple[int, float, int]) -> bool:
@@ -281,6 +196,7 @@ class LimitPlan:
             handler_queues[h] for h in self._by_handler if h in handler_queues
         }
         self._memo: dict[tuple[str, str, str | None], tuple[Bucket, ...]] = {}
+        self._holds: dict[tuple[Bucket, ...], float | None] = {}  # hold_for's, per buckets
         self.next_look = 0.0  # monotonic: when this worker next looks at due buckets
         self.freed: Counter[Bucket] = Counter()  # slots this worker freed there since
 
@@ -303,13 +219,22 @@ class LimitPlan:
             )
         return found
 
-    def rated(self, buckets: Iterable[Bucket]) -> set[Bucket]:
-        """Those of `buckets` whose limit has a rate (decide holds no job of theirs)."""
-        return {b for b in buckets if (limit := self.limits.get(b.name)) and limit.rate is not None}
-
-    def rated_queue(self, queue: str) -> bool:
-        """Whether a limit with a rate names the queue: its claims take one job."""
-        return any(limit.rate is not None for limit in self._by_queue.get(queue, ()))
+    def hold_for(self, handler: str, queue: str, limit_key: str | None) -> float | None:
+        """How long after its claim a job may still start (the shortest `rate_hold` of its
+        buckets); None when no rate covers it. Asked for each job a claim takes."""
+        buckets = self.buckets_for(handler, queue, limit_key)
+        if buckets not in self._holds:
+            if len(self._holds) >= MEMO_SIZE:
+                self._holds.clear()
+            self._holds[buckets] = min(
+                (
+                    hold
+                    for bucket in buckets
+                    if (limit := self.limits.get(bucket.name)) and (hold := rate_hold(limit))
+                ),
+                default=None,
+            )
+        return self._holds[buckets]
 
     def covers(self, handler: str, queue: str) -> bool:
         return handler in self._by_handler or queue in self._by_queue

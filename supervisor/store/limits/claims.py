@@ -47,12 +47,12 @@ from supervisor.store.limits.buckets import (
     Bucket,
     Candidate,
     LimitPlan,
-    RateWindow,
     bucket_key_ok,
     decide,
     wake_at,
 )
 from supervisor.store.limits.locks import BucketLocks
+from supervisor.store.limits.rates import RateWindow
 
 LOOK_EVERY = 0.1  # seconds between one worker's looks at buckets whose wake_at has come
 LOOK_BUCKETS = 8  # due buckets one look takes on
@@ -134,8 +134,6 @@ class LimitClaim(BucketLocks):
     def run(
         self, limit: int, limited: bool, due: Sequence[Bucket], freed: Counter[Bucket]
     ) -> list[JobRow]:
-        if self.plan.rated_queue(self.queue):
-            limit = 1  # every job of it is in a bucket with a rate: none is held (decide)
         if not limited:
             rows = self.select("claim_select", limit)
             if not any(self.plan.covers(r["handler"], self.queue) for r in rows):
@@ -275,8 +273,7 @@ class LimitClaim(BucketLocks):
         undecided = sum(1 for c in candidates if not set(c.buckets) <= held)
         candidates = [c for c in candidates if set(c.buckets) <= held]
         heads = self.heads({b for c in candidates for b in c.buckets if self.has_parked(b)})
-        rated = self.plan.rated(held)
-        decision = decide(candidates, self.room_left(), heads, most, self.started, claimed, rated)
+        decision = decide(candidates, self.room_left(), heads, most, self.started, claimed)
         for bucket, ids in sorted(decision.park.items()):
             self.store.statement(
                 "limit_park", self.store.bind(bucket=bucket.id, ids=self.store.bind_ids(ids))

@@ -185,8 +185,7 @@ def claim_limited(
     ]
     demand = Counter(b for c in candidates for b in c.buckets)
     claim.lock(set(demand) | set(extra), demand)
-    rated = claim.plan.rated(claim.states)
-    decision = decide(candidates, claim.room_left(), None, size, rated=rated)
+    decision = decide(candidates, claim.room_left(), None, size)
     claim.count_starts(decision.started)
     for bucket in sorted(claim.states):
         claim.hand_on(bucket)

@@ -12,7 +12,8 @@ from typing import Any, cast
 
 from supervisor.config import LimitConfig
 from supervisor.store.base import Store
-from supervisor.store.limits.buckets import Bucket, LimitPlan, RateWindow, room_in, slice_us
+from supervisor.store.limits.buckets import Bucket, LimitPlan, room_in
+from supervisor.store.limits.rates import RateWindow, slice_us
 
 
 class BucketLocks:
@@ -60,7 +61,7 @@ class BucketLocks:
             self.store.statement("limit_insert", self.store.bind(buckets=pairs))
             rows.update(self.fetch_locked(missing))
         self.states.update(rows)
-        self.now = self.now or float(next(iter(rows.values()))["now"])
+        self.now = self.now or max(float(row["now"]) for row in rows.values())  # all locked
         recount = False
         # SQLite reads every running job's count with the lock (one claim at a time there):
         # an upper bound of each bucket's, good enough while it leaves room for the claim.

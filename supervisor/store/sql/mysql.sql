@@ -971,10 +971,12 @@ WHERE j.id IN %(ids)s AND b.wake_at IS NULL AND b.running_counted IS NOT NULL
 
 -- name: limit_lock
 -- The buckets a claim needs, locked in one global order (the primary key's), so two
--- claims never wait on each other in a cycle; their state, and the database clock.
+-- claims never wait on each other in a cycle; their state, and the database clock once
+-- each row is locked (SYSDATE: NOW is the statement's start, before a wait for the lock;
+-- a rate counts the claim's starts at this instant, rates.py).
 -- (running_all is SQLite's: here a count read with the lock could predate its wait.)
 SELECT name, limit_key, rate_slice_us, rate_base, rate_counts, running_counted, running_added,
-       UNIX_TIMESTAMP(wake_at) + 0e0 AS wake_at, UNIX_TIMESTAMP(NOW(6)) + 0e0 AS now,
+       UNIX_TIMESTAMP(wake_at) + 0e0 AS wake_at, UNIX_TIMESTAMP(SYSDATE(6)) + 0e0 AS now,
        NULL AS running_all
 FROM forkq_limits
 WHERE (name, limit_key) IN %(buckets)s
@@ -984,7 +986,7 @@ FOR UPDATE;
 -- name: limit_lock_one
 -- limit_lock for the one bucket most claims need: a primary-key equality.
 SELECT name, limit_key, rate_slice_us, rate_base, rate_counts, running_counted, running_added,
-       UNIX_TIMESTAMP(wake_at) + 0e0 AS wake_at, UNIX_TIMESTAMP(NOW(6)) + 0e0 AS now,
+       UNIX_TIMESTAMP(wake_at) + 0e0 AS wake_at, UNIX_TIMESTAMP(SYSDATE(6)) + 0e0 AS now,
        NULL AS running_all
 FROM forkq_limits
 WHERE name = %(name)s AND limit_key = %(key)s
@@ -1536,7 +1538,7 @@ CREATE TABLE IF NOT EXISTS forkq_limits (
   limit_key     VARCHAR(191) NOT NULL DEFAULT '' COMMENT 'the jobs'' limit_key for a per_key limit; empty for the one bucket of a limit without per_key (and for jobs without a key)',
   rate_slice_us BIGINT       NULL DEFAULT NULL COMMENT 'length of one rate slice in microseconds (a tenth of the rate''s period); NULL without a rate',
   rate_base     BIGINT       NULL DEFAULT NULL COMMENT 'number of the oldest slice counted (database clock in microseconds / rate_slice_us)',
-  rate_counts   VARCHAR(255) NULL DEFAULT NULL COMMENT 'jobs started in each slice from rate_base on, comma-separated (11 slices: the period and the slice now running)',
+  rate_counts   VARCHAR(255) NULL DEFAULT NULL COMMENT 'jobs started in each slice from rate_base on, comma-separated (12 slices: the period, one more and the slice now running; earlier code wrote 11)',
   running_counted INT        NULL DEFAULT NULL COMMENT 'the bucket''s running jobs as last counted in forkq_jobs (under this row''s lock); NULL: never counted',
   running_added INT          NOT NULL DEFAULT 0 COMMENT 'jobs claimed into the bucket since that count: counted + added bounds its running jobs from above, so a claim far from the limit need not count them',
   wake_at       TIMESTAMP(6) NULL DEFAULT NULL COMMENT 'when claims look again at the jobs parked on this bucket (forkq_jobs.limit_wait); NULL when none are',

@@ -1,0 +1,107 @@
+"""Jobs held under a rate (work/holds.py): a claim of a bucket with a rate takes quick jobs
+in a batch, like any, and each starts within `rate_hold` of the claim (half a tenth of the
+period) or goes back to ready unstarted, no attempt counted, for the next claim. A worker
+whose unstarted jobs someone takes back (as a daemon child's master does), both backends."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from supervisor import registry
+from supervisor.config import Config, LimitConfig, PoolConfig, Rate
+from supervisor.dburl import parse_database_url
+from supervisor.models import JobState
+from supervisor.store import Store
+from supervisor.work.events import NoEvents
+from supervisor.work.worker import Worker
+
+QUEUE = "holds"
+ran: list[tuple[int, float]] = []  # (job id, monotonic start), in this process
+
+
+class HandsBack(NoEvents):
+    """Someone takes back what the worker holds: claims may hold jobs behind the first."""
+
+    can_hand_back = True
+
+    def __init__(self) -> None:
+        self.claims: list[int] = []
+        self.unheld: list[int] = []
+
+    def claimed(self, ids: list[int]) -> None:
+        if ids:
+            self.claims.append(len(ids))
+
+    def unhold(self, ids: list[int]) -> list[int]:
+        self.unheld += ids
+        return ids
+
+
+def record(payload: Any, job: Any) -> None:
+    ran.append((job.id, time.monotonic()))
+    time.sleep(payload.get("seconds", 0))
+
+
+@pytest.fixture(autouse=True)
+def handler() -> Iterator[None]:
+    registry.handler("t.holds.record", queue=QUEUE)(record)
+    ran.clear()
+    yield
+    registry._HANDLERS.pop("t.holds.record", None)  # the registry is process-wide
+
+
+def worker_under(store: Store, db_url: str, rate: Rate) -> Worker:
+    config = Config(
+        database=parse_database_url(db_url),
+        pools=(PoolConfig(name=QUEUE, timeout=30, claim_batch=20),),
+        limits=(LimitConfig("api", queues=(QUEUE,), rate=rate),),
+    )
+    worker = Worker(store, config, [QUEUE], "host:1:holds", HandsBack())
+    worker.sizing.batch = 8  # as after a few batches of quick jobs (slow start, sizing.py)
+    return worker
+
+
+def enqueue(store: Store, seconds: list[float]) -> list[int]:
+    from supervisor.queue import Queue
+
+    q = Queue(store=store)
+    return q.enqueue_many(
+        [{"handler": "t.holds.record", "payload": {"seconds": s}, "queue": QUEUE} for s in seconds]
+    )
+
+
+def test_quick_jobs_under_a_rate_are_claimed_in_a_batch(store: Store, db_url: str) -> None:
+    worker = worker_under(store, db_url, Rate(1000, 60.0))
+    ids = enqueue(store, [0.0] * 4)
+    assert worker.work_once() == 4  # one claim for all four: the bucket keeps room
+    worker.flush()
+    assert [job for job, _ in ran] == ids
+    assert worker.events.claims == [4]  # type: ignore[attr-defined]
+
+
+def test_a_held_job_that_could_start_no_more_goes_back_unstarted(store: Store, db_url: str) -> None:
+    """Rate 1000/1s: a job may start 0.05 s after its claim at the latest. Behind a job
+    of 0.3 s, the three others go back to ready, no attempt counted, and the next claim
+    runs them; under 1000/1m (3 s) they wait and run in the same batch."""
+    worker = worker_under(store, db_url, Rate(1000, 1.0))
+    slow, *quick = enqueue(store, [0.3, 0.0, 0.0, 0.0])
+    assert worker.work_once() == 4
+    assert [job for job, _ in ran] == [slow]
+    assert worker.events.unheld == quick  # type: ignore[attr-defined]
+    assert {(j.status, j.attempts) for j in map(store.get_job, quick) if j} == {(JobState.READY, 0)}
+    while worker.work_once():
+        pass
+    worker.flush()
+    assert sorted(job for job, _ in ran) == [slow, *quick]  # each once
+    assert all(store.get_job(i) is None for i in [slow, *quick])  # done (deleted)
+
+    ran.clear()
+    patient = worker_under(store, db_url, Rate(1000, 60.0))
+    slow, *quick = enqueue(store, [0.3, 0.0, 0.0, 0.0])
+    assert patient.work_once() == 4
+    assert [job for job, _ in ran] == [slow, *quick]  # all four in the one batch
+    assert patient.events.unheld == []  # type: ignore[attr-defined]
