@@ -146,12 +146,13 @@ class Ledger:
     def unhold(self, ids: Collection[int]) -> list[int]:
         """Take `ids` off the held list (the child hands them back itself): those it still
         held, in order. The others the master took back already, and writes them."""
+        gone = set(ids)
         with self._locked():
             held = self._ids(_UNSTARTED, self._head()[0])
-            kept = [i for i in held if i not in ids]
+            kept = [i for i in held if i not in gone]
             self._put(_UNSTARTED, kept)
             self._set(unstarted=len(kept))
-            return [i for i in held if i in ids]
+            return [i for i in held if i in gone]
 
     def start(self, job_id: int, publish: Callable[[], None], success: int = 0) -> bool:
         """Take a held job to run it; False when the master took it back. `publish` (the

@@ -207,10 +207,10 @@ class Worker:
 
     def _run_batch(self) -> None:
         while self.held and not self.stopping and not self.retire_reason:
-            if late := self.holds.late(self.held, time.monotonic()):
+            self._ensure_lease(self.held[0])  # (a round trip at times: before the look)
+            if self.holds.start_by and (late := self.holds.late(self.held, time.monotonic())):
                 self.release_held(late)
                 continue
-            self._ensure_lease(self.held[0])
             # Popped before it runs: a retry after a lost write never runs it again.
             row = self.held.pop(0)
             self.run_job(row)
@@ -320,9 +320,10 @@ class Worker:
         unique = any(row.unique_key is not None for row in rows)
         try:
             self.store.release(self.owner, ids, count_attempt=False, unique=unique)
-        except DatabaseError as exc:  # their leases expire and they run again
+        except DatabaseError as exc:  # after a reconnect (else their leases expire)
+            self._claim_unknown = self._claim_unknown or isinstance(exc, ConnectionLost)
             self.log.warning(events.RELEASE_FAILED, jobs=len(ids), error=str(exc))
-        if late:
+        if late and ids:
             self.log.info(events.RATE_HOLD_RELEASED, jobs=len(ids))
 
     def record_progress(self, job_id: int, progress: str) -> bool:

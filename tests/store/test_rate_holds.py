@@ -14,9 +14,12 @@ import pytest
 from supervisor import registry
 from supervisor.config import Config, LimitConfig, PoolConfig, Rate
 from supervisor.dburl import parse_database_url
-from supervisor.models import JobState
+from supervisor.models import JobRow, JobState
 from supervisor.store import Store
+from supervisor.store.jobs import claimed_job
+from supervisor.store.limits.buckets import LimitPlan
 from supervisor.work.events import NoEvents
+from supervisor.work.holds import RateHolds
 from supervisor.work.worker import Worker
 
 QUEUE = "holds"
@@ -105,3 +108,29 @@ def test_a_held_job_that_could_start_no_more_goes_back_unstarted(store: Store, d
     assert patient.work_once() == 4
     assert [job for job, _ in ran] == [slow, *quick]  # all four in the one batch
     assert patient.events.unheld == []  # type: ignore[attr-defined]
+
+
+def claimed(job_id: int, handler: str) -> JobRow:
+    """A job as a claim of QUEUE hands it to the worker."""
+    row = {"id": job_id, "handler": handler, "payload": "{}", "priority": 0, "run_at_s": 0.0,
+           "attempts": 0, "max_attempts": None, "unique_key": None, "enqueued_at_s": 0.0}  # fmt: skip
+    return claimed_job(row, QUEUE, "host:1:holds")
+
+
+def test_holds_are_timed_from_when_the_claim_had_its_buckets_rows() -> None:
+    """Pure: the start-by of a held job under a rate is the instant its claim locked the
+    bucket's row (LimitPlan.counted_at, before the claim's commit) plus half a slice; a
+    job no rate covers is never late."""
+    plan = LimitPlan(
+        [LimitConfig("api", handlers=("m.rated",), rate=Rate(1000, 1.0))], {"m.rated": QUEUE}
+    )
+    rated = [claimed(i, "m.rated") for i in (1, 2)]
+    free = claimed(3, "m.free")
+    holds = RateHolds(plan)
+    plan.counted_at = 100.0
+    holds.claimed([*rated, free])
+    assert holds.start_by == pytest.approx(100.05)
+    assert holds.late([*rated, free], 100.04) == []
+    assert [row.id for row in holds.late([rated[1], free], 100.06)] == [2]
+    assert holds.start_by is None  # nothing left to watch
+    assert RateHolds(LimitPlan([LimitConfig("c", queues=(QUEUE,), concurrency=5)], {})).plan is None

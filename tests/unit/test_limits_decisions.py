@@ -245,9 +245,11 @@ def test_no_span_of_one_period_ever_holds_more_than_the_rate() -> None:
 
 def test_handler_starts_within_the_hold_of_their_claim_never_pass_the_rate() -> None:
     """Claims at random times take what the window allows, held jobs among them; each job
-    starts at once or `rate_hold` after its claim (later it would go back unstarted). In
-    every span of one period, at most N handler starts. (A window of eleven slices, the
-    period and the slice now running, lets 4 and 5 through in this schedule.)"""
+    starts at once or a whole slice after the instant its claim counted it (the hold,
+    half a slice from when the claim had its bucket's row back, and as long again for
+    that answer's trip). In every span of one period, at most N handler starts. (A
+    window of eleven slices, the period and the slice now running, lets 4 and 5 through
+    in this schedule.)"""
     limit = LimitConfig("r", queues=("q",), rate=Rate(3, 1.0))
     length, hold = slice_us(limit) or 0, rate_hold(limit) or 0.0
     assert hold == 0.05  # half a slice
@@ -258,7 +260,7 @@ def test_handler_starts_within_the_hold_of_their_claim_never_pass_the_rate() -> 
         window = window.slid(now)
         allowed = min(rng.randint(0, 2), max(0, 3 - window.used))
         window.record(allowed)
-        starts += [now + rng.choice((0.0, hold)) for _ in range(allowed)]  # the extremes
+        starts += [now + rng.choice((0.0, 2 * hold)) for _ in range(allowed)]  # the extremes
     starts.sort()
     assert len(starts) > 1000
     assert max(bisect.bisect_left(starts, s + 1.0) - i for i, s in enumerate(starts)) == 3

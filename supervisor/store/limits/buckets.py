@@ -6,6 +6,7 @@ A `[limits.NAME]` covers the jobs of its handlers and of its queues. Its bucket 
 limit itself, or with `per_key` one bucket per `limit_key` (a job without a key shares
 the bucket of the empty key). A job may fall in several buckets (a handler's limit and
 its queue's): it runs only when every one of them has room.
+
 Rates are counted in a sliding window: rates.py.
 """
 
@@ -199,6 +200,11 @@ class LimitPlan:
         self._holds: dict[tuple[Bucket, ...], float | None] = {}  # hold_for's, per buckets
         self.next_look = 0.0  # monotonic: when this worker next looks at due buckets
         self.freed: Counter[Bucket] = Counter()  # slots this worker freed there since
+        # Monotonic: when this worker's claim now under way had its buckets' rows back,
+        # locked: the instant their rate windows counted its jobs (all but the answer's
+        # trip back). None until a claim locks a bucket (work/holds.py times holds from it).
+        self.counted_at: float | None = None
+        self.rated = any(limit.rate is not None for limit in self.limits.values())
 
     def __bool__(self) -> bool:
         return bool(self.limits)

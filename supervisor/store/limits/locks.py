@@ -6,6 +6,7 @@ them written back.
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
@@ -55,6 +56,7 @@ class BucketLocks:
             return
         ordered = sorted(buckets)
         rows = self.fetch_locked(ordered)
+        self.plan.counted_at = self.plan.counted_at or time.monotonic()
         missing = [b for b in ordered if b not in rows]
         if missing:
             pairs = json.dumps([b.pair() for b in missing])

@@ -4,9 +4,10 @@ clock (the pure part; claims.py and locks.py read and write it under the bucket'
 Rates are counted over a sliding window in slices of a tenth of the period: a start is
 allowed while fewer than N starts fall in the slice now running and the eleven before it.
 Those twelve slices cover at least the last period and a slice, and a claimed job starts
-within a slice of the instant its claim counted it: half for the claim's statements and
-commit after that, half (`rate_hold`) for a job held behind others, which goes back
-unstarted if it could start no sooner (work/holds.py). So no span
+within a slice of the instant its claim counted it: within `rate_hold`, half a slice, of
+when the claim had its buckets' rows back (its statements, commit and the jobs held
+before it come out of that), or it goes back unstarted (work/holds.py); the other half
+is left for the answer's trip back from the server. So no span
 of one period ever holds more than N handler starts; the price is that a start leaves the
 count up to two tenths of a period late (a steady stream gets N per 1.1 to 1.2 periods).
 """
@@ -106,10 +107,11 @@ def slice_us(limit: LimitConfig) -> int | None:
 
 
 def rate_hold(limit: LimitConfig) -> float | None:
-    """Seconds from its claim's return within which a job of a bucket with this limit's
-    rate must start, or go back unstarted (held behind a slower job): half a slice. The
-    window reaches a slice past the period, so its count still holds the job when it
-    starts, the other half left for the claim's commit. None without a rate."""
+    """Seconds within which a job of a bucket with this limit's rate must start, from when
+    its claim had the bucket's row back, or go back unstarted (held behind a slower job):
+    half a slice. The window reaches a slice past the period, so its count still holds the
+    job when it starts, the other half left for the answer's trip back. None without a
+    rate."""
     if limit.rate is None:
         return None
     return limit.rate.period / RATE_SLICES / 2
