@@ -134,3 +134,33 @@ def test_holds_are_timed_from_when_the_claim_had_its_buckets_rows() -> None:
     assert [row.id for row in holds.late([rated[1], free], 100.06)] == [2]
     assert holds.start_by is None  # nothing left to watch
     assert RateHolds(LimitPlan([LimitConfig("c", queues=(QUEUE,), concurrency=5)], {})).plan is None
+
+
+def test_a_fair_pool_under_a_rate_times_each_claim_from_its_own_lock(
+    store: Store, db_url: str
+) -> None:
+    """A fair pool's claims go another way (limits/fair.py); each batch's hold is still
+    timed from its own claim, so batches claimed well after the first one run too."""
+    config = Config(
+        database=parse_database_url(db_url),
+        pools=(PoolConfig(name=QUEUE, timeout=30, claim_batch=20, fair=True),),
+        limits=(LimitConfig("api", queues=(QUEUE,), rate=Rate(1000, 1.0)),),
+    )
+    worker = Worker(store, config, [QUEUE], "host:1:holds", HandsBack())
+    from supervisor.queue import Queue
+
+    q = Queue(store=store)
+    for round_ in range(3):
+        ids = q.enqueue_many(
+            [
+                {"handler": "t.holds.record", "payload": {}, "queue": QUEUE, "group_key": k}
+                for k in ("a", "b", "c")
+            ]
+        )
+        worker.sizing.batch = 8
+        while worker.work_once():
+            pass
+        worker.flush()
+        assert sorted(job for job, _ in ran[-3:]) == ids, round_
+        time.sleep(0.1)  # twice the hold: a hold timed from an older claim would be over
+    assert worker.events.unheld == []  # type: ignore[attr-defined]

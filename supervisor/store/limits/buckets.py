@@ -200,9 +200,9 @@ class LimitPlan:
         self._holds: dict[tuple[Bucket, ...], float | None] = {}  # hold_for's, per buckets
         self.next_look = 0.0  # monotonic: when this worker next looks at due buckets
         self.freed: Counter[Bucket] = Counter()  # slots this worker freed there since
-        # Monotonic: when this worker's claim now under way had its buckets' rows back,
-        # locked: the instant their rate windows counted its jobs (all but the answer's
-        # trip back). None until a claim locks a bucket (work/holds.py times holds from it).
+        # Monotonic: when this worker's last claim that locked buckets had their rows back:
+        # the instant their rate windows counted its jobs (all but the answer's trip back).
+        # None until a claim locks one (work/holds.py times holds from it).
         self.counted_at: float | None = None
         self.rated = any(limit.rate is not None for limit in self.limits.values())
 

@@ -80,7 +80,6 @@ def complete_and_claim(
     freed, plan.freed = plan.freed, Counter()
 
     def attempt() -> tuple[list[JobRow], int]:
-        plan.counted_at = None  # (set again by a retry's own lock)
         with store.transaction():
             completed = sum(
                 store.complete_in_transaction(owner, ids, mode) for mode, ids in done.items() if ids

@@ -56,7 +56,9 @@ class BucketLocks:
             return
         ordered = sorted(buckets)
         rows = self.fetch_locked(ordered)
-        self.plan.counted_at = self.plan.counted_at or time.monotonic()
+        # Every batch with a rated job locked its bucket in the transaction that took it,
+        # this claim's last one (a retry's, a fair claim's later round): so this is fresh.
+        self.plan.counted_at = time.monotonic()
         missing = [b for b in ordered if b not in rows]
         if missing:
             pairs = json.dumps([b.pair() for b in missing])
