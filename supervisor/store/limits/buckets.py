@@ -197,14 +197,17 @@ class LimitPlan:
             handler_queues[h] for h in self._by_handler if h in handler_queues
         }
         self._memo: dict[tuple[str, str, str | None], tuple[Bucket, ...]] = {}
-        self._holds: dict[tuple[Bucket, ...], float | None] = {}  # hold_for's, per buckets
+        # rate_hold of each limit with a rate (hold_for asks it for each job a claim takes)
+        self._holds = {
+            name: hold for name, limit in self.limits.items() if (hold := rate_hold(limit))
+        }
         self.next_look = 0.0  # monotonic: when this worker next looks at due buckets
         self.freed: Counter[Bucket] = Counter()  # slots this worker freed there since
         # Monotonic: when this worker's last claim that locked buckets had their rows back:
         # the instant their rate windows counted its jobs (all but the answer's trip back).
         # None until a claim locks one (work/holds.py times holds from it).
         self.counted_at: float | None = None
-        self.rated = any(limit.rate is not None for limit in self.limits.values())
+        self.rated = bool(self._holds)
 
     def __bool__(self) -> bool:
         return bool(self.limits)
@@ -227,20 +230,10 @@ class LimitPlan:
 
     def hold_for(self, handler: str, queue: str, limit_key: str | None) -> float | None:
         """How long after its claim a job may still start (the shortest `rate_hold` of its
-        buckets); None when no rate covers it. Asked for each job a claim takes."""
+        buckets); None when no rate covers it."""
+        holds = self._holds
         buckets = self.buckets_for(handler, queue, limit_key)
-        if buckets not in self._holds:
-            if len(self._holds) >= MEMO_SIZE:
-                self._holds.clear()
-            self._holds[buckets] = min(
-                (
-                    hold
-                    for bucket in buckets
-                    if (limit := self.limits.get(bucket.name)) and (hold := rate_hold(limit))
-                ),
-                default=None,
-            )
-        return self._holds[buckets]
+        return min((holds[b.name] for b in buckets if b.name in holds), default=None)
 
     def covers(self, handler: str, queue: str) -> bool:
         return handler in self._by_handler or queue in self._by_queue

@@ -7,9 +7,9 @@ Those twelve slices cover at least the last period and a slice, and a claimed jo
 within a slice of the instant its claim counted it: within `rate_hold`, half a slice, of
 when the claim had its buckets' rows back (its statements, commit and the jobs held
 before it come out of that), or it goes back unstarted (work/holds.py); the other half
-is left for the answer's trip back from the server. So no span
-of one period ever holds more than N handler starts; the price is that a start leaves the
-count up to two tenths of a period late (a steady stream gets N per 1.1 to 1.2 periods).
+is left for the answer's trip back from the server. So no span of one period ever holds
+more than N handler starts; the price is that a start leaves the count up to two tenths
+of a period late (a steady stream gets N per 1.1 to 1.2 periods).
 """
 
 from __future__ import annotations
