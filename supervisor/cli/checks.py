@@ -18,7 +18,6 @@ from supervisor.errors import ConfigError, ExitCode, ForkqError, SchemaError, Us
 from supervisor.escaping import for_terminal
 from supervisor.proc import hostname
 from supervisor.store import SCHEMA_VERSION, Store, open_store
-from supervisor.store.mysql import MySQLStore
 from supervisor.store.queries import backend_queries, schema_text, upgrade_statements
 from supervisor.work.command import load_handlers
 
@@ -151,7 +150,7 @@ def _check_database(config: Config, checks: _Checks, name: str = "") -> None:
     try:
         version = store.server_version()
         checks.ok("database", f"{url} ({version})")
-        if isinstance(store, MySQLStore) and config.database.nodes:
+        if config.database.nodes:  # a Galera cluster's, so a MySQL store
             _check_nodes(store, checks)
         _check_schema(store, checks)
     except ForkqError as exc:
@@ -162,8 +161,11 @@ def _check_database(config: Config, checks: _Checks, name: str = "") -> None:
         checks.prefix = ""
 
 
-def _check_nodes(store: MySQLStore, checks: _Checks) -> None:
+def _check_nodes(store: Store, checks: _Checks) -> None:
     """`[database] nodes`: which Galera node takes the writes, and how the others are."""
+    from supervisor.store.mysql import MySQLStore  # here: PyMySQL loads only for MySQL
+
+    assert isinstance(store, MySQLStore)
     nodes = store.url.nodes
     writer = store.writing_through()
     states = []

@@ -82,7 +82,7 @@ def test_run_waits_for_a_sqlite_file_another_connection_holds_locked(
     daemon.wait_ready()
     wait_until(lambda: record_ids(record) == [job_id], timeout=20, message="the job ran")
     assert not daemon.events(events.MASTER_CRASHED)
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()
 
 
 def test_a_stop_during_the_wait_for_the_database_ends_the_master_at_once(

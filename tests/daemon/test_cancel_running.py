@@ -63,7 +63,7 @@ def test_a_running_job_is_cancelled_and_its_child_killed(daemon: Daemon, db_url:
         print(f"\n[figures] running job cancelled after {took:.2f} s")
     finally:
         queue.close()
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()
 
 
 def test_a_cancelled_running_attempt_is_kept_in_the_jobs_history(
@@ -91,4 +91,4 @@ def test_a_cancelled_running_attempt_is_kept_in_the_jobs_history(
     assert attempt["started_at"] <= attempt["ended_at"]
     text = ok(forkq(tmp_path, "show", str(job_id), database=db_url))
     assert re.search(r"^  1 +cancelled ", text, re.MULTILINE), text
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()

@@ -54,6 +54,6 @@ def test_a_taken_metrics_port_is_a_log_line_naming_it_and_jobs_still_run(
         record = tmp_path / "record.txt"
         job_id = Queue(sqlite_db_url).enqueue("t.record", {"file": str(record)}, queue="work")
         wait_until(lambda: record_ids(record) == [job_id], timeout=20, message="the job ran")
-        assert daemon.stop() == 0
+        assert daemon.stop() == 0, daemon.describe()
     finally:
         daemon.kill_all()

@@ -100,7 +100,7 @@ def test_boot_logs_a_registered_handler_whose_queue_no_pool_works(
         daemon.start().wait_ready()
         unserved = daemon.events(events.HANDLER_QUEUE_UNSERVED)
         assert {(e["handler"], e["queue"]) for e in unserved} >= {("t.noop", "default")}
-        assert daemon.stop() == 0
+        assert daemon.stop() == 0, daemon.describe()
     finally:
         daemon.kill_all()
 
@@ -138,7 +138,7 @@ def test_the_master_logs_once_a_queue_whose_ready_jobs_no_pool_serves(
         again = said("orphan", 2)[-1]
         assert again["ready"] == 1
         assert not daemon.events(events.QUEUE_UNSERVED, queue="work")
-        assert daemon.stop() == 0
+        assert daemon.stop() == 0, daemon.describe()
     finally:
         queue.close()
         daemon.kill_all()

@@ -113,7 +113,7 @@ def test_php_example_handler_ends_done_dead_and_retried(
     assert "Traceback" not in row.last_error
     first = [e["line"] for e in output_events(daemon, unsent, "stderr")]
     assert len(first) == 2 and "attempt=1: not sent" in str(first[0])
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()
 
 
 # --- output ------------------------------------------------------------------------------
@@ -170,7 +170,7 @@ def test_megabytes_on_both_pipes_never_stall_and_reach_the_log_capped(
     assert len(lines) == 4
     raw = daemon.log_path.read_bytes()
     assert b"\x1b" not in raw and b"\x07" not in raw  # escaped by the JSON lines
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()
 
 
 # --- environment -------------------------------------------------------------------------
@@ -218,7 +218,7 @@ def test_environment_holds_only_the_table_env_pass_env_path_lang_and_forkq_varia
     }
     for value in secrets.values():
         assert value not in text
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()
 
 
 # --- the retry channel ---------------------------------------------------------------------
@@ -267,7 +267,7 @@ def test_exit_75_retries_after_the_delay_on_the_last_stderr_line(
     assert daemon.events(events.COMMAND_RETRY_AFTER_IGNORED, job_id=ids["t.badhint"])
     for row in rows.values():
         assert row.attempts == 1 and str(row.status) in ("scheduled", "ready")
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()
 
 
 # --- reload ------------------------------------------------------------------------------
@@ -305,4 +305,4 @@ def test_a_reload_picks_up_changed_added_and_removed_commands(
     wait_job(store, added, status_is("done"), daemon)
     row = wait_job(store, gone, status_is("dead"), daemon)
     assert row.last_error is not None and "unknown handler 't.gone'" in row.last_error
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()

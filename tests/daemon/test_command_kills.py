@@ -112,7 +112,7 @@ def test_timeout_kills_a_sigterm_deaf_program_and_its_grandchildren(
     # The child's own soft timeout did it: the master killed nobody, the child lives on.
     assert daemon.events(events.JOB_TIMED_OUT) == []
     assert daemon.pool_children(QUEUE) == [child]
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()
 
 
 def test_the_masters_group_kill_reaches_the_program_and_its_group(
@@ -139,7 +139,7 @@ def test_the_masters_group_kill_reaches_the_program_and_its_group(
     row = wait_job(store, job_id, lambda r: r.last_error is not None, daemon)
     assert row.last_error is not None and row.last_error.startswith("killed by SIGTERM")
     assert str(row.status) != "done"
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()
 
 
 def test_a_retiring_child_lets_its_program_finish(
@@ -191,7 +191,7 @@ def test_cancel_kills_the_running_program_and_its_group(
     wait_all_gone(started, timeout=15)  # long before the job's 60 s timeout
     row = wait_job(store, job_id, status_is("cancelled"), daemon)
     assert row.attempts == 1
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()
 
 
 # Says what it waits for on stderr, then waits past its timeout.
@@ -226,4 +226,4 @@ def test_a_program_killed_for_its_timeout_keeps_its_stderr_in_last_error(
         "connecting to smtp.example.com",
         "still waiting for the SMTP greeting (attempt 1 of 1)",
     ]
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()

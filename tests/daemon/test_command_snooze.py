@@ -68,4 +68,4 @@ def test_exit_75_with_forkq_snooze_comes_back_later_without_using_an_attempt(
 
     row = wait_job(store, retry, lambda r: r.last_error is not None, daemon)
     assert (row.attempts, row.snoozes) == (1, 0)  # a retry uses its attempt
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()

@@ -243,7 +243,7 @@ def test_hup_replaces_children_with_the_new_worker_count(daemons: Factory) -> No
 
     wait_until(replaced, timeout=10, message="3 new children, the old one gone")
     daemon.wait_event(events.CONFIG_RELOADED)
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()
 
 
 def test_hup_with_an_invalid_config_keeps_the_running_config(daemons: Factory) -> None:
@@ -259,7 +259,7 @@ def test_hup_with_an_invalid_config_keeps_the_running_config(daemons: Factory) -
     assert set(daemon.pool_children("work")) == before
     assert daemon.events(events.CHILD_EXITED) == []
     assert daemon.events(events.CONFIG_RELOADED) == []
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()
 
 
 def test_ttin_and_ttou_add_and_remove_one_child_in_every_pool(daemons: Factory) -> None:
@@ -280,7 +280,7 @@ def test_ttin_and_ttou_add_and_remove_one_child_in_every_pool(daemons: Factory) 
     wait_until(sizes(2, 1), timeout=10, message="one fewer child in each pool")
     daemon.send_signal(signal.SIGTTOU)
     wait_until(sizes(1, 0), timeout=10, message="one fewer again")
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()
 
 
 # --- refused configurations ---------------------------------------------------------------------------
@@ -385,7 +385,7 @@ def test_sd_notify_without_watchdog_sends_no_watchdog(
     messages: list[str] = []
     receive_until(sock, messages, lambda m: "READY=1" in m, timeout=20)
     daemon.wait_event(events.MASTER_STARTED)
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()
     receive_until(sock, messages, lambda m: "STOPPING=1" in m, timeout=5)
     assert "WATCHDOG=1" not in messages
 
@@ -429,7 +429,7 @@ def test_children_exit_when_the_master_is_killed_and_a_restart_loses_nothing(
     assert count_status(db_url, "running") == 0
     assert count_status(db_url, "ready") == 0
     assert count_status(db_url, "dead") == 0
-    assert second.stop() == 0
+    assert second.stop() == 0, second.describe()
     assert store.list_processes() == []  # the first master's rows were cleaned up too
 
 
@@ -454,4 +454,4 @@ def test_child_that_dies_at_start_is_respawned_with_growing_back_off(daemons: Fa
     loop = daemon.wait_event(events.POOL_CRASH_LOOP)
     assert loop[0]["pool"] == "work"
     assert daemon.alive()
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()

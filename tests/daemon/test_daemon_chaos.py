@@ -174,5 +174,5 @@ def test_two_daemons_on_one_database_never_run_a_job_twice_at_once(
     assert overlaps == []
     assert duplicates == 0  # nobody was killed: each job ran exactly once
     assert len(pids) >= 3, "both daemons took part"
-    assert first.stop() == 0
-    assert second.stop() == 0
+    assert first.stop() == 0, first.describe()
+    assert second.stop() == 0, second.describe()

@@ -68,7 +68,7 @@ def test_each_handler_gets_its_counts_failure_rate_and_percentiles(
     assert (sleep.percentile(0.95) or 0) >= 0.128  # the slow one shows at the tail
     assert (noop.percentile(0.95) or 1) < (sleep.percentile(0.5) or 0)
     assert sleep.seconds >= 9 * 0.05 + 0.6
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()
     after = jobs_per_handler(store)
     assert {h: s.jobs for h, s in after.items()} == expected  # nothing counted twice
     series = store.handler_series("t.sleep", 3600)
@@ -109,7 +109,7 @@ def test_a_job_finished_during_the_drain_is_timed_and_counted(
             timeout=20,
             message=f"job {job_id} running ({made.describe()})",
         )
-        assert made.stop() == 0
+        assert made.stop() == 0, made.describe()
     finally:
         made.kill_all()
     assert {h: s.jobs for h, s in jobs_per_handler(store).items()} == {"t.sleep": 1}

@@ -75,4 +75,4 @@ def test_control_characters_in_a_row_never_crash_a_worker(
     assert daemon.events(events.CHILD_CRASHED) == [], daemon.events(events.CHILD_CRASHED)
     assert daemon.events(events.CHILD_FAILED_AT_START) == []
     assert len(daemon.events(events.CHILD_SPAWNED)) == 1  # one child did all of it
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()

@@ -59,7 +59,7 @@ def test_hup_replaces_a_child_that_ignores_sigterm(daemon: Daemon, sqlite_db_url
     )
     assert len(daemon.pool_children("work")) == 1
     assert daemon.events(events.CHILD_IGNORED_RETIRE, child_pid=deaf)
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()
 
 
 def test_a_graceful_stop_waits_without_spinning(daemon: Daemon, sqlite_db_url: str) -> None:

@@ -217,7 +217,7 @@ def test_counters_equal_what_happened_and_gauges_match_the_pool(
     assert found[key("forkq_queue_oldest_ready_seconds", queue="work")] == 0
     assert abs(found[key("forkq_master_loop_timestamp_seconds")] - time.time()) < 5
 
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()
     assert not os.path.exists(directory)  # removed at shutdown
 
 
@@ -242,7 +242,7 @@ def test_healthz_is_503_while_the_master_loop_is_stopped(
     finally:
         daemon.send_signal(signal.SIGCONT)
     wait_until(lambda: get(base + "/healthz")[0] == 200, timeout=20, message="/healthz 200 again")
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()
 
 
 @contextmanager
@@ -281,7 +281,7 @@ def test_healthz_is_503_while_the_database_does_not_answer(
         assert answer[0] == 503, answer
     wait_until(lambda: get(base + "/healthz")[0] == 200, timeout=30, message="/healthz 200 again")
     assert total(scrape(base), "forkq_db_errors_total") >= 1
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()
 
 
 def test_the_metrics_server_dies_with_a_killed_master(
@@ -313,7 +313,7 @@ def test_without_the_metrics_section_there_is_no_server(
     assert not daemon.events(events.METRICS_SERVING)
     environment = psutil.Process(daemon.pool_children("work")[0]).environ()
     assert "PROMETHEUS_MULTIPROC_DIR" not in environment
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()
 
 
 def test_every_attempt_past_its_timeout_counts_timeout_and_kills_name_the_handler(
@@ -349,4 +349,4 @@ def test_every_attempt_past_its_timeout_counts_timeout_and_kills_name_the_handle
     assert total(found, "forkq_jobs_finished_total", outcome="dead") == 0, found
     assert total(found, "forkq_jobs_finished_total", handler="") == 0, found
     assert total(found, "forkq_jobs_finished_total") == 3, found
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()

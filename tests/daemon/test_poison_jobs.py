@@ -193,7 +193,7 @@ def test_segfaulting_jobs_do_not_hold_good_jobs_back(
     assert daemon.events(events.CHILD_FAILED_AT_START) == []
     dead = count_rows(db_url, "forkq_jobs", "status = 'dead' AND last_error LIKE 'worker died%'")
     assert dead == POISON
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()
 
 
 def test_a_child_counts_the_job_it_died_in_as_taken() -> None:
@@ -293,7 +293,7 @@ def test_a_retry_after_no_finite_delay_ends_dead_and_the_pool_goes_on(
     assert row.attempts == 2, row  # each attempt counted, then dead
     assert "Retry needs a finite delay" in (row.last_error or ""), row.last_error
     assert_no_child_died(daemon)
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()
 
 
 @pytest.mark.parametrize("delay", [1e10, "epoch"])
@@ -317,7 +317,7 @@ def test_a_retry_after_more_than_a_year_waits_a_year(
     assert "poison asks to wait" in (row.last_error or "")
     assert "a year" in (row.last_error or ""), row.last_error
     assert_no_child_died(daemon)
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()
 
 
 def test_a_backoff_past_a_year_waits_a_year(
@@ -333,7 +333,7 @@ def test_a_backoff_past_a_year_waits_a_year(
     assert row.attempts == 1 and "poison fails" in (row.last_error or ""), row
     assert before + YEAR - 60 <= row.run_at.timestamp() <= time.time() + YEAR + 60
     assert_no_child_died(daemon)
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()
 
 
 PER_KEY = '\n[limits.tenant]\nqueues = ["work"]\nconcurrency = 1\nper_key = true\n'
@@ -359,7 +359,7 @@ def test_a_limit_key_with_a_nul_ends_dead_and_every_other_key_runs(
     assert row.limit_key == "k1\x00evil"  # the row itself is untouched
     assert "limit_key" in (row.last_error or "") and "NUL" in (row.last_error or ""), row
     assert_no_child_died(daemon)
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()
 
 
 HOSTILE = {  # kind: what its last_error holds once it is dead
@@ -389,7 +389,7 @@ def test_whatever_a_handler_raises_its_job_ends_and_the_pool_goes_on(
     assert HOSTILE[kind] in (row.last_error or ""), row.last_error
     assert row.attempts <= 2, row
     assert_no_child_died(daemon)
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()
 
 
 def test_a_job_that_ends_its_worker_every_time_ends_dead_after_its_attempts(
@@ -411,7 +411,7 @@ def test_a_job_that_ends_its_worker_every_time_ends_dead_after_its_attempts(
     exits = [e for e in daemon.events(events.CHILD_EXITED) if e.get("jobs")]
     assert len(exits) <= 3 + 2, exits  # its three, and at most the two children recycled
     assert daemon.events(events.POOL_CRASH_LOOP) == []
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()
 
 
 @pytest.mark.parametrize(
@@ -437,7 +437,7 @@ def test_a_row_whose_times_no_datetime_holds_runs_like_any_other(
     daemon, poison = poison_pool(daemons, db_url, tmp_path, insert)
     wait_until(lambda: job_row(db_url, poison) is None, timeout=DEADLINE, message="it ran, done")
     assert_no_child_died(daemon)
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()
 
 
 def test_a_job_that_kills_the_claim_ends_dead_after_its_attempts(
@@ -460,4 +460,4 @@ def test_a_job_that_kills_the_claim_ends_dead_after_its_attempts(
     # count: the master cannot tell it from one with successes not yet written).
     deaths = [e for e in daemon.events(events.CHILD_EXITED) if e.get("status") == "exit 1"]
     assert 2 <= len(deaths) <= 4, deaths
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()

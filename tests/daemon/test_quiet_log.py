@@ -31,4 +31,4 @@ def test_an_idle_daemon_logs_no_tick_pulse_and_no_alert_sent_nowhere(
     loud = [e for e in ticks if e.get("level") != "debug"]
     assert len(loud) == 1 and loud[0] == ticks[0], loud  # the first: who leads the chores
     assert not daemon.events(events.ALERT_SENT), daemon.events(events.ALERT_SENT)
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()

@@ -69,4 +69,4 @@ def test_a_setsid_escape_of_a_killed_job_is_killed_by_the_master(
     wait_until(lambda: daemon.events(events.JOB_TIMED_OUT), timeout=15, message="overtime kill")
     wait_until(lambda: gone(sleeper), timeout=15, message=f"the escaped sleep {sleeper} killed")
     assert daemon.events(events.STRAY_KILLED, pid=sleeper)
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()

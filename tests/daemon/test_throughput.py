@@ -43,5 +43,5 @@ def test_finished_jobs_are_counted_per_queue_and_minute(daemon: Daemon, db_url: 
     )
     [(hosts,)] = sql(db_url, "SELECT COUNT(DISTINCT host) FROM forkq_throughput")
     assert int(hosts) == 1
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()
     assert totals(db_url) == {"work": (30, 4), "other": (5, 0)}  # nothing counted twice

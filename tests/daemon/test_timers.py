@@ -71,4 +71,4 @@ def test_one_check_tick_per_interval_and_hup_applies_new_intervals_and_lease(
     time.sleep(30)
     second = ticks_between(daemon, start, time.time())
     assert 27 <= second <= 31, f"{second} ticks in 30 s at check_interval 1 (30 expected)"
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()

@@ -596,7 +596,7 @@ class TestWithTheMaster:
         second = daemons(name="second", env=wake_env).start().wait_ready()
         one, two = master_socket(runtime_dir, first), master_socket(runtime_dir, second)
         assert one.parent == two.parent and one != two
-        assert first.stop() == 0
+        assert first.stop() == 0, first.describe()
         assert not one.exists() and two.exists()
-        assert second.stop() == 0
+        assert second.stop() == 0, second.describe()
         assert sockets_in(runtime_dir) == []

@@ -46,4 +46,4 @@ def test_a_child_whose_acknowledgement_is_lost_writes_it_again(
     finally:
         queue.close()
     assert daemon.events(events.DB_UNREACHABLE), daemon.describe()  # the connection was lost
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()

@@ -38,4 +38,4 @@ def test_a_daemon_started_before_its_database_waits_for_it_and_runs_jobs(
     job_id = Queue(private_db_url).enqueue("t.record", {"file": str(record)}, queue="work")
     wait_until(lambda: record_ids(record) == [job_id], timeout=30, message="the job ran")
     assert not daemon.events(events.MASTER_CRASHED)
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()

@@ -242,4 +242,4 @@ def test_server_2_killed_mid_drain_stops_only_its_queues(
     assert sorted(record_ids(home_file)) == sorted(home_ids)
     assert daemon.alive(), daemon.describe()
     assert not daemon.events(events.JOB_FINISHED, outcome="dead"), "a job died"
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()

@@ -157,7 +157,7 @@ def test_node_1_killed_mid_drain(cluster: GaleraCluster, make_daemon: Any, tmp_p
         message="a db_node_changed event back to node 1",
     )
     assert all(node_1 not in e["was"] for e in back), back
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()
 
 
 def scrape_conflicts(port: int) -> float:

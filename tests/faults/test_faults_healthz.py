@@ -67,4 +67,4 @@ def test_healthz_turns_503_while_the_database_server_is_stopped(
         os.kill(server_pid, signal.SIGCONT)
     wait_until(lambda: get(base + "/healthz")[0] == 200, timeout=30, message="/healthz 200 again")
     assert daemon.alive()
-    assert daemon.stop() == 0
+    assert daemon.stop() == 0, daemon.describe()

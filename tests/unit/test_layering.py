@@ -9,6 +9,8 @@ Only the import-cycle check leaves those out: that is what they are for.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -163,3 +165,17 @@ def test_no_module_imports_another_s_private_name() -> None:
                     if a.name.startswith("_")
                 }
     assert sorted(found) == []
+
+
+def test_the_cli_and_the_daemon_on_sqlite_never_load_the_mysql_driver() -> None:
+    """`forkq run` and every command on the embedded default import what SQLite needs:
+    PyMySQL (and its ssl) loads only where a MySQL store is opened. A launch pays each
+    import once, and so does every `forkq` command a cron job or a script runs."""
+    probe = (
+        "import sys, supervisor.cli.parser, supervisor.daemon.master, supervisor.store.sqlite;"
+        "print(sorted(m for m in sys.modules if m.startswith(('pymysql', 'supervisor.store.mysql'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "[]", out.stdout
