@@ -15,6 +15,7 @@ from supervisor import Queue
 
 STEPS = 1000
 WORKERS = 2
+STEP_P50_MOST = 20.0  # ms: well under the daemon's poll interval
 
 
 def run(bench: Bench, deadline: Deadline) -> None:
@@ -28,7 +29,14 @@ def run(bench: Bench, deadline: Deadline) -> None:
         step = statistics.quantiles(chain, n=100, method="inclusive")[n]
         gap = statistics.quantiles(plain, n=100, method="inclusive")[n]
         bench.fig(
-            "chains", f"step latency {label} (parent end → child start)", step, "ms", note=note
+            "chains",
+            f"step latency {label} (parent end → child start)",
+            step,
+            "ms",
+            note=note,
+            # The worker that ends a parent claims its child in that transaction: a typical
+            # step never waits for the poll (50 ms). It did once, unnoticed: 49.9 ms.
+            target=("<=", STEP_P50_MOST) if label == "p50" else None,
         )
         bench.fig("chains", f"baseline gap between two jobs {label}", gap, "ms")
     bench.fig("chains", "step latency max", max(chain), "ms")

@@ -41,7 +41,7 @@ class AckOps(SupersedeOps):
         if self.has_deps_schema():
             changed = self.complete_pass(owner, ids, mode, skip=EITHER)
             if changed < len(ids):  # dependencies: one clearly separated hook
-                changed += self.complete_parents(owner, ids, mode)
+                changed += self.complete_parents(owner, ids, mode)[0]
         elif mode == OnSuccess.KEEP:
             changed = self._execute("complete_keep", self._params(owner=owner, ids=self._ids(ids)))
         else:
@@ -68,7 +68,13 @@ class AckOps(SupersedeOps):
         params = {**claim, **self._params(owner=owner, ids=self._ids(ids), skip=EITHER)}
         completed, rows = self._execute_fetch(ending_statement(mode), "claim_select", params)
         if completed < len(ids):  # a parent among them, or a lease lost: the second pass
-            completed += self.complete_parents(owner, ids, mode)
+            parents_done, released = self.complete_parents(owner, ids, mode)
+            completed += parents_done
+            if released and len(rows) < claim["limit"]:
+                # The children it released are ready in this transaction: read again, as
+                # if the write had come first, so the next step of a chain starts now, not
+                # at the next poll (this transaction's own locks are never skipped).
+                rows = self._fetchall("claim_select", claim)
         return completed, rows
 
     def _execute_fetch(

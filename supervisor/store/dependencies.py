@@ -182,20 +182,20 @@ class DependencyOps(StoreCore):
             self._execute("deps_complete_archive_copy", params)
         return self._execute(ending_statement(mode), params)
 
-    def complete_parents(self, owner: str, ids: Sequence[int], mode: str) -> int:
+    def complete_parents(self, owner: str, ids: Sequence[int], mode: str) -> tuple[int, int]:
         """The second pass, in the first one's transaction: of `ids`, those this owner still
         holds are flagged (parents, children); record their success, release their
-        children and forget their own parents."""
+        children and forget their own parents. (successes recorded, children released)"""
         held = [
             int(r["id"])
             for r in self._fetchall("deps_held", self._params(owner=owner, ids=self._ids(ids)))
         ]
         if not held:
-            return 0
+            return 0, 0
         done = self.complete_pass(owner, held, mode, skip=0)
-        self.settle_children(held, ended=JobState.DONE)
+        released = self.settle_children(held, ended=JobState.DONE)
         self.forget_parents(held)
-        return done
+        return done, released
 
     def forget_parents(self, children: Sequence[int]) -> None:
         """Rows of forkq_dependencies live until their child ends: then they go (in the

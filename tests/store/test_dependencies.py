@@ -56,6 +56,26 @@ def test_a_parent_deleted_on_success_releases_its_child(queue: Queue, store: Sto
     assert status(store, child) == "ready"
 
 
+@pytest.mark.parametrize("mode", [OnSuccess.DELETE, OnSuccess.KEEP])
+def test_the_claim_that_writes_a_parents_success_takes_the_child_it_released(
+    queue: Queue, store: Store, mode: OnSuccess
+) -> None:
+    """A chain's next step starts at once: the worker that ends a parent claims the child
+    in the transaction that released it, not at the next poll (a regression once: the
+    success and the claim's read went in one packet, the release after the read)."""
+    parent = queue.enqueue("test.a", queue="work")
+    child = queue.enqueue("test.c", queue="work", depends_on=[parent])
+    other = queue.enqueue("test.b", queue="work", priority=-1)  # behind the child in order
+    [row] = store.claim("work", A, 1, LEASE)
+    assert row.id == parent
+    batch, completed = store.complete_and_claim({mode: [parent]}, "work", A, 10, LEASE)
+    assert completed == 1
+    assert [r.id for r in batch] == [child, other]
+    assert status(store, child) == "running"
+    full, _ = store.complete_and_claim({}, "work", B, 1, LEASE)  # nothing else is ready
+    assert full == []
+
+
 def test_parents_already_done_or_gone_count_as_done(queue: Queue, store: Store) -> None:
     parent = queue.enqueue("test.a", queue="work")
     run_one(store)
