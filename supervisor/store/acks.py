@@ -70,10 +70,12 @@ class AckOps(SupersedeOps):
         if completed < len(ids):  # a parent among them, or a lease lost: the second pass
             parents_done, released = self.complete_parents(owner, ids, mode)
             completed += parents_done
-            if released and len(rows) < claim["limit"]:
+            if released:
                 # The children it released are ready in this transaction: read again, as
-                # if the write had come first, so the next step of a chain starts now, not
-                # at the next poll (this transaction's own locks are never skipped).
+                # if the write had come first, so the next step of a chain starts now and
+                # in its place in claim order, not at the next poll (this transaction's
+                # own locks are never skipped; a row the second read leaves out stays
+                # ready, locked until the commit).
                 rows = self._fetchall("claim_select", claim)
         return completed, rows
 

@@ -72,8 +72,19 @@ def test_the_claim_that_writes_a_parents_success_takes_the_child_it_released(
     assert completed == 1
     assert [r.id for r in batch] == [child, other]
     assert status(store, child) == "running"
-    full, _ = store.complete_and_claim({}, "work", B, 1, LEASE)  # nothing else is ready
-    assert full == []
+    assert store.complete_and_claim({}, "work", B, 1, LEASE)[0] == []  # nothing else is ready
+
+
+def test_a_released_child_takes_its_place_in_a_full_claim(queue: Queue, store: Store) -> None:
+    """The child keeps its run_at: it goes before jobs enqueued after it, even when the
+    claim that releases it is full without it."""
+    parent = queue.enqueue("test.a", queue="work")
+    child = queue.enqueue("test.c", queue="work", depends_on=[parent])
+    later = [queue.enqueue("test.b", queue="work") for _ in range(3)]
+    assert [r.id for r in store.claim("work", A, 1, LEASE)] == [parent]
+    batch, _ = store.complete_and_claim({OnSuccess.DELETE: [parent]}, "work", A, 2, LEASE)
+    assert [r.id for r in batch] == [child, later[0]]
+    assert [status(store, j) for j in later] == ["running", "ready", "ready"]
 
 
 def test_parents_already_done_or_gone_count_as_done(queue: Queue, store: Store) -> None:
