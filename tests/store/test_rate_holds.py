@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from supervisor import registry
+from supervisor import Queue, registry
 from supervisor.config import Config, LimitConfig, PoolConfig, Rate
 from supervisor.dburl import parse_database_url
 from supervisor.models import JobRow, JobState
@@ -69,8 +69,6 @@ def worker_under(store: Store, db_url: str, rate: Rate) -> Worker:
 
 
 def enqueue(store: Store, seconds: list[float]) -> list[int]:
-    from supervisor.queue import Queue
-
     q = Queue(store=store)
     return q.enqueue_many(
         [{"handler": "t.holds.record", "payload": {"seconds": s}, "queue": QUEUE} for s in seconds]
@@ -147,8 +145,6 @@ def test_a_fair_pool_under_a_rate_times_each_claim_from_its_own_lock(
         limits=(LimitConfig("api", queues=(QUEUE,), rate=Rate(1000, 1.0)),),
     )
     worker = Worker(store, config, [QUEUE], "host:1:holds", HandsBack())
-    from supervisor.queue import Queue
-
     q = Queue(store=store)
     for round_ in range(3):
         ids = q.enqueue_many(
