@@ -410,6 +410,10 @@ class Partition:
         self.closed = True
         self.flowing.set()
         for sock in [self.listener, *self.sockets]:
+            # shutdown first: close() alone leaves a socket a pump thread sits in recv() on
+            # open, and the server keeps that session, and any locks it holds, for hours.
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
             with contextlib.suppress(OSError):
                 sock.close()
 
@@ -483,5 +487,10 @@ def private_db_url(private_mariadb: PrivateMariaDB) -> str:
     """The private server up (restarted if a test left it down), forkq's tables emptied."""
     if not private_mariadb.alive():
         private_mariadb.start()
+    # Every process of the last test is dead: a transaction of forkq's user still open is
+    # one whose socket outlived it, and its row locks would stall the DELETEs below.
+    for session in private_mariadb.connections():
+        if session["TRX"] is not None:
+            private_mariadb.kill_connection(session["ID"])
     private_mariadb.empty_tables()
     return private_mariadb.url

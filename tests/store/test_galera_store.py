@@ -4,6 +4,7 @@ primary key (what Galera replicates). The cluster: tests/faults/test_faults_gale
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -94,7 +95,9 @@ class SilentAfterLogin:
                 sink.sendall(data)
 
     def close(self) -> None:
-        for sock in self.sockets:
+        for sock in self.sockets:  # shutdown wakes a relay in recv(); close alone would not
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
             sock.close()
 
 
