@@ -84,6 +84,10 @@ class SchemaError(ForkqError):
     """the database schema is missing or too old: run `forkq schema apply`."""
 
 
+class TablesMissing(DatabaseError, SchemaError):
+    """forkq's tables are not in this database (a producer before `forkq schema apply`)."""
+
+
 class JobNotFound(ForkqError):
     """no such job."""
 

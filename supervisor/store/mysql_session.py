@@ -19,7 +19,13 @@ import pymysql.cursors
 from pymysql.constants import CLIENT
 
 from supervisor.dburl import DatabaseURL
-from supervisor.errors import ConnectionLost, DatabaseError, DuplicateKey, TransientDatabaseError
+from supervisor.errors import (
+    ConnectionLost,
+    DatabaseError,
+    DuplicateKey,
+    TablesMissing,
+    TransientDatabaseError,
+)
 from supervisor.store.base import Store
 from supervisor.store.galera import (
     RECHECK_CONNECT_TIMEOUT,
@@ -38,7 +44,7 @@ driver_errors = sys.modules["pymysql.err"]
 T = TypeVar("T")
 Connection: TypeAlias = "pymysql.connections.Connection[Any]"
 
-DEADLOCK, LOCK_WAIT_TIMEOUT, DUPLICATE_ENTRY = 1213, 1205, 1062
+DEADLOCK, LOCK_WAIT_TIMEOUT, DUPLICATE_ENTRY, NO_SUCH_TABLE = 1213, 1205, 1062, 1146
 # PyMySQL's "server has gone away": raised only when a request could not be written.
 REQUEST_NOT_WRITTEN = 2006
 # With a session timeout, a connection idle for this share of it is replaced before its
@@ -254,6 +260,10 @@ class MySQLSession(Store):
             self._drop()
             raise ConnectionLost(f"database unreachable: {_describe(exc)}") from exc
         except driver_errors.MySQLError as exc:
+            if exc.args and exc.args[0] == NO_SUCH_TABLE and "forkq_" in str(exc.args[-1]):
+                detail = _describe(exc)
+                message = f"forkq tables are missing {detail}: run `forkq schema apply`"
+                raise TablesMissing(message) from exc
             raise DatabaseError(f"database error: {_describe(exc)}") from exc
 
     def _call(self, operation: Callable[[Connection], T], fold: bool = False) -> T:

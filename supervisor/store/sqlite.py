@@ -24,6 +24,7 @@ from supervisor.errors import (
     DatabaseError,
     DuplicateKey,
     PayloadTooLarge,
+    TablesMissing,
     TransientDatabaseError,
 )
 from supervisor.models import Enqueued, NewJob
@@ -86,7 +87,7 @@ class SQLiteStore(Store):
         try:
             yield
         except sqlite3.Error as exc:
-            raise _translated(exc) from exc
+            raise _translated(exc, self.path) from exc
 
     def _retrying(self, operation: Callable[[], T]) -> T:
         """Wait for the write lock in short, jittered naps until `busy_timeout`.
@@ -150,14 +151,14 @@ class SQLiteStore(Store):
             except sqlite3.OperationalError as exc:
                 text = str(exc)
                 if "locked" not in text and "busy" not in text:
-                    raise _translated(exc) from exc
+                    raise _translated(exc, self.path) from exc
                 now = time.monotonic()
                 if not deadline:
                     deadline = now + self.busy_timeout
                 elif now >= deadline:
                     raise TransientDatabaseError(text) from exc
             except sqlite3.Error as exc:
-                raise _translated(exc) from exc
+                raise _translated(exc, self.path) from exc
             time.sleep(random.uniform(nap / 2, nap))
             nap = min(0.005, nap * 1.5)
 
@@ -253,8 +254,9 @@ def _dict_row(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:
     return {column[0]: value for column, value in zip(cursor.description, row, strict=True)}
 
 
-def _translated(exc: sqlite3.Error) -> Exception:
-    """forkq's error for a sqlite3 error: a busy or locked database is transient."""
+def _translated(exc: sqlite3.Error, path: str) -> Exception:
+    """forkq's error for a sqlite3 error (on the file at `path`): a busy or locked database
+    is transient."""
     if isinstance(exc, sqlite3.IntegrityError):
         if "UNIQUE" in str(exc) or "PRIMARY KEY" in str(exc):
             return DuplicateKey(str(exc))
@@ -265,5 +267,8 @@ def _translated(exc: sqlite3.Error) -> Exception:
             return TransientDatabaseError(text)
         if "unable to open" in text or "disk I/O" in text:
             return ConnectionLost(f"database unreachable: {text}")
+        if text.startswith("no such table: forkq_"):
+            missing = f"forkq tables are missing in {path} ({text})"
+            return TablesMissing(f"{missing}: run `forkq schema apply`")
         return DatabaseError(f"database error: {text}")
     return DatabaseError(f"database error: {exc}")

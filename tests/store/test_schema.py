@@ -30,7 +30,9 @@ from util import (
     sql,
 )
 
+from supervisor import Queue
 from supervisor.dburl import parse_database_url
+from supervisor.errors import DatabaseError, SchemaError, TablesMissing
 from supervisor.store import SCHEMA_VERSION, open_store
 from supervisor.store.mysql import BATCH_INSERT_QUERIES
 from supervisor.store.queries import split_script, upgrade_statements, upgrades
@@ -206,6 +208,31 @@ def test_schema_version_is_none_on_an_empty_database(empty_db_url: str) -> None:
             store.require_schema()
         assert store.apply_schema() == SCHEMA_VERSION
         assert store.schema_version() == SCHEMA_VERSION
+    finally:
+        store.close()
+
+
+def test_a_producer_before_the_schema_is_told_to_apply_it(empty_db_url: str) -> None:
+    """An application that enqueues before anyone ran `forkq schema apply` gets one line
+    naming it, as `forkq enqueue` does; still a DatabaseError for code that catches those."""
+    queue = Queue(empty_db_url)
+    try:
+        for enqueue in (
+            lambda: queue.enqueue("t.noop", {}),
+            lambda: queue.enqueue_many([{"handler": "t.noop", "payload": {}}]),
+        ):
+            with pytest.raises(TablesMissing) as caught:
+                enqueue()
+            message = str(caught.value)
+            assert message.startswith("forkq tables are missing"), message
+            assert "forkq_jobs" in message and message.endswith("run `forkq schema apply`")
+            assert isinstance(caught.value, DatabaseError) and isinstance(caught.value, SchemaError)
+            assert "\n" not in message
+    finally:
+        queue.close()
+    store = open_store(empty_db_url)
+    try:
+        assert store.schema_version() is None  # the same error still reads as "no tables"
     finally:
         store.close()
 
