@@ -76,12 +76,15 @@ class Batch:
 
     def enqueue(self, handler: str, payload: Any = None, **options: Any) -> int:
         """Queue.enqueue's arguments (but `connection`: the batch's own is used)."""
+        _no_parents([options])
         [job_id] = self._insert([self.producer.build_one(handler, payload, options)])
         return job_id
 
     def enqueue_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[int]:
         """Queue.enqueue_many's: every job in this batch."""
-        return self._insert(self.producer.build_many(jobs))
+        listed = list(jobs)
+        _no_parents(listed)
+        return self._insert(self.producer.build_many(listed))
 
     def _insert(self, built: Sequence[NewJob]) -> list[int]:
         if self.id is None:
@@ -92,3 +95,13 @@ class Batch:
         ids = self.producer.insert_built(jobs, self.connection)
         self.total += len(ids)
         return list(ids)
+
+
+def _no_parents(jobs: Sequence[Mapping[str, Any]]) -> None:
+    """A batch's jobs start as soon as they are enqueued: none waits on a parent (a job
+    outside the batch may wait on its jobs, and its callbacks run once all have ended)."""
+    if any("depends_on" in job for job in jobs):
+        raise UsageError(
+            "a job of a batch cannot have depends_on: enqueue the job that waits outside"
+            " the batch, or make it the batch's on_success / on_complete callback"
+        )

@@ -71,6 +71,10 @@ class TransientDatabaseError(DatabaseError):
     """a deadlock or lock-wait timeout; the operation can be retried."""
 
 
+class DatabaseRefused(DatabaseError):
+    """the database answered and refused the daemon's boot: a password, a grant, a name."""
+
+
 class DuplicateKey(DatabaseError):
     """a row with that key already exists."""
 

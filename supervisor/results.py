@@ -116,7 +116,21 @@ def attempt_history(store: Store, row: JobLike) -> list[AttemptView]:
     """The job's recorded attempts (those that did not end in its success, the last
     ATTEMPT_SLOTS), then the one its row describes: running now, or its success (whose
     host the row no longer names: a success writes no history)."""
-    shown = [
+    shown = recorded_attempts(store, row.id)
+    started = None if row.started_at is None else row.started_at.timestamp()
+    if row.status in RUNNING_STATES and started is not None:
+        host, pid = owner_host_pid(row.locked_by)
+        shown.append(AttemptView(row.attempts, "running", started, None, host, pid, None))
+    elif row.status == "done":
+        ended = None if row.finished_at is None else row.finished_at.timestamp()
+        shown.append(AttemptView(row.attempts, "done", started, ended, None, None, None))
+    return shown
+
+
+def recorded_attempts(store: Store, job_id: int) -> list[AttemptView]:
+    """The attempts kept in forkq_attempts, oldest first: also those of a job deleted on
+    success, until its pool's retention prunes them."""
+    return [
         AttemptView(
             int(r["attempt"]),
             str(r["outcome"]),
@@ -126,16 +140,8 @@ def attempt_history(store: Store, row: JobLike) -> list[AttemptView]:
             None if r["pid"] is None else int(r["pid"]),
             r["error"],
         )
-        for r in store.job_attempts(row.id)
+        for r in store.job_attempts(job_id)
     ]
-    started = None if row.started_at is None else row.started_at.timestamp()
-    if row.status in RUNNING_STATES and started is not None:
-        host, pid = owner_host_pid(row.locked_by)
-        shown.append(AttemptView(row.attempts, "running", started, None, host, pid, None))
-    elif row.status == "done":
-        ended = None if row.finished_at is None else row.finished_at.timestamp()
-        shown.append(AttemptView(row.attempts, "done", started, ended, None, None, None))
-    return shown
 
 
 def _seconds(value: Any) -> float | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from supervisor import events, logs, registry
+from supervisor import events, logs, masking, registry
 from supervisor.cli.common import command_config
 from supervisor.config import Config
 from supervisor.config.model import HOME_DATABASE
@@ -25,12 +25,18 @@ from supervisor.work.command import load_handlers
 
 def cmd_run(args: argparse.Namespace) -> int:
     config = command_config(args)
+    masking.remember(config)  # out of what handlers write: their children inherit it
     # Imported here first so a broken module's error names the config file; the
     # daemon's own import of them before it forks is then a no-op.
     load_handlers(config)
     log = logs.get(role=Role.MASTER)
     for handler in registry.unserved(config):  # its jobs would wait for ever: say so at boot
         log.warning(events.HANDLER_QUEUE_UNSERVED, handler=handler.name, queue=handler.queue)
+    for schedule in [s for s in config.schedules if registry.get(s.handler) is None]:
+        # Its jobs would end dead here (`forkq check` refuses it; another host may run it).
+        log.warning(
+            events.SCHEDULE_HANDLER_UNKNOWN, schedule=schedule.name, handler=schedule.handler
+        )
     path = args.config or os.environ.get("FORKQ_CONFIG") or None
     if getattr(args, "only_database", None) is not None:
         raise UsageError("forkq run serves every database of its config: no --database NAME")
@@ -57,6 +63,7 @@ def cmd_web(args: argparse.Namespace) -> int:
 
 def cmd_work(args: argparse.Namespace) -> int:
     config = command_config(args)
+    masking.remember(config)  # out of what handlers write
     if config.databases:
         config = one_database(config, args.queues, getattr(args, "only_database", None))
     from supervisor.work.foreground import run_foreground

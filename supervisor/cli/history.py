@@ -10,15 +10,22 @@ from typing import Any
 from supervisor.cli.tables import first_line, table
 from supervisor.escaping import for_terminal
 from supervisor.models import JobRow
-from supervisor.results import AttemptView, JobResult, attempt_history, read_result
+from supervisor.results import (
+    AttemptView,
+    JobResult,
+    attempt_history,
+    read_result,
+    recorded_attempts,
+)
 from supervisor.store import Store
 
 
 def job_extras(
     store: Store, row: JobRow | None, job_id: int
 ) -> tuple[JobResult, list[AttemptView]]:
-    """The job's result and its attempts (none once its row is gone)."""
-    return read_result(store, job_id), ([] if row is None else attempt_history(store, row))
+    """The job's result and its attempts (once its row is gone, those still recorded)."""
+    attempts = recorded_attempts(store, job_id) if row is None else attempt_history(store, row)
+    return read_result(store, job_id), attempts
 
 
 def extras_json(result: JobResult, attempts: list[AttemptView]) -> dict[str, Any]:

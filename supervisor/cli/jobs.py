@@ -31,13 +31,12 @@ from supervisor.models import CancelResult, JobRow
 from supervisor.queue import Queue
 from supervisor.routing import same_database
 from supervisor.store import Store
-from supervisor.work.command import load_handlers
+from supervisor.work.command import load_producer_handlers
 
 
 def cmd_enqueue(args: argparse.Namespace) -> int:
     config = command_config(args)
-    # So the handler's default queue applies.
-    load_handlers(config)
+    load_producer_handlers(config)  # so a handler's registered queue applies
     # Into the database of its queue (one of [databases.NAME], or the home one).
     [database] = database_names(args, config, args.queue or registry.queue_of(args.handler))
     parents = None
@@ -196,11 +195,7 @@ def cmd_retry(args: argparse.Namespace) -> int:
         raise UsageError("--queue goes with --dead")
     config = command_config(args)
     if args.dead:
-        count, stores = 0, EachStore(args, config, args.queue)
-        for _, _, store in stores:
-            count += store.retry_dead(args.queue)
-        print(f"retried {plural(count, 'dead job')}")
-        return stores.done()
+        return _retry_dead(args, config)
     done, refused = 0, []
     grouped = by_database(args, config, args.ids)
     stores = EachStore(args, config, names=list(grouped))
@@ -216,6 +211,20 @@ def cmd_retry(args: argparse.Namespace) -> int:
     if refused:
         raise JobNotFound(f"not retried: {', '.join(refused)}")
     return int(ExitCode.OK)
+
+
+def _retry_dead(args: argparse.Namespace, config: Config) -> int:
+    """`retry --dead`: every dead job is retried but one whose unique key another job
+    holds, which is named with its holder, as `retry ID` does (exit 1)."""
+    count, refused, stores = 0, [], EachStore(args, config, args.queue)
+    for database, _, store in stores:
+        retried, left = store.retry_dead(args.queue)
+        count += retried
+        refused += [f"job {format_job_ref(database, i)} ({store.not_retried(i)})" for i in left]
+    print(f"retried {plural(count, 'dead job')}")
+    if refused:
+        raise JobNotFound(f"not retried: {', '.join(refused)}")
+    return stores.done()
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:

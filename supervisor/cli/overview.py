@@ -74,11 +74,12 @@ def _print_status(
     handlers: Sequence[dict[str, Any]],
 ) -> None:
     print(_queues_table(queues))
+    # Queue names come from rows: escaped as the table's are (escaping.py).
     if waiting := [f"{q.queue} {q.shown('waiting')}" for q in queues if q.waiting]:
-        print(f"\nwaiting on parents (depends_on): {', '.join(waiting)}")
+        print(f"\nwaiting on parents (depends_on): {for_terminal(', '.join(waiting))}")
     unserved = [q.queue for q in queues if config.from_file and config.pool(q.queue) is None]
     if unserved:  # "not paused" is not "worked": say which queues nothing claims from
-        print(f"\nno pool of {config.source} serves: {', '.join(unserved)}")
+        print(f"\nno pool of {config.source} serves: {for_terminal(', '.join(unserved))}")
     print()
     if limits:
         print(_limits_table(limits))

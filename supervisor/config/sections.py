@@ -39,6 +39,7 @@ from supervisor.config.values import (
     read_session_timeout,
     read_str,
     read_str_list,
+    read_webhook_url,
     read_weights,
 )
 from supervisor.dburl import DEFAULT_URL, DatabaseURL, parse_database_url, with_nodes
@@ -73,9 +74,10 @@ _SUPERVISOR_FIELDS: dict[str, Callable[[Any], Any]] = {
     "chores_lease": read_seconds(1),
     "db_session_timeout": read_session_timeout,
 }
+MOST_WORKERS = 1024  # a pool's processes on one host: more is a typo that forks the host dry
 _POOL_FIELDS: dict[str, Callable[[Any], Any]] = {
-    "workers": read_int(0),
-    "max_workers": read_int(0),
+    "workers": read_int(0, MOST_WORKERS),
+    "max_workers": read_int(0, MOST_WORKERS),
     "timeout": read_seconds(0.1),
     "max_jobs_per_child": read_int(1),
     "max_child_lifetime": read_seconds(1),
@@ -95,11 +97,11 @@ _RULE_FIELDS: dict[str, Callable[[Any], Any]] = {
     "saturated_ticks": read_int(1),
 }
 _ALERT_FIELDS: dict[str, Callable[[Any], Any]] = {
-    "webhook_url": read_str,
+    "webhook_url": read_webhook_url,
     "email_to": read_str_list,
     "email_from": read_str,
     "smtp_host": read_str,
-    "smtp_port": read_int(1),
+    "smtp_port": read_int(1, 65535),
     "smtp_starttls": read_bool,
     "smtp_user": read_str,
     "smtp_timeout": read_seconds(0.1),
@@ -232,9 +234,6 @@ def read_alerts(table: Any, problems: Problems) -> AlertsConfig:
             rules[queue] = AlertRule(**merged)
     else:
         problems.add("alerts.rules", "expected a table of [alerts.rules.QUEUE] tables")
-    url = values.get("webhook_url", "")
-    if url and not url.startswith(("http://", "https://")):
-        problems.add("alerts.webhook_url", "expected an http:// or https:// URL")
     password = os.environ.get("FORKQ_SMTP_PASSWORD", "")
     return AlertsConfig(**values, smtp_password=password, defaults=defaults, rules=rules)
 

@@ -7,6 +7,7 @@ import ipaddress
 import json
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 from supervisor.config.model import Rate
 from supervisor.durations import parse_duration
@@ -15,12 +16,14 @@ MAX_SESSION_TIMEOUT = 31_536_000  # a year: the most wait_timeout takes
 MIN_RATE_PERIOD = 1.0  # seconds: a rate is counted in tenths of its period
 
 
-def read_int(minimum: int = 0) -> Callable[[Any], int]:
+def read_int(minimum: int = 0, maximum: int | None = None) -> Callable[[Any], int]:
     def check(value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValueError(f"expected an integer, got {value!r}")
         if value < minimum:
             raise ValueError(f"must be at least {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise ValueError(f"must be at most {maximum}, got {value}")
         return value
 
     return check
@@ -203,3 +206,16 @@ def read_names(most: int) -> Callable[[Any], tuple[str, ...]]:
         return tuple(dict.fromkeys(names))
 
     return check
+
+
+def read_webhook_url(value: Any) -> str:
+    """A chat webhook: http(s), its credential in its path or query (Slack's, Mattermost's),
+    never a user and password before the host, which the sender would not send."""
+    url = read_str(value)
+    if url and not url.startswith(("http://", "https://")):
+        raise ValueError("expected an http:// or https:// URL")
+    if "@" in urlsplit(url).netloc:
+        raise ValueError(
+            "a user or password before the host is not sent: put the token in the path"
+        )
+    return url

@@ -4,7 +4,8 @@ After a host reboot systemd often starts forkq before MariaDB answers, and an
 application may hold SQLite's write lock for a moment just when the master registers
 itself. Both are waited for with a growing back-off and one log line a try, as the
 children do (worker.py `safely`); a stop signal during the wait ends it at once. What
-waiting cannot fix (no tables, an older schema) is raised for the CLI to report.
+waiting cannot fix (no tables, an older schema, a password or a grant the server
+refuses) is raised for the CLI to report in one line.
 """
 
 from __future__ import annotations
@@ -13,13 +14,24 @@ import random
 import select
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from supervisor import events
 from supervisor.daemon import systemd
 from supervisor.daemon.signals import SignalQueue
-from supervisor.errors import ConnectionLost, TransientDatabaseError
+from supervisor.errors import (
+    ConfigError,
+    ConnectionLost,
+    DatabaseError,
+    DatabaseRefused,
+    SchemaError,
+    TransientDatabaseError,
+)
 from supervisor.observe import metrics
+
+if TYPE_CHECKING:
+    from supervisor.config import Config
+    from supervisor.store import Store
 
 T = TypeVar("T")
 
@@ -43,10 +55,31 @@ def wait_for_database(log: Any, signals: SignalQueue, calls: Callable[[], T]) ->
             systemd.status(f"waiting for the database: {exc}")
             _sleep(signals, delay)
             continue
+        except DatabaseError as exc:
+            if isinstance(exc, SchemaError):
+                raise
+            raise DatabaseRefused(str(exc)) from exc  # the operator's to fix, not a crash
         if backoff:
             log.info(events.DB_RECONNECTED)
         return result
     return None
+
+
+def checked_store(
+    config: Config, current: Config, opener: Callable[[Config], Store]
+) -> Store | None:
+    """HUP: the store of the database a reloaded config moved to, once it answers with
+    forkq's latest schema; None for the same database. What fails refuses the reload
+    (ConfigError): the master keeps its database, as it would not boot on that one."""
+    if config.database == current.database:
+        return None
+    store = opener(config)
+    try:
+        store.require_latest_schema()
+    except (SchemaError, DatabaseError) as exc:
+        store.close()
+        raise ConfigError(f"{exc} ({config.database.redacted()})") from exc
+    return store
 
 
 def _sleep(signals: SignalQueue, seconds: float) -> None:

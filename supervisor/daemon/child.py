@@ -30,6 +30,7 @@ from supervisor import events, logs
 from supervisor.config import Config, PoolConfig
 from supervisor.daemon.decisions import recycle_after
 from supervisor.daemon.ledger import Ledger
+from supervisor.daemon.orphan import start_guard
 from supervisor.daemon.scoreboard import Scoreboard
 from supervisor.kinds import RetireReason, Role
 from supervisor.models import JobRow
@@ -172,6 +173,7 @@ def child_main(config: Config, spec: ChildSpec) -> int:
     def stop(signum: int, frame: FrameType | None) -> None:
         worker.stopping = True  # finish the current job, hand back the rest, exit
 
+    start_guard(spec.wake_fd, spec.scoreboard, partial(setattr, worker, "stopping", True))
     # A signal must also end an idle wait: select() is resumed after a handler
     # (PEP 475), so the wakeup fd makes it readable instead.
     signal_r, signal_w = os.pipe()

@@ -19,13 +19,12 @@ from supervisor.config import Config
 from supervisor.daemon.child import ChildSpec, child_crashed, run_child
 from supervisor.daemon.decisions import overtime_due, retire_deadline
 from supervisor.daemon.ledger import Ledger, LockFile
-from supervisor.daemon.scoreboard import Scoreboard
+from supervisor.daemon.scoreboard import KILL_GRACE, Scoreboard
 from supervisor.daemon.state import Child, KillCause, PoolState, Termination
 from supervisor.kinds import RetireReason
 from supervisor.proc import fork_process, kill_group, process_name, reap
 from supervisor.timing import Stats, absorb
 
-KILL_GRACE = 3.0  # seconds past a job's timeout (the child's own soft timeout) before SIGTERM
 TERM_TO_KILL = 2.0  # seconds between SIGTERM and SIGKILL of an overtime child
 # A cancelled job must end within 2 s of the request (SPEC), and a child takes SIGTERM
 # as "finish this job, then exit": its group gets SIGKILL soon after.

@@ -34,7 +34,7 @@ from supervisor.config import Config, load_config
 from supervisor.daemon import member, systemd
 from supervisor.daemon.member import CREDENTIALS, Member, respawn_delay, sender
 from supervisor.daemon.signals import SignalQueue, disarm_check_timer
-from supervisor.errors import ConfigError, ExitCode
+from supervisor.errors import ConfigError, DatabaseRefused, ExitCode
 from supervisor.kinds import Role
 from supervisor.observe import metrics
 from supervisor.observe.master_side import sweep_stale
@@ -152,6 +152,8 @@ class Federation:
             except ConfigError as exc:  # an older schema in this database: one line, 78
                 logs.get(role=Role.MASTER).error(events.MASTER_REFUSED, error=str(exc))
                 return int(ExitCode.CONFIG)
+            except DatabaseRefused:  # run_daemon said why in one line: no traceback
+                return int(ExitCode.FAILURE)
 
         try:
             each.pid = fork_process(body, self.fds(), self.crashed)
@@ -268,11 +270,9 @@ class Federation:
             self.members[name] = self.new_member(name)
             self.spawn(self.members[name], now)
         self.log.info(
-            events.CONFIG_RELOADED,
-            databases=sorted(new),
-            started=sorted(new - old),
+            events.CONFIG_RELOADED, databases=sorted(new), started=sorted(new - old),
             stopped=sorted(old - new),
-        )
+        )  # fmt: skip
         self.ready_sent = False  # READY again once the new ones booted
 
     # --- systemd -------------------------------------------------------------------------

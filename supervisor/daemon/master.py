@@ -17,11 +17,11 @@ import signal
 import time
 import traceback
 
-from supervisor import events, logs, wake
+from supervisor import events, logs, masking, wake
 from supervisor.cluster.chores import CHORES_LOCK
 from supervisor.config import Config
 from supervisor.daemon import member, systemd
-from supervisor.daemon.booting import wait_for_database
+from supervisor.daemon.booting import checked_store, wait_for_database
 from supervisor.daemon.children import Children
 from supervisor.daemon.dbguard import DbGuard
 from supervisor.daemon.handback import HandBacks
@@ -32,7 +32,7 @@ from supervisor.daemon.signals import SignalQueue, arm_check_timer, disarm_check
 from supervisor.daemon.state import Phase, PoolState, reloaded_pools
 from supervisor.daemon.ticks import CheckTicks
 from supervisor.daemon.timers import LoopTimers
-from supervisor.errors import ConfigError, ExitCode, SchemaError
+from supervisor.errors import ConfigError, DatabaseRefused, ExitCode, SchemaError
 from supervisor.kinds import RetireReason, Role
 from supervisor.observe import metrics
 from supervisor.proc import freeze_heap, hostname, node_id, process_name, set_title
@@ -73,9 +73,8 @@ class Master:
         state = self.state
         write = lambda owner, taken: state.db(lambda: state.store.hand_back(owner, taken))  # noqa: E731
         self.handbacks = HandBacks(self.children, write, log)
-        self.timers = LoopTimers.make(
-            config.supervisor, time.monotonic(), systemd.watchdog_interval()
-        )
+        watchdog = systemd.watchdog_interval()
+        self.timers = LoopTimers.make(config.supervisor, time.monotonic(), watchdog)
 
     # --- signals -------------------------------------------------------------------------
 
@@ -252,22 +251,23 @@ class Master:
         systemd.reloading()
         try:
             config = member.reloaded_config(self.config_path, self.state.config)
+            store = checked_store(config, self.state.config, open_store_for)
         except ConfigError as exc:
             self.state.log.error(events.RELOAD_REFUSED, error=str(exc))
             systemd.ready()
             return
-        if config.database != self.state.config.database:
+        masking.remember(config)  # the old values stay masked too
+        if store is not None:  # another database, with forkq's latest schema
             self.state.store.close()
-            self.state.store = open_store_for(config)
+            self.state.store = store
             if self.listener is not None:
                 self.listener.close()
             self.listener = wake.listen(config.database, self.state.log)
         self.state.config = config
         metrics.reload(config)
         # New intervals take effect now; the next tick takes the new chores lease.
-        self.timers = LoopTimers.make(
-            config.supervisor, time.monotonic(), systemd.watchdog_interval()
-        )
+        watchdog = systemd.watchdog_interval()
+        self.timers = LoopTimers.make(config.supervisor, time.monotonic(), watchdog)
         arm_check_timer(config.supervisor.check_interval)
         self.state.pools = reloaded_pools(config.pools, self.state.pools)
         now = time.monotonic()
@@ -292,12 +292,9 @@ class Master:
         # A shutdown_timeout raised by HUP past the unit's TimeoutStopSec still drains.
         systemd.extend_timeout(grace + STOP_MARGIN)
         self.state.log.info(
-            events.MASTER_STOPPING,
-            signal=signame,
-            graceful=graceful,
-            shutdown_timeout=grace,
+            events.MASTER_STOPPING, signal=signame, graceful=graceful, shutdown_timeout=grace,
             children=len(self.children),
-        )
+        )  # fmt: skip
         self.ticks.kill()  # a tick mid-chore is rolled back; the lease is released below
         for child in self.children:
             if graceful:
@@ -353,6 +350,9 @@ def run_daemon(config: Config, config_path: str | None) -> int:
             return master.run()
         except SchemaError as exc:  # an operator's step, not a defect: one line, exit 78
             raise ConfigError(f"{exc} ({config.database.redacted()})") from exc
+        except DatabaseRefused as exc:  # a password, a grant, a database name: one line
+            master.state.log.error(events.MASTER_REFUSED, error=str(exc))
+            raise
         except Exception:  # a defect of ours: say so in the log before the traceback
             master.state.log.error(events.MASTER_CRASHED, error=traceback.format_exc(limit=8))
             raise

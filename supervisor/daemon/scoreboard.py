@@ -14,6 +14,9 @@ import struct
 import time
 from dataclasses import dataclass
 
+# Seconds past a job's deadline (the child's own soft timeout) before the master's SIGTERM,
+# and an orphaned child's own SIGKILL (orphan.py).
+KILL_GRACE = 3.0
 # seq, job id (0 = none), started (CLOCK_MONOTONIC), timeout, jobs, of which failed
 _FORMAT = struct.Struct("<QqddQQ")
 

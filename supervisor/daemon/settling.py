@@ -86,8 +86,11 @@ class Settling:
                 s.log.warning(events.JOB_CANCELLED, job_id=cancelled, child_pid=child.pid)
         held = counts_held(reason, running, child.jobs)
         ended = "timeout" if reason.kind is SettleKind.TIMED_OUT else "died"  # its history's
+        # The cancelled job ended above (or in settle_owner's own pass over cancels): no
+        # "worker died" line for the kill we made for it.
+        job_id = None if running == cancelled else running
         self.unsettled.append(
-            (child.name, running, reason.message, reason.counts_attempt, held, ended)
+            (child.name, job_id, reason.message, reason.counts_attempt, held, ended)
         )
         self.settle_pending()
         s.db(lambda: s.store.remove_processes([child.name]))

@@ -9,14 +9,15 @@ from dataclasses import replace
 from typing import Any
 
 from supervisor.models import CancelResult, JobRow, JobState, QueueStats
-from supervisor.store.core import RESULTS_SCHEMA_VERSION, STATS_CAP, micros
+from supervisor.store.core import PURGE_CHUNK, RESULTS_SCHEMA_VERSION, STATS_CAP, micros
 from supervisor.store.dependencies import HAS_PARENTS, DependencyOps
+from supervisor.store.results import ResultOps
 
 NOT_STARTED = frozenset({JobState.WAITING, JobState.READY, JobState.SCHEDULED})
 SORTED_MOST = 5_000  # jobs of one status `forkq jobs --status` sorts from its index range
 
 
-class OperatorOps(DependencyOps):
+class OperatorOps(DependencyOps, ResultOps):
     """Stats, job reads, retry / cancel / purge, pause and results."""
 
     # --- operators -----------------------------------------------------------------------
@@ -79,6 +80,7 @@ class OperatorOps(DependencyOps):
         if not ids:
             return 0
         query = "deps_retry_jobs" if self.has_deps_schema() else "retry_jobs"
+        self.keep_earlier_run(ids)
         self._run(query, ids=self._ids(ids))
         return int(self._rows("ready_among", ids=self._ids(ids))[0]["n"])
 
@@ -100,8 +102,24 @@ class OperatorOps(DependencyOps):
                 return f"its unique key is held by job {holder[0]['id']}"
         return "archived"
 
-    def retry_dead(self, queue: str | None = None) -> int:
-        return self._run("retry_dead", queue=queue)
+    def retry_dead(self, queue: str | None = None) -> tuple[int, list[int]]:
+        """Every dead job (of `queue`) ready again, a chunk per transaction: how many, and
+        the ids retry_jobs left dead (a unique key another job holds: not_retried says)."""
+        retried, left = 0, list[int]()
+        while True:
+            skip = self._ids(left or [0])  # ids start at 1; MySQL has no empty IN list
+            rows = self._rows("dead_ids", queue=queue, skip=skip, limit=PURGE_CHUNK)
+            if not rows:
+                return retried, left
+            ids = [int(r["id"]) for r in rows]
+            self.retry_jobs(ids)
+            still = self.still_dead(ids)
+            retried, left = retried + len(ids) - len(still), left + still
+
+    def still_dead(self, ids: Sequence[int]) -> list[int]:
+        """Which of these jobs are dead: those a retry left so."""
+        rows = self._rows("dead_among", ids=self._ids(ids)) if ids else []
+        return sorted(int(r["id"]) for r in rows)
 
     def cancel_jobs(self, ids: Sequence[int], by: str) -> dict[int, CancelResult]:
         """Cancel jobs; {id: what happened} for every id asked for (SPEC: Job lifecycle).

@@ -7,7 +7,8 @@ attempt ends other than in the job's success (a failure, a timeout, a worker's d
 expired lease), on paths that already write one statement each: a first attempt that
 succeeds is described by the job row itself (started_at, finished_at, attempts) and costs
 nothing here. Each job keeps its last ATTEMPT_SLOTS attempts (the slot is the attempt
-number modulo that), errors cut to ATTEMPT_ERROR_CHARS.
+number modulo that), errors cut to ATTEMPT_ERROR_CHARS; an operator's retry, which numbers
+attempts from 1 again, keeps the run before it too, below slot 0 (keep_earlier_run).
 """
 
 from __future__ import annotations
@@ -100,6 +101,21 @@ class ResultOps(StoreCore):
         """Keep one attempt's end (nothing before schema 12)."""
         if self.has_attempts_table():
             self._run("record_attempt", **end.params())
+
+    def keep_earlier_run(self, ids: Sequence[int]) -> None:
+        """Before an operator's retry, whose run numbers its attempts from 1 again: the
+        history of the run before moves out of the slots (attempt % 20) the new one will
+        write, and a run older than that goes. So both stay listed, up to 20 each."""
+        if not self.has_attempts_table():
+            return
+        params = self._params(ids=self._ids(ids))
+
+        def attempt() -> None:
+            with self._tx():
+                self._execute("drop_older_runs", params)
+                self._execute("shift_attempts", params)  # 20: ATTEMPT_SLOTS
+
+        self._retrying(attempt)
 
     def job_attempts(self, job_id: int) -> list[dict[str, Any]]:
         """The job's recorded attempts, oldest first."""

@@ -99,10 +99,6 @@ class ViewOps(StoreCore):
         """Delete every dead job of `queue`, a chunk per transaction."""
         return self._in_chunks("web_discard_dead", queue=queue)
 
-    def retry_queue_dead(self, queue: str) -> int:
-        """Make every dead job of `queue` ready now, a chunk per transaction."""
-        return self._in_chunks("web_retry_dead", queue=queue)
-
     def schedule_slots(self, schedule: str, limit: int = 10) -> list[tuple[float, int | None]]:
         """(slot, job id) of a schedule's latest enqueued slots, newest first."""
         return [

@@ -24,6 +24,7 @@ from supervisor.web.context import Context, job_id_of
 from supervisor.web.security import SESSION_COOKIE, SESSION_LIFETIME
 
 MOST_IDS = 1000  # ids one form may carry
+NAMED_AT_MOST = 20  # jobs a retry left dead, named in its message
 
 
 def plural(count: int, noun: str) -> str:
@@ -73,14 +74,20 @@ def _cancel(ctx: Context, ids: Sequence[int]) -> str:
 def dead_retry(ctx: Context) -> Response:
     queue = _queue(ctx, required=False)
     if queue is not None and ctx.request.form.get("scope") == "all":
-        changed = ctx.store.retry_queue_dead(queue)
+        changed, left = ctx.store.retry_dead(queue)
         what = f"every dead job of {queue}"
     else:
         ids = _ids(ctx)
         changed = ctx.store.retry_jobs(ids)
+        left = ctx.store.still_dead(ids)
         what = plural(len(ids), "selected job")
-    _log(ctx, "retry", queue=queue, changed=changed)
-    return ctx.back(f"retried {what}: {plural(changed, 'job')} will run again", fallback="dead")
+    _log(ctx, "retry", queue=queue, changed=changed, left_dead=left[:100])
+    said = f"retried {what}: {plural(changed, 'job')} will run again"
+    if left:  # named with why, as `forkq retry` does (a unique key another job holds)
+        named = [f"job {ctx.ref(i)} ({ctx.store.not_retried(i)})" for i in left[:NAMED_AT_MOST]]
+        more = f" and {len(left) - NAMED_AT_MOST} more" if len(left) > NAMED_AT_MOST else ""
+        said += f"; left dead: {', '.join(named)}{more}"
+    return ctx.back(said, fallback="dead")
 
 
 def dead_discard(ctx: Context) -> Response:

@@ -37,7 +37,7 @@ from supervisor.web.security import (
     TOKEN_ENV,
     Guard,
 )
-from supervisor.work.command import load_handlers
+from supervisor.work.command import load_producer_handlers
 
 HERE = Path(__file__).parent
 STATIC = HERE / "static"
@@ -255,7 +255,7 @@ def make_app_from_config(
 ) -> Dashboard:
     """The dashboard for a loaded config. `read_only` None takes `[web] read_only`; `token`
     None means no token (tests and callers pass it; make_app reads FORKQ_WEB_TOKEN)."""
-    load_handlers(config)
+    load_producer_handlers(config)
     return Dashboard(
         config, read_only=config.web.read_only if read_only is None else read_only, token=token
     )

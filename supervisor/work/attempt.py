@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from supervisor import events, logs, registry
+from supervisor import events, logs, masking, registry
 from supervisor.errors import RETRY_REQUESTED, Fail, JobTimeout, Retry, Snooze
 from supervisor.models import JobRow
 from supervisor.outcomes import Attempt, Outcome, Returned
@@ -109,7 +109,13 @@ class JobContext:
 
 
 def run_attempt(row: JobRow, timeout: float, worker: LeaseHolder) -> Attempt:
-    """Run the job's handler under the soft timeout; what the attempt came to."""
+    """Run the job's handler under the soft timeout; what the attempt came to, with the
+    daemon's secrets masked in its error (masking.py: a handler may quote them)."""
+    attempt = _run(row, timeout, worker)
+    return attempt._replace(error=masking.masked(attempt.error)) if attempt.error else attempt
+
+
+def _run(row: JobRow, timeout: float, worker: LeaseHolder) -> Attempt:
     registered = registry.get(row.handler)
     if registered is None:
         return _dead(f"unknown handler {row.handler!r}: no loaded module registered it")

@@ -49,7 +49,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from supervisor import events, logs, registry
-from supervisor.errors import Fail, JobTimeout
+from supervisor.errors import ConfigError, Fail, JobTimeout
 from supervisor.work.exits import CommandFailed, error_text, judge
 from supervisor.work.pipes import Pipes
 
@@ -68,6 +68,23 @@ def load_handlers(config: Config, *, reload: bool = False) -> list[str]:
     call; the loaded modules' names.
     """
     return registry.load(config, CommandHandler, reload=reload)
+
+
+def load_producer_handlers(config: Config) -> None:
+    """The handlers `forkq enqueue` and the dashboard route by (a handler's registered queue).
+
+    A config file's modules must import: the daemon needs them too. Without a file, the
+    built-in default module (`handlers`) may be absent on a producer's machine; a handler
+    then goes to "default", as Queue.enqueue does where its module is not imported.
+    """
+    try:
+        load_handlers(config)
+    except ConfigError as exc:
+        absent = exc.__cause__
+        if config.from_file or not isinstance(absent, ModuleNotFoundError):
+            raise
+        if absent.name not in config.supervisor.handlers:
+            raise  # the default module is there, and what it imports is not
 
 
 class CommandHandler:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from supervisor import events
+from supervisor import events, masking
 
 STDERR_TAIL = 4096  # bytes of stderr kept for last_error
 MAX_LOGGED_LINES = 1000  # per stream and job; the rest are counted, not logged
@@ -62,8 +62,9 @@ class Stream:
 
     def emit(self, raw: bytes) -> None:
         line = raw.decode("utf-8", "replace").rstrip("\r")
-        if self.on_line is not None:
+        if self.on_line is not None:  # the protocol lines (forkq-result: ...) as written
             self.on_line(line)
+        line = masking.masked(line)  # the log's copy (masking.py)
         cut = len(line) > MAX_LINE_CHARS or len(raw) > MAX_LINE_CHARS * 4
         extra = {"truncated": True} if cut else {}
         self.log.info(events.COMMAND_OUTPUT, stream=self.name, line=line[:MAX_LINE_CHARS], **extra)

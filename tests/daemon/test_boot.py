@@ -7,11 +7,13 @@ that is briefly locked or not answering yet is waited for, never a crash.
 
 from __future__ import annotations
 
+import json
 import signal
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from cli_util import (
@@ -20,7 +22,7 @@ from cli_util import (
     ok,
     workdir_fixture,  # noqa: F401  (the `workdir` fixture)
 )
-from daemon_util import Daemon, record_ids
+from daemon_util import Daemon, record_ids, render_config
 from util import sql, wait_until
 
 from supervisor import Queue, events
@@ -44,6 +46,43 @@ def test_run_on_an_older_schema_names_schema_apply_and_exits_78(workdir: Path) -
     line = failed(result, 78)
     assert "forkq schema apply" in line and f"version {SCHEMA_VERSION - 1}" in line
     assert events.MASTER_CRASHED not in result.stdout
+
+
+def refused_boot(workdir: Path, url: str, secret: str | None = None) -> str:
+    """`forkq run` on a database that answers and refuses it: one line on stderr, exit 1
+    (systemd tries again), and `master_refused` in the log in one line, never a traceback
+    under `master_crashed` (a password or a grant is the operator's to fix, not a defect)."""
+    result = forkq(workdir, "run", "-c", "forkq.toml", database=url)
+    line = failed(result, 1)
+    assert events.MASTER_CRASHED not in result.stdout, result.stdout
+    [refused] = [
+        e for e in map(json.loads, result.stdout.splitlines()) if e["event"] == "master_refused"
+    ]
+    assert refused["error"] in line and "Traceback" not in result.stdout
+    assert secret is None or secret not in result.stdout + result.stderr
+    return line
+
+
+def test_run_with_a_wrong_password_is_refused_in_one_line(workdir: Path, mysql_db_url: str) -> None:
+    parsed = urlsplit(mysql_db_url)
+    wrong = parsed._replace(netloc=f"forkq:not-the-pw-42@{parsed.hostname}:{parsed.port}")
+    assert "Access denied" in refused_boot(workdir, urlunsplit(wrong), "not-the-pw-42")
+
+
+def test_run_on_a_database_that_does_not_exist_is_refused_in_one_line(
+    workdir: Path, mysql_db_url: str
+) -> None:
+    parsed = urlsplit(mysql_db_url)
+    assert "Unknown database" in refused_boot(
+        workdir, urlunsplit(parsed._replace(path="/no_such_db_9"))
+    )
+
+
+def test_run_on_a_file_that_is_not_an_sqlite_database_is_refused_in_one_line(
+    workdir: Path,
+) -> None:
+    (workdir / "notes.db").write_text("these are my notes, not a database\n" * 200)
+    assert "not a database" in refused_boot(workdir, f"sqlite:///{workdir / 'notes.db'}")
 
 
 # --- a database not there yet is waited for (issue 21.16) -----------------------------------
@@ -98,3 +137,33 @@ def test_a_stop_during_the_wait_for_the_database_ends_the_master_at_once(
     finally:
         holder.close()
     assert not daemon.events(events.MASTER_STARTED)
+
+
+def test_a_reload_onto_a_database_without_forkqs_tables_is_refused(
+    daemons: Callable[..., Daemon], sqlite_db_url: str, tmp_path: Path
+) -> None:
+    """As the boot would be: the master keeps its database and its children, and says
+    why; once the schema is applied there, the same HUP moves it."""
+    daemon = daemons(db_url=sqlite_db_url).start()
+    daemon.wait_ready()
+    children = set(daemon.pool_children("work"))
+    empty = f"sqlite:///{tmp_path / 'moved.db'}"
+    daemon.write_config(text=render_config(empty, daemon.pools, daemon.supervisor))
+    daemon.send_signal(signal.SIGHUP)
+    [refused] = daemon.wait_event(events.RELOAD_REFUSED)
+    assert "forkq schema apply" in refused["error"] and "moved.db" in refused["error"]
+    assert (
+        set(daemon.pool_children("work")) == children
+        and daemon.events(events.CONFIG_RELOADED) == []
+    )
+    record = tmp_path / "record.txt"
+    kept = Queue(sqlite_db_url).enqueue("t.record", {"file": str(record)}, queue="work")
+    wait_until(
+        lambda: record_ids(record) == [kept], timeout=20, message="a job of the old database ran"
+    )
+    ok(forkq(tmp_path, "schema", "apply", database=empty))
+    daemon.send_signal(signal.SIGHUP)
+    daemon.wait_event(events.CONFIG_RELOADED)
+    moved = Queue(empty).enqueue("t.record", {"file": str(record)}, queue="work")
+    wait_until(lambda: record_ids(record) == [kept, moved], timeout=20, message="the new one's")
+    assert daemon.stop() == 0, daemon.describe()

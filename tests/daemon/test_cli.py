@@ -307,6 +307,21 @@ def test_retry_dead_makes_dead_jobs_ready_again(
     assert row is not None and row.status == JobState.READY and row.attempts == 0
 
 
+def test_retry_dead_names_a_job_whose_unique_key_another_job_holds(
+    workdir: Path, db_url: str, store: Store, queue: Queue
+) -> None:
+    """As `retry ID` does: it stays dead, is named with its holder on stderr, exit 1; the
+    count says only what was retried."""
+    held = dead_job(queue, store, queue="mail", unique_key="kd", unique_while="queued")
+    plain = dead_job(queue, store, queue="mail")
+    holder = queue.enqueue("mail.send", queue="idle", unique_key="kd", unique_while="queued")
+    result = forkq(workdir, "retry", "--dead", "--queue", "mail", database=db_url)
+    line = failed(result, 1)
+    assert "retried 1 dead job" in result.stdout
+    assert f"not retried: job {held} (its unique key is held by job {holder})" in line
+    assert [store.get_job(i).status for i in (held, plain)] == ["dead", "ready"]  # type: ignore[union-attr]
+
+
 def test_retry_by_id_names_the_jobs_it_could_not_retry(
     workdir: Path, db_url: str, store: Store, queue: Queue
 ) -> None:

@@ -105,6 +105,22 @@ def test_boot_logs_a_registered_handler_whose_queue_no_pool_works(
         daemon.kill_all()
 
 
+def test_boot_logs_a_schedule_whose_handler_nothing_registers(
+    tmp_path: Path, sqlite_db_url: str
+) -> None:
+    """`forkq check` refuses it; `run` starts (another host may register it) and says it."""
+    daemon = Daemon(tmp_path / "d", sqlite_db_url, pools={"work": {"workers": 1}})
+    schedule = '\n[schedules.nightly]\ncron = "0 3 * * *"\nhandler = "reports.nope"\n'
+    daemon.write_config(text=daemon.config_path.read_text() + schedule)
+    try:
+        daemon.start().wait_ready()
+        [said] = daemon.events(events.SCHEDULE_HANDLER_UNKNOWN)
+        assert (said["schedule"], said["handler"]) == ("nightly", "reports.nope")
+        assert daemon.stop() == 0, daemon.describe()
+    finally:
+        daemon.kill_all()
+
+
 def test_the_master_logs_once_a_queue_whose_ready_jobs_no_pool_serves(
     tmp_path: Path, db_url: str
 ) -> None:

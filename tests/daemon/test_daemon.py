@@ -433,6 +433,28 @@ def test_children_exit_when_the_master_is_killed_and_a_restart_loses_nothing(
     assert store.list_processes() == []  # the first master's rows were cleaned up too
 
 
+def test_an_orphaned_child_stuck_past_its_timeout_kills_itself_before_its_lease_ends(
+    daemons: Factory, queue: Queue, db_url: str
+) -> None:
+    """The master killed -9 while a handler ignores the soft timeout and every signal but
+    SIGKILL: without the master's overtime kill the child would run it for ever and, once
+    the lease expired, beside the next daemon's run of the same job. Its own guard ends
+    it at the timeout plus the grace the master gives, inside the lease."""
+    first = boot(daemons, pools={"work": {"workers": 2, "timeout": 2}}, name="first")
+    stuck = queue.enqueue("t.hang", queue="work", max_attempts=3)
+    [child] = wait_until(lambda: first.running(stuck), timeout=10, message="the job running")
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait_exit(5)
+    wait_until(  # at 2 s + KILL_GRACE; the lease runs 2 s + 30 s
+        lambda: not psutil.pid_exists(child) or psutil.Process(child).status() == "zombie",
+        timeout=20,
+        message="the orphan stuck in its job killed",
+    )
+    row = queue.get(stuck)
+    assert row is not None and row.status == "running" and row.attempts == 1  # until reaped
+    assert session_processes(first.pid) == []
+
+
 # --- crash loops -------------------------------------------------------------------------------------------
 
 

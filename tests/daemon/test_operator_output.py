@@ -105,6 +105,20 @@ def test_status_prints_one_inert_line_per_queue(
     assert not any(line.startswith("FORGED") for line in out.split("\n"))
 
 
+def test_status_names_unserved_and_waiting_queues_inert(
+    tmp_path: Path, db_url: str, store: Store, hostile: dict[str, int]
+) -> None:
+    """With a config file, the lines under the table name queues no pool serves and
+    queues with jobs waiting on parents: from rows too, so escaped alike."""
+    Queue(store=store).enqueue("t.noop", {}, queue=FORGED_QUEUE, depends_on=[hostile["terminal"]])
+    (tmp_path / "forkq.toml").write_text("[pools.plain]\nworkers = 1\n")
+    out = forkq(tmp_path, db_url, "status", "-c", "forkq.toml").stdout
+    assert_inert(out)
+    assert "no pool of forkq.toml serves: " in out and "waiting on parents" in out, out
+    assert not any(line.startswith("FORGED") for line in out.split("\n")), out
+    assert "q\\nFORGED" in out
+
+
 def test_show_prints_fields_inert_and_the_error_on_its_own_lines(
     tmp_path: Path, db_url: str, hostile: dict[str, int]
 ) -> None:

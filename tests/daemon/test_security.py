@@ -197,6 +197,69 @@ def test_no_secret_in_logs_titles_or_alerts_while_the_database_and_smtp_fail(
     assert leaks(" ".join(webhook.texts)) == [] and WEBHOOK_TOKEN not in " ".join(webhook.texts)
 
 
+LEAKY_HANDLERS = """
+import os
+
+from supervisor import handler
+
+
+@handler("leak.raise", queue="sec")
+def leak(payload, job):  # a failed connect that quotes what it was given
+    raise RuntimeError(
+        "connect failed: " + os.environ["FORKQ_DATABASE_URL"] + " smtp="
+        + os.environ["FORKQ_SMTP_PASSWORD"] + " hook=" + payload["hook"]
+    )
+"""
+
+
+def test_a_handler_that_quotes_the_daemons_secrets_shows_them_masked(
+    urls: dict[str, str], tmp_path: Path, webhook: Webhook
+) -> None:
+    """The error of a Python handler and the stderr of a command, which quote the
+    database URL, the SMTP password and the webhook URL the daemon was given, reach
+    last_error, the attempt history and the `job_finished` line with each as `***`."""
+    alerts = alerts_section(webhook.url, free_tcp_port())
+    daemon = make_daemon(tmp_path, urls["good"], alerts)
+    daemon.write_module("leaky", LEAKY_HANDLERS)
+    script = "import sys; sys.stderr.write('PDO error: ' + sys.argv[1] + '\\n'); sys.exit(1)"
+    argv = [sys.executable, "-c", script, urls["good"]]  # a PHP job given the URL
+    supervisor = {**daemon.supervisor, "handlers": ["testhandlers", "leaky"]}
+    command = f'\n[commands."leak.cmd"]\nargv = {json.dumps(argv)}\nqueue = "{QUEUE}"\n'
+    daemon.write_config(
+        text=render_config(daemon.db_url, daemon.pools, supervisor) + alerts + command
+    )
+    try:
+        daemon.start().wait_ready()
+        from supervisor import Queue
+
+        producer = Queue(urls["good"])
+        raised = producer.enqueue("leak.raise", {"hook": webhook.url}, queue=QUEUE, max_attempts=1)
+        printed = producer.enqueue("leak.cmd", {}, queue=QUEUE, max_attempts=1)
+        wait_until(
+            lambda: (
+                [getattr(producer.get(i), "status", None) for i in (raised, printed)]
+                == ["dead", "dead"]
+            ),
+            timeout=30,
+            message=f"both jobs dead ({daemon.describe()})",
+        )
+        assert daemon.stop(timeout=30) == 0
+    finally:
+        daemon.kill_all()
+    store = open_store(urls["good"])
+    try:
+        errors = [store.get_job(i).last_error or "" for i in (raised, printed)]  # type: ignore[union-attr]
+        history = json.dumps([store.job_attempts(i) for i in (raised, printed)], default=str)
+    finally:
+        store.close()
+    assert "connect failed: mysql://fq_sec:***@" in errors[0] and "smtp=***" in errors[0]
+    assert "hook=***" in errors[0] and "PDO error: mysql://fq_sec:***@" in errors[1], errors
+    finished = [e for e in daemon.events(events.JOB_FINISHED) if e.get("error")]
+    assert len(finished) == 2 and all("***" in e["error"] for e in finished), finished
+    seen = " ".join([*errors, history, daemon.log_text(), daemon.stderr_text()])
+    assert leaks(seen) == [] and WEBHOOK_TOKEN not in seen
+
+
 def test_no_secret_in_cli_output(
     urls: dict[str, str],
     tmp_path: Path,

@@ -120,3 +120,19 @@ def test_a_batch_refuses_unique_keys_and_needs_a_callback(queue: Queue) -> None:
         queue.batch()
     with queue.batch(on_complete="cb.all") as batch, pytest.raises(UsageError, match="unique"):
         batch.enqueue("t.job", unique_key="k")
+
+
+def test_a_job_of_a_batch_cannot_wait_on_parents_and_is_told_why(
+    queue: Queue, store: Store
+) -> None:
+    parent = queue.enqueue("t.job")
+    for enqueue in (
+        lambda b: b.enqueue("t.job", depends_on=[parent]),
+        lambda b: b.enqueue_many(
+            [{"handler": "t.job"}, {"handler": "t.job", "depends_on": [parent]}]
+        ),
+    ):
+        refused = pytest.raises(UsageError, match="a job of a batch cannot have depends_on")
+        with queue.batch(on_complete="cb.all") as batch, refused:
+            enqueue(batch)
+        assert batch.total == 0  # nothing of it was written

@@ -51,10 +51,10 @@ def test_retry_jobs_makes_dead_jobs_ready_but_leaves_running_ones(store: Store) 
 def test_retry_dead_retries_every_dead_job_of_a_queue(store: Store) -> None:
     mail = [make_dead(store, "email"), make_dead(store, "email")]
     report = make_dead(store, "reports")
-    assert store.retry_dead("email") == 2
+    assert store.retry_dead("email") == (2, [])
     assert [status(store, i) for i in mail] == ["ready", "ready"]
     assert status(store, report) == "dead"
-    assert store.retry_dead() == 1
+    assert store.retry_dead() == (1, [])
     assert status(store, report) == "ready"
 
 

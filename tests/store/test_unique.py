@@ -355,3 +355,36 @@ def test_an_expired_lease_whose_release_or_retry_is_ignored_ends_the_job_superse
             "cancelled", f"superseded: its unique key is held by job {newer[key]}"
         )  # fmt: skip
     assert [getattr(queue.get(j), "status", None) for j in newer.values()] == ["ready"] * 2
+
+
+def test_retrying_every_dead_job_leaves_and_names_those_whose_key_is_held(
+    queue: Queue, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`retry --dead` and the dashboard's "retry all" go through the dead jobs a chunk at
+    a time: a job whose unique key another job holds stays dead, is returned to be named,
+    and neither stops the walk early nor is counted as retried (chunks of 2 here, so the
+    held ones share chunks with others and come back in none)."""
+    import supervisor.store.operators as operators
+
+    monkeypatch.setattr(operators, "PURGE_CHUNK", 2)
+    keys = [None, "k1", None, "k2", None, None, "k3"]
+    dead = [
+        queue.enqueue("u.dead", queue="dq", unique_key=key, unique_while=key and "queued")
+        for key in keys
+    ]
+    assert [job.id for job in store.claim("dq", "h:1:t", len(dead), lease=30)] == dead
+    for job_id in dead:
+        assert store.fail("h:1:t", job_id, "boom", dead=True)
+    # While they are dead their keys are free (unique_while="queued"): new jobs take two.
+    holders = {
+        key: queue.enqueue("u.dead", queue="elsewhere", unique_key=key, unique_while="queued")
+        for key in ("k1", "k3")
+    }
+    held = [dead[1], dead[6]]
+    assert store.retry_dead("dq") == (5, held)
+    assert [queue.get(i).status for i in dead] == [  # type: ignore[union-attr]
+        "dead" if i in held else "ready" for i in dead
+    ]
+    assert store.not_retried(held[0]) == f"its unique key is held by job {holders['k1']}"
+    assert store.retry_dead("dq") == (0, held)  # again: nothing more to do, same two named
+    assert store.still_dead([*dead, holders["k1"]]) == held

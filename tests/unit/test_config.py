@@ -453,3 +453,28 @@ def test_datetime_values_in_pool_keys_are_refused(tmp_path: Path) -> None:
     when = datetime(2024, 1, 1, tzinfo=UTC).isoformat()
     [line] = problems(write(tmp_path, f"[pools.default]\ntimeout = {when}\n"))
     assert ": pools.default.timeout: " in line
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("[pools.email]\nworkers = 100000\n", ": pools.email.workers: must be at most 1024"),
+        (
+            "[pools.email]\nworkers = 2\nmax_workers = 5000\n",
+            ": pools.email.max_workers: must be at most 1024",
+        ),
+        ("[alerts]\nsmtp_port = 70000\n", ": alerts.smtp_port: must be at most 65535"),
+        (
+            '[alerts]\nwebhook_url = "https://bot:Hook-pw-77@chat.example.com/hooks/1"\n',
+            ": alerts.webhook_url: a user or password before the host is not sent",
+        ),
+        ('[alerts]\nwebhook_url = "ftp://chat.example.com/x"\n', "expected an http:// or https://"),
+    ],
+    ids=["workers", "max-workers", "smtp-port", "webhook-userinfo", "webhook-scheme"],
+)
+def test_a_value_past_what_can_work_is_refused(tmp_path: Path, text: str, says: str) -> None:
+    """A typo'd pool size would fork until the host runs out of processes; a port past
+    65535 or a webhook whose credential urllib would drop could never send."""
+    [line] = problems(write(tmp_path, text))
+    assert says in line, line
+    assert "Hook-pw-77" not in line

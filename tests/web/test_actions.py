@@ -106,6 +106,34 @@ def test_retry_all_and_discard_all_of_one_queue_leave_the_others(
     assert [status(store, i) for i in reports] == ["ready"] * 3
 
 
+def test_retry_all_names_a_job_whose_unique_key_another_job_holds(
+    page: Any, web_server: ServerFactory, queue: Queue, store: Store
+) -> None:
+    """It stays dead, named with why, and is not counted: the others all run again."""
+    held = queue.enqueue(
+        "report.build", queue="reports", unique_key="nightly", unique_while="queued"
+    )
+    assert store.claim("reports", OWNER, 1, 60)[0].id == held
+    assert store.fail(OWNER, held, "boom", dead=True)
+    others = dead_jobs(queue, store, 3)
+    holder = queue.enqueue(
+        "report.build", queue="later", unique_key="nightly", unique_while="queued"
+    )
+    server = web_server()
+    page.goto(f"{server.url}/dead")
+    click(page, "retry all", within=page.locator("tr", has_text="reports"))
+    assert [status(store, i) for i in others] == ["ready"] * 3
+    assert status(store, held) == "dead"
+    said = page.inner_text(".flash")
+    assert "3 jobs will run again" in said, said
+    assert f"left dead: job {held} (its unique key is held by job {holder})" in said, said
+    page.goto(f"{server.url}/dead?queue=reports")
+    page.check(f'input[name=id][value="{held}"]')
+    click(page, "retry selected")
+    said = page.inner_text(".flash")
+    assert "0 jobs will run again" in said and f"left dead: job {held} (its unique" in said
+
+
 def test_cancel_a_waiting_job_and_a_running_one(
     page: Any, web_server: ServerFactory, queue: Queue, store: Store
 ) -> None:

@@ -88,13 +88,15 @@ def test_discard_and_retry_every_dead_job_of_a_queue_in_chunks(
     queue: Queue, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import supervisor.store.core as core
+    import supervisor.store.operators as operators
 
     monkeypatch.setattr(core, "PURGE_CHUNK", 2)
+    monkeypatch.setattr(operators, "PURGE_CHUNK", 2)
     for name in ("a", "b"):
         fill(queue, 5, queue=name)
         for row in store.claim(name, OWNER, 5, 60):
             assert store.fail(OWNER, row.id, "boom", dead=True)
-    assert store.retry_queue_dead("a") == 5
+    assert store.retry_dead("a") == (5, [])
     assert store.count_status("dead", "a", 10) == 0 and store.count_status("ready", "a", 10) == 5
     assert store.discard_queue_dead("b") == 5
     assert store.count_status("dead", "b", 10) == 0

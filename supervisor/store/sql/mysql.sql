@@ -392,10 +392,18 @@ WHERE id IN %(ids)s AND status NOT IN ('running', 'cancelling', 'waiting')
 -- name: deps_flags
 SELECT status, deps FROM forkq_jobs WHERE id = %(id)s;
 
--- name: retry_dead
-UPDATE IGNORE forkq_jobs
-SET status = 'ready', run_at = NOW(6), attempts = 0, finished_at = NULL
-WHERE status = 'dead' AND (%(queue)s IS NULL OR queue = %(queue)s);
+-- name: dead_ids
+-- A chunk of the dead jobs (of a queue) to retry (Store.retry_dead), on the status index;
+-- skip: those a retry left dead (a unique key held by another job), else they would
+-- come back first in every chunk.
+SELECT id FROM forkq_jobs
+WHERE status = 'dead' AND (%(queue)s IS NULL OR queue = %(queue)s) AND id NOT IN %(skip)s
+LIMIT %(limit)s;
+
+-- name: dead_among
+-- Which of these jobs a retry left dead: what it did not change (MySQL's found-rows
+-- count includes the rows UPDATE IGNORE left alone).
+SELECT id FROM forkq_jobs FORCE INDEX (PRIMARY) WHERE id IN %(ids)s AND status = 'dead';
 
 -- name: cancel_select
 -- Cancelling (Store.cancel_jobs): the jobs asked for, locked, with the status each had,
@@ -605,6 +613,14 @@ ON DUPLICATE KEY UPDATE attempt = VALUES(attempt), queue = VALUES(queue),
   outcome = VALUES(outcome), worker = VALUES(worker), host = VALUES(host), pid = VALUES(pid),
   error = VALUES(error), started_at = VALUES(started_at), ended_at = NOW(6);
 
+-- name: drop_older_runs
+-- Store.keep_earlier_run: the runs before the last one (moved below slot 0 at a retry).
+DELETE FROM forkq_attempts WHERE job_id IN %(ids)s AND slot < 0;
+
+-- name: shift_attempts
+-- The last run's attempts out of slots 0-19, which the retried run writes again.
+UPDATE forkq_attempts SET slot = slot - 20 WHERE job_id IN %(ids)s;
+
 -- name: job_attempts
 SELECT attempt, outcome, worker, host, pid, error,
        UNIX_TIMESTAMP(started_at) AS started_at, UNIX_TIMESTAMP(ended_at) AS ended_at
@@ -811,12 +827,6 @@ DELETE j FROM forkq_jobs AS j FORCE INDEX (PRIMARY) WHERE id IN %(ids)s AND stat
 -- name: web_discard_dead
 -- Every dead job of a queue, %(limit)s at a time (the store loops): short transactions.
 DELETE FROM forkq_jobs WHERE status = 'dead' AND queue = %(queue)s LIMIT %(limit)s;
-
--- name: web_retry_dead
-UPDATE IGNORE forkq_jobs
-SET status = 'ready', run_at = NOW(6), attempts = 0, finished_at = NULL
-WHERE status = 'dead' AND queue = %(queue)s
-LIMIT %(limit)s;
 
 -- name: web_slots
 -- A schedule's latest slots: a range of the primary key (schedule, slot), newest first.

@@ -324,10 +324,17 @@ WHERE id IN (SELECT value FROM json_each(:ids)) AND status NOT IN ('running', 'c
 -- name: deps_flags
 SELECT status, deps FROM forkq_jobs WHERE id = :id;
 
--- name: retry_dead
-UPDATE OR IGNORE forkq_jobs
-SET status = 'ready', run_at = :now, attempts = 0, finished_at = NULL
-WHERE status = 'dead' AND (:queue IS NULL OR queue = :queue);
+-- name: dead_ids
+-- A chunk of the dead jobs (of a queue) to retry (Store.retry_dead); skip: those a retry
+-- left dead (a unique key held by another job), else they would come first every time.
+SELECT id FROM forkq_jobs
+WHERE status = 'dead' AND (:queue IS NULL OR queue = :queue)
+  AND id NOT IN (SELECT value FROM json_each(:skip))
+LIMIT :limit;
+
+-- name: dead_among
+-- Which of these jobs a retry left dead.
+SELECT id FROM forkq_jobs WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'dead';
 
 -- name: cancel_select
 -- Cancelling (Store.cancel_jobs, inside BEGIN IMMEDIATE): the status each job had.
@@ -524,6 +531,14 @@ ON CONFLICT (job_id, slot) DO UPDATE SET attempt = excluded.attempt, queue = exc
   pid = excluded.pid, error = excluded.error, started_at = excluded.started_at,
   ended_at = :now;
 
+-- name: drop_older_runs
+-- Store.keep_earlier_run: the runs before the last one (moved below slot 0 at a retry).
+DELETE FROM forkq_attempts WHERE job_id IN (SELECT value FROM json_each(:ids)) AND slot < 0;
+
+-- name: shift_attempts
+-- The last run's attempts out of slots 0-19, which the retried run writes again.
+UPDATE forkq_attempts SET slot = slot - 20 WHERE job_id IN (SELECT value FROM json_each(:ids));
+
 -- name: job_attempts
 SELECT attempt, outcome, worker, host, pid, error, started_at, ended_at
 FROM forkq_attempts WHERE job_id = :id ORDER BY ended_at, attempt;
@@ -712,11 +727,6 @@ DELETE FROM forkq_jobs WHERE id IN (SELECT value FROM json_each(:ids)) AND statu
 -- name: web_discard_dead
 DELETE FROM forkq_jobs WHERE id IN (
   SELECT id FROM forkq_jobs WHERE status = 'dead' AND queue = :queue LIMIT :limit);
-
--- name: web_retry_dead
-UPDATE OR IGNORE forkq_jobs
-SET status = 'ready', run_at = :now, attempts = 0, finished_at = NULL
-WHERE id IN (SELECT id FROM forkq_jobs WHERE status = 'dead' AND queue = :queue LIMIT :limit);
 
 -- name: web_slots
 SELECT slot, job_id, enqueued_at
