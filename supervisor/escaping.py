@@ -47,6 +47,17 @@ def for_terminal(text: str) -> str:
     return _CONTROL.sub(_visible, text)
 
 
+def for_page(text: str) -> str:
+    """Text for a dashboard page (HTML-escaped after this): line breaks kept (a traceback
+    in its <pre>), every other control character and bidirectional mark shown as an
+    escape, as the terminal shows it: a name cannot read backwards or hide its end."""
+    return _CONTROL.sub(_visible_but_newline, text.replace("\r\n", "\n"))
+
+
+def _visible_but_newline(match: re.Match[str]) -> str:
+    return "\n" if match.group() == "\n" else _visible(match)
+
+
 def lines_for_terminal(text: str) -> list[str]:
     """Multi-line text (a traceback) as lines, each escaped: only a newline breaks a line."""
     return [for_terminal(line.removesuffix("\r")) for line in text.split("\n")]

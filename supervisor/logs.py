@@ -15,13 +15,16 @@ import os
 import re
 import sys
 import time
+import traceback
 from collections.abc import MutableMapping
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
 import structlog
 
+from supervisor import events
 from supervisor.escaping import for_terminal, lines_for_terminal
+from supervisor.masking import masked
 
 SECRET_KEY = re.compile("password|passwd|secret|token", re.IGNORECASE)
 
@@ -168,6 +171,30 @@ def setup(level: str = "info", json_lines: bool | None = None) -> None:
         logger_factory=_line_logger,
         cache_logger_on_first_use=False,
     )
+
+
+class _FromStdlib(logging.Handler):
+    """A library's own log records (django-tasks, PyMySQL, ...: the standard library's
+    logging) as forkq lines, so the daemon's output stays one JSON object a line; without
+    it Python prints them, tracebacks and all, as plain text on stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            fields = {"logger": record.name, "message": masked(record.getMessage())}
+            if record.exc_info:  # a handler's exception: what it quotes is masked too
+                fields["exception"] = masked("".join(traceback.format_exception(*record.exc_info)))
+            log = get()
+            say = getattr(log, record.levelname.lower(), log.warning)
+            say(events.LIBRARY_LOG, **fields)
+        except Exception:
+            self.handleError(record)
+
+
+def route_stdlib() -> None:
+    """The daemon's processes (`run`, `work`): library records become forkq lines."""
+    root = logging.getLogger()
+    if not any(isinstance(handler, _FromStdlib) for handler in root.handlers):
+        root.addHandler(_FromStdlib())
 
 
 def get(**context: Any) -> Any:

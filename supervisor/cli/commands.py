@@ -26,6 +26,7 @@ from supervisor.work.command import load_handlers
 def cmd_run(args: argparse.Namespace) -> int:
     config = command_config(args)
     masking.remember(config)  # out of what handlers write: their children inherit it
+    logs.route_stdlib()  # a library's log records as lines of ours
     # Imported here first so a broken module's error names the config file; the
     # daemon's own import of them before it forks is then a no-op.
     load_handlers(config)
@@ -64,6 +65,7 @@ def cmd_web(args: argparse.Namespace) -> int:
 def cmd_work(args: argparse.Namespace) -> int:
     config = command_config(args)
     masking.remember(config)  # out of what handlers write
+    logs.route_stdlib()
     if config.databases:
         config = one_database(config, args.queues, getattr(args, "only_database", None))
     from supervisor.work.foreground import run_foreground

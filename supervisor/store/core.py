@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from supervisor.errors import SchemaError, TransientDatabaseError, UsageError
+from supervisor.errors import SchemaError, TablesMissing, TransientDatabaseError, UsageError
 from supervisor.models import Enqueued, NewJob
 from supervisor.policy import clamp_delay
 from supervisor.store.gates import SchemaGates
@@ -242,7 +242,8 @@ class StoreCore(SchemaGates, ABC):
             rows = self._rows("schema_version")
         except Exception as exc:  # a missing table is a driver-specific error
             if (
-                "forkq_schema" in str(exc)
+                isinstance(exc, TablesMissing)  # an SQLite file not made yet, among others
+                or "forkq_schema" in str(exc)
                 or "no such table" in str(exc)
                 or "doesn't exist" in str(exc)
             ):

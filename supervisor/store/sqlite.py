@@ -48,6 +48,7 @@ class SQLiteStore(Store):
         self._pid = 0
         self._in_tx = False
         self._inherited: list[sqlite3.Connection] = []
+        self.may_create = False
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is not None and self._pid != os.getpid():
@@ -56,6 +57,9 @@ class SQLiteStore(Store):
             self._inherited.append(self._conn)
             self._conn, self._in_tx = None, False
         if self._conn is None:
+            if self.path != ":memory:" and not self.may_create and not os.path.exists(self.path):
+                where = os.path.abspath(self.path)  # opening it would make an empty file
+                raise TablesMissing(f"no SQLite database at {where}: run `forkq schema apply`")
             if self.path != ":memory:":
                 parent = Path(self.path).parent
                 try:
@@ -76,6 +80,10 @@ class SQLiteStore(Store):
                 conn.execute("PRAGMA synchronous = FULL")
             self._conn, self._pid = conn, os.getpid()
         return self._conn
+
+    def apply_schema(self) -> int:
+        self.may_create = True  # `forkq schema apply` alone makes a missing file
+        return super().apply_schema()
 
     def close(self) -> None:
         conn, self._conn, self._in_tx = self._conn, None, False

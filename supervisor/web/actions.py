@@ -44,7 +44,7 @@ def job_discard(ctx: Context, job_id: int) -> Response:
     _log(ctx, "discard", ids=[job_id], changed=changed)
     if not changed:
         return ctx.back(f"job {ctx.ref(job_id)} was not discarded: only dead jobs are")
-    return ctx.back(f"job {ctx.ref(job_id)} discarded", fallback="dead")
+    return ctx.back(f"job {ctx.ref(job_id)} discarded", fallback="dead", gone=True)
 
 
 def job_cancel(ctx: Context, job_id: int) -> Response:
@@ -63,11 +63,11 @@ def _cancel(ctx: Context, ids: Sequence[int]) -> str:
     refused = [f"{ctx.ref(i)} ({r})" for i, r in results.items() if not r.ok]
     parts = []
     if done:
-        parts.append(f"cancelled {', '.join(done)}")
+        parts.append(f"cancelled {_named(done)}")
     if stopping:
-        parts.append(f"cancelling {', '.join(stopping)} (stopped within 2 s where they run)")
+        parts.append(f"cancelling {_named(stopping)} (stopped within 2 s where they run)")
     if refused:
-        parts.append(f"not cancelled: {', '.join(refused)}")
+        parts.append(f"not cancelled: {_named(refused)}")
     return "; ".join(parts) or "nothing to cancel"
 
 
@@ -224,3 +224,8 @@ ACTIONS: dict[str, Callable[..., Response]] = {
     "schedule_remove": lambda ctx: schedule_change(ctx, "remove"),
     "logout": logout,
 }
+
+
+def _named(jobs: list[str]) -> str:
+    """`job 7` or `jobs 7, 9`: ids, never read as a count."""
+    return f"{'job' if len(jobs) == 1 else 'jobs'} {', '.join(jobs)}"

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+from markupsafe import Markup
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 from werkzeug.routing import Map, MapAdapter, RequestRedirect, Rule
 from werkzeug.utils import send_from_directory
@@ -24,6 +25,7 @@ from werkzeug.wrappers import Request, Response
 from supervisor import events, logs
 from supervisor.config import HOME_DATABASE, Config, load_config
 from supervisor.errors import DatabaseError, ForkqError, SchemaError
+from supervisor.escaping import for_page
 from supervisor.jobref import JobRef
 from supervisor.status import STATUS_CAP
 from supervisor.store import Store
@@ -71,6 +73,7 @@ class Dashboard:
             undefined=jinja2.StrictUndefined,
             trim_blocks=True,
             lstrip_blocks=True,
+            finalize=_shown,  # every {{ }}: text from rows shows its control characters
         )
         filters.install(self.templates)
         self.log = logs.get(component="web")
@@ -266,3 +269,11 @@ def make_app(config_path: str | os.PathLike[str] | None = None) -> Dashboard:
     wins for the URL), the token from FORKQ_WEB_TOKEN, `[web] read_only`."""
     config = load_config(config_path or os.environ.get("FORKQ_CONFIG") or None)
     return make_app_from_config(config, token=os.environ.get(TOKEN_ENV) or None)
+
+
+def _shown(value: Any) -> Any:
+    """What a template prints, control characters and bidi marks as escapes (for_page);
+    markup a filter made stays markup."""
+    if isinstance(value, Markup):
+        return Markup(for_page(str(value)))  # noqa: S704  (adds only backslash escapes)
+    return for_page(value) if isinstance(value, str) else value

@@ -127,9 +127,10 @@ class Context:
         """The database an action changed, for its log line (ids repeat across databases)."""
         return {"database": self.db} if self.app.databases.several else {}
 
-    def back(self, message: str, fallback: str = "overview") -> Response:
-        """303 to the page the form came from (a local path only), with a message for it."""
-        local = local_target(self.request.form.get("next", ""))
+    def back(self, message: str, fallback: str = "overview", *, gone: bool = False) -> Response:
+        """303 to the page the form came from (a local path only), with a message for it;
+        to `fallback` when `gone`: that page was the job the action deleted."""
+        local = None if gone else local_target(self.request.form.get("next", ""))
         target = self.url(fallback) if local is None else self.request.script_root + local
         self.cookies.append((FLASH_COOKIE, self.app.guard.sign_flash(message), 60))
         return redirect(target, code=303)

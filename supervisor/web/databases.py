@@ -74,11 +74,13 @@ class Databases:
     def store(self, name: str = HOME_DATABASE) -> Store:
         stores: dict[str, Store] = self._local.__dict__.setdefault("stores", {})
         store = stores.get(name)
+        url = self.config_of(name).database
+        missing = missing_sqlite(url)  # a stat: an open connection would read a moved file
+        if missing is not None:
+            if store is not None:
+                self.failed(name, missing)
+            raise DatabaseError(missing)
         if store is None:
-            url = self.config_of(name).database
-            missing = missing_sqlite(url) if self.several else None
-            if missing is not None:  # opening it would create an empty file
-                raise DatabaseError(missing)
             store = open_store(url, timeout=DB_TIMEOUT)
             stores[name] = store
         return store

@@ -14,10 +14,13 @@ from supervisor.models import QueueStats
 PAYLOAD_SHOWN = 256 * 1024  # characters of a payload a job's page shows
 
 
-def when(value: datetime | float | None) -> str:
-    """A UTC time to the second, or a dash."""
+def when(value: datetime | float | str | None) -> str:
+    """A UTC time to the second, or a dash (from epoch seconds, or ISO 8601 as the status
+    document gives it)."""
     if value is None:
         return "-"
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
     moment = value if isinstance(value, datetime) else datetime.fromtimestamp(value, UTC)
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 

@@ -17,7 +17,7 @@ from supervisor import events, logs
 from supervisor.cluster.chores import Chores
 from supervisor.cluster.promote import PROMOTE_INTERVAL, keep_schedule_of
 from supervisor.config import Config
-from supervisor.errors import ConnectionLost, ExitCode
+from supervisor.errors import ConfigError, ConnectionLost, ExitCode, SchemaError
 from supervisor.kinds import Role
 from supervisor.models import JobRow
 from supervisor.outcomes import Outcome
@@ -52,7 +52,10 @@ def run_foreground(
 ) -> int:
     load_handlers(config)
     store = open_store(config.database, session_timeout=config.supervisor.db_session_timeout)
-    store.require_latest_schema()  # its claims and chores read what the latest adds
+    try:
+        store.require_latest_schema()  # its claims and chores read what the latest adds
+    except SchemaError as exc:  # an operator's step, as for `forkq run`: one line, exit 78
+        raise ConfigError(f"{exc} ({config.database.redacted()})") from exc
     names = list(queues or [p.name for p in config.pools])
     owner = process_name()
     label = f"{','.join(names)} worker"

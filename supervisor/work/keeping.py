@@ -19,6 +19,7 @@ from supervisor.wake.places import store_identity
 from supervisor.wake.waiters import wake_waiters, worker_wait_dir
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+SLOW_KEPT = 0.05  # seconds: a kept job this long writes its value before the next job runs
 
 
 class Keeper:
@@ -62,6 +63,15 @@ class Keeper:
                 wake_waiters(self._wait_dir, job_id)
         except Exception:
             return
+
+
+def kept_first(done: JobRow, durations: list[float], held: list[JobRow]) -> bool:
+    """Whether a batch's kept values are written before its next job starts, not with the
+    next claim: when that job is another handler's (how long it runs is not known here) or
+    this handler is slow (another like it would keep the value waiting as long). Quick jobs
+    of one handler keep theirs for the next claim or ACK_MAX_AGE, whichever comes first."""
+    slow = bool(durations) and durations[-1] > SLOW_KEPT
+    return bool(held) and (held[0].handler != done.handler or slow)
 
 
 def wall_start(duration: float) -> float:

@@ -42,7 +42,7 @@ from supervisor.store.results import attempt_end
 from supervisor.work.attempt import log_finished, run_attempt
 from supervisor.work.events import NoEvents, WorkerEvents
 from supervisor.work.holds import RateHolds
-from supervisor.work.keeping import Keeper, wall_start
+from supervisor.work.keeping import Keeper, kept_first, wall_start
 from supervisor.work.outbox import Outbox, Pending
 from supervisor.work.sizing import ClaimSizing
 
@@ -215,7 +215,8 @@ class Worker:
             row = self.held.pop(0)
             self.run_job(row)
             self.retire_reason = self.retire_check()
-            if self.pending.oldest and time.monotonic() - self.pending.oldest > ACK_MAX_AGE:
+            aged = self.pending.oldest and time.monotonic() - self.pending.oldest > ACK_MAX_AGE
+            if aged or (self.pending.kept and kept_first(row, self.durations, self.held)):
                 self.flush()
         # Successes wait for the next claim's transaction, unless this worker stops now.
         if self.held or self.stopping or self.retire_reason:

@@ -57,18 +57,23 @@ def test_check_fails_on_a_missing_file_named_by_the_environment(tmp_path: Path) 
     assert not (tmp_path / "nowhere").exists()
 
 
-def test_schema_apply_run_and_work_may_create_the_database(tmp_path: Path) -> None:
+def test_only_schema_apply_creates_the_database(tmp_path: Path) -> None:
+    """`run` and `work` refuse a missing file too (exit 78, before anything forks): an
+    empty file left by a typo would then read as "tables missing" to every command."""
     url = f"sqlite:///{tmp_path / 'new' / 'forkq.db'}"
-    work = subprocess.run(
-        [sys.executable, "-m", "supervisor", "work", "--burst", "--database", url],
-        cwd=tmp_path,
-        env=forkq_env(tmp_path, url),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert "forkq schema apply" in work.stderr  # created, then asked for the tables
-    assert (tmp_path / "new" / "forkq.db").exists()
+    for command in (["work", "--burst"], ["run"]):
+        refused = subprocess.run(
+            [sys.executable, "-m", "supervisor", *command, "--database", url],
+            cwd=tmp_path,
+            env=forkq_env(tmp_path, url),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        line = refused.stderr.strip().splitlines()[-1]
+        assert refused.returncode == 78, (refused.returncode, refused.stderr)
+        assert line.startswith("forkq: error: ") and "schema apply" in line and url in line
+        assert not (tmp_path / "new").exists()
     applied = run_forkq(tmp_path, "schema", "apply", "--database", f"{url}2")
     assert applied.returncode == 0, applied.stderr
     assert (tmp_path / "new" / "forkq.db2").exists()

@@ -119,7 +119,7 @@ def test_the_daemon_runs_tasks_and_get_result_has_their_return_values(
 def test_a_retried_task_keeps_each_attempts_error(
     daemons: Callable[..., Daemon], tmp_path: Path, db_url: str, shop: ModuleType
 ) -> None:
-    start(daemons, tmp_path, db_url)
+    daemon = start(daemons, tmp_path, db_url)
     status = api().TaskResultStatus
     flaky = shop.flaky.enqueue("w")
     broken = shop.broken.enqueue("no good")
@@ -157,6 +157,10 @@ def test_a_retried_task_keeps_each_attempts_error(
     assert returned_a_set.status == status.FAILED
     assert returned_a_set.errors[-1].exception_class_path == "builtins.TypeError"
     assert "not JSON serializable" in returned_a_set.errors[-1].traceback
+    # django-tasks logs each failed attempt with its traceback: a line of the daemon's log
+    # (one JSON object a line), not plain text on stderr.
+    logged = [e for e in daemon.events(events.LIBRARY_LOG) if "Traceback" in e.get("exception", "")]
+    assert logged and "Traceback" not in daemon.stderr_text(), daemon.stderr_text()[-2000:]
 
 
 def test_a_running_task_reads_as_running_on_its_worker(

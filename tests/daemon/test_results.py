@@ -53,6 +53,11 @@ def total(payload, job):
     return {"sum": sum(payload["numbers"]), "job": job.id}
 
 
+@handler("r.gated", queue="work")
+def gated(payload, job):
+    _gate(payload["gate"])
+
+
 @handler("r.plain", queue="work")
 def plain(payload, job):
     return {"not": "kept"}
@@ -228,3 +233,34 @@ def test_kept_results_are_pruned_after_result_retention(
     wait_until(lambda: store.job_result(job_id) is None, 30, message="result pruned")
     assert queue.result(job_id) == JobResult(job_id, "done", False, None)  # the job row stays
     queue.close()
+
+
+def test_a_kept_value_is_not_kept_waiting_by_a_slower_job_claimed_behind_it(
+    daemons: Callable[..., Daemon], db_url: str, tmp_path: Path
+) -> None:
+    """The one child claims both; the second (another handler) blocks until the test
+    opens its gate. The first's value is written before the second starts, not with the
+    claim after it: a `Queue.wait` on it is not held up by an unrelated job."""
+    daemon = result_daemon(daemons)
+    gate = tmp_path / "gate"
+    producer = Queue(db_url)
+    try:
+        kept, blocked = producer.enqueue_many(
+            [
+                {"handler": "r.total", "payload": {"numbers": [1, 2]}, "queue": "work"},
+                {"handler": "r.gated", "payload": {"gate": str(gate)}, "queue": "work"},
+            ]
+        )
+        wait_until(lambda: daemon.running(blocked), timeout=10, message="the second running")
+        done = wait_until(
+            lambda: (r := producer.result(kept)).finished and r,
+            timeout=10,
+            message="the first's value written while the second runs",
+        )
+        assert done.value == {"sum": 3, "job": kept} and daemon.running(blocked)
+        gate.touch()
+        wait_until(lambda: producer.result(blocked).finished, timeout=10, message="the second")
+    finally:
+        gate.touch()
+        producer.close()
+    assert daemon.stop() == 0, daemon.describe()

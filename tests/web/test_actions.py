@@ -48,6 +48,8 @@ def test_retry_and_discard_one_dead_job_from_its_page(
     click(page, "discard")
     assert store.get_job(second) is None
     assert "discarded" in page.inner_text(".flash")
+    assert page.url.split("?")[0].endswith("/dead")  # its own page is gone: the dead list
+    assert "no job with id" not in page.inner_text("main")
 
 
 def test_a_child_cancelled_while_waiting_is_not_retried_from_its_page(

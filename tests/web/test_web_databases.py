@@ -218,6 +218,31 @@ def test_a_missing_sqlite_file_is_named_down_and_never_created(
     assert "does not answer" not in client.get("/queues").get_data(as_text=True)
 
 
+def test_a_sqlite_file_moved_away_under_the_dashboard_is_said_and_never_made_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One database: a page already served (this thread's connection open) and the file
+    moved away: every page says so (503), none reads the moved file or makes an empty one
+    where it was; moved back, it is served again."""
+    path = tmp_path / "solo.db"
+    created = open_store(f"sqlite:///{path}")
+    created.apply_schema()
+    created.close()
+    config = tmp_path / "solo.toml"
+    config.write_text(f'[database]\nurl = "sqlite:///{path}"\n')
+    monkeypatch.delenv("FORKQ_DATABASE_URL", raising=False)
+    client = Client(make_app_from_config(load_config(str(config)), token=None))
+    assert client.get("/jobs").status_code == 200
+    path.rename(tmp_path / "solo.db.away")
+    for page in ("/jobs", "/queues", "/"):
+        answer = client.get(page)
+        assert answer.status_code == 503, page
+        assert f"no SQLite database at {path}" in answer.get_data(as_text=True)
+    assert not path.exists()
+    (tmp_path / "solo.db.away").rename(path)
+    assert client.get("/jobs").status_code == 200
+
+
 def test_a_bulk_retry_on_the_second_database_retries_there_alone(
     web_server: ServerFactory, store: Store, reports_url: str, reports: Store
 ) -> None:

@@ -226,6 +226,26 @@ def test_a_hostile_row_renders_as_text_everywhere(
     assert f'queue "{name}" backlog' in page.inner_text(".alerts-firing")
 
 
+def test_control_characters_and_bidi_marks_from_rows_show_as_escapes(
+    web_server: ServerFactory, queue: Queue, store: Store
+) -> None:
+    """As `forkq status` shows them: a queue named with a right-to-left override must not
+    read as another name, nor an error hide its end; a traceback keeps its lines."""
+    reversed_name = "safe\u202eeueuq-live"
+    job_id = dead_job(queue, store, handler="mail.send", name=reversed_name)
+    server = web_server()
+    for path in ("/", "/queues", "/dead", f"/jobs/{job_id}"):
+        html = server.request(path)[1]
+        assert "\u202e" not in html and "safe\\u202eeueuq-live" in html, path
+    error = "Traceback:\n  line one\x1b[2J\n  line two\u2066"
+    noisy = queue.enqueue("mail.send", {}, queue="noisy")
+    [row] = store.claim("noisy", "web-host:4242:cafe", 1, 60)
+    assert row.id == noisy and store.fail("web-host:4242:cafe", noisy, error, dead=True)
+    html = server.request(f"/jobs/{noisy}")[1]
+    assert "\x1b" not in html and "\u2066" not in html
+    assert "line one\\x1b[2J\n  line two\\u2066" in html
+
+
 # --- headers, hosts, binding --------------------------------------------------------------------
 
 
