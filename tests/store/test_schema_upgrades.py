@@ -1013,7 +1013,7 @@ def test_forkq_work_on_a_version_17_database_names_schema_apply(
         config = tmp_path / "forkq.toml"
         config.write_text("[pools.fair]\nfair = true\n")
         result = forkq_cli(url, "work", "-c", str(config), "--queues", "fair", "--burst")
-        assert result.returncode == 1, (result.stdout, result.stderr)
+        assert result.returncode == 78, (result.stdout, result.stderr)  # as `forkq run`
         [line] = result.stderr.strip().splitlines()
         assert line.startswith("forkq: error: the database has forkq schema version 17"), line
         assert "run `forkq schema apply`" in line
