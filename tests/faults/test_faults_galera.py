@@ -177,15 +177,17 @@ def test_one_queue_claimed_through_two_nodes(
 ) -> None:
     out = tmp_path / "runs.txt"
     total = 1500
-    queue = Queue(cluster.urls, wake=False)
-    job = {"handler": "t.record", "payload": {"file": str(out)}, "queue": "work"}
-    ids = queue.enqueue_many([job] * total)
     urls = cluster.urls
     ports = [free_tcp_port(), free_tcp_port()]
     first = make_daemon(urls, "via1", workers=3, metrics_port=ports[0])
     second = make_daemon([urls[1], urls[0], urls[2]], "via2", workers=3, metrics_port=ports[1])
     first.start(), second.start()
     first.wait_ready(timeout=60), second.wait_ready(timeout=60)
+    # Enqueued once both claim: enqueued before, the daemon up first could drain it all
+    # alone (1,500 quick jobs take about a second), with no race for the nodes to settle.
+    queue = Queue(cluster.urls, wake=False)
+    job = {"handler": "t.record", "payload": {"file": str(out)}, "queue": "work"}
+    ids = queue.enqueue_many([job] * total)
 
     def all_done() -> bool:
         states = job_states(cluster, 2)
