@@ -24,8 +24,9 @@ from supervisor.cli.tables import WARNING_PREFIX, cell, first_line, plural, prin
 from supervisor.config import Config
 from supervisor.config.model import HOME_DATABASE
 from supervisor.durations import format_duration
-from supervisor.errors import ExitCode, ForkqError, JobNotFound, UsageError
+from supervisor.errors import ConfigError, ExitCode, ForkqError, JobNotFound, UsageError
 from supervisor.escaping import for_terminal, lines_for_terminal
+from supervisor.fate import max_attempts_for
 from supervisor.jobref import format_job_ref
 from supervisor.models import CancelResult, JobRow
 from supervisor.queue import Queue
@@ -104,13 +105,42 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     labelled = several(config)
     if labelled:  # newest first across the databases (ids are per database)
         rows = sorted(rows, key=lambda pair: pair[1].enqueued_at, reverse=True)[: args.limit]
+    known = _defaults_known(config, [row for _, row in rows])
     if args.json:
-        print_json([_labelled(row.as_dict(), database, labelled) for database, row in rows])
+        print_json(
+            [_labelled(_with_limit(row, known), database, labelled) for database, row in rows]
+        )
     elif not rows:
         print("no jobs")
     else:
-        print(_jobs_table(rows, labelled))
+        print(_jobs_table(rows, labelled, known))
     return stores.done()
+
+
+def _defaults_known(config: Config, rows: Sequence[JobRow]) -> bool:
+    """Whether the attempts a NULL max_attempts means can be told (its handler's
+    default): with the daemon's config file at hand, whose handlers load here. Loaded
+    only when a row needs them; else such a row says `default`."""
+    if not config.from_file or all(row.max_attempts for row in rows):
+        return False
+    try:
+        load_producer_handlers(config)
+    except ConfigError as exc:  # the listing goes on: only the defaults are unknown
+        why = f"{str(exc).splitlines()[0]}: a NULL max_attempts shows as default"
+        print(WARNING_PREFIX + for_terminal(why), file=sys.stderr)
+        return False
+    return True
+
+
+def _max_attempts(row: JobRow, known: bool) -> int | None:
+    """The attempts the daemon gives the job (fate.max_attempts_for: the row's, else its
+    handler's, else forkq's default); None when that is its handler's and unknown here."""
+    return max_attempts_for(row) if known else (row.max_attempts or None)
+
+
+def _with_limit(row: JobRow, known: bool) -> dict[str, Any]:
+    """The row's fields, and `max_attempts_effective` (_max_attempts: null if unknown)."""
+    return {**row.as_dict(), "max_attempts_effective": _max_attempts(row, known)}
 
 
 def _labelled(fields: dict[str, Any], database: str, labelled: bool) -> dict[str, Any]:
@@ -120,7 +150,7 @@ def _labelled(fields: dict[str, Any], database: str, labelled: bool) -> dict[str
     return {"database": database, "ref": format_job_ref(database, fields["id"]), **fields}
 
 
-def _jobs_table(rows: Sequence[tuple[str, JobRow]], labelled: bool) -> str:
+def _jobs_table(rows: Sequence[tuple[str, JobRow]], labelled: bool, known: bool) -> str:
     headers = ("ID", "STATUS", "QUEUE", "HANDLER", "PRI", "ATTEMPTS", "RUN AT", "LAST ERROR")
     lines = [
         (
@@ -129,7 +159,7 @@ def _jobs_table(rows: Sequence[tuple[str, JobRow]], labelled: bool) -> str:
             row.queue,
             row.handler,
             row.priority,
-            f"{row.attempts}/{row.max_attempts or '-'}",
+            f"{row.attempts}/{_max_attempts(row, known) or 'default'}",
             row.run_at,
             first_line(row.last_error),
         )
@@ -156,7 +186,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     if row is None:  # deleted on success; its result is kept
         fields = {"id": job_id, "status": "done (its row deleted; its result kept)"}
     else:
-        fields = {**row.as_dict(), **dependencies}
+        fields = {**_with_limit(row, _defaults_known(config, [row])), **dependencies}
         if row.batch_id is not None and database != HOME_DATABASE:  # as `forkq batch` takes it
             fields["batch_id"] = format_job_ref(database, row.batch_id)
     fields = _labelled(fields, database, several(config))
@@ -164,6 +194,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         print_json({**fields, **extras_json(result, attempts)})
         return int(ExitCode.OK)
     error = fields.pop("last_error", None)
+    if row is not None:  # one line: what the row says, and what it comes to when NULL
+        fields["max_attempts"] = _limit_text(row.max_attempts, fields.pop("max_attempts_effective"))
     width = max(len(key) for key in fields) + 2
     for key, value in fields.items():  # an empty value (limit_wait "") is "-", as None is
         print(f"{key.ljust(width)}{cell(None if value == '' else value)}")
@@ -175,6 +207,15 @@ def cmd_show(args: argparse.Namespace) -> int:
     else:
         print(f"{'last_error'.ljust(width)}-")
     return int(ExitCode.OK)
+
+
+def _limit_text(stored: int | None, effective: int | None) -> str:
+    """`show`'s max_attempts: the row's, or `-` (NULL) and the default it comes to."""
+    if stored:
+        return str(stored)
+    if effective is None:
+        return "- (its handler's default; -c with the daemon's config says which)"
+    return f"- (default: {effective})"
 
 
 def _dependencies(store: Store, job_id: int, database: str) -> dict[str, list[Any]]:

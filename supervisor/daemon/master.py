@@ -69,9 +69,9 @@ class Master:
         self.check_due = False
         self.ticks = CheckTicks(self.state, self.fds_for_fork, self.stop_requested)
         self.pooling = Pooling(self.state, self.children, self.master_fds)
-        self.settling = Settling(self.state)
+        self.settling = settling = Settling(self.state, self.children)
         state = self.state
-        write = lambda owner, taken: state.db(lambda: state.store.hand_back(owner, taken))  # noqa: E731
+        write = lambda o, taken: state.db(lambda: settling.store_named(o).hand_back(o, taken))  # noqa: E731
         self.handbacks = HandBacks(self.children, write, log)
         watchdog = systemd.watchdog_interval()
         self.timers = LoopTimers.make(config.supervisor, time.monotonic(), watchdog)
@@ -258,7 +258,7 @@ class Master:
             return
         masking.remember(config)  # the old values stay masked too
         if store is not None:  # another database, with forkq's latest schema
-            self.state.store.close()
+            self.settling.moved_off(self.state.store)  # the children forked for it end there
             self.state.store = store
             if self.listener is not None:
                 self.listener.close()
@@ -323,7 +323,7 @@ class Master:
             self.listener.close()
             self.listener = None
         self.handbacks.write_pending()
-        self.settling.settle_pending()
+        self.settling.finish()
         # What finished since the last heartbeat (the drain's jobs among them): a restart
         # or a deploy loses no figure of the chart or the handlers page.
         self.pooling.write_throughput()

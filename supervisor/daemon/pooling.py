@@ -244,7 +244,10 @@ class Pooling:
     def heartbeat(self) -> None:
         s = self.state
         self.write_throughput()
-        names = [s.name] + [c.name for c in self.children]
+        for old in {id(c.store): c.store for c in self.children if c.store}.values():
+            moved = [s.name] + [c.name for c in self.children if c.store is old]
+            s.db(lambda: old.beat(moved))  # noqa: B023 (called at once): a reload moved us off
+        names = [s.name] + [c.name for c in self.children if c.store is None]
         beaten = s.db(lambda: s.store.beat(names))
         if beaten is None or beaten >= len(names):
             return
@@ -252,6 +255,6 @@ class Pooling:
         s.db(
             lambda: s.store.register_process(s.name, s.host, os.getpid(), Role.MASTER, node=s.node)
         )
-        for c in self.children:
+        for c in (c for c in self.children if c.store is None):
             register = s.store.register_process
             s.db(partial(register, c.name, s.host, c.pid, Role.WORKER, c.pool, s.name, s.node))

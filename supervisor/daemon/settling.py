@@ -9,10 +9,11 @@ counts, is decided by decisions.settle_reason.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from functools import partial
 
 from supervisor import events
-from supervisor.cluster.chores import settle_gone_worker, settle_owner
+from supervisor.cluster.chores import CHORES_LOCK, settle_gone_worker, settle_owner
 from supervisor.daemon.decisions import counts_held, settle_reason
 from supervisor.daemon.shared import Shared
 from supervisor.daemon.state import Child
@@ -20,14 +21,60 @@ from supervisor.kinds import GoneWorker, Role
 from supervisor.observe import metrics
 from supervisor.outcomes import Outcome, SettleKind
 from supervisor.proc import describe_exit
+from supervisor.store import Store
+
+# What a dead child left to settle: (its database, owner name, running job, error, attempt
+# counted, held jobs counted, how its attempt ended), settled once that database answers.
+Unsettled = tuple[Store, str, int | None, str, bool, bool, str]
 
 
 class Settling:
-    def __init__(self, state: Shared) -> None:
+    def __init__(self, state: Shared, children: Iterable[Child]) -> None:
         self.state = state  # its store is replaced on reload: read it through the state
-        # (owner name, running job, error, attempt counted, held jobs counted), settled when
-        # the database answers
-        self.unsettled: list[tuple[str, int | None, str, bool, bool, str]] = []
+        self.children = children
+        self.unsettled: list[Unsettled] = []
+        # Databases a reload moved the master off, open while a child forked for one
+        # works it or something waits to be settled there (moved_off, let_go).
+        self.old_stores: list[Store] = []
+
+    def store_of(self, child: Child) -> Store:
+        """The database the child works: the master's, or one a reload moved it off."""
+        return child.store or self.state.store
+
+    def store_named(self, owner: str) -> Store:
+        """The database of the live child named `owner` (a hand-back's), else the master's."""
+        return next((c.store for c in self.children if c.name == owner and c.store), None) or (
+            self.state.store
+        )
+
+    def moved_off(self, old: Store) -> None:
+        """A reload moved the master to another database: the children it forked for `old`
+        finish their jobs there, and what they leave is settled there (SPEC: HUP replaces
+        children gracefully), then the master leaves it (let_go)."""
+        for child in self.children:
+            child.store = child.store or old
+        self.old_stores.append(old)
+
+    def let_go(self, *, stopping: bool = False) -> None:
+        """Leave each old database no child works and nothing waits to be settled in: the
+        master's row and chores lease there removed (else they would read as a stale
+        master for ever), its connection closed. At the stop, every one."""
+        s = self.state
+        for old in list(self.old_stores):
+            if not stopping and (
+                any(c.store is old for c in self.children)
+                or any(entry[0] is old for entry in self.unsettled)
+            ):
+                continue
+            s.db(lambda: old.remove_processes([s.name]))  # noqa: B023 (called at once)
+            s.db(lambda: old.release_lock(CHORES_LOCK, s.name))  # noqa: B023
+            old.close()
+            self.old_stores.remove(old)
+
+    def finish(self) -> None:
+        """At the stop: what waits to be settled, then every old database left."""
+        self.settle_pending()
+        self.let_go(stopping=True)
 
     def child_exited(self, child: Child, status: int) -> None:
         """A reaped child: count and log its exit, then settle what it held."""
@@ -57,8 +104,8 @@ class Settling:
     def count_killed(self, child: Child, job_id: int, outcome: Outcome) -> None:
         """Count an attempt the master ended under the job's own queue and handler (SPEC).
         The child is gone with what it knew: one keyed read, on a rare path (a kill)."""
-        s = self.state
-        row = s.db(lambda: s.store.get_job(job_id))
+        s, store = self.state, self.store_of(child)
+        row = s.db(lambda: store.get_job(job_id))
         if row is None:  # the database does not answer now: the pool is the queue it works
             metrics.job_settled(child.pool, outcome)
         else:
@@ -68,7 +115,7 @@ class Settling:
         """Settle what a dead child held, at once: its running job fails (attempt counted)
         unless we killed it for the operator's sake; what it had not started goes back,
         uncounted, unless it died before it started any job (decisions.counts_held)."""
-        s = self.state
+        s, store = self.state, self.store_of(child)
         running = child.now_running
         reason = settle_reason(
             running=running,
@@ -82,7 +129,7 @@ class Settling:
         cancelled = child.cancelled_job
         if cancelled is not None:  # first: settle_owner would end it cancelled unlogged
             self.count_killed(child, cancelled, Outcome.CANCELLED)
-            if s.db(lambda: s.store.finish_cancel(cancelled)):
+            if s.db(lambda: store.finish_cancel(cancelled)):
                 s.log.warning(events.JOB_CANCELLED, job_id=cancelled, child_pid=child.pid)
         held = counts_held(reason, running, child.jobs)
         ended = "timeout" if reason.kind is SettleKind.TIMED_OUT else "died"  # its history's
@@ -90,17 +137,19 @@ class Settling:
         # "worker died" line for the kill we made for it.
         job_id = None if running == cancelled else running
         self.unsettled.append(
-            (child.name, job_id, reason.message, reason.counts_attempt, held, ended)
+            (store, child.name, job_id, reason.message, reason.counts_attempt, held, ended)
         )
         self.settle_pending()
-        s.db(lambda: s.store.remove_processes([child.name]))
+        s.db(lambda: store.remove_processes([child.name]))
+        if child.store is not None:
+            self.let_go()
 
     def settle_pending(self) -> None:
         s = self.state
         while self.unsettled:
-            name, job_id, error, counted, held, ended = self.unsettled[0]
+            store, name, job_id, error, counted, held, ended = self.unsettled[0]
             settle = partial(
-                settle_owner, s.store, name, job_id, error, counted, count_held=held, ended=ended
+                settle_owner, store, name, job_id, error, counted, count_held=held, ended=ended
             )
             if s.db(settle) is None:
                 return  # database down: try again on the next tick

@@ -11,6 +11,7 @@ from supervisor.daemon.decisions import CRASH_LOOP_AFTER
 from supervisor.daemon.ledger import Ledger
 from supervisor.daemon.scoreboard import Scoreboard
 from supervisor.kinds import OnSuccess
+from supervisor.store import Store
 from supervisor.work.sizing import ClaimSizing
 
 
@@ -111,6 +112,9 @@ class Child:
     on_success: OnSuccess = (
         OnSuccess.DELETE
     )  # its pool's mode when it was forked (what it writes itself)
+    # The database it works, when a reload moved the master to another one: its jobs and
+    # row are settled there (settling.py), not in the master's new database.
+    store: Store | None = None
 
     @property
     def reported(self) -> bool:

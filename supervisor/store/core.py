@@ -269,13 +269,17 @@ class StoreCore(SchemaGates, ABC):
         """The applied version, if this code can run on it; SchemaError if not."""
         version = self.schema_version()
         if version is None:
-            raise SchemaError("forkq tables are missing: run `forkq schema apply`")
+            raise SchemaError(self.missing_tables())
         if version < OLDEST_SCHEMA_VERSION:
             raise SchemaError(
                 f"schema version {version} is older than {OLDEST_SCHEMA_VERSION}:"
                 " run `forkq schema apply`"
             )
         return version
+
+    def missing_tables(self) -> str:
+        """What to say when forkq's tables are not there (SQLite: when the file is not)."""
+        return "forkq tables are missing: run `forkq schema apply`"
 
     def require_latest_schema(self) -> int:
         """The applied version, if it is this code's own: the daemons (`forkq run`, `forkq

@@ -68,7 +68,7 @@ class SQLiteStore(Store):
                     raise ConnectionLost(
                         f"database unreachable: cannot create {parent}: {exc.strerror}"
                     ) from exc
-            with self._errors():
+            with self._errors(opening=True):
                 conn = sqlite3.connect(
                     self.path,
                     timeout=0.0,  # we wait for the write lock ourselves: see _retrying
@@ -81,6 +81,11 @@ class SQLiteStore(Store):
             self._conn, self._pid = conn, os.getpid()
         return self._conn
 
+    def missing_tables(self) -> str:
+        if self.path != ":memory:" and not os.path.exists(self.path):
+            return f"no SQLite database at {os.path.abspath(self.path)}: run `forkq schema apply`"
+        return super().missing_tables()
+
     def apply_schema(self) -> int:
         self.may_create = True  # `forkq schema apply` alone makes a missing file
         return super().apply_schema()
@@ -91,10 +96,16 @@ class SQLiteStore(Store):
             conn.close()
 
     @contextmanager
-    def _errors(self) -> Iterator[None]:
+    def _errors(self, *, opening: bool = False) -> Iterator[None]:
         try:
             yield
         except sqlite3.Error as exc:
+            if opening and "unable to open" in str(exc) and os.path.exists(self.path):
+                # A file that is there and cannot be opened (not SQLite's to open, e.g.
+                # under /proc, or no right to its directory for the WAL): waiting will
+                # not open it, so it is refused, not waited for as unreachable.
+                where = os.path.abspath(self.path)
+                raise DatabaseError(f"cannot open the SQLite database at {where}: {exc}") from exc
             raise _translated(exc, self.path) from exc
 
     def _retrying(self, operation: Callable[[], T]) -> T:

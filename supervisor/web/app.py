@@ -10,6 +10,7 @@ Each serving thread has its own store (one database connection), opened on first
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -94,12 +95,13 @@ class Dashboard:
         except RequestRedirect as exc:
             return _secured(exc.get_response(request.environ), cache=False)
         except (NotFound, MethodNotAllowed) as exc:
-            return _secured(_plain(exc.code or 404, exc.name), cache=False)
+            return _secured(_refused(request, exc.code or 404, exc.name), cache=False)
         if endpoint == "static":
             return _static(request, args["filename"])
         if not self.guard.host_allowed(request.host):
             # Without a token only loopback names are served (see security.py: DNS rebinding).
-            return _secured(_plain(403, "Forbidden: not a loopback host name"), cache=False)
+            refused = _refused(request, 403, "Forbidden: not a loopback host name")
+            return _secured(refused, cache=False)
         context, refusal = self._gate(request, urls, endpoint)
         response = refusal or self._run(context, endpoint, args)
         for name, value, age in context.cookies:
@@ -152,26 +154,37 @@ class Dashboard:
         try:
             if not isinstance(ref, JobRef):
                 context.db = context.chosen_database()
-            asks = self.databases.several and endpoint not in ("login", "logout")
+            # /api/status without ?db= reads every database itself and names those down.
+            every = endpoint == "api_status" and "db" not in context.request.args
+            asks = self.databases.several and endpoint not in ("login", "logout") and not every
             down = self.databases.known_down(context.db) if asks else None
             if down is not None:
                 return self._down(context, down)
             return self.handlers[endpoint](context, **args)
         except HTTPException as exc:
-            return _plain(exc.code or 400, exc.description or exc.name)
+            return _refused(context.request, exc.code or 400, exc.description or exc.name)
         except (DatabaseError, SchemaError) as exc:
             self.log.error(events.WEB_DATABASE_ERROR, endpoint=endpoint, error=str(exc))
             if self.databases.several:
                 why = self.databases.why(context.db, exc)
                 self.databases.failed(context.db, why)
                 return self._down(context, why)
+            if _is_api(context.request):
+                return self._down(context, self.databases.why(context.db, exc))
             return context.render("error.html", status=503, message=str(exc))
         except ForkqError as exc:
+            if _is_api(context.request):
+                return context.json({"error": str(exc)}, 400)
             return context.render("error.html", status=400, message=str(exc))
 
     def _down(self, context: Context, why: str) -> Response:
-        """503: the page's database does not answer; the others summed up, as the overview."""
+        """503: the page's database does not answer; the others summed up, as the overview.
+        Under /api/ JSON naming it as `forkq status --json` does (its URL without password)."""
         message = f"database {context.db} does not answer: {why}"
+        if _is_api(context.request):
+            url = self.databases.config_of(context.db).database.redacted()
+            body = {"error": message, "name": context.db, "reachable": False, "database": url}
+            return context.json(body, 503)
         summary = self.databases.summary(STATUS_CAP)
         return context.render("error.html", status=503, message=message, every_database=summary)
 
@@ -229,6 +242,19 @@ def _static(request: Request, filename: str) -> Response:
 
 def _plain(status: int, text: str) -> Response:
     return Response(f"{status} {text}\n", status=status, mimetype="text/plain")
+
+
+def _is_api(request: Request) -> bool:
+    """An API request (`/api/...`): a program reads the answer, errors included."""
+    return request.path == "/api" or request.path.startswith("/api/")
+
+
+def _refused(request: Request, status: int, text: str) -> Response:
+    """A refusal in plain text, or in JSON ({"error": ...}) under /api/."""
+    if _is_api(request):
+        body = json.dumps({"error": text}, indent=2)
+        return Response(body, status=status, mimetype="application/json")
+    return _plain(status, text)
 
 
 def _secured(response: Response, cache: bool) -> Response:

@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 
 import jinja2
 
+from supervisor import registry
 from supervisor.durations import format_duration
-from supervisor.models import QueueStats
+from supervisor.models import JobRow, QueueStats
 
 PAYLOAD_SHOWN = 256 * 1024  # characters of a payload a job's page shows
 
@@ -85,6 +86,15 @@ def progress_text(text: str | None) -> str:
     return f"{percent:g}% {report.get('message') or ''!s}".strip()
 
 
+def most_attempts(job: JobRow) -> str:
+    """The attempts the daemon gives the job (fate.max_attempts_for): the row's, else its
+    handler's when the dashboard imported its module (the config's), else "default"."""
+    if job.max_attempts:
+        return str(job.max_attempts)
+    registered = registry.get(job.handler)
+    return f"{registered.max_attempts} (default)" if registered else "default"
+
+
 def install(env: jinja2.Environment) -> None:
     env.filters.update(
         when=when,
@@ -95,4 +105,5 @@ def install(env: jinja2.Environment) -> None:
         first_line=first_line,
         tag_list=tag_list,
         progress_text=progress_text,
+        most_attempts=most_attempts,
     )

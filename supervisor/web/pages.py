@@ -30,7 +30,7 @@ from supervisor.status import (
     status_document,
 )
 from supervisor.store import Store
-from supervisor.web import search, timing_page
+from supervisor.web import alerts_page, search, timing_page
 from supervisor.web.chart import HOURS, throughput_chart
 from supervisor.web.context import Context, job_id_of, job_ref_of
 from supervisor.web.listing import PAGE, Filters, job_page
@@ -52,7 +52,7 @@ def overview(ctx: Context) -> Response:
     now = store.db_now()
     rows = store.throughput(hours * 3600)
     chart_rows = [r for r in rows if chart_queue is None or r.queue == chart_queue]
-    firing = [a for a in _alerts(store) if a["state"] == "firing"]
+    firing = [a for a in alerts_page.read_alerts(store) if a["firing"]]
     return ctx.render(
         "overview.html",
         nav="overview",
@@ -85,6 +85,8 @@ def jobs(ctx: Context) -> Response:
         status=_name(args.get("status"), 16),
         handler=_name(args.get("handler"), 191),
     )
+    if filters.status and filters.status not in STATUSES:  # said as the search says it
+        return _search(ctx, filters.as_search())
     page = job_page(ctx.store, filters, _int(args.get("before")))
     return ctx.render(
         "jobs.html",
@@ -264,17 +266,6 @@ def _schedule(store: Store, schedule: ScheduleConfig, now: float) -> dict[str, A
     }
 
 
-def alerts(ctx: Context) -> Response:
-    store = ctx.store
-    return ctx.render("alerts.html", nav="alerts", alerts=_alerts(store), now=store.db_now())
-
-
-def _alerts(store: Store) -> list[dict[str, Any]]:
-    """Firing first, then the most recent changes."""
-    rows = [{"key": key, **value} for key, value in store.load_alerts().items()]
-    return sorted(rows, key=lambda a: (a["state"] != "firing", -(a["since"] or 0)))
-
-
 def locks(ctx: Context) -> Response:
     store = ctx.store
     return ctx.render("locks.html", nav="locks", locks=store.list_locks(), now=store.db_now())
@@ -352,7 +343,7 @@ PAGES: dict[str, Callable[..., Response]] = {
     "queues": queues,
     "processes": processes,
     "schedules": schedules,
-    "alerts": alerts,
+    "alerts": alerts_page.alerts,
     "locks": locks,
     "api_status": api_status,
     "login": login,

@@ -1,5 +1,7 @@
 """The jobs page's search: `payload.KEY:VALUE`, `error:TEXT`, `tag:NAME`, `handler:NAME`,
 `queue:NAME` and `status:NAME`, every term required, over the newest SEARCH_WINDOW jobs.
+An unknown status (`status:bogus`) is refused with the statuses there are, a name given
+twice with why: never a silent "no jobs".
 
 Terms are whitespace-separated; a value with spaces is quoted (`error:"lost connection"`).
 Every value reaches the database as a bound parameter: a payload key becomes a JSON path
@@ -12,11 +14,12 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from supervisor.models import JobListing
+from supervisor.models import JobListing, JobState
 from supervisor.store import Store
 
 SEARCH_WINDOW = 10_000  # the newest jobs a search reads, at most
 FIELDS = ("queue", "status", "handler", "error", "tag")
+STATUSES = tuple(str(s) for s in JobState)  # what `status:` may name
 KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
@@ -50,12 +53,18 @@ def parse(text: str) -> Search:
         if not colon or not value:
             raise SearchError(f"{word!r}: expected NAME:VALUE, e.g. payload.user_id:42")
         if name.startswith("payload."):
-            terms["path"] = _path(name[len("payload.") :])
-            terms["value"] = value
+            key, label = "path", "payload.KEY"
         elif name in FIELDS:
-            terms[name] = value
+            key, label = name, name
         else:
             raise SearchError(f"{name!r}: search payload.KEY, {', '.join(FIELDS)}")
+        if key in terms:  # one value a name: the first one would be dropped unsaid
+            raise SearchError(f"{word!r}: a second {label} term; a search takes one of each")
+        if key == "path":
+            terms["path"] = _path(name[len("payload.") :])
+            terms["value"] = value
+        else:
+            terms[name] = _status(value) if name == "status" else value
     if "error" in terms and terms["error"] is not None:
         terms["error"] = "%" + _like(terms["error"].lower()) + "%"
     return Search(text, terms)
@@ -72,6 +81,13 @@ def run(store: Store, search: Search, before: int | None, limit: int) -> Found:
     jobs = store.search_jobs(top, floor, limit, search.terms) if top > floor else []
     older = jobs[-1].id if len(jobs) == limit else None
     return Found(jobs, older, last + 1 - floor, floor)
+
+
+def _status(value: str) -> str:
+    """`value` if it is a job status; else SearchError naming the statuses there are."""
+    if value not in STATUSES:
+        raise SearchError(f"unknown status {value!r}: the statuses are {', '.join(STATUSES)}")
+    return value
 
 
 def _path(key: str) -> str:

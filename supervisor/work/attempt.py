@@ -10,6 +10,7 @@ becomes of the job is fate.py's `fate_of_attempt`: a RETRY with no attempt left 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -19,7 +20,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from supervisor import events, logs, masking, registry
-from supervisor.errors import RETRY_REQUESTED, Fail, JobTimeout, Retry, Snooze
+from supervisor.errors import RETRY_REQUESTED, DatabaseError, Fail, JobTimeout, Retry, Snooze
 from supervisor.models import JobRow
 from supervisor.outcomes import Attempt, Outcome, Returned
 from supervisor.results import read_result
@@ -63,6 +64,7 @@ class JobContext:
         self.run_at: datetime = row.run_at
         self._worker = worker
         self._progress_at = -PROGRESS_EVERY  # monotonic time of the last progress written
+        self._progress_held: str | None = None  # the last report, not written yet (throttled)
         self._parents: list[int] | None = None
 
     @property
@@ -83,26 +85,53 @@ class JobContext:
         """Extend this job's lease (for work longer than the lease). False if it was lost.
 
         False, touching nothing, in a process the handler forked: the connection is the
-        worker's.
+        worker's. A progress report held back (progress) is written too once it may be.
         """
         if os.getpid() != self._worker.pid:
             return False
+        self._write_progress(time.monotonic())
         return self._worker.extend_lease([self.id])
 
     def progress(self, percent: float, message: str = "") -> bool:
         """Report how far the job has come (0 to 100, and a short message) for the
-        dashboard. At most one write a second: a report sooner than that after the last
-        one written is dropped (False), as is one in a process the handler forked."""
+        dashboard; True when written now. At most one write a second: a report sooner
+        than that after the last one written is held back (False), and written once the
+        second has passed by a later report or heartbeat, by a command's runner
+        (flush_progress) or when the handler ends (end_progress), unless a newer one
+        replaces it first. A report in a process the handler forked is dropped (False)."""
         if not 0 <= float(percent) <= 100:
             raise ValueError(f"percent must be between 0 and 100, got {percent!r}")
-        now = time.monotonic()
-        if os.getpid() != self._worker.pid or now - self._progress_at < PROGRESS_EVERY:
+        if os.getpid() != self._worker.pid:
             return False
-        self._progress_at = now
-        text = json.dumps(
+        self._progress_held = json.dumps(
             {"percent": round(float(percent), 1), "message": str(message)[:300], "at": time.time()}
         )
-        return self._worker.record_progress(self.id, text)
+        return self._write_progress(time.monotonic())
+
+    def flush_progress(self) -> float | None:
+        """Write the held-back report if its second has passed; the seconds until it may
+        be written when one is still held, else None (what a command's poll loop waits)."""
+        now = time.monotonic()
+        self._write_progress(now)
+        if self._progress_held is None:
+            return None
+        return max(0.0, self._progress_at + PROGRESS_EVERY - now)
+
+    def end_progress(self) -> None:
+        """The handler has ended: write its last report if it was held back, whatever the
+        throttle (its job's row is still ours), so the row never keeps an older one. Best
+        effort: the outcome's write, next, meets a database that fails, and says so."""
+        if self._progress_held is None or os.getpid() != self._worker.pid:
+            return
+        with contextlib.suppress(DatabaseError):
+            self._write_progress(time.monotonic(), ended=True)
+
+    def _write_progress(self, now: float, ended: bool = False) -> bool:
+        held = self._progress_held
+        if held is None or (now - self._progress_at < PROGRESS_EVERY and not ended):
+            return False
+        self._progress_at, self._progress_held = now, None
+        return self._worker.record_progress(self.id, held)
 
     def __repr__(self) -> str:
         return f"<job {self.id} {self.handler} attempt {self.attempts}>"
@@ -123,13 +152,15 @@ def _run(row: JobRow, timeout: float, worker: LeaseHolder) -> Attempt:
         payload = json.loads(row.payload)
     except (ValueError, TypeError, RecursionError) as exc:
         return _dead(f"payload is not valid JSON: {exc}")
+    context = JobContext(row, worker)
     try:
         arm_soft_timeout(timeout)  # soft_timeout's two halves: no generator per job
         try:
-            value = registered.func(payload, JobContext(row, worker))
+            value = registered.func(payload, context)
         finally:
             disarm_soft_timeout()
             exit_if_forked(worker.pid)
+            context.end_progress()  # its last report, if the throttle held it back
     except JobTimeout as exc:  # a command's carries its stderr tail
         what = f"timed out after {timeout:g}s"
         # A failed attempt (retried or dead by fate.fate_of_attempt), counted as `timeout` (SPEC).

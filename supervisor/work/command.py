@@ -49,7 +49,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from supervisor import events, logs, registry
-from supervisor.errors import ConfigError, Fail, JobTimeout
+from supervisor.errors import ConfigError, DatabaseError, Fail, JobTimeout
 from supervisor.work.exits import CommandFailed, error_text, judge
 from supervisor.work.pipes import Pipes
 
@@ -127,6 +127,7 @@ class CommandHandler:
                 log,
                 on_stderr_line=lambda line: progress_line(job, line),
                 on_stdout_line=result.see,
+                on_tick=lambda: progress_tick(job),
             )
             try:
                 pipes.pump()
@@ -176,9 +177,25 @@ def progress_line(job: Any, line: str) -> None:
         return
     percent, _, message = line[len(PROGRESS_PREFIX) :].strip().partition(" ")
     try:
-        job.progress(min(100.0, max(0.0, float(percent.rstrip("%")))), message.strip())
+        value = min(100.0, max(0.0, float(percent.rstrip("%"))))
     except ValueError:  # not a number: an ordinary line, logged as such
         return
+    with contextlib.suppress(DatabaseError):  # a report lost, never the program's run
+        job.progress(value, message.strip())
+
+
+def progress_tick(job: Any) -> float | None:
+    """While the program runs: write its last report once the throttle lets it
+    (JobContext.flush_progress), so a report that came too soon after the one before is
+    not held back until the program exits; the seconds until then, or None."""
+    flush = getattr(job, "flush_progress", None)
+    if flush is None:
+        return None
+    try:
+        wait: float | None = flush()
+    except DatabaseError:  # as in progress_line: that report is lost, the program runs on
+        return None
+    return wait
 
 
 def spawn(argv: tuple[str, ...], env: dict[str, str]) -> subprocess.Popen[bytes]:

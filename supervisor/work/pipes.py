@@ -9,6 +9,7 @@ tail of stderr is kept for last_error (work/exits.py reads it).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import select
 import subprocess
@@ -39,21 +40,13 @@ class Stream:
     on_line: Callable[[str], None] | None = None  # sees every whole line (forkq-progress:)
 
     def feed(self, data: bytes) -> None:
-        if self.logged >= MAX_LOGGED_LINES:
-            self.dropped += data.count(b"\n")
-            self.partial = data[-1:].strip(b"\n")  # only marks an unterminated last line
-            return
         lines = data.split(b"\n")
         lines[0] = self.partial + lines[0]
         self.partial = lines.pop()
-        for number, line in enumerate(lines):
+        for line in lines:
             if self.skipping:
                 self.skipping = False
                 continue
-            if self.logged >= MAX_LOGGED_LINES:
-                self.dropped += len(lines) - number
-                self.partial = b""
-                return
             self.emit(line)
         if len(self.partial) > MAX_LINE_CHARS * 4:  # no line end in sight: log its start
             if not self.skipping:
@@ -61,9 +54,14 @@ class Stream:
             self.skipping, self.partial = True, b""
 
     def emit(self, raw: bytes) -> None:
+        """One whole line: to on_line always (a program's last forkq-progress: line may come
+        after the cap), to the log while under MAX_LOGGED_LINES."""
         line = raw.decode("utf-8", "replace").rstrip("\r")
         if self.on_line is not None:  # the protocol lines (forkq-result: ...) as written
             self.on_line(line)
+        if self.logged >= MAX_LOGGED_LINES:
+            self.dropped += 1
+            return
         line = masking.masked(line)  # the log's copy (masking.py)
         cut = len(line) > MAX_LINE_CHARS or len(raw) > MAX_LINE_CHARS * 4
         extra = {"truncated": True} if cut else {}
@@ -72,10 +70,7 @@ class Stream:
 
     def end(self) -> None:
         if self.partial and not self.skipping:
-            if self.logged < MAX_LOGGED_LINES:
-                self.emit(self.partial)
-            else:
-                self.dropped += 1
+            self.emit(self.partial)
         self.partial = b""
         if self.dropped:
             self.log.warning(
@@ -96,6 +91,9 @@ class Pipes:
     written: int = 0
     on_stderr_line: Callable[[str], None] | None = None
     on_stdout_line: Callable[[str], None] | None = None  # sees `forkq-result:` lines
+    # Called on each turn of the loop while the program runs: seconds until it wants to be
+    # called again (a held-back progress report falls due), None for no wish.
+    on_tick: Callable[[], float | None] | None = None
 
     def __post_init__(self) -> None:
         assert self.proc.stdin and self.proc.stdout and self.proc.stderr
@@ -122,10 +120,9 @@ class Pipes:
             poller.register(fd, select.POLLIN)
         if self.pidfd is not None:
             poller.register(self.pidfd, select.POLLIN)
-        timeout = None if self.pidfd is not None else NO_PIDFD_POLL
         exited = False
         while not exited:
-            for fd, _ in poller.poll(timeout):
+            for fd, _ in poller.poll(self.poll_timeout()):
                 if fd == self.pidfd:
                     exited = True
                 elif fd == self.stdin:
@@ -137,6 +134,16 @@ class Pipes:
                     poller.unregister(fd)
             exited = exited or (self.pidfd is None and self.proc.poll() is not None)
         self.drain()
+
+    def poll_timeout(self) -> int | None:
+        """Milliseconds poll(2) may wait: for ever with a pidfd, else NO_PIDFD_POLL; less
+        when on_tick wants a turn sooner (it is called here, on every turn)."""
+        timeout = None if self.pidfd is not None else NO_PIDFD_POLL
+        wish = self.on_tick() if self.on_tick is not None else None
+        if wish is None:
+            return timeout
+        wait = max(1, math.ceil(wish * 1000))
+        return wait if timeout is None else min(wait, timeout)
 
     def write(self) -> None:
         """As much of the payload as the pipe takes now; EOF once all of it is in."""

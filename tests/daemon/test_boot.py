@@ -85,6 +85,20 @@ def test_run_on_a_file_that_is_not_an_sqlite_database_is_refused_in_one_line(
     assert "not a database" in refused_boot(workdir, f"sqlite:///{workdir / 'notes.db'}")
 
 
+def test_run_on_a_file_sqlite_cannot_open_is_refused_not_waited_for(workdir: Path) -> None:
+    # There, and never openable as a database (procfs takes no WAL beside it): it used to
+    # be waited for at boot as an unreachable server, for ever.
+    line = refused_boot(workdir, "sqlite:////proc/version")
+    assert "cannot open the SQLite database at /proc/version" in line
+
+
+def test_run_on_a_missing_file_says_there_is_no_database_there(workdir: Path) -> None:
+    url = f"sqlite:///{workdir / 'typo' / 'forkq.db'}"
+    line = failed(forkq(workdir, "run", "-c", "forkq.toml", database=url), 78)
+    assert f"no SQLite database at {workdir / 'typo' / 'forkq.db'}" in line
+    assert "forkq schema apply" in line and not (workdir / "typo").exists()
+
+
 # --- a database not there yet is waited for (issue 21.16) -----------------------------------
 
 

@@ -74,12 +74,25 @@ def test_check_fails_on_an_unreachable_database_without_showing_the_password(
     assert "pw-Unreachable-7781" not in result.stdout + result.stderr
 
 
-def test_check_fails_on_missing_tables(workdir: Path) -> None:
+def test_check_fails_on_missing_tables_as_run_refuses_them(workdir: Path) -> None:
     (workdir / "empty.db").touch()  # an empty SQLite database: no tables
     url = f"sqlite:///{workdir / 'empty.db'}"
     result = forkq(workdir, "check", "-c", "forkq.toml", database=url)
-    assert result.returncode == 1
+    assert result.returncode == 78, (result.stdout, result.stderr)
     assert any(line.split()[:2] == ["FAIL", "schema"] for line in result.stdout.splitlines())
+    failed(forkq(workdir, "run", "-c", "forkq.toml", database=url), 78)
+
+
+def test_check_fails_on_an_older_schema_as_run_refuses_it(workdir: Path) -> None:
+    url = f"sqlite:///{workdir / 'old.db'}"
+    ok(forkq(workdir, "schema", "apply", database=url))
+    sql(url, "UPDATE forkq_schema SET version = ?", (SCHEMA_VERSION - 1,))  # one behind
+    result = forkq(workdir, "check", "-c", "forkq.toml", database=url)
+    assert result.returncode == 78, (result.stdout, result.stderr)
+    [line] = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
+    assert line.split()[1] == "schema" and "run `forkq schema apply`" in line
+    line = failed(forkq(workdir, "run", "-c", "forkq.toml", database=url), 78)
+    assert "run `forkq schema apply`" in line
 
 
 BROKEN_MODULES = {

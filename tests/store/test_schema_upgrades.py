@@ -435,10 +435,11 @@ def apply_script(url: str, script: str) -> None:
     run_mariadb_client(url, script)
 
 
-def schema_line(url: str) -> str:
-    """The `schema` line of `forkq check`, which must pass."""
+def schema_line(url: str, exit_status: int = 0) -> str:
+    """The `schema` line of `forkq check`, which exits `exit_status` (78: as `forkq run`
+    refuses a database with an older schema)."""
     result = forkq_cli(url, "check")
-    assert result.returncode == 0, (result.stdout, result.stderr)
+    assert result.returncode == exit_status, (result.stdout, result.stderr)
     return next(line for line in result.stdout.splitlines() if line.split()[1:2] == ["schema"])
 
 
@@ -476,7 +477,8 @@ def test_the_schema_file_leaves_an_old_database_old_and_printed_upgrades_upgrade
         with pytest.raises(sqlite3.OperationalError, match="limit_wait"):
             apply_script(url, schema_file(url).read_text(encoding="utf-8"))
     assert recorded_version(url) == 2  # not marked upgraded by CREATE ... IF NOT EXISTS
-    assert f"version 2; {SCHEMA_VERSION} is available" in schema_line(url)
+    line = schema_line(url, 78)
+    assert line.startswith("FAIL") and f"version 2, this forkq needs {SCHEMA_VERSION}" in line
 
     printed = forkq_cli(url, "schema", "print", "--upgrade-from", "2")
     assert printed.returncode == 0, printed.stderr

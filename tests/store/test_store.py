@@ -184,6 +184,21 @@ def test_complete_with_keep_marks_the_job_done(store: Store) -> None:
     assert store.claim("work", B, 10, LEASE) == []
 
 
+def test_a_job_claimed_behind_another_and_ended_dead_has_a_start(store: Store) -> None:
+    # Only a batch's first job is marked started by its claim; the others by the master's
+    # hand-back or by their end. A dead end recorded no start: the job's page showed a
+    # dead job that never started, its attempt without a duration.
+    first, second = store.insert_many([job(max_attempts=1), job(max_attempts=1)])
+    assert [row.id for row in store.claim("work", A, 2, LEASE)] == [first, second]
+    before = store.get_job(second)
+    assert before is not None and before.started_at is None
+    assert store.fail(A, second, "ValueError: bad payload", dead=True)
+    row = store.get_job(second)
+    assert row is not None and row.status == JobState.DEAD
+    assert row.started_at is not None and row.finished_at is not None
+    assert row.started_at <= row.finished_at
+
+
 def test_complete_with_archive_moves_the_row_to_the_archive_table(
     db_url: str, store: Store
 ) -> None:

@@ -333,18 +333,21 @@ def test_an_unreachable_mysql_server_is_connection_lost_without_the_password() -
         "under-a-file",
     ],
 )
-def test_an_unopenable_sqlite_path_is_connection_lost(tmp_path: Path, where: str) -> None:
-    """A path that names a directory does not open; one under a regular file cannot be
-    made by `forkq schema apply` (the only opener that makes a missing file)."""
+def test_an_unopenable_sqlite_path_is_refused_or_unreachable(tmp_path: Path, where: str) -> None:
+    """A path that names a directory is there and never opens: refused (a DatabaseError,
+    not waited for as a lost connection). One under a regular file cannot be made by
+    `forkq schema apply` (the only opener that makes a missing file): unreachable."""
     if where == "directory":  # the path names a directory, not a file
         path = tmp_path / "a-directory.db"
         path.mkdir()
-    else:  # a parent of the path is a regular file
-        (tmp_path / "a-file").write_text("")
-        path = tmp_path / "a-file" / "sub" / "forkq.db"
-    store = open_store(sqlite_url_for(path))
+        with pytest.raises(DatabaseError, match="cannot open the SQLite database") as caught:
+            open_store(sqlite_url_for(path)).schema_version()
+        assert not isinstance(caught.value, ConnectionLost)
+        return
+    (tmp_path / "a-file").write_text("")  # a parent of the path is a regular file
+    path = tmp_path / "a-file" / "sub" / "forkq.db"
     with pytest.raises(ConnectionLost, match="unreachable"):
-        store.schema_version() if where == "directory" else store.apply_schema()
+        open_store(sqlite_url_for(path)).apply_schema()
 
 
 def test_a_killed_idle_mysql_connection_is_replaced_before_the_next_call(

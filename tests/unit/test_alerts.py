@@ -77,6 +77,9 @@ def test_resolved_is_sent_once_when_it_clears() -> None:
     assert run.tick(snap(email(ready=12)), T0 + 70) == []
     assert run.tick(snap(email(ready=3)), T0 + 5000) == []
     assert run.states["max_ready:email"].state == "ok"
+    # The row keeps the words of its end (the dashboard shows them), and its firing text.
+    detail = run.states["max_ready:email"].detail
+    assert detail["resolved_text"] == note.text and "> max_ready 1000" in detail["text"]
 
 
 def test_a_drained_queue_with_no_rows_resolves_its_alert() -> None:

@@ -28,6 +28,7 @@ from supervisor.errors import Fail, JobTimeout, Retry, Snooze
 from supervisor.work.command import CommandHandler
 from supervisor.work.exits import ERROR_CHARS, CommandFailed
 from supervisor.work.guards import soft_timeout
+from supervisor.work.pipes import MAX_LOGGED_LINES
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -256,3 +257,26 @@ def test_the_program_starts_with_sigint_at_its_default_where_the_caller_ignores_
         signal.signal(signal.SIGINT, previous)
     ignored = int(str(caught.value).split()[-1], 16)
     assert not ignored & (1 << (signal.SIGINT - 1))
+
+
+def test_protocol_lines_past_the_logged_lines_cap_are_still_read(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Lines past MAX_LOGGED_LINES a stream are counted, not logged, yet still read: every
+    `forkq-progress:` line reaches job.progress and the last `forkq-result:` line is the
+    result (before: what came by line 1,000, so the last report and the result were lost)."""
+    reports: list[tuple[float, str]] = []
+    job = SimpleNamespace(**vars(JOB), progress=lambda *report: reports.append(report))
+    lines = MAX_LOGGED_LINES + 500
+    script = (
+        f'i=1; while [ $i -le {lines} ]; do echo "forkq-progress: 50 item $i" >&2;'
+        " echo line $i; i=$((i+1)); done; echo 'forkq-result: [1, 2]'"
+    )
+    handler = CommandHandler(CommandConfig(name="report.pdf", argv=("sh", "-c", script)))
+    assert handler({}, job) == [1, 2]
+    assert len(reports) == lines and reports[-1] == (50.0, f"item {lines}")
+    capped = events(capsys, "command_output_capped")
+    assert sorted((e["stream"], e["lines_not_logged"]) for e in capped) == [
+        ("stderr", 500),
+        ("stdout", 501),
+    ]

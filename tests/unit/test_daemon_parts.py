@@ -121,7 +121,7 @@ def test_settling_settles_this_node_s_dead_workers_found_at_boot(
     store.register_process("host:9:gone", "host", dead_pid(), "worker", "default", node=state.node)
     store.register_process("other:9:w", "other", dead_pid(), "worker", "default", node="else")
     assert [r.id for r in store.claim("default", "host:9:gone", 1, 60.0)] == [job]
-    Settling(state).settle_dead_local_processes()
+    Settling(state, []).settle_dead_local_processes()
     assert {p.name for p in store.list_processes()} == {"other:9:w"}
     row = store.get_job(job)
     assert row is not None and row.status != "running" and row.attempts == 1
@@ -135,8 +135,8 @@ def test_settling_keeps_a_settle_until_the_database_answers(
     state = shared(store, config_for(sqlite_db_url), log)
     job = Queue(store=store).enqueue("tests.handlers.ok")
     assert [r.id for r in store.claim("default", "host:9:w", 1, 60.0)] == [job]
-    settling = Settling(state)
-    settling.unsettled.append(("host:9:w", job, "worker died", True, False, "died"))
+    settling = Settling(state, [])
+    settling.unsettled.append((store, "host:9:w", job, "worker died", True, False, "died"))
     state.guard.error, state.guard.retry_at = "down", time.monotonic() + 3600  # breaker open
     settling.settle_pending()
     assert len(settling.unsettled) == 1

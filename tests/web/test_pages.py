@@ -251,3 +251,23 @@ def test_the_dead_page_says_when_each_job_died_and_attempts_read_1_of_n(
     assert "Died at" in headers
     assert page.locator("table.jobs td.died").inner_text() == died.strftime("%Y-%m-%d %H:%M:%S UTC")
     assert page.locator("table.jobs td.attempts").inner_text() == "1 of 3"
+
+
+def test_attempts_read_the_handler_s_default_where_the_row_leaves_it_null(
+    store: Store, queue: Queue
+) -> None:
+    """The pages' "N of M" (filters.most_attempts): the row's max_attempts, else what the
+    daemon gives the job, its handler's (the config's modules are imported), else default."""
+    from supervisor import registry
+    from supervisor.web.filters import most_attempts
+
+    # Enqueued where the handler's module is not imported (a PHP app, another service):
+    # the row's max_attempts is NULL.
+    ids = [queue.enqueue("web.five_tries"), queue.enqueue("web.nobody")]
+    ids.append(queue.enqueue("web.five_tries", max_attempts=3))
+    registry.handler("web.five_tries", max_attempts=5)(lambda payload, job: None)
+    try:
+        rows = [store.get_job(job_id) for job_id in ids]
+        assert [most_attempts(row) for row in rows if row] == ["5 (default)", "default", "3"]
+    finally:
+        registry._HANDLERS.pop("web.five_tries", None)

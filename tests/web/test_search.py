@@ -92,3 +92,31 @@ def test_a_bad_search_says_why_and_the_window_is_bounded(
         response = page.goto(f"{server.url}/jobs?q={quote(query)}")
         assert response.status == 400 and said in page.inner_text("main"), query
     assert old < new
+
+
+def test_an_unknown_status_is_named_with_the_statuses_there_are(
+    page: Any, web_server: ServerFactory, queue: Queue, store: Store
+) -> None:
+    """`status:bogus` (and `?status=bogus`, the filter's own) say that no such status is,
+    and which are; a name given twice says so: never a silent "no jobs"."""
+    job_id = dead(queue, store, "net.fetch", "boom")
+    server = web_server()
+    statuses = "waiting, ready, scheduled, running, done, dead, cancelling, cancelled"
+    for path in (
+        f"/jobs?q={quote('status:bogus')}",
+        f"/jobs?q={quote('queue:errs status:bogus')}",
+        "/jobs?status=bogus",
+        "/jobs?status=bogus&queue=errs",
+    ):
+        response = page.goto(server.url + path)
+        text = page.inner_text("main")
+        assert response.status == 400, (path, text)
+        assert f"unknown status 'bogus': the statuses are {statuses}" in text, (path, text)
+        assert "no jobs" not in text, path
+    for query, said in (
+        ("tag:a tag:b", "'tag:b': a second tag term"),
+        ("payload.n:1 payload.m:2", "'payload.m:2': a second payload.KEY term"),
+    ):
+        response = page.goto(f"{server.url}/jobs?q={quote(query)}")
+        assert response.status == 400 and said in page.inner_text("main"), query
+    assert found(page, server.url, "status:dead") == [job_id]

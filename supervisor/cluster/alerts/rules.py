@@ -75,13 +75,15 @@ def _step(
         if not recent:
             return _told(check, prev, since, now, "reminder", host)
         return _state(FIRING, check, prev, since, last, announced=True), None
+    # Kept in the row, so the dashboard shows a resolved alert in the words of its end
+    # (also one that resolves unannounced), not in the firing text it keeps beside it.
+    resolved = {"resolved_text": f"[forkq] {host}: resolved: {check.resolved}"}
     if prev.firing and prev.announced:
-        state = _state(OK, check, prev, now, now, announced=False)
-        return state, Notification(
-            check.key, "resolved", f"[forkq] {host}: resolved: {check.resolved}"
-        )
-    since = now if prev.firing else prev.since
-    return _state(OK, check, prev, since, last, announced=False), None
+        state = _state(OK, check, prev, now, now, announced=False, extra=resolved)
+        return state, Notification(check.key, "resolved", resolved["resolved_text"])
+    if prev.firing:
+        return _state(OK, check, prev, now, last, announced=False, extra=resolved), None
+    return _state(OK, check, prev, prev.since, last, announced=False), None
 
 
 def _told(

@@ -181,7 +181,8 @@ WHERE id = %(id)s AND status = 'running' AND locked_by = %(owner)s
 
 -- name: fail_dead
 UPDATE forkq_jobs
-SET status = 'dead', finished_at = NOW(6), last_error = %(error)s,
+SET status = 'dead', finished_at = NOW(6), started_at = COALESCE(started_at, NOW(6)),
+    last_error = %(error)s,
     locked_by = NULL, locked_until = NULL, max_attempts = COALESCE(%(max_attempts)s, max_attempts)
 WHERE id = %(id)s AND status = 'running' AND locked_by = %(owner)s
   AND (%(only_expired)s = 0 OR locked_until < NOW(6));
@@ -1313,7 +1314,8 @@ FROM forkq_jobs FORCE INDEX (PRIMARY) WHERE id IN %(ids)s AND status IN ('runnin
 
 -- name: deps_fail_dead
 UPDATE forkq_jobs
-SET status = 'dead', finished_at = NOW(6), last_error = %(error)s,
+SET status = 'dead', finished_at = NOW(6), started_at = COALESCE(started_at, NOW(6)),
+    last_error = %(error)s,
     locked_by = NULL, locked_until = NULL, max_attempts = COALESCE(%(max_attempts)s, max_attempts)
 WHERE id = %(id)s AND status = 'running' AND locked_by = %(owner)s
   AND (%(only_expired)s = 0 OR locked_until < NOW(6)) AND (deps & %(skip)s) = 0;

@@ -140,7 +140,8 @@ WHERE id = :id AND status = 'running' AND locked_by = :owner
 
 -- name: fail_dead
 UPDATE forkq_jobs
-SET status = 'dead', finished_at = :now, last_error = :error,
+SET status = 'dead', finished_at = :now, started_at = COALESCE(started_at, :now),
+    last_error = :error,
     locked_by = NULL, locked_until = NULL, max_attempts = COALESCE(:max_attempts, max_attempts)
 WHERE id = :id AND status = 'running' AND locked_by = :owner
   AND (:only_expired = 0 OR locked_until < :now);
@@ -1053,7 +1054,8 @@ WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('running', 'cance
 
 -- name: deps_fail_dead
 UPDATE forkq_jobs
-SET status = 'dead', finished_at = :now, last_error = :error,
+SET status = 'dead', finished_at = :now, started_at = COALESCE(started_at, :now),
+    last_error = :error,
     locked_by = NULL, locked_until = NULL, max_attempts = COALESCE(:max_attempts, max_attempts)
 WHERE id = :id AND status = 'running' AND locked_by = :owner
   AND (:only_expired = 0 OR locked_until < :now) AND (deps & :skip) = 0;

@@ -1,0 +1,87 @@
+"""The alerts page on both backends: an alert a real `forkq run` fired and then resolved reads
+as resolved (its state, when it resolved, what resolved), never with its firing message as
+if the condition still held; that message is kept beside it, marked as past."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from typing import Any
+
+from daemon_util import Daemon, daemons_fixture, render_config
+from util import python, subprocess_env, wait_until
+from webutil import ServerFactory
+
+from supervisor import Queue
+from supervisor.store import Store
+from supervisor.web.alerts_page import resolved_text
+
+daemons = daemons_fixture  # the real daemon that fires and resolves the alert
+
+KEY = "max_ready:stuck"
+FIRING = 'queue "stuck" backlog 3 ready > max_ready 1'
+
+
+def test_a_resolved_alert_reads_as_resolved(
+    page: Any,
+    web_server: ServerFactory,
+    daemons: Callable[..., Daemon],
+    queue: Queue,
+    store: Store,
+    db_url: str,
+) -> None:
+    """max_ready crossed by real enqueues (no pool serves "stuck"), then the backlog
+    cancelled with `forkq cancel`: the daemon resolves the alert on its next tick."""
+    ids = [queue.enqueue("t.noop", {"n": n}, queue="stuck") for n in range(3)]
+    daemon = daemons(name="alerting")
+    rules = "\n[alerts]\n\n[alerts.rules.stuck]\nmax_ready = 1\n"
+    daemon.write_config(text=render_config(daemon.db_url, daemon.pools, daemon.supervisor) + rules)
+    daemon.start().wait_ready()
+    wait_until(lambda: state(store) == "firing", timeout=30, message="alert firing")
+    server = web_server()
+    page.goto(server.url + "/alerts")
+    assert FIRING in page.locator(f'tr[data-alert="{KEY}"] .message').inner_text()
+
+    argv = [python(), "-m", "supervisor", "cancel", *map(str, ids)]
+    subprocess.run(argv, env=subprocess_env(db_url), check=True, capture_output=True, timeout=60)
+    wait_until(lambda: state(store) == "ok", timeout=30, message="alert resolved")
+    page.goto(server.url + "/alerts")
+    row = page.locator(f'tr[data-alert="{KEY}"]')
+    message = row.locator(".message").inner_text()
+    assert message.endswith(': resolved: queue "stuck" backlog 0 ready <= 1'), message  # as sent
+    assert "> max_ready" not in message
+    assert row.locator(".state").inner_text() == "resolved"
+    assert row.locator(".since").inner_text().startswith("resolved since ")
+    assert row.locator(".fired").inner_text().startswith("when it fired: ")
+    assert FIRING in row.locator(".fired").inner_text()  # what was said, marked as past
+    assert "firing" not in (row.get_attribute("class") or "").split()
+    page.goto(server.url + "/")
+    assert page.locator(".alerts-firing").count() == 0  # nothing fires any more
+
+
+def state(store: Store) -> str | None:
+    """The alert's state as the daemon saved it."""
+    row = store.load_alerts().get(KEY)
+    return None if row is None else str(row["state"])
+
+
+def test_every_rule_resolves_in_its_own_words() -> None:
+    """The keys the rules make (cluster/alerts/states.py): queue rules name the queue,
+    host rules their host as their messages do; a key of no known rule is shown as is."""
+    assert resolved_text("max_age:email") == (
+        'resolved: queue "email" oldest ready job no longer over max_age'
+    )
+    assert resolved_text("max_dead:email") == (
+        'resolved: queue "email" new dead jobs no longer over max_dead'
+    )
+    assert resolved_text("saturated:app1:email") == (
+        '[forkq] app1: resolved: pool "email" no longer saturated'
+    )
+    assert resolved_text("crash_loop:app1:email") == (
+        '[forkq] app1: resolved: pool "email" workers start normally again'
+    )
+    assert (
+        resolved_text("db_unreachable:app1") == "[forkq] app1: resolved: database reachable again"
+    )
+    assert resolved_text("someday:x") == "resolved: someday:x"
+    assert resolved_text("max_ready") == "resolved: max_ready"
