@@ -1,6 +1,14 @@
 """forkq: a job queue in your own MySQL/MariaDB or SQLite database, and its pre-fork daemon."""
 
-from supervisor.errors import Fail, LockHeld, LockLost, PayloadTooLarge, Retry, Snooze
+from supervisor.errors import (
+    Fail,
+    JobTimeout,
+    LockHeld,
+    LockLost,
+    PayloadTooLarge,
+    Retry,
+    Snooze,
+)
 from supervisor.models import Enqueued
 from supervisor.queue import Queue
 from supervisor.registry import handler
@@ -9,6 +17,7 @@ from supervisor.routing import Router
 __all__ = [
     "Enqueued",
     "Fail",
+    "JobTimeout",
     "LockHeld",
     "LockLost",
     "PayloadTooLarge",

@@ -44,6 +44,11 @@ def build_many(jobs: Iterable[Mapping[str, Any]]) -> list[NewJob]:
     built = []
     for spec in jobs:
         unknown = set(spec) - ENQUEUE_KEYS
+        if unknown & {"depends_on", "on_parent_failure"}:
+            raise UsageError(
+                "enqueue_many: depends_on is not taken here: enqueue such jobs one by one,"
+                " or as q.chain() / q.group()"
+            )
         if unknown:
             raise UsageError(f"enqueue_many: unknown keys {sorted(unknown)}")
         if "handler" not in spec:

@@ -69,6 +69,14 @@ class SnoozeWritten(StrEnum):
     SUPERSEDED = "superseded"  # another job took its unique key meanwhile: ended cancelled
 
 
+def snoozed_too_often(max_snoozes: int, reason: str) -> str:
+    """The last error of a job that snoozed once more than its handler's max_snoozes."""
+    return (
+        f"snoozed {max_snoozes} times, its handler's max_snoozes: ended dead so it cannot"
+        f" wait forever (last: {reason})"
+    )
+
+
 class SettleKind(StrEnum):
     """Why the master settles what a gone child held."""
 

@@ -100,6 +100,8 @@ class Queue:
         job = with_unique(with_tags(job, tags), unique_for, unique_while, on_conflict, debounce_max)
         if depends_on is not None:
             return Enqueued(self._enqueue_waiting(job, depends_on, on_parent_failure, connection))
+        if on_parent_failure != "cancel":  # a rule with no parent to apply it to: a slip
+            raise UsageError("on_parent_failure goes with depends_on")
         on = connection
         job_id = self.store.enqueue(job) if on is None else self.store.insert_on(on, job)
         if self.nudger is not None:

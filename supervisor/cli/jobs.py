@@ -43,6 +43,8 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
     parents = None
     if args.depends_on is not None:
         parents = same_database(job_refs(args, args.depends_on), database, "--depends-on")
+    elif args.on_parent_failure != "cancel":
+        raise UsageError("--on-parent-failure goes with --depends-on")
     with database_store(config, database) as store:
         job_id = Queue(store=store).enqueue(
             args.handler,
@@ -196,7 +198,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     error = fields.pop("last_error", None)
     if row is not None:  # one line: what the row says, and what it comes to when NULL
         fields["max_attempts"] = _limit_text(row.max_attempts, fields.pop("max_attempts_effective"))
-    width = max(len(key) for key in fields) + 2
+    width = max(len(key) for key in [*fields, "last_error"]) + 2  # result, last_error below
     for key, value in fields.items():  # an empty value (limit_wait "") is "-", as None is
         print(f"{key.ljust(width)}{cell(None if value == '' else value)}")
     print_extras(result, attempts, width)  # before last_error, which ends the output

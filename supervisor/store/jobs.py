@@ -17,7 +17,7 @@ from typing import Any
 
 from supervisor.errors import SchemaError
 from supervisor.models import HandBack, JobRow, JobState, QueueTimes, utc
-from supervisor.outcomes import SnoozeWritten
+from supervisor.outcomes import SnoozeWritten, snoozed_too_often
 from supervisor.store.acks import AckOps
 from supervisor.store.core import (
     AHEAD_US,
@@ -153,11 +153,7 @@ class JobOps(AckOps, ResultOps):
                 return SnoozeWritten.SUPERSEDED if ended else SnoozeWritten.LOST
         if changed == 1:
             return SnoozeWritten.SNOOZED
-        error = (
-            f"snoozed {max_snoozes} times, its handler's max_snoozes: ended dead so it cannot"
-            f" wait forever (last: {reason})"
-        )
-        ended = self.fail(owner, job_id, error, dead=True)
+        ended = self.fail(owner, job_id, snoozed_too_often(max_snoozes, reason), dead=True)
         return SnoozeWritten.DEAD if ended else SnoozeWritten.LOST
 
     def snoozes_counted(self) -> bool:

@@ -22,6 +22,15 @@ from supervisor.errors import DatabaseError, PayloadTooLarge
 from supervisor.models import Enqueued, NewJob
 from supervisor.store.galera import NodeChoice
 from supervisor.store.mysql_session import Connection, MySQLSession, packs
+from supervisor.store.packets import (
+    MIN_PACKET,
+    PAYLOAD_ADVICE,
+    RESULT_ADVICE,
+    fits,
+    most_bytes,
+    packet_size,
+    too_large,
+)
 from supervisor.store.queries import backend_queries, schema_text, split_script
 
 QUERIES = backend_queries("mysql")
@@ -38,8 +47,6 @@ BATCH_INSERT_QUERIES = frozenset(
     | {f"insert_jobs_{part}{kind}" for part in ("head", "row") for kind in INSERT_KINDS}
 )
 INSERT_CHUNK = 1000  # rows per multi-row INSERT
-# The smallest max_allowed_packet a server accepts: a shorter statement fits any server.
-MIN_PACKET = 1024
 # Reads that on a Galera node first wait for every write the cluster ordered before them:
 # after a failover, a claim whose answer was lost with its node may not be applied here
 # yet, and a worker looking for what it holds (worker._release_lost_claim) would miss it.
@@ -249,16 +256,17 @@ class MySQLStore(MySQLSession):
         """Multi-row INSERTs of `rows`, in order, each within max_allowed_packet."""
         head, tail = self.queries[f"insert_jobs_head{keyed}"], self.queries["insert_jobs_tail"]
         whole = f"{head} {','.join(rows)} {tail}"
-        if _fits(whole, MIN_PACKET) or _fits(whole, limit := self._packet_limit(conn)):
+        if fits(whole, MIN_PACKET) or fits(whole, limit := self._packet_limit(conn)):
             yield whole
             return
-        budget = limit - _size(f"{head}  {tail}")
+        budget = limit - packet_size(f"{head}  {tail}")
         batch: list[str] = []
         used = 0
         for number, row in enumerate(rows, 1):
-            size = _size(row) + 1  # and its comma
+            size = packet_size(row) + 1  # and its comma
             if size > budget:
-                raise PayloadTooLarge(_too_large(f"job {number} of the batch", size, limit))
+                what = f"job {number} of the batch"
+                raise PayloadTooLarge(too_large(what, size, limit, PAYLOAD_ADVICE))
             if batch and used + size > budget:
                 yield f"{head} {','.join(batch)} {tail}"
                 batch, used = [], 0
@@ -292,12 +300,12 @@ class MySQLStore(MySQLSession):
         # A plain cursor: the caller's connection may default to dict rows.
         bound = _bound(query, params)
         with connection.cursor(pymysql.cursors.Cursor) as cursor:
-            most = _most_bytes(self.queries[query], bound)
+            most = most_bytes(self.queries[query], bound)
             if most > MIN_PACKET and most > (limit := self._packet_limit(connection)):
                 # Near the limit: bind it once more to know (only for large payloads).
-                size = _size(cursor.mogrify(self.queries[query], bound))
+                size = packet_size(cursor.mogrify(self.queries[query], bound))
                 if size > limit:
-                    raise PayloadTooLarge(_too_large("the job", size, limit))
+                    raise PayloadTooLarge(too_large("the job", size, limit, PAYLOAD_ADVICE))
             cursor.execute(self.queries[query], bound)
             job_id = Enqueued(
                 cursor.lastrowid, params["unique_key"] is not None and cursor.rowcount > 1
@@ -305,6 +313,20 @@ class MySQLStore(MySQLSession):
             if params.get("group_key") is not None and not job_id.conflicted:  # joins the round
                 cursor.execute(self.queries["join_round"], _bound("join_round", params))
             return job_id
+
+    def too_large_to_keep(self, job_id: int, queue: str, value: str) -> str | None:
+        """Why the server would refuse to keep this return value (keep_result longer than
+        its max_allowed_packet), or None; measured only when it may be that long."""
+        bound = _bound("keep_result", self._params(id=job_id, queue=queue, value=value))
+        most = most_bytes(self.queries["keep_result"], bound)
+        if most <= MIN_PACKET:
+            return None
+        connection = self._connection()
+        if most <= (limit := self._packet_limit(connection)):
+            return None
+        with connection.cursor(pymysql.cursors.Cursor) as cursor:
+            size = packet_size(cursor.mogrify(self.queries["keep_result"], bound))
+        return too_large("its return value", size, limit, RESULT_ADVICE) if size > limit else None
 
     def _packet_limit(self, connection: Any) -> int:
         """The session's max_allowed_packet (read-only in a session: read once each).
@@ -326,34 +348,3 @@ class MySQLStore(MySQLSession):
 def _bound(query: str, params: dict[str, Any]) -> dict[str, Any]:
     """Only the values `query` names (a missing one is a KeyError here, as in PyMySQL)."""
     return {name: params[name] for name in PARAM_NAMES[query]}
-
-
-def _size(statement: str) -> int:
-    """Bytes on the wire: the statement in UTF-8 and the command byte."""
-    return len(statement.encode("utf-8")) + 1
-
-
-def _most_bytes(template: str, bound: dict[str, Any]) -> int:
-    """The most bytes `template` with `bound` takes on the wire: a string value escaped
-    (each character at most doubled) and quoted, 4 bytes a character; others are short."""
-    chars = len(template) + sum(
-        2 * len(value) + 2 if isinstance(value, str) else 32 for value in bound.values()
-    )
-    return 4 * chars + 1
-
-
-def _fits(statement: str, limit: int) -> bool:
-    """Surely within `limit` bytes, measured only when it may not be (4 bytes a character)."""
-    return len(statement) * 4 + 1 <= limit or _size(statement) <= limit
-
-
-def _too_large(what: str, size: int, limit: int) -> str:
-    return (
-        f"{what} is {_megabytes(size)} to send, more than the server's"
-        f" max_allowed_packet ({_megabytes(limit)}): keep large data out of the payload"
-        " (store it elsewhere and enqueue a reference), or raise max_allowed_packet"
-    )
-
-
-def _megabytes(size: int) -> str:
-    return f"{size / (1024 * 1024):.1f} MB"

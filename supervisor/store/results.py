@@ -87,6 +87,11 @@ class ResultOps(StoreCore):
 
         self._retrying(attempt)
 
+    def too_large_to_keep(self, job_id: int, queue: str, value: str) -> str | None:
+        """Why the database would refuse to keep this return value, or None: SQLite takes
+        any up to a gigabyte; MySQL's max_allowed_packet is measured (mysql.py)."""
+        return None
+
     def job_result(self, job_id: int) -> dict[str, Any] | None:
         """The job's kept result row (status, return_value, finished_at); None if none."""
         rows = self._rows("job_result", id=job_id)

@@ -81,6 +81,10 @@ class SQLiteStore(Store):
             self._conn, self._pid = conn, os.getpid()
         return self._conn
 
+    def too_large_to_keep(self, job_id: int, queue: str, value: str) -> str | None:
+        refused = _too_long(self._connection(), "its return value", value)
+        return refused and f"{refused}: keep large data out of the return value"
+
     def missing_tables(self) -> str:
         if self.path != ":memory:" and not os.path.exists(self.path):
             return f"no SQLite database at {os.path.abspath(self.path)}: run `forkq schema apply`"
@@ -253,16 +257,25 @@ class SQLiteStore(Store):
 def _check_length(connection: sqlite3.Connection, payload: str) -> None:
     """Refuse a payload longer than the connection's SQLITE_LIMIT_LENGTH (1e9 bytes unless
     lowered), which SQLite would refuse as "string or blob too big"."""
-    limit = connection.getlimit(sqlite3.SQLITE_LIMIT_LENGTH)
-    if len(payload) * 4 < limit:  # UTF-8: at most 4 bytes a character
-        return
-    size = len(payload.encode("utf-8"))
-    if size > limit:
+    refused = _too_long(connection, "the job's payload", payload)
+    if refused:
         raise PayloadTooLarge(
-            f"the job's payload is {_kilobytes(size)}, more than SQLite's limit on a value"
-            f" (SQLITE_LIMIT_LENGTH, {_kilobytes(limit)}): keep large data out of the"
-            " payload (store it elsewhere and enqueue a reference)"
+            f"{refused}: keep large data out of the payload (store it elsewhere and enqueue a"
+            " reference)"
         )
+
+
+def _too_long(connection: sqlite3.Connection, what: str, value: str) -> str | None:
+    limit = connection.getlimit(sqlite3.SQLITE_LIMIT_LENGTH)
+    if len(value) * 4 < limit:  # UTF-8: at most 4 bytes a character
+        return None
+    size = len(value.encode("utf-8"))
+    if size <= limit:
+        return None
+    return (
+        f"{what} is {_kilobytes(size)}, more than SQLite's limit on a value"
+        f" (SQLITE_LIMIT_LENGTH, {_kilobytes(limit)})"
+    )
 
 
 def _kilobytes(size: int) -> str:

@@ -7,11 +7,13 @@ one dict lookup here, no statement: its success is batched as before.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 
 from supervisor import registry
 from supervisor.config import Config
+from supervisor.errors import DatabaseError
 from supervisor.models import JobRow
 from supervisor.outcomes import Attempt, Outcome
 from supervisor.store import Store
@@ -44,14 +46,21 @@ class Keeper:
             )
         return found
 
-    def encoded(self, attempt: Attempt) -> tuple[Attempt, str | None]:
-        """The attempt and its return value as JSON text; a value that is no JSON ends the
-        attempt dead (another attempt would return the same)."""
+    def encoded(self, attempt: Attempt, row: JobRow) -> tuple[Attempt, str | None]:
+        """The attempt and its return value as JSON text; a value that is no JSON, or
+        that the database would refuse (too long for it), ends the attempt dead: another
+        attempt would return the same, and a write refused would be tried for ever."""
         try:
-            return attempt, _ENCODER.encode(getattr(attempt, "value", None))
+            text = _ENCODER.encode(getattr(attempt, "value", None))
         except (TypeError, ValueError, RecursionError) as exc:
             error = f"its return value is kept but is not JSON: {type(exc).__name__}: {exc}"
             return Attempt(Outcome.DEAD, error, None, True), None
+        refused = None
+        with contextlib.suppress(DatabaseError):  # unmeasured: the write will tell
+            refused = self.store.too_large_to_keep(row.id, row.queue, text)
+        if refused:
+            return Attempt(Outcome.DEAD, refused, None, True), None
+        return attempt, text
 
     def wake(self, job_id: int) -> None:
         """Tell same-host waiters of the job that it ended (best effort, never raises)."""

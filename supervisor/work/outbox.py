@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from supervisor import events, registry
 from supervisor.errors import ConnectionLost, TransientDatabaseError
 from supervisor.fate import failure_fate_for, max_attempts_for
 from supervisor.models import JobRow
-from supervisor.outcomes import Fate, SnoozeWritten
+from supervisor.outcomes import Fate, SnoozeWritten, snoozed_too_often
 from supervisor.policy import DEFAULT_MAX_SNOOZES, truncate_error
 from supervisor.store import Store
-from supervisor.store.results import AttemptEnd
+from supervisor.store.results import AttemptEnd, attempt_end
 from supervisor.work.attempt import text_of
 from supervisor.work.keeping import Keeper
 
@@ -62,6 +62,7 @@ class Snoozed:
     max_snoozes: int
     reason: str
     unique: bool = False  # it has a unique key (store.snooze)
+    end: AttemptEnd | None = None  # its attempt, as the history keeps it if it ends dead
 
 
 @dataclass
@@ -147,17 +148,19 @@ class Outbox:
             self.pending.kept = []
             self.waking.extend(k.job_id for k in kept)
 
-    def snooze(self, row: JobRow, reason: str, delay: float) -> None:
+    def snooze(self, row: JobRow, reason: str, delay: float, started: float) -> None:
         """Back after `delay` without using an attempt (schema 7 counts it; before it, a
-        snooze is a retry, so attempts still bound it)."""
+        snooze is a retry, so attempts still bound it). `started`: its wall-clock start."""
         if not self.store.snoozes_counted():
             error = f"snoozed ({reason}); schema 7 counts snoozes"
             self.failure(row, failure_fate_for(row, error, delay))
             return
         registered = registry.get(row.handler)
         most = registered.max_snoozes if registered else DEFAULT_MAX_SNOOZES
+        reason = truncate_error(reason, 1000)
+        end = attempt_end(row, self.owner, "dead", reason, started)
         self.pending.failures.append(
-            Snoozed(row.id, delay, most, truncate_error(reason, 1000), row.unique_key is not None)
+            Snoozed(row.id, delay, most, reason, row.unique_key is not None, end)
         )
         self.flush()  # written at once, as failures are
 
@@ -219,14 +222,17 @@ class Outbox:
         """The failed attempt into the job's history (best effort: the job's fate is
         written), and same-host waiters of a job that ended dead woken."""
         if failure.end is not None:
-            try:
-                self.store.record_attempt(failure.end)
-            except (ConnectionLost, TransientDatabaseError):
-                pass  # the fate is written; only this line of the history is missing
-            except Exception as exc:
-                self.log.warning(events.ATTEMPT_NOT_RECORDED, job_id=failure.job_id, error=str(exc))
+            self._record_end(failure.job_id, failure.end)
         if failure.dead and self.keeper is not None:
             self.keeper.wake(failure.job_id)
+
+    def _record_end(self, job_id: int, end: AttemptEnd) -> None:
+        try:
+            self.store.record_attempt(end)
+        except (ConnectionLost, TransientDatabaseError):
+            pass  # the fate is written; only this line of the history is missing
+        except Exception as exc:
+            self.log.warning(events.ATTEMPT_NOT_RECORDED, job_id=job_id, error=str(exc))
 
     def _end_unwritable(self, job_id: int, exc: Exception) -> None:
         """A failure or snooze the store refused: the job ends dead with the reason. If even
@@ -259,3 +265,6 @@ class Outbox:
             self.log.warning(
                 events.JOB_SNOOZED_TOO_OFTEN, job_id=snooze.job_id, max_snoozes=snooze.max_snoozes
             )
+            if snooze.end is not None:  # its last attempt in the history, as a failure's
+                error = snoozed_too_often(snooze.max_snoozes, snooze.reason)
+                self._record_end(snooze.job_id, replace(snooze.end, error=error))

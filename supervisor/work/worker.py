@@ -271,7 +271,7 @@ class Worker:
         duration = time.monotonic() - started
         kept = None  # the return value as JSON, when the handler or pool keeps it
         if attempt.outcome is Outcome.DONE and self.keeper.keeps(row):
-            attempt, kept = self.keeper.encoded(attempt)
+            attempt, kept = self.keeper.encoded(attempt, row)
         self.durations.append(duration)
         # The handler is done: writing its outcome is no longer the job's time, so a slow
         # or unreachable database never gets the child killed as overtime.
@@ -290,7 +290,7 @@ class Worker:
                 )
                 self.outbox.failure(row, fate, end)
             elif outcome is Outcome.SNOOZED:
-                self.outbox.snooze(row, attempt.error, attempt.delay or 0.0)  # written at once
+                self.outbox.snooze(row, attempt.error, attempt.delay or 0.0, wall_start(duration))
             elif kept is not None:
                 self.outbox.kept(row, self.pool(row.queue).on_success, kept)  # with its value
             else:

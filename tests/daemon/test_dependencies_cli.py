@@ -39,3 +39,10 @@ def test_enqueue_depends_on_waits_and_show_names_parents_and_dependents(
         forkq(workdir, "enqueue", "mail.send", "--depends-on", "99999999", database=db_url), 2
     )
     assert "no job 99999999" in message
+
+
+def test_a_parent_failure_rule_without_depends_on_is_refused(workdir: Path, db_url: str) -> None:
+    result = forkq(
+        workdir, "enqueue", "mail.send", "--on-parent-failure", "continue", database=db_url
+    )
+    assert failed(result, 2) == "forkq: error: --on-parent-failure goes with --depends-on"

@@ -18,6 +18,7 @@ from util import sql, wait_until
 
 from supervisor import Queue
 from supervisor.models import JobState
+from supervisor.results import attempt_history
 from supervisor.store import Store
 
 Factory = Callable[..., Daemon]
@@ -256,6 +257,9 @@ def test_snoozes_use_no_attempt_and_max_snoozes_ends_dead(
     assert (done.status, done.attempts, done.snoozes) == (JobState.DONE, 1, 2)
     assert (dead.status, dead.snoozes) == (JobState.DEAD, 3)
     assert dead.last_error is not None and "max_snoozes" in dead.last_error
+    [last] = attempt_history(store, dead)  # its dead end is in its history, as a failure's
+    assert (last.attempt, last.outcome, last.error) == (1, "dead", dead.last_error)
+    assert last.started_at is not None and last.host is not None
     lines = record.read_text().splitlines()
     assert lines.count(f"run,{patient},1") == 3  # every run was its first attempt
     assert sql(db_url, "SELECT COUNT(*) FROM forkq_jobs WHERE attempts > 1") == [(0,)]

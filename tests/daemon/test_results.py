@@ -53,6 +53,11 @@ def total(payload, job):
     return {"sum": sum(payload["numbers"]), "job": job.id}
 
 
+@handler("r.sized", queue="work", keep_result=True)
+def sized(payload, job):
+    return "x" * payload["bytes"]
+
+
 @handler("r.gated", queue="work")
 def gated(payload, job):
     _gate(payload["gate"])
@@ -153,6 +158,43 @@ def test_a_kept_result_is_waited_for_woken_read_and_shown(
 
     plain = queue.enqueue("r.plain", {}, queue="work")
     assert queue.wait(plain, 30) == JobResult(plain, "done", False, None)  # not kept
+    queue.close()
+
+
+def test_show_of_a_job_deleted_on_success_lines_up_its_kept_result(
+    daemons: Callable[..., Daemon], db_url: str
+) -> None:
+    daemon = result_daemon(daemons, pool={"on_success": "delete"})
+    queue = Queue(db_url)
+    job_id = queue.enqueue("r.total", {"numbers": [4, 5]}, queue="work")
+    assert queue.wait(job_id, 60).value == {"sum": 9, "job": job_id}
+    assert queue.get(job_id) is None  # its row went with its success
+    lines = forkq_show(daemon, job_id).splitlines()
+    assert [line.split()[0] for line in lines] == ["id", "status", "result", "last_error"]
+    starts = {line.index(line.split()[1], len(line.split()[0])) for line in lines}
+    assert starts == {len("last_error") + 2}, lines  # one column after the longest key
+    assert lines[-1].split() == ["last_error", "-"]
+    queue.close()
+
+
+def test_a_kept_value_longer_than_the_server_takes_ends_dead_and_the_pool_goes_on(
+    daemons: Callable[..., Daemon], db_url: str, store: Store
+) -> None:
+    """The server (max_allowed_packet 16 MB here) refuses a longer statement as if it
+    had gone away: the worker retried writing the value for ever, each next worker too
+    once the lease ran out, until no worker of the pool was left to run anything."""
+    if store.backend != "mysql":
+        pytest.skip("MySQL's max_allowed_packet; SQLite takes a value up to a gigabyte")
+    result_daemon(daemons)
+    queue = Queue(db_url)
+    huge = queue.enqueue("r.sized", {"bytes": 17 * 1024 * 1024}, queue="work")
+    after = queue.enqueue("r.total", {"numbers": [2, 3]}, queue="work")
+    assert queue.wait(after, 60).value == {"sum": 5, "job": after}  # the pool goes on
+    row = queue.get(huge)
+    assert row is not None and row.status == "dead", row
+    assert "its return value is 17.0 MB to send" in (row.last_error or "")
+    assert "max_allowed_packet (16.0 MB)" in (row.last_error or "")
+    assert queue.result(huge).state == "dead" and not queue.result(huge).kept
     queue.close()
 
 

@@ -119,3 +119,24 @@ def test_sqlite_takes_a_50_mb_payload(sqlite_db_url: str) -> None:
         assert row is not None and len(row.payload) > 50 * MB
     finally:
         queue.close()
+
+
+def test_a_kept_return_value_too_long_for_the_database_is_named_before_it_is_sent(
+    db_url: str,
+) -> None:
+    """What the worker asks before it writes a kept value (keeping.py): a refused write
+    would look like an outage and be tried for ever."""
+    store = open_store(db_url)
+    try:
+        if isinstance(store, SQLiteStore):
+            store._connection().setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 100_000)
+            long_value, limit_named = "x" * 200_000, "SQLITE_LIMIT_LENGTH"
+        else:
+            long_value, limit_named = "x" * 17 * MB, "max_allowed_packet (16.0 MB)"
+        assert store.too_large_to_keep(1, "q", '"short"') is None
+        assert store.too_large_to_keep(1, "q", "x" * 50_000) is None
+        refused = store.too_large_to_keep(1, "q", long_value)
+        assert refused is not None and refused.startswith("its return value is ")
+        assert limit_named in refused and "out of the return value" in refused
+    finally:
+        store.close()

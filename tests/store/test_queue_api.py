@@ -311,3 +311,20 @@ def test_queue_opens_its_own_store_from_a_url(db_url: str) -> None:
         q.close()
     with pytest.raises(UsageError):
         Queue()
+
+
+def test_a_parent_failure_rule_without_parents_is_refused_and_nothing_written(
+    queue: Queue, db_url: str
+) -> None:
+    with pytest.raises(UsageError, match="on_parent_failure goes with depends_on"):
+        queue.enqueue("t.noop", on_parent_failure="continue")
+    with pytest.raises(UsageError, match="depends_on is not taken here"):
+        queue.enqueue_many([{"handler": "t.noop", "depends_on": [1]}])
+    assert count_rows(db_url, "forkq_jobs") == 0
+
+
+def test_the_soft_timeout_is_importable_where_handlers_import_the_rest() -> None:
+    from supervisor import JobTimeout
+    from supervisor.errors import JobTimeout as Declared
+
+    assert JobTimeout is Declared and issubclass(JobTimeout, BaseException)
