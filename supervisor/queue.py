@@ -89,11 +89,10 @@ class Queue:
         written inside the caller's open transaction: it exists iff the caller commits
         (local daemons are nudged before: the poll finds it within `poll_interval`).
 
-        `limit_key` names the job's bucket in a `[limits.NAME]` with `per_key` (a tenant,
-        an account): see SPEC "Flow control". `group_key` names its tenant in a fair
-        pool (`[pools.X] fair = true`); without one its limit_key is its tenant. `tags` (up
-        to 20 names of 1 to 64 characters) are for the dashboard's `tag:NAME` search;
-        with `depends_on` (job ids) it waits until they are done (`_enqueue_waiting`).
+        `limit_key`: the job's bucket in a `[limits.NAME]` with `per_key` (SPEC "Flow
+        control"). `group_key`: its tenant in a fair pool (else its limit_key). `tags` (up
+        to 20 names of 1 to 64 characters): the dashboard's `tag:NAME` search. With
+        `depends_on` (job ids) it waits until they are done (`_enqueue_waiting`).
         """
         job = build_job(handler, payload, queue, delay, run_at, priority, unique_key, max_attempts,
                         limit_key, group_key)  # fmt: skip

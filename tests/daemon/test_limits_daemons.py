@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -263,3 +264,22 @@ def test_snoozes_use_no_attempt_and_max_snoozes_ends_dead(
     lines = record.read_text().splitlines()
     assert lines.count(f"run,{patient},1") == 3  # every run was its first attempt
     assert sql(db_url, "SELECT COUNT(*) FROM forkq_jobs WHERE attempts > 1") == [(0,)]
+
+
+def test_jobs_parked_on_a_full_bucket_grow_no_pool_and_saturate_none(
+    daemons: Factory, queue: Queue, store: Store, tmp_path: Path
+) -> None:
+    """More workers would not start a parked job sooner: a pool that may grow to four
+    stays at one while its queue waits on a rate, and no `saturated` alert fires."""
+    record = tmp_path / "runs.txt"
+    limits = '\n[limits.api]\nqueues = ["lim"]\nrate = "2/30s"\n'
+    alerts = "\n[alerts.defaults]\nsaturated_ticks = 1\n"
+    [daemon] = start(daemons, 1, 1, limits + alerts, max_workers=4)
+    enqueue(queue, 30, record, 0.0)
+    wait_until(lambda: len(runs(record)) == 2, timeout=30, message="the rate's two jobs run")
+    time.sleep(4 * 1.0 + 1)  # four scale decisions (SCALE_INTERVAL) and check ticks
+    assert daemon.events("pool_resized") == [], daemon.events("pool_resized")
+    assert len(daemon.pool_children(QUEUE)) == 1
+    firing = [k for k, row in store.load_alerts().items() if row["state"] == "firing"]
+    assert not [key for key in firing if key.startswith("saturated:")], firing
+    assert len(runs(record)) == 2  # the rate held: the rest wait parked

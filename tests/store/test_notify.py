@@ -407,6 +407,31 @@ def test_a_failed_resolved_message_is_retried_too(hook: Hook, store: Store) -> N
     assert [t.split(": ")[1] for t in hook.texts()] == [FIRING_LINE, "resolved"]
 
 
+def test_a_channel_that_missed_a_message_the_other_took_gets_it_later(
+    hook: Hook, smtp: tuple[Sink, int], store: Store
+) -> None:
+    """The mail took the firing message, the webhook did not: the alert reads as told, so
+    the rules never send it again; the webhook is owed it and gets it alone next tick."""
+    sink, port = smtp
+    cfg = mail_config(port, webhook_url=hook.url, cooldown=COOLDOWN, defaults={"max_ready": 1000})
+    runner = AlertRunner()
+    hook.status = 500
+    assert [n.kind for n in runner.run(store, cfg, backlog(2000), T0)] == ["firing"]
+    assert len(sink.messages) == 1 and hook.texts() == []
+    hook.status = 200
+    assert runner.run(store, cfg, backlog(2000), T0 + 10) == []  # nothing new to say
+    assert [t.split(": ")[1] for t in hook.texts()] == [FIRING_LINE]  # what it missed
+    assert len(sink.messages) == 1  # the mail is not told twice
+    runner.run(store, cfg, backlog(2000), T0 + 20)
+    assert len(hook.texts()) == 1  # paid once
+    hook.status = 503  # now it misses the resolved message: owed that, not the firing one
+    assert [n.kind for n in runner.run(store, cfg, backlog(5), T0 + 30)] == ["resolved"]
+    hook.status = 200
+    runner.run(store, cfg, backlog(5), T0 + 40)
+    assert [t.split(": ")[1] for t in hook.texts()] == [FIRING_LINE, "resolved"]
+    assert len(sink.messages) == 2
+
+
 def test_database_outage_alerts_once_per_cooldown_per_host(hook: Hook, store: Store) -> None:
     cfg = hook_config(hook)
     down = open_store(f"mysql://root@127.0.0.1:{free_port()}/forkq", timeout=2)

@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from supervisor import events, logs
+from supervisor.cluster.alerts.owed import owe, pay
 from supervisor.cluster.alerts.rules import evaluate
 from supervisor.cluster.alerts.states import AlertState, Notification, Snapshot, is_host_key
 from supervisor.config import AlertsConfig
@@ -270,12 +271,28 @@ class AlertRunner:
                     errors=errors,
                     partial=True,
                 )
+            owe(new, note, errors)  # those channels get it on a later tick (owed.py)
             sent_on = [r.channel for r in results if r.ok]
             if sent_on:  # with no channel configured it went nowhere: no line says it was sent
                 event = events.ALERT_RESOLVED if note.kind == "resolved" else events.ALERT_SENT
                 self.log.info(event, key=note.key, kind=note.kind, text=note.text, channels=sent_on)
             sent.append(note)
+        self._pay_owed(cfg, new, {n.key for n in notes}, failed)
         return sent
+
+    def _pay_owed(
+        self, cfg: AlertsConfig, new: dict[str, AlertState], told: set[str], failed: set[str]
+    ) -> None:
+        """What a channel missed that another took, to that channel alone (owed.py)."""
+        configured = set(channels(cfg))
+
+        def send(note: Notification, channel: str) -> bool:
+            results = deliver(cfg, note, skip=configured - {channel})
+            return any(r.ok for r in results if r.channel == channel)
+
+        for note, channel in pay(new, told, configured, failed, send):
+            self.log.info(events.ALERT_SENT, key=note.key, kind=note.kind, text=note.text,
+                          channels=[channel], owed=True)  # fmt: skip
 
     def _save(self, store: Store, old: dict[str, AlertState], new: dict[str, AlertState]) -> None:
         for key, state in new.items():

@@ -288,9 +288,12 @@ FOR UPDATE SKIP LOCKED;
 UPDATE forkq_jobs FORCE INDEX (PRIMARY) SET status = 'scheduled' WHERE id IN %(ids)s AND status = 'ready';
 
 -- name: count_ready
+-- Due jobs a claim could take now, not those parked on a full limit's bucket: more
+-- workers would not start those sooner, so they grow no pool and saturate none. The
+-- claim's index: its range ready_wait = '' holds only the others.
 SELECT COUNT(*) AS n FROM (
-  SELECT 1 FROM forkq_jobs WHERE queue = %(queue)s AND status = 'ready' AND run_at <= NOW(6)
-  LIMIT %(cap)s) AS due;
+  SELECT 1 FROM forkq_jobs FORCE INDEX (forkq_jobs_limit)
+  WHERE ready_wait = '' AND queue = %(queue)s AND run_at <= NOW(6) LIMIT %(cap)s) AS due;
 
 -- name: stats_first_queue
 -- `forkq status` and the check tick never scan the jobs table: queue names come from a

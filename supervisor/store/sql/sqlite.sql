@@ -231,8 +231,10 @@ UPDATE forkq_jobs SET status = 'scheduled'
 WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'ready';
 
 -- name: count_ready
+-- Due jobs a claim could take now, not those parked on a full limit's bucket (mysql.sql).
 SELECT COUNT(*) AS n FROM (
-  SELECT 1 FROM forkq_jobs WHERE queue = :queue AND status = 'ready' AND run_at <= :now
+  SELECT 1 FROM forkq_jobs INDEXED BY forkq_jobs_limit
+  WHERE status = 'ready' AND limit_wait = '' AND queue = :queue AND run_at <= :now
   LIMIT :cap);
 
 -- name: stats_first_queue
