@@ -152,7 +152,8 @@ def _check_database(config: Config, checks: _Checks, name: str = "") -> None:
         checks.ok("database", f"{url} ({version})")
         if config.database.nodes:  # a Galera cluster's, so a MySQL store
             _check_nodes(store, checks)
-        _check_schema(store, checks)
+        if _check_schema(store, checks):
+            _check_runtime_schedules(store, checks)
     except ForkqError as exc:
         checks.fail("database", f"{url}: {' '.join(str(exc).split())}")
         checks.skip("schema", "the database is unreachable")
@@ -185,18 +186,32 @@ def _check_nodes(store: Store, checks: _Checks) -> None:
     checks.ok("galera", "; ".join(states))
 
 
-def _check_schema(store: Store, checks: _Checks) -> None:
+def _check_schema(store: Store, checks: _Checks) -> bool:
     """Fails as `forkq run` refuses to boot (exit 78): no tables or an older schema. A newer
     one, which a rolling upgrade applies before this host's forkq follows, runs."""
     try:
         current = store.require_latest_schema()
     except SchemaError as exc:
         checks.fail("schema", str(exc), config=True)
-        return
+        return False
     if current > SCHEMA_VERSION:
         checks.ok("schema", f"version {current}, newer than this forkq's {SCHEMA_VERSION}")
     else:
         checks.ok("schema", f"version {current}")
+    return True
+
+
+def _check_runtime_schedules(store: Store, checks: _Checks) -> None:
+    """A schedule `forkq schedule add` made, whose handler nothing here registers, would
+    make a dead job at each slot (the file's are checked with the config, _check_schedules)."""
+    for schedule in store.runtime_schedules():
+        if registry.get(schedule.handler) is None:
+            checks.fail(
+                "schedules",
+                f"runtime schedule {schedule.name}: handler {schedule.handler!r} is registered"
+                " by no module of supervisor.handlers and no [commands] table (`forkq schedule"
+                f" remove {schedule.name}`, or register it)",
+            )
 
 
 def _check_result(checks: _Checks) -> int:

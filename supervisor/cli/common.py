@@ -7,15 +7,19 @@ from __future__ import annotations
 import argparse
 import getpass
 import os
+import sys
 import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from supervisor import registry
+from supervisor.cli.tables import WARNING_PREFIX
 from supervisor.config import Config, load_config
 from supervisor.config.databases import NAME
 from supervisor.config.model import HOME_DATABASE
 from supervisor.errors import ForkqError, UsageError
+from supervisor.escaping import for_terminal
 from supervisor.proc import hostname
 from supervisor.status import STATUS_CAP
 from supervisor.store import Store, open_store
@@ -111,3 +115,27 @@ def operator_name() -> str:
     except (KeyError, OSError):  # no name for this uid (a bare container)
         user = f"uid {os.getuid()}"
     return f"{user}@{hostname()}"
+
+
+def warn_unrunnable(config: Config, handler: str, queue: str | None, what: str) -> None:
+    """With the daemon's config at hand (a file), say on stderr why `what` (a job just
+    enqueued, a schedule's jobs) may never run; it is done anyway: the daemon's config
+    may differ from this one, and another host may serve the queue."""
+    if not config.from_file:
+        return
+    registered = registry.get(handler)
+    queue = queue or (registered.queue if registered else "default")
+    if registered is None:
+        print(
+            f"{WARNING_PREFIX}no handler module or [commands] table of {config.source}"
+            f" registers {for_terminal(repr(handler))}: a worker ends {what} dead"
+            " (unknown handler)",
+            file=sys.stderr,
+        )
+    if config.pool(queue) is None:
+        print(
+            f"{WARNING_PREFIX}no pool of {config.source} serves queue"
+            f" {for_terminal(repr(queue))}: {what} waits until a [pools.{for_terminal(queue)}]"
+            " works it",
+            file=sys.stderr,
+        )

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from supervisor import registry
-from supervisor.cli.common import command_config, operator_name
+from supervisor.cli.common import command_config, operator_name, warn_unrunnable
 from supervisor.cli.databases import (
     EachStore,
     by_database,
@@ -73,29 +73,8 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
             f" no new job ({args.on_conflict})",
             file=sys.stderr,
         )
-    if config.from_file:  # with the daemon's config at hand: say when the job cannot run
-        for warning in _enqueue_warnings(config, args.handler, args.queue):
-            print(WARNING_PREFIX + for_terminal(warning), file=sys.stderr)
+    warn_unrunnable(config, args.handler, args.queue, "the job")
     return int(ExitCode.OK)
-
-
-def _enqueue_warnings(config: Config, name: str, queue: str | None) -> list[str]:
-    """Why a job just enqueued may never run, as the config says (it is enqueued anyway:
-    the daemon's config may differ from this one)."""
-    registered = registry.get(name)
-    queue = queue or (registered.queue if registered else "default")
-    warnings = []
-    if registered is None:
-        warnings.append(
-            f"no handler module or [commands] table of {config.source} registers {name!r}:"
-            " a worker ends the job dead (unknown handler)"
-        )
-    if config.pool(queue) is None:
-        warnings.append(
-            f"no pool of {config.source} serves queue {queue!r}: the job waits until a"
-            f" [pools.{queue}] works it"
-        )
-    return warnings
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
@@ -317,17 +296,19 @@ def _not_reached(stores: EachStore, grouped: dict[str, list[int]]) -> list[str]:
 
 def cmd_purge(args: argparse.Namespace) -> int:
     config = command_config(args)
-    statuses = [s for s, wanted in (("done", args.done), ("dead", args.dead)) if wanted]
+    every = {"done": args.done, "dead": args.dead, "cancelled": args.cancelled}
+    statuses = [status for status, wanted in every.items() if wanted]
     age = format_duration(args.older_than) if args.older_than else "0s"
     stores = EachStore(args, config, args.queue)
     for database, _, store in stores:
         counts: dict[str, int] = {}
-        for status in statuses or ["done", "dead"]:
+        for status in statuses or list(every):
             counts[status] = store.purge(status, args.older_than, queue=args.queue)
             if status == "done":
                 counts[status] += store.purge_archive(args.older_than, queue=args.queue)
-        summary = " and ".join(f"{count} {status}" for status, count in counts.items())
-        # "purged 1 dead job", "purged 1 done and 0 dead jobs"
+        said = [f"{count} {status}" for status, count in counts.items()]
+        summary = " and ".join([", ".join(said[:-1]), said[-1]] if len(said) > 1 else said)
+        # "purged 1 dead job", "purged 1 done, 0 dead and 0 cancelled jobs"
         jobs = "job" if list(counts.values()) == [1] else "jobs"
         label = f"{database}: " if several(config) else ""
         print(f"{label}purged {summary} {jobs} finished more than {age} ago")

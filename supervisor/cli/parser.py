@@ -196,7 +196,9 @@ def build_parser() -> argparse.ArgumentParser:
     for name, func in (("pause", cmd_pause), ("resume", cmd_resume)):
         sub = command(name, func, f"{name} claiming from a queue, on every host")
         sub.add_argument("queue", metavar="QUEUE", type=_queue_name)
-    _purge_parser(command("purge", cmd_purge, "delete finished jobs (done and dead by default)"))
+    _purge_parser(
+        command("purge", cmd_purge, "delete finished jobs (done, dead and cancelled by default)")
+    )
     schema = command("schema", cmd_schema, "print or apply the database schema")
     schema.add_argument("action", choices=("print", "apply"))
     schema.add_argument(
@@ -309,6 +311,7 @@ def _retry_parser(sub: argparse.ArgumentParser) -> None:
 def _purge_parser(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--done", action="store_true", help="kept and archived done jobs")
     sub.add_argument("--dead", action="store_true", help="dead jobs")
+    sub.add_argument("--cancelled", action="store_true", help="cancelled jobs")
     sub.add_argument("--older-than", metavar="AGE", type=_seconds, default="7d")
     sub.add_argument("--queue", metavar="Q", type=_queue_name)
 

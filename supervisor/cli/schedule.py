@@ -10,7 +10,7 @@ import argparse
 import json
 from typing import Any
 
-from supervisor.cli.common import command_config, command_store, operator_name
+from supervisor.cli.common import command_config, command_store, operator_name, warn_unrunnable
 from supervisor.cli.databases import EachStore, database_names, narrowed, several
 from supervisor.cli.overview import cmd_schedules
 from supervisor.config import MISFIRE_MODES, Config, ScheduleConfig, schedule_from
@@ -64,6 +64,9 @@ def cmd_schedule(args: argparse.Namespace) -> int:
         if schedule is not None:  # a name the file has, in any database, is the file's
             add_schedule(store, config, schedule, by)
             print(f"schedule {args.name} added" + (f" in {database}" if several(config) else ""))
+            if config.from_file:  # as `forkq enqueue` warns of a job that cannot run
+                load_handlers(config)
+                warn_unrunnable(config, schedule.handler, schedule.queue, "each of its jobs")
         else:
             print(change_schedule(store, here, args.name, args.action, by))
     return int(ExitCode.OK)

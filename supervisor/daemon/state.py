@@ -48,12 +48,15 @@ class PoolState:
 def reloaded_pools(
     configs: Iterable[PoolConfig], old: dict[str, PoolState]
 ) -> dict[str, PoolState]:
-    """The pools after a reload: sizes from the new config, slots kept (titles stay)."""
+    """The pools after a reload: sizes from the new config, slots kept (titles stay). A
+    crash loop is kept too (only a child that starts ends it: a reload must not read as
+    its fix), not its back-off: the next child, of the reloaded code, starts at once."""
     pools = {}
     for config in configs:
         state = PoolState(config)
         if config.name in old:
             state.slots = old[config.name].slots
+            state.failures = old[config.name].failures
         pools[config.name] = state
     return pools
 

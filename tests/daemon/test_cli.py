@@ -500,3 +500,21 @@ def test_alerts_test_reports_each_channel(workdir: Path) -> None:
     result = forkq(workdir, "alerts", "test", "-c", "alerts.toml")  # nobody listens now
     assert "webhook" in failed(result, 1)
     assert result.stdout.split()[:2] == ["FAIL", "webhook"]
+
+
+def test_purge_removes_cancelled_jobs_too(
+    workdir: Path, db_url: str, store: Store, queue: Queue
+) -> None:
+    """SPEC: dead and cancelled jobs stay until retried or purged; `purge` had no way to
+    remove a cancelled one."""
+    cancelled = queue.enqueue("mail.send")
+    assert queue.cancel(cancelled)
+    ready = queue.enqueue("mail.send")
+    out = ok(forkq(workdir, "purge", "--cancelled", "--older-than", "0", database=db_url))
+    assert out == "purged 1 cancelled job finished more than 0s ago\n"
+    assert store.get_job(cancelled) is None and store.get_job(ready) is not None
+    again = queue.enqueue("mail.send")
+    assert queue.cancel(again)
+    out = ok(forkq(workdir, "purge", "--older-than", "0", database=db_url))  # every status
+    assert out == "purged 0 done, 0 dead and 1 cancelled jobs finished more than 0s ago\n"
+    assert store.get_job(again) is None and store.get_job(ready) is not None

@@ -133,8 +133,8 @@ def test_each_database_drains_with_its_own_worker(workdir: Path) -> None:
     assert json.loads(ok(forkq(workdir, "show", report, "--json")))["result"]["value"] == {"day": 5}
     purged = ok(forkq(workdir, "purge", "--older-than", "0"))
     assert purged.splitlines() == [
-        "default: purged 1 done and 0 dead jobs finished more than 0s ago",
-        "reports: purged 1 done and 0 dead jobs finished more than 0s ago",
+        "default: purged 1 done, 0 dead and 0 cancelled jobs finished more than 0s ago",
+        "reports: purged 1 done, 0 dead and 0 cancelled jobs finished more than 0s ago",
     ]
 
 

@@ -47,6 +47,30 @@ def test_enqueue_warns_about_work_nothing_would_run_and_still_enqueues(
     assert result.stderr == ""
 
 
+def test_schedule_add_warns_about_jobs_nothing_would_run_and_still_adds_it(
+    workdir: Path, db_url: str, store: Store
+) -> None:
+    """Before: a schedule of a mistyped handler was added without a word, then made a
+    dead job every minute."""
+    config(workdir, POOLS)
+    every = ["--cron", "* * * * *", "-c", "forkq.toml"]
+    result = forkq(workdir, "schedule", "add", "typo", "--handler", "mail.sned", *every,
+                   database=db_url)  # fmt: skip
+    assert ok(result) == "schedule typo added\n"
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("forkq: warning: no handler module or [commands] table of"), line
+    assert "'mail.sned'" in line and "ends each of its jobs dead" in line
+    result = forkq(workdir, "schedule", "add", "mail", "--handler", "mail.send", *every,
+                   database=db_url)  # fmt: skip
+    [line] = result.stderr.strip().splitlines()  # clihandlers sends mail.send to "mail"
+    assert line.startswith("forkq: warning: no pool of forkq.toml serves queue 'mail'"), line
+    assert {s.name for s in store.runtime_schedules()} == {"typo", "mail"}  # added anyway
+    checked = forkq(workdir, "check", "-c", "forkq.toml", database=db_url)
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    [fail] = [line for line in checked.stdout.splitlines() if line.startswith("FAIL")]
+    assert fail.split()[1] == "schedules" and "runtime schedule typo" in fail, fail
+
+
 def test_pause_warns_about_a_queue_no_pool_serves_and_still_pauses(
     workdir: Path, db_url: str, store: Store
 ) -> None:

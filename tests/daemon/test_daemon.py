@@ -477,3 +477,50 @@ def test_child_that_dies_at_start_is_respawned_with_growing_back_off(daemons: Fa
     assert loop[0]["pool"] == "work"
     assert daemon.alive()
     assert daemon.stop() == 0, daemon.describe()
+
+
+# Worker children die right after the fork; the master's other forks (the check tick,
+# which judges the alerts) live: the fork's caller is looked for on the stack.
+WORKERS_CRASHING_SOURCE = """\
+import os
+import sys
+
+
+def _die_if_a_worker():
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "spawn" and "children" in frame.f_code.co_filename:
+            os._exit(3)
+        frame = frame.f_back
+
+
+os.register_at_fork(after_in_child=_die_if_a_worker)
+"""
+
+
+def test_a_reload_during_a_crash_loop_neither_resolves_it_nor_waits_out_its_back_off(
+    daemons: Factory, store: Store
+) -> None:
+    """An operator sends HUP after deploying a fix: the pool's next child starts at once,
+    and the crash loop is over only once a child starts (here none does: no "resolved")."""
+    daemon = daemons(
+        pools={"work": {"workers": 1}},
+        supervisor={"handlers": [HANDLERS_MODULE, "crashhandlers"]},
+    )
+    daemon.write_module("crashhandlers", WORKERS_CRASHING_SOURCE)
+    daemon.start()
+    daemon.wait_event(events.POOL_CRASH_LOOP, timeout=30)
+
+    def crash_loop_state() -> str | None:
+        rows = {k: v for k, v in store.load_alerts().items() if k.startswith("crash_loop:")}
+        return next((row["state"] for row in rows.values()), None)
+
+    wait_until(lambda: crash_loop_state() == "firing", timeout=20, message="crash_loop fires")
+    spawned = len(daemon.events(events.CHILD_SPAWNED))
+    daemon.send_signal(signal.SIGHUP)
+    [reloaded] = daemon.wait_event(events.CONFIG_RELOADED)
+    [*_, respawn] = daemon.wait_event(events.CHILD_SPAWNED, count=spawned + 1, timeout=10)
+    assert when(respawn) - when(reloaded) < 1.0  # not after the back-off the loop had grown
+    time.sleep(5 * 0.5)  # five check ticks (check_interval 0.5 s): each judges the rule
+    assert crash_loop_state() == "firing"
+    assert daemon.stop() == 0, daemon.describe()
