@@ -245,8 +245,9 @@ def _schedule_entries(config: Config, store: Store) -> list[dict[str, Any]]:
     runtime = store.runtime_schedules() if (store.schema_version() or 0) >= 9 else []
     names = {s.name for s in config.schedules}
     for s in [*config.schedules, *runtime]:
-        try:
-            upcoming: float | None = next_run(s.cron, s.timezone, now)
+        state = _state(s, names)
+        try:  # a paused or ignored schedule has no next run
+            upcoming = next_run(s.cron, s.timezone, now) if state == "active" else None
         except ValueError:  # a valid expression that never comes due (Feb 30)
             upcoming = None
         entries.append(
@@ -259,7 +260,7 @@ def _schedule_entries(config: Config, store: Store) -> list[dict[str, Any]]:
                 "last_slot": _from_epoch(store.last_slot(s.name)),
                 "next_run": _from_epoch(upcoming),
                 "source": "runtime" if s.since is not None else "file",
-                "state": _state(s, names),
+                "state": state,
             }
         )
     return entries

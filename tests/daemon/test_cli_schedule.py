@@ -33,8 +33,11 @@ def test_a_schedule_is_added_paused_resumed_listed_and_removed(
     assert "already paused" in ok(forkq(workdir, "schedule", "pause", "hourly", database=db_url))
     (entry,) = json.loads(ok(forkq(workdir, "schedule", "list", "--json", database=db_url)))
     assert (entry["name"], entry["source"], entry["state"]) == ("hourly", "runtime", "paused")
+    assert entry["next_run"] is None  # paused: it will not run at the cron's next slot
     since = store.runtime_schedules()[0].since
     assert "hourly resumed" in ok(forkq(workdir, "schedule", "resume", "hourly", database=db_url))
+    (entry,) = json.loads(ok(forkq(workdir, "schedule", "list", "--json", database=db_url)))
+    assert entry["state"] == "active" and entry["next_run"] is not None
     (resumed,) = store.runtime_schedules()
     assert not resumed.paused and resumed.since is not None and since is not None
     assert resumed.since >= since  # slots due while paused are never run

@@ -127,6 +127,12 @@ def test_a_queue_rule_without_a_threshold_is_off() -> None:
     assert run.states == {}
 
 
+def test_an_age_just_over_max_age_is_not_shown_as_equal_to_it() -> None:
+    run = Run(cfg(email=AlertRule(max_age=30.0)))
+    (note,) = run.tick(snap(email(ready=1, age_s=30.4)), T0)
+    assert "waited 30.4s > max_age 30s" in note.text, note.text
+
+
 def test_max_age_fires_on_an_old_ready_job() -> None:
     run = Run(cfg(email=AlertRule(max_age=300.0)))
     assert run.tick(snap(email(ready=3, age_s=300)), T0) == []
@@ -185,6 +191,21 @@ def test_max_dead_drop_resolves_and_lowers_the_baseline() -> None:
     assert run.tick(snap(email(dead=1)), T0 + 20) == []
     (note,) = run.tick(snap(email(dead=1)), T0 + 10 + COOLDOWN)
     assert note.kind == "firing" and "1 new dead job >" in note.text
+
+
+def test_a_held_back_max_dead_message_is_not_resolved_right_after_it_goes_out() -> None:
+    """Seen: fired, resolved by a retry, the job died again within the cooldown (held
+    back), told a cooldown later, and "resolved" 5 s after that: two messages saying
+    nothing new back to back, where the promise is one per alert per cooldown."""
+    run = Run(cfg(email=AlertRule(max_dead=0)))
+    run.tick(snap(email(dead=1)), T0)
+    assert [n.kind for n in run.tick(snap(email(dead=0)), T0 + 60)] == ["resolved"]  # retried
+    assert run.tick(snap(email(dead=1)), T0 + 64) == []  # died again: held back
+    (note,) = run.tick(snap(email(dead=1)), T0 + 60 + COOLDOWN)
+    assert note.kind == "firing"
+    assert run.tick(snap(email(dead=1)), T0 + 65 + COOLDOWN) == []  # not resolved at once
+    (note,) = run.tick(snap(email(dead=1)), T0 + 60 + 2 * COOLDOWN)
+    assert note.kind == "resolved" and "(1 dead in all)" in note.text
 
 
 def capped(q: QueueStats, *counts: str) -> QueueStats:

@@ -107,6 +107,8 @@ def _ready_check(q: QueueStats, limit: int | None, prev: AlertState | None) -> C
 def _age_check(q: QueueStats, limit: float | None) -> Check:
     where = _where(q)
     oldest = age(q.oldest_ready_age)
+    if limit is not None and oldest == age(limit):  # "30s > max_age 30s" reads false
+        oldest = f"{q.oldest_ready_age:.1f}s"
     return Check(
         f"max_age:{q.queue}",
         limit is not None and q.ready > 0 and q.oldest_ready_age > limit,
@@ -145,8 +147,12 @@ def _dead_check(
         and prev is not None
         and prev.announced
         and now - rose_at >= cooldown
+        and now - (prev.notified_at or 0.0) >= cooldown
     ):
-        firing = False  # none died for a whole cooldown: this wave is over
+        # None died for a whole cooldown: this wave is over. Never within a cooldown of the
+        # last message (one a cooldown held back says a job died, and "resolved" 5 s later
+        # would say nothing new: at most one message per alert per cooldown).
+        firing = False
     if firing_before and not firing:
         baseline = dead
     where = _where(q)
