@@ -196,9 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, func in (("pause", cmd_pause), ("resume", cmd_resume)):
         sub = command(name, func, f"{name} claiming from a queue, on every host")
         sub.add_argument("queue", metavar="QUEUE", type=_queue_name)
-    _purge_parser(
-        command("purge", cmd_purge, "delete finished jobs (done, dead and cancelled by default)")
-    )
+    _purge_parser(command("purge", cmd_purge, "delete done, dead and cancelled jobs"))
     schema = command("schema", cmd_schema, "print or apply the database schema")
     schema.add_argument("action", choices=("print", "apply"))
     schema.add_argument(

@@ -212,6 +212,7 @@ class ChoresReport:
     pruned: int = 0
     batches: int = 0
     swept: int = 0  # waiting jobs a missed release had left waiting (sweep_waiting)
+    buried: int = 0  # jobs with no time to fall due at (a raw INSERT's, bury_untimed)
 
 
 class Chores:
@@ -246,6 +247,7 @@ class Chores:
             self.store, self.config.supervisor.process_stale_after
         )
         report.pruned = prune_finished(self.store, self.config)
+        report.buried = sum(self.store.bury_untimed(pool.name) for pool in self.config.pools)
         # Jobs parked on a limit: none forgotten, also once no limit is configured (upkeep.py)
         look_after_parked(self.store, self.config)
         fair.prune_rounds(self.store, self.config)  # rows of rounds nobody serves
@@ -253,13 +255,14 @@ class Chores:
         report.swept, self.sweep_from = self.store.sweep_waiting(self.sweep_from)
         if report.swept:
             self.log.warning(events.DEPENDENTS_SWEPT, settled=report.swept)
-        if report.reaped or report.settled or report.pruned or report.batches:
+        if report.reaped or report.settled or report.pruned or report.batches or report.buried:
             self.log.info(
                 events.CHORES_DONE,
                 reaped=report.reaped,
                 settled=report.settled,
                 pruned=report.pruned,
                 batches=report.batches,
+                buried=report.buried,
             )
         return report
 

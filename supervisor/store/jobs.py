@@ -265,6 +265,11 @@ class JobOps(AckOps, ResultOps):
 
         return self._retrying(attempt)
 
+    def bury_untimed(self, queue: str, limit: int = PROMOTE_BATCH) -> int:
+        """End `dead` the jobs of `queue` whose run_at is no time, which never fall due; how
+        many. Only SQLite can hold one (sqlite.py); MySQL's DATETIME cannot."""
+        return 0
+
     def count_ready(self, queue: str, cap: int = 10_000) -> int:
         return int(self._rows("count_ready", queue=queue, cap=cap)[0]["n"])
 

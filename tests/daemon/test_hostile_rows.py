@@ -76,3 +76,31 @@ def test_control_characters_in_a_row_never_crash_a_worker(
     assert daemon.events(events.CHILD_FAILED_AT_START) == []
     assert len(daemon.events(events.CHILD_SPAWNED)) == 1  # one child did all of it
     assert daemon.stop() == 0, daemon.describe()
+
+
+def test_a_text_run_at_ends_dead_with_its_reason_and_the_pool_goes_on(
+    daemons: Callable[..., Daemon], db_url: str
+) -> None:
+    """SQLite keeps a raw INSERT's `datetime('now')` as TEXT, which sorts after every
+    number: the job never fell due, read as ready at 1970 and, while it was its queue's
+    only ready job, had the poll wake a child for nothing every poll."""
+    if not db_url.startswith("sqlite"):
+        pytest.skip("MySQL's DATETIME column converts or refuses text: it holds no such row")
+    sql(
+        db_url,
+        "INSERT INTO forkq_jobs (queue, handler, payload, run_at) VALUES (?, ?, ?, datetime('now'))",
+        (QUEUE, "t.noop", "{}"),
+    )
+    untimed = int(sql(db_url, "SELECT MAX(id) FROM forkq_jobs")[0][0])
+    daemon = daemons(pools={QUEUE: {"workers": 1, "timeout": 10}}).start()
+
+    def ended() -> bool:
+        row = job(db_url, untimed)
+        return row is not None and row.status == JobState.DEAD
+
+    wait_until(ended, timeout=30, message="the untimed job ended dead")
+    row = job(db_url, untimed)
+    assert row is not None and "run_at is not a number" in (row.last_error or "")
+    good = insert(db_url, "t.noop", "{}")
+    wait_until(lambda: job(db_url, good) is None, timeout=30, message="the next job ran")
+    assert daemon.stop() == 0, daemon.describe()

@@ -219,6 +219,21 @@ LIMIT :limit;
 UPDATE forkq_jobs SET status = 'ready'
 WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'scheduled';
 
+-- name: untimed_select
+-- Jobs whose run_at is no number: a raw INSERT of a text time (`datetime('now')`), which
+-- SQLite keeps as TEXT. It sorts after every number, so it never falls due, and while it
+-- is a queue's only ready job the poll reads it as due (text in arithmetic is a number:
+-- 2026) and wakes a child for nothing, every poll. `>= ''` is true of TEXT alone: the
+-- end of each status's range of the queue in the status index.
+SELECT id FROM forkq_jobs INDEXED BY forkq_jobs_status
+WHERE status IN ('ready', 'scheduled') AND queue = :queue AND run_at >= ''
+LIMIT :limit;
+
+-- name: untimed_bury
+UPDATE forkq_jobs
+SET status = 'dead', finished_at = :now, last_error = :error, locked_by = NULL, locked_until = NULL
+WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('ready', 'scheduled');
+
 -- name: demote_select
 -- Ready rows far in the future (a raw INSERT with a run_at ahead) leave the claim's range.
 SELECT id FROM forkq_jobs INDEXED BY forkq_jobs_status
