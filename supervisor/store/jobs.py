@@ -266,12 +266,27 @@ class JobOps(AckOps, ResultOps):
         return self._retrying(attempt)
 
     def bury_untimed(self, queue: str, limit: int = PROMOTE_BATCH) -> int:
-        """End `dead` the jobs of `queue` whose run_at is no time, which never fall due; how
-        many. Only SQLite can hold one (sqlite.py); MySQL's DATETIME cannot."""
-        return 0
+        """End `dead`, with the reason, the jobs of `queue` whose run_at is no time, which
+        never fall due (SQLite: the text a raw INSERT wrote); how many."""
+
+        def attempt() -> int:
+            with self._tx():
+                rows = self._fetchall("untimed_select", self._params(queue=queue, limit=limit))
+                if not rows:
+                    return 0
+                ids = self._ids([row["id"] for row in rows])
+                return self._execute("untimed_bury", self._params(ids=ids, error=UNTIMED))
+
+        return self._retrying(attempt)
 
     def count_ready(self, queue: str, cap: int = 10_000) -> int:
         return int(self._rows("count_ready", queue=queue, cap=cap)[0]["n"])
+
+
+UNTIMED = (
+    "run_at is not a number (SQLite keeps times as epoch seconds, REAL): a raw INSERT wrote"
+    " text there, so the job could never fall due; enqueue it again with a numeric run_at"
+)
 
 
 def claimed_job(row: dict[str, Any], queue: str, owner: str) -> JobRow:

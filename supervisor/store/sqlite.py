@@ -29,7 +29,6 @@ from supervisor.errors import (
 )
 from supervisor.models import Enqueued, NewJob
 from supervisor.store.base import Store
-from supervisor.store.core import PROMOTE_BATCH
 from supervisor.store.queries import backend_queries, schema_text, split_script
 
 QUERIES = backend_queries("sqlite")
@@ -85,20 +84,6 @@ class SQLiteStore(Store):
     def too_large_to_keep(self, job_id: int, queue: str, value: str) -> str | None:
         refused = _too_long(self._connection(), "its return value", value)
         return refused and f"{refused}: keep large data out of the return value"
-
-    def bury_untimed(self, queue: str, limit: int = PROMOTE_BATCH) -> int:
-        """A raw INSERT's text run_at (`datetime('now')`) never falls due: such jobs end
-        dead, with the reason (untimed_select)."""
-
-        def attempt() -> int:
-            with self._tx():
-                rows = self._fetchall("untimed_select", self._params(queue=queue, limit=limit))
-                if not rows:
-                    return 0
-                ids = self._ids([row["id"] for row in rows])
-                return self._execute("untimed_bury", self._params(ids=ids, error=UNTIMED))
-
-        return self._retrying(attempt)
 
     def missing_tables(self) -> str:
         if self.path != ":memory:" and not os.path.exists(self.path):
@@ -295,12 +280,6 @@ def _too_long(connection: sqlite3.Connection, what: str, value: str) -> str | No
 
 def _kilobytes(size: int) -> str:
     return f"{size / (1024 * 1024):.1f} MB" if size >= 1024 * 1024 else f"{size / 1024:.1f} KB"
-
-
-UNTIMED = (
-    "run_at is not a number (SQLite keeps times as epoch seconds, REAL): a raw INSERT wrote"
-    " text there, so the job could never fall due; enqueue it again with a numeric run_at"
-)
 
 
 def _dict_row(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:

@@ -274,6 +274,19 @@ FOR UPDATE SKIP LOCKED;
 -- name: promote_update
 UPDATE forkq_jobs FORCE INDEX (PRIMARY) SET status = 'ready' WHERE id IN %(ids)s AND status = 'scheduled';
 
+-- name: untimed_select
+-- Jobs whose run_at is no time, which never fall due: SQLite keeps a raw INSERT's text
+-- there (sqlite.sql). A TIMESTAMP NOT NULL always holds a time (the server converts or
+-- refuses text): the optimizer reads this WHERE as impossible and reads no row.
+SELECT id FROM forkq_jobs FORCE INDEX (forkq_jobs_status)
+WHERE status IN ('ready', 'scheduled') AND queue = %(queue)s AND run_at IS NULL
+LIMIT %(limit)s;
+
+-- name: untimed_bury
+UPDATE forkq_jobs
+SET status = 'dead', finished_at = NOW(6), last_error = %(error)s, locked_by = NULL, locked_until = NULL
+WHERE id IN %(ids)s AND status IN ('ready', 'scheduled');
+
 -- name: demote_select
 -- Ready rows far in the future (a raw INSERT with a run_at ahead: the column defaults to
 -- ready) move out of the claim's range, the latest first.
