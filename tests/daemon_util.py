@@ -524,6 +524,22 @@ def daemons_fixture(tmp_path: Path, db_url: str) -> Iterator[Callable[..., Daemo
         daemon.kill_all()
 
 
+def wait_check_ticks(store: Any, count: int, timeout: float = 30.0) -> None:
+    """Until the chores lease has been renewed `count` times more: each renewal is a check
+    tick that led, so `count - 1` ticks have run their chores and judged their alerts
+    since (a negative assertion, "still firing", "no resize", waits on work done, not on
+    a sleep a slow machine may outrun)."""
+    from supervisor.cluster.chores import CHORES_LOCK
+
+    seen: set[Any] = set()
+
+    def renewed() -> bool:
+        seen.update(row.expires_at for row, _ in store.list_locks() if row.name == CHORES_LOCK)
+        return len(seen) > count
+
+    wait_until(renewed, timeout=timeout, message=f"{count} check ticks")
+
+
 def record_ids(path: Path) -> list[int]:
     """Job ids in a record file, one per run (a torn last line is not counted)."""
     try:

@@ -17,7 +17,7 @@ from supervisor.cluster.schedules import next_run
 from supervisor.config import ScheduleConfig
 from supervisor.errors import DatabaseError, SchemaError
 from supervisor.jobref import JobRef
-from supervisor.models import JobState, Throughput
+from supervisor.models import Throughput
 from supervisor.results import attempt_history, read_result
 from supervisor.status import (
     STATUS_CAP,
@@ -41,7 +41,7 @@ from supervisor.web.security import SESSION_COOKIE, SESSION_LIFETIME
 PAGE_CAP = 10_000
 NEXT_RUNS = 5  # upcoming runs shown per schedule
 LAST_SLOTS = 10  # enqueued slots shown per schedule
-STATUSES = [str(s) for s in JobState]
+STATUSES = search.STATUSES
 
 
 def overview(ctx: Context) -> Response:

@@ -19,7 +19,7 @@ from supervisor.store import Store
 
 SEARCH_WINDOW = 10_000  # the newest jobs a search reads, at most
 FIELDS = ("queue", "status", "handler", "error", "tag")
-STATUSES = tuple(str(s) for s in JobState)  # what `status:` may name
+STATUSES = [str(s) for s in JobState]  # what `status:` may name (the filter's too)
 KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 

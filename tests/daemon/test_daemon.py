@@ -34,6 +34,7 @@ from daemon_util import (
     Daemon,
     daemons_fixture,  # noqa: F401  (the `daemons` fixture)
     session_processes,
+    wait_check_ticks,
 )
 from lifecycle_util import (
     KEEP,
@@ -521,6 +522,6 @@ def test_a_reload_during_a_crash_loop_neither_resolves_it_nor_waits_out_its_back
     [reloaded] = daemon.wait_event(events.CONFIG_RELOADED)
     [*_, respawn] = daemon.wait_event(events.CHILD_SPAWNED, count=spawned + 1, timeout=10)
     assert when(respawn) - when(reloaded) < 1.0  # not after the back-off the loop had grown
-    time.sleep(5 * 0.5)  # five check ticks (check_interval 0.5 s): each judges the rule
+    wait_check_ticks(store, 4)  # each judges the rule
     assert crash_loop_state() == "firing"
     assert daemon.stop() == 0, daemon.describe()

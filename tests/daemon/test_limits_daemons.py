@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from collections.abc import Callable
 from pathlib import Path
 
-from daemon_util import Daemon, render_config
+from daemon_util import Daemon, render_config, wait_check_ticks
 from util import sql, wait_until
 
 from supervisor import Queue
@@ -277,7 +276,7 @@ def test_jobs_parked_on_a_full_bucket_grow_no_pool_and_saturate_none(
     [daemon] = start(daemons, 1, 1, limits + alerts, max_workers=4)
     enqueue(queue, 30, record, 0.0)
     wait_until(lambda: len(runs(record)) == 2, timeout=30, message="the rate's two jobs run")
-    time.sleep(4 * 1.0 + 1)  # four scale decisions (SCALE_INTERVAL) and check ticks
+    wait_check_ticks(store, 6)  # 0.5 s each: three scale decisions too (SCALE_INTERVAL, 1 s)
     assert daemon.events("pool_resized") == [], daemon.events("pool_resized")
     assert len(daemon.pool_children(QUEUE)) == 1
     firing = [k for k, row in store.load_alerts().items() if row["state"] == "firing"]
