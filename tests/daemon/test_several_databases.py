@@ -262,9 +262,8 @@ max_ready = 1
     assert count_rows(home, "forkq_processes", "role = 'master'") == 1
     assert count_rows(other, "forkq_processes", "role = 'master'") == 1
     # No pool works `stuck` (in `other`): its backlog alert names the database.
-    q = Queue(other, wake=False)
-    for _ in range(3):
-        q.enqueue("m.where", {"file": str(log)}, queue="stuck")
+    q = Queue(other, wake=False)  # the three in one commit: a tick never sees two of them
+    q.enqueue_many([{"handler": "m.where", "payload": {"file": str(log)}, "queue": "stuck"}] * 3)
     q.close()
     wait_until(lambda: hook.texts, timeout=30, message="the backlog alert")
     assert hook.texts[0].startswith("[forkq other] "), hook.texts
