@@ -159,13 +159,19 @@ def _check_key(name: str, key: str | None) -> None:
     """unique_key, limit_key and group_key: None, or a string that fits their 191-character columns."""
     if key is not None and (not isinstance(key, str) or not key or len(key) > 191):
         raise UsageError(f"{name} must be a string of 1 to 191 characters")
+    if key is not None and key.endswith(" "):  # MySQL's collation pads: "a " would be "a"
+        raise UsageError(
+            f"{name} must not end with a space: MySQL compares {key!r} as equal to {key.rstrip()!r}"
+        )
 
 
 def _check_max_attempts(max_attempts: int | None) -> None:
     if max_attempts is not None and (
-        isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1
+        isinstance(max_attempts, bool)
+        or not isinstance(max_attempts, int)
+        or not 1 <= max_attempts < 2**31  # MySQL's INT column
     ):
-        raise UsageError("max_attempts must be an integer >= 1")
+        raise UsageError(f"max_attempts must be an integer from 1 to {2**31 - 1}")
 
 
 def encode_payload(payload: Any) -> str:

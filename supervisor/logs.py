@@ -139,20 +139,27 @@ class LineLogger:
     err = error = critical = exception = fatal = failure = msg
 
 
+_TO_STDERR: list[bool] = [False]  # setup(to_stderr=): a command whose stdout is its output
+
+
 def _line_logger(*args: Any) -> LineLogger:
-    return LineLogger(sys.stdout)  # looked up per logger: tests and the CLI may swap stdout
+    # Looked up per logger: tests and the CLI may swap stdout.
+    return LineLogger(sys.stderr if _TO_STDERR[0] else sys.stdout)
 
 
-def setup(level: str = "info", json_lines: bool | None = None) -> None:
-    """Configure structlog once per process (a forked child keeps the parent's setup)."""
+def setup(level: str = "info", json_lines: bool | None = None, to_stderr: bool = False) -> None:
+    """Configure structlog once per process (a forked child keeps the parent's setup).
+
+    The daemon logs to stdout (journald); `to_stderr` for a command whose stdout is what
+    it prints (a job id, a table, JSON), so a line a loaded module logs never joins it."""
+    _TO_STDERR[0] = to_stderr
+    stream = sys.stderr if to_stderr else sys.stdout
     if json_lines is None:
-        json_lines = (
-            os.environ.get("FORKQ_LOG_FORMAT", "").lower() == "json" or not sys.stdout.isatty()
-        )
+        json_lines = os.environ.get("FORKQ_LOG_FORMAT", "").lower() == "json" or not stream.isatty()
     if os.environ.get("FORKQ_LOG_FORMAT", "").lower() == "console":
         json_lines = False
     renderer: Any = (
-        _render_json if json_lines else structlog.dev.ConsoleRenderer(colors=sys.stdout.isatty())
+        _render_json if json_lines else structlog.dev.ConsoleRenderer(colors=stream.isatty())
     )
     # JSON escapes control characters itself (and stays exact); a terminal needs _inert.
     inert = [] if json_lines else [_inert]

@@ -46,6 +46,7 @@ from supervisor.status import STATUS_CAP
 from supervisor.store import SCHEMA_VERSION
 
 Command = Callable[[argparse.Namespace], int]
+DAEMONS: tuple[Command, ...] = (cmd_run, cmd_work, cmd_web)
 
 
 # --- the parser ---------------------------------------------------------------------------
@@ -322,8 +323,9 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in argv  # known before parsing, so even a usage error can show its trace
     try:
         args = build_parser().parse_args(argv)
-        logs.setup(level="debug" if args.debug else "info")
         func: Command = args.func
+        # The daemons log to stdout (journald); every other command prints its output there.
+        logs.setup(level="debug" if args.debug else "info", to_stderr=func not in DAEMONS)
         return int(func(args))
     except KeyboardInterrupt:
         return 130

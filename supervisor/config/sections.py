@@ -307,6 +307,12 @@ def _schedule_problem(values: Mapping[str, Any]) -> str | None:
 
     if not croniter.is_valid(values["cron"]):
         return f"cron: not a valid cron expression: {values['cron']!r}"
+    fields = str(values["cron"]).split()
+    if len(fields) != 5 and not (len(fields) == 1 and fields[0].startswith("@")):
+        # croniter reads a sixth field as seconds (or a year): "* * * * * *" fired every tick
+        return (
+            f"cron: 5 fields (minute hour day month weekday), got {len(fields)}: {values['cron']!r}"
+        )
     try:
         ZoneInfo(values.get("timezone", "UTC"))
     except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a tz directory, a long name

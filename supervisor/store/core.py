@@ -302,6 +302,8 @@ class StoreCore(SchemaGates, ABC):
     @classmethod
     def job_params(cls, job: NewJob) -> dict[str, Any]:
         run_at = epoch(job.run_at)
+        if run_at is not None and run_at < 1.0:  # MySQL's TIMESTAMP starts 1 s into 1970
+            raise UsageError("run_at must fall after 1970-01-01 00:00:00 UTC")
         if cls.TIME_LIMIT is not None:
             due = run_at if run_at is not None else time.time() + job.delay
             if due >= cls.TIME_LIMIT:  # the server would store NULL or refuse: say so first

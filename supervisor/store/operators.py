@@ -81,8 +81,16 @@ class OperatorOps(DependencyOps, ResultOps):
             return 0
         query = "deps_retry_jobs" if self.has_deps_schema() else "retry_jobs"
         self.keep_earlier_run(ids)
-        self._run(query, ids=self._ids(ids))
-        return int(self._rows("ready_among", ids=self._ids(ids))[0]["n"])
+        params = self._params(ids=self._ids(ids))
+
+        def attempt() -> int:
+            # Counted before the commit: a worker may claim a retried job the moment it is
+            # committed, and a job counted once running would read as not retried.
+            with self._tx():
+                self._execute(query, params)
+                return int(self._fetchall("ready_among", params)[0]["n"])
+
+        return self._retrying(attempt)
 
     def not_retried(self, job_id: int) -> str:
         """Why retry_jobs left this job as it was, for the operator."""

@@ -37,6 +37,7 @@ T = TypeVar("T")
 
 class SQLiteStore(Store):
     backend = "sqlite"
+    TIME_LIMIT = 253402300799.0  # 9999-12-31 23:59:59: the last second datetime reads back
     few_left = tail_open = 0  # one writer at a time: a batch's last finisher sees every other end
 
     def __init__(self, url: DatabaseURL, busy_timeout: float = 30.0) -> None:

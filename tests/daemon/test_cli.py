@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from cli_util import (
+    HANDLER_MODULE,
     OWNER,
     dead_job,
     failed,
@@ -64,6 +65,21 @@ def test_enqueue_prints_the_id_and_stores_every_option(
     assert (row.unique_key, row.max_attempts, row.status) == ("welcome-42", 3, JobState.SCHEDULED)
     assert row.group_key == "shop-9"
     assert row.run_at - row.enqueued_at > timedelta(minutes=59)
+
+
+def test_a_line_a_handler_module_logs_goes_to_stderr_not_into_the_output(
+    workdir: Path, db_url: str, store: Store
+) -> None:
+    # As supervisor.contrib.django logs django_ready when it loads: stdout is the output.
+    (workdir / "loud.py").write_text(
+        HANDLER_MODULE + "\nfrom supervisor import logs\nlogs.get().info('loud_ready')\n"
+    )
+    (workdir / "forkq.toml").write_text('[supervisor]\nhandlers = ["loud"]\n')
+    result = forkq(workdir, "enqueue", "mail.send", "{}", "-c", "forkq.toml", database=db_url)
+    job_id = int(ok(result))  # the id alone, nothing else on stdout
+    assert '"loud_ready"' in result.stderr
+    shown = forkq(workdir, "show", str(job_id), "--json", "-c", "forkq.toml", database=db_url)
+    assert json.loads(ok(shown))["id"] == job_id
 
 
 def test_enqueue_applies_the_handlers_default_queue_and_attempts(

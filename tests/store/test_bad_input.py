@@ -318,3 +318,31 @@ def test_a_time_past_what_the_backend_holds_is_refused_before_any_write(
     job_id = queue.enqueue("bad.echo", {}, queue=QUEUE, run_at=last)
     row = queue.get(job_id)
     assert row is not None and row.run_at == last and row.status == JobState.SCHEDULED
+
+
+def test_times_and_counts_no_column_holds_are_refused_on_every_backend(
+    queue: Queue, db_url: str
+) -> None:
+    """Before 1970 (MySQL's TIMESTAMP: "(1292) Truncated incorrect unixtime value"), past
+    the year 9999 (SQLite: an OverflowError from the driver) and a max_attempts past a
+    32-bit INT ("(1264) Out of range value") were a database's error, not a UsageError;
+    a key with a trailing space was another key's on MariaDB only."""
+    refused = [
+        ({"run_at": datetime(1, 1, 1, tzinfo=UTC)}, "run_at must fall after 1970-01-01"),
+        ({"delay": 1e20}, "run_at and delay must fall before"),
+        ({"max_attempts": 2**31}, "max_attempts must be an integer from 1 to 2147483647"),
+        ({"max_attempts": 0}, "max_attempts must be an integer from 1 to 2147483647"),
+        # MariaDB's PAD SPACE collation: "u2 " found the job of "u2" and was skipped
+        ({"unique_key": "u2 "}, "unique_key must not end with a space"),
+        ({"limit_key": "k "}, "limit_key must not end with a space"),
+        ({"group_key": "g "}, "group_key must not end with a space"),
+    ]
+    for options, message in refused:
+        with pytest.raises(UsageError, match=message):
+            queue.enqueue("bad.echo", {}, queue=QUEUE, **options)
+        with pytest.raises(UsageError, match=message):
+            queue.enqueue_many([{"handler": "bad.echo", "queue": QUEUE, **options}])
+    assert count_rows(db_url, "forkq_jobs") == 0
+    job_id = queue.enqueue("bad.echo", {}, queue=QUEUE, max_attempts=2**31 - 1)
+    row = queue.get(job_id)
+    assert row is not None and row.max_attempts == 2**31 - 1

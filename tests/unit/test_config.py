@@ -357,6 +357,21 @@ def test_a_bad_cron_expression_is_refused(tmp_path: Path, cron: str) -> None:
     assert ": schedules.nightly: cron: not a valid cron expression" in line
 
 
+@pytest.mark.parametrize("cron", ["* * * * * *", "0 0 4 * * *", "0 4 * * * 2030"])
+def test_a_cron_expression_of_six_fields_is_refused(tmp_path: Path, cron: str) -> None:
+    # croniter reads a sixth field as seconds: "* * * * * *" enqueued a job every tick
+    [line] = problems(write(tmp_path, schedule(cron=cron)))
+    assert ": schedules.nightly: cron: " in line and (
+        "5 fields (minute hour day month weekday), got 6" in line
+        or "not a valid cron expression" in line
+    )
+
+
+def test_a_cron_macro_is_one_field_and_loads(tmp_path: Path) -> None:
+    [hourly] = load_config(write(tmp_path, schedule(cron="@hourly"))).schedules
+    assert hourly.cron == "@hourly"
+
+
 @pytest.mark.parametrize("timezone", ["Mars/Olympus_Mons", "", "../../etc/passwd", "Asia/Tokyo/"])
 def test_an_unknown_time_zone_is_refused(tmp_path: Path, timezone: str) -> None:
     [line] = problems(write(tmp_path, schedule(timezone=timezone)))

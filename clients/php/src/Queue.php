@@ -180,7 +180,7 @@ final class Queue
         }
         $maxAttempts = $option('max_attempts');
         if ($maxAttempts !== null && (!is_int($maxAttempts) || $maxAttempts < 1 || $maxAttempts > 2147483647)) {
-            throw new InvalidArgumentException('max_attempts must be an integer >= 1');
+            throw new InvalidArgumentException('max_attempts must be an integer from 1 to 2147483647');
         }
         return [
             'queue' => $queue === '' ? 'default' : $queue,
@@ -329,6 +329,10 @@ final class Queue
         }
         if (!is_string($value) || $value === '' || self::length($value) === null || self::length($value) > 191) {
             throw new InvalidArgumentException("$name must be a UTF-8 string of 1 to 191 characters");
+        }
+        if (str_ends_with($value, ' ')) {
+            // MySQL's collation pads with spaces: 'a ' and 'a' would be one key there.
+            throw new InvalidArgumentException("$name must not end with a space (MySQL compares it without)");
         }
         if ($name === 'limit_key' && str_contains($value, "\0")) {
             // No bucket can hold it (SQLite's JSON ends a string there): forkq refuses it too.
