@@ -23,6 +23,7 @@ from supervisor.config.model import (
     SupervisorConfig,
 )
 from supervisor.config.values import (
+    cron_problem,
     read_address,
     read_argv,
     read_bool,
@@ -303,16 +304,8 @@ def _schedule_problem(values: Mapping[str, Any]) -> str | None:
     """A cron expression or time zone that cannot be used, as one message."""
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-    from croniter import croniter
-
-    if not croniter.is_valid(values["cron"]):
-        return f"cron: not a valid cron expression: {values['cron']!r}"
-    fields = str(values["cron"]).split()
-    if len(fields) != 5 and not (len(fields) == 1 and fields[0].startswith("@")):
-        # croniter reads a sixth field as seconds (or a year): "* * * * * *" fired every tick
-        return (
-            f"cron: 5 fields (minute hour day month weekday), got {len(fields)}: {values['cron']!r}"
-        )
+    if error := cron_problem(values["cron"]):
+        return error
     try:
         ZoneInfo(values.get("timezone", "UTC"))
     except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a tz directory, a long name
