@@ -9,7 +9,7 @@ from contextlib import closing
 from dataclasses import replace
 
 from supervisor import registry
-from supervisor.cli.common import command_config, command_store, missing_database
+from supervisor.cli.common import command_config, command_store, missing_database, with_same_flags
 from supervisor.cli.databases import database_names
 from supervisor.cli.tables import ERROR_PREFIX, plural
 from supervisor.config import Config
@@ -67,7 +67,8 @@ def _one_line(exc: BaseException) -> str:
 class _Checks:
     """One printed line per check; remembers what failed and whether it was the config."""
 
-    def __init__(self) -> None:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args  # the commands a failure suggests take its -c and --database
         self.failed: list[str] = []
         self.config_failed = False
         self.prefix = ""  # "NAME: " while one of several databases is checked
@@ -76,7 +77,7 @@ class _Checks:
         print(f"ok    {name.ljust(9)} {self.prefix}{detail}")
 
     def fail(self, name: str, detail: str, *, config: bool = False) -> None:
-        for line in detail.splitlines() or [""]:
+        for line in with_same_flags(detail, self.args).splitlines() or [""]:
             print(f"FAIL  {name.ljust(9)} {self.prefix}{for_terminal(line)}")
         self.failed.append(f"{name} ({self.prefix[:-2]})" if self.prefix else name)
         self.config_failed = self.config_failed or config
@@ -86,7 +87,7 @@ class _Checks:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    checks = _Checks()
+    checks = _Checks(args)
     try:
         config = command_config(args)
     except ConfigError as exc:
@@ -217,7 +218,8 @@ def _check_runtime_schedules(store: Store, checks: _Checks) -> None:
 def _check_result(checks: _Checks) -> int:
     if not checks.failed:
         return int(ExitCode.OK)
-    print(f"{ERROR_PREFIX}check failed: {', '.join(checks.failed)}", file=sys.stderr)
+    failed = ", ".join(dict.fromkeys(checks.failed))  # two runtime schedules: one name
+    print(f"{ERROR_PREFIX}check failed: {failed}", file=sys.stderr)
     return int(ExitCode.CONFIG if checks.config_failed else ExitCode.FAILURE)
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import getpass
 import os
+import re
+import shlex
 import sys
 import tomllib
 from collections.abc import Iterator
@@ -18,6 +20,7 @@ from supervisor.cli.tables import WARNING_PREFIX
 from supervisor.config import Config, load_config
 from supervisor.config.databases import NAME
 from supervisor.config.model import HOME_DATABASE
+from supervisor.dburl import parse_database_url
 from supervisor.errors import ForkqError, UsageError
 from supervisor.escaping import for_terminal
 from supervisor.proc import hostname
@@ -139,3 +142,22 @@ def warn_unrunnable(config: Config, handler: str, queue: str | None, what: str) 
             " works it",
             file=sys.stderr,
         )
+
+
+_SUGGESTED = re.compile(r"`forkq ([a-z][^`]*)`")
+
+
+def with_same_flags(text: str, args: argparse.Namespace | None) -> str:
+    """The commands a message suggests (`forkq schema apply`) given the -c and --database
+    this one was, so they reach the same database as written. A URL with a password is
+    not repeated: `--database URL` then says where it goes."""
+    flags = ""
+    if config := getattr(args, "config", None):
+        flags += f" -c {shlex.quote(config)}"
+    if url := getattr(args, "database", None):
+        try:
+            secret = bool(parse_database_url(url).password)
+        except ForkqError:
+            secret = True
+        flags += " --database " + ("URL" if secret else shlex.quote(url))
+    return _SUGGESTED.sub(lambda m: f"`forkq {m[1]}{flags}`", text) if flags else text

@@ -23,6 +23,7 @@ from supervisor import logs
 from supervisor.cli.batch import cmd_batch
 from supervisor.cli.checks import cmd_alerts, cmd_check, cmd_schema
 from supervisor.cli.commands import cmd_run, cmd_web, cmd_work
+from supervisor.cli.common import with_same_flags
 from supervisor.cli.jobs import (
     cmd_cancel,
     cmd_enqueue,
@@ -46,7 +47,7 @@ from supervisor.status import STATUS_CAP
 from supervisor.store import SCHEMA_VERSION
 
 Command = Callable[[argparse.Namespace], int]
-DAEMONS: tuple[Command, ...] = (cmd_run, cmd_work, cmd_web)
+DAEMONS: tuple[Command, ...] = (cmd_run, cmd_work, cmd_web)  # they log to stdout (journald)
 
 
 # --- the parser ---------------------------------------------------------------------------
@@ -61,8 +62,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _common_options(*, in_subcommand: bool) -> _Parser:
-    """The options every command takes. Inside a sub-command they default to SUPPRESS, so
-    a value given before the sub-command name is not overwritten by the sub-parser."""
+    """The options every command takes; SUPPRESS in a sub-command keeps one given before."""
     none: Any = argparse.SUPPRESS if in_subcommand else None
     parent = _Parser(add_help=False)
     group = parent.add_argument_group("common options")
@@ -321,10 +321,10 @@ def _purge_parser(sub: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in argv  # known before parsing, so even a usage error can show its trace
+    args = None
     try:
         args = build_parser().parse_args(argv)
-        func: Command = args.func
-        # The daemons log to stdout (journald); every other command prints its output there.
+        func: Command = args.func  # any other command's stdout is its output: it logs to stderr
         logs.setup(level="debug" if args.debug else "info", to_stderr=func not in DAEMONS)
         return int(func(args))
     except KeyboardInterrupt:
@@ -332,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # --help, --version, or a command that exits on purpose
         return exc.code if isinstance(exc.code, int) else int(ExitCode.FAILURE if exc.code else 0)
     except ForkqError as exc:
-        _print_error(exc, debug)
+        _print_error(exc, debug, args)
         return int(exc.exit_code)
     except BrokenPipeError:  # `forkq jobs | head`: the reader left; say nothing more
         with suppress(OSError):
@@ -350,10 +350,10 @@ def main(argv: list[str] | None = None) -> int:
         return int(ExitCode.FAILURE)
 
 
-def _print_error(exc: ForkqError, debug: bool) -> None:
+def _print_error(exc: ForkqError, debug: bool, args: argparse.Namespace | None) -> None:
     if debug:
         traceback.print_exc()
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    lines = [s.strip() for s in with_same_flags(str(exc), args).splitlines() if s.strip()]
     if not isinstance(exc, ConfigError):  # a config error lists one problem a line
         lines = ["; ".join(lines)]
     for line in lines or [type(exc).__name__]:

@@ -212,7 +212,21 @@ def test_missing_tables_say_how_to_create_them(workdir: Path) -> None:
     (workdir / "empty.db").touch()  # an empty SQLite database: no tables
     url = f"sqlite:///{workdir / 'empty.db'}"
     line = failed(forkq(workdir, "status", database=url), 1)
-    assert "forkq schema apply" in line
+    # The command it suggests reaches the same database as written (the default is another)
+    suggested = line.split("`")[1]
+    assert suggested == f"forkq schema apply --database {url}", line
+    assert subprocess.run(
+        [sys.executable, "-m", "supervisor", *suggested.split()[1:]],
+        cwd=workdir, env=forkq_env(workdir), capture_output=True, check=False,
+    ).returncode == 0  # fmt: skip
+    ok(forkq(workdir, "status", database=url))
+    # With a config file: the same -c; a URL with a password is never repeated
+    (workdir / "other.toml").write_text(f'[database]\nurl = "{url}x"\n')
+    line = failed(forkq(workdir, "status", "-c", "other.toml"), 1)
+    assert "`forkq schema apply -c other.toml`" in line, line
+    secret = "mysql://u:s3cret@127.0.0.1:1/x"
+    line = failed(forkq(workdir, "status", "-c", "other.toml", database=secret), 1)
+    assert "s3cret" not in line
 
 
 # --- operators ---------------------------------------------------------------------------------

@@ -90,9 +90,10 @@ def test_check_fails_on_an_older_schema_as_run_refuses_it(workdir: Path) -> None
     result = forkq(workdir, "check", "-c", "forkq.toml", database=url)
     assert result.returncode == 78, (result.stdout, result.stderr)
     [line] = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
-    assert line.split()[1] == "schema" and "run `forkq schema apply`" in line
+    same = f"`forkq schema apply -c forkq.toml --database {url}`"  # as given to check and run
+    assert line.split()[1] == "schema" and f"run {same}" in line, line
     line = failed(forkq(workdir, "run", "-c", "forkq.toml", database=url), 78)
-    assert "run `forkq schema apply`" in line
+    assert f"run {same}" in line, line
 
 
 BROKEN_MODULES = {
