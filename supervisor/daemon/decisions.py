@@ -70,7 +70,13 @@ def failed_at_startup(lived: float, exit_ok: bool, reported: bool, jobs: int = 0
     must not push its pool into crash-loop back-off, which would hold every good job
     behind a few poison ones.
     """
-    return not exit_ok and jobs == 0 and (not reported or lived < STARTUP_WINDOW)
+    return not exit_ok and not came_up(lived, reported, jobs)
+
+
+def came_up(lived: float, reported: bool, jobs: int) -> bool:
+    """A child started: it took a job, or it reported in and lived past the start-up
+    window. One that has, alive or not, ends its pool's crash loop."""
+    return jobs > 0 or (reported and lived >= STARTUP_WINDOW)
 
 
 def retire_deadline(now: float, grace: float, job_ends_by: float | None) -> float:

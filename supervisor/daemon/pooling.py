@@ -20,6 +20,7 @@ from supervisor.daemon import systemd
 from supervisor.daemon.children import Children
 from supervisor.daemon.decisions import (
     PoolView,
+    came_up,
     failed_at_startup,
     plan_size,
     respawn_delay,
@@ -47,6 +48,8 @@ class Pooling:
         grace = s.config.supervisor.shutdown_timeout
         for pool in s.pools.values():
             live = self.children.of(pool.config.name)
+            if pool.failures and any(came_up(now - c.started, c.reported, c.jobs) for c in live):
+                pool.failures = 0  # one came up and stays up: the loop (and its alert) is over
             facts = [(c.pid, c.phase is Phase.IDLE, c.started) for c in live]
             shed = set(to_retire(facts, pool.target))
             for child in live:

@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import psutil
 import pytest
@@ -497,6 +498,38 @@ def _die_if_a_worker():
 
 os.register_at_fork(after_in_child=_die_if_a_worker)
 """
+
+
+def test_a_crash_loop_ends_once_a_child_comes_up_while_that_child_lives(
+    daemons: Factory, store: Store, tmp_path: Path
+) -> None:
+    """The fault is mended (here a file goes) and the next child comes up: the alert
+    resolves while that child runs on. It waited for the child's exit before, up to
+    max_child_lifetime, and went on sending "still firing" for a healthy pool."""
+    flag = tmp_path / "broken"
+    flag.touch()
+    source = WORKERS_CRASHING_SOURCE.replace(
+        "def _die_if_a_worker():\n",
+        f"def _die_if_a_worker():\n    if not os.path.exists({str(flag)!r}):\n        return\n",
+    )
+    daemon = daemons(
+        pools={"work": {"workers": 1}},
+        supervisor={"handlers": [HANDLERS_MODULE, "crashhandlers"]},
+    )
+    daemon.write_module("crashhandlers", source)
+    daemon.start()
+    daemon.wait_event(events.POOL_CRASH_LOOP, timeout=30)
+
+    def crash_loop_state() -> str | None:
+        rows = {k: v for k, v in store.load_alerts().items() if k.startswith("crash_loop:")}
+        return next((row["state"] for row in rows.values()), None)
+
+    wait_until(lambda: crash_loop_state() == "firing", timeout=20, message="crash_loop fires")
+    flag.unlink()
+    wait_until(lambda: crash_loop_state() == "ok", timeout=40, message="crash_loop resolved")
+    [*_, last] = daemon.events(events.CHILD_SPAWNED)
+    assert psutil.Process(last["child_pid"]).status() != psutil.STATUS_ZOMBIE  # it lives on
+    assert daemon.stop() == 0, daemon.describe()
 
 
 def test_a_reload_during_a_crash_loop_neither_resolves_it_nor_waits_out_its_back_off(
