@@ -178,6 +178,7 @@ def schedule_change(ctx: Context, action: str) -> Response:
 
 def logout(ctx: Context) -> Response:
     guard = ctx.app.guard
+    guard.log_out(ctx.session)  # its cookie, if replayed, no longer logs in
     ctx.cookies.append((SESSION_COOKIE, guard.encode(guard.new_session()), SESSION_LIFETIME))
     return redirect(ctx.url("login"), code=303)
 

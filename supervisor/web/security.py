@@ -35,6 +35,7 @@ MIN_TOKEN_LENGTH = 16
 SESSION_COOKIE = "forkq_session"
 FLASH_COOKIE = "forkq_flash"
 SESSION_LIFETIME = 12 * 3600  # seconds a login lasts
+MOST_LOGGED_OUT = 100_000  # sessions remembered as logged out (12 h of them, a few MB)
 LOOPBACK_NAMES = ("localhost", "localhost.")
 
 CONTENT_SECURITY_POLICY = "; ".join(
@@ -139,6 +140,8 @@ class Guard:
             self.key = secrets.token_bytes(32)  # sessions last while this process does
         else:
             self.key = hmac.new(self.token.encode(), b"forkq web session", "sha256").digest()
+        # Sessions logged out here: their cookies, still signed, are refused till they expire.
+        self.logged_out: dict[str, int] = {}
 
     @property
     def required(self) -> bool:
@@ -176,6 +179,15 @@ class Guard:
         """A new session id at login (an id set before it is never the logged-in one)."""
         return Session(secrets.token_urlsafe(18), int(time.time()), True, fresh=True)
 
+    def log_out(self, session: Session, now: float | None = None) -> None:
+        """End a session in this process (another serving the same token learns it only
+        when the session expires or the token changes)."""
+        oldest = (now or time.time()) - SESSION_LIFETIME
+        for sid in [s for s, issued in self.logged_out.items() if issued < oldest]:
+            del self.logged_out[sid]
+        if len(self.logged_out) < MOST_LOGGED_OUT:
+            self.logged_out[session.sid] = session.issued
+
     def encode(self, session: Session) -> str:
         body = f"v1.{session.sid}.{session.issued}.{int(session.authenticated)}"
         return f"{body}.{self._sign(body)}"
@@ -191,7 +203,7 @@ class Guard:
         if len(parts) != 4 or parts[0] != "v1" or not parts[2].isdigit():
             return None
         issued = int(parts[2])
-        if (now or time.time()) - issued > SESSION_LIFETIME:
+        if (now or time.time()) - issued > SESSION_LIFETIME or parts[1] in self.logged_out:
             return None
         authenticated = parts[3] == "1" or not self.required
         return Session(parts[1], issued, authenticated)

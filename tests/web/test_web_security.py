@@ -89,6 +89,9 @@ def test_the_login_form_sets_an_httponly_samesite_strict_session(
     with page.expect_navigation():
         page.get_by_role("button", name="log out").click()
     assert page.goto(server.url + "/").status == 401
+    # The logged-out cookie, replayed (as someone who copied it would), logs in no more.
+    page.context.add_cookies([{**cookie, "value": cookie["value"]}])
+    assert page.goto(server.url + "/queues").status == 401
 
 
 def test_a_forged_or_foreign_session_cookie_is_refused(
