@@ -4,7 +4,9 @@ autoescaping escapes it like any other value."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 import jinja2
 
@@ -58,6 +60,15 @@ def pretty_payload(text: str) -> str:
     return shown_text
 
 
+def json_text(value: Any) -> str:
+    """A kept value as JSON on one line, its text as written (Jinja's `tojson` turns every
+    non-ASCII character and <, >, & into \\u escapes); cut past PAYLOAD_SHOWN."""
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    if len(text) > PAYLOAD_SHOWN:
+        return text[:PAYLOAD_SHOWN] + f" … ({len(text) - PAYLOAD_SHOWN} more characters)"
+    return text
+
+
 def first_line(text: str | None, width: int = 120) -> str:
     if not text:
         return ""
@@ -86,12 +97,17 @@ def progress_text(text: str | None) -> str:
     return f"{percent:g}% {report.get('message') or ''!s}".strip()
 
 
-def most_attempts(job: JobRow) -> str:
+def most_attempts(job: JobRow | Mapping[str, Any]) -> str:
     """The attempts the daemon gives the job (fate.max_attempts_for): the row's, else its
     handler's when the dashboard imported its module (the config's), else "default"."""
-    if job.max_attempts:
-        return str(job.max_attempts)
-    registered = registry.get(job.handler)
+    given, handler = (
+        (job["max_attempts"], job["handler"])
+        if isinstance(job, Mapping)
+        else (job.max_attempts, job.handler)
+    )
+    if given:
+        return str(given)
+    registered = registry.get(handler)
     return f"{registered.max_attempts} (default)" if registered else "default"
 
 
@@ -102,6 +118,7 @@ def install(env: jinja2.Environment) -> None:
         duration=duration,
         shown=shown,
         pretty_payload=pretty_payload,
+        json_text=json_text,
         first_line=first_line,
         tag_list=tag_list,
         progress_text=progress_text,

@@ -47,4 +47,6 @@ def test_the_batch_page_shows_what_a_daemon_did_and_a_job_page_links_to_it(
     page.go_back()
     jobs = page.locator("#batch-jobs tr").all_inner_texts()
     assert any(str(dead) in r and "dead" in r for r in jobs), jobs  # deleted done jobs are not
+    attempts = page.locator("#batch-jobs td.attempts").all_inner_texts()
+    assert attempts == ["1 of 1"], attempts  # as on every page: of how many it is given
     assert page.goto(f"{server.url}/batches/999999").status == 404

@@ -20,7 +20,7 @@ from supervisor import handler
 def flaky(payload, job):
     if job.attempts < 3:
         raise RuntimeError(f"upstream said 503 (attempt {job.attempts})")
-    return {"rows": 4000, "by": "flaky"}
+    return {"rows": 4000, "by": "flaky", "note": "ünï ✓ <b>&"}
 """
 
 
@@ -36,11 +36,14 @@ def test_the_job_page_shows_the_kept_result_and_every_attempt(
     daemon.write_config(text=render_config(daemon.db_url, daemon.pools, supervisor))
     daemon.start().wait_ready()
     job_id = queue.enqueue("w.flaky", {}, queue="work")
-    assert queue.wait(job_id, 60).value == {"rows": 4000, "by": "flaky"}
+    kept = {"rows": 4000, "by": "flaky", "note": "ünï ✓ <b>&"}
+    assert queue.wait(job_id, 60).value == kept
 
     server = web_server()
     page.goto(f"{server.url}/jobs/{job_id}")
-    assert page.locator("table.fields td.result").inner_text() == '{"by": "flaky", "rows": 4000}'
+    # As written: no \\u escapes of the letters or of <, > and & (and no markup either)
+    shown = page.locator("table.fields td.result").inner_text()
+    assert shown == '{"by": "flaky", "note": "ünï ✓ <b>&", "rows": 4000}', shown
     rows = page.locator("table.attempts tr.attempt")
     assert rows.count() == 3
     cells = [rows.nth(i).locator("td").all_inner_texts() for i in range(3)]

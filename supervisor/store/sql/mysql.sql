@@ -1492,7 +1492,7 @@ SELECT id FROM forkq_batches FORCE INDEX (forkq_batches_open)
 WHERE settled_at IS NULL AND sealed = 1 ORDER BY id LIMIT %(limit)s;
 
 -- name: batch_jobs
-SELECT id, handler, status, attempts, last_error FROM forkq_jobs FORCE INDEX (forkq_jobs_batch)
+SELECT id, handler, status, attempts, max_attempts, last_error FROM forkq_jobs FORCE INDEX (forkq_jobs_batch)
 WHERE batch_id = %(id)s ORDER BY id LIMIT %(limit)s;
 
 -- Schema upgrades: `upgrade_to_N` runs once on a database at version N-1 (`forkq schema apply`).

@@ -1206,7 +1206,7 @@ SELECT id FROM forkq_batches INDEXED BY forkq_batches_open
 WHERE settled_at IS NULL AND sealed = 1 ORDER BY id LIMIT :limit;
 
 -- name: batch_jobs
-SELECT id, handler, status, attempts, last_error FROM forkq_jobs INDEXED BY forkq_jobs_batch
+SELECT id, handler, status, attempts, max_attempts, last_error FROM forkq_jobs INDEXED BY forkq_jobs_batch
 WHERE batch_id = :id ORDER BY id LIMIT :limit;
 
 -- Schema upgrades: `upgrade_to_N` runs once on a database at version N-1 (`forkq schema apply`).
