@@ -191,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     batch = command("batch", cmd_batch, "where one batch stands: its jobs and callbacks")
     batch.add_argument("id", metavar="ID", type=_job_ref)
     _json_flag(batch)
-    _retry_parser(command("retry", cmd_retry, "run failed jobs again now"))
+    _retry_parser(command("retry", cmd_retry, "run jobs now: ended ones again, delayed early"))
     cancel = command("cancel", cmd_cancel, "cancel waiting or running jobs")
     cancel.add_argument("ids", metavar="ID", nargs="+", type=_job_ref)
     for name, func in (("pause", cmd_pause), ("resume", cmd_resume)):
@@ -311,7 +311,7 @@ def _purge_parser(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--done", action="store_true", help="kept and archived done jobs")
     sub.add_argument("--dead", action="store_true", help="dead jobs")
     sub.add_argument("--cancelled", action="store_true", help="cancelled jobs")
-    sub.add_argument("--older-than", metavar="AGE", type=_seconds, default="7d")
+    sub.add_argument("--older-than", metavar="AGE", type=_seconds, default="7d", help="or 7d")
     sub.add_argument("--queue", metavar="Q", type=_queue_name)
 
 

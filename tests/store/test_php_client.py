@@ -207,6 +207,23 @@ def test_a_mysql_session_in_another_time_zone_stores_the_same_instants(
     assert stored[third]["status"] == "scheduled"
 
 
+def test_a_connection_that_is_not_utf8_is_refused_for_text_that_is_not_ascii(
+    mysql_db_url: str, php: str, tmp_path: Path
+) -> None:
+    """On `SET NAMES latin1` MySQL converted a key's UTF-8 bytes into other letters (the
+    payload, JSON with ASCII escapes, came through): a key no longer matched Python's."""
+    run_php = Php(php, mysql_db_url, tmp_path)
+    [plain, refused] = run_php(
+        """$pdo->exec('SET NAMES latin1');
+        out(Queue::enqueue($pdo, 'h', ['name' => 'ключ'], ['unique_key' => 'ascii-key']));
+        out(attempt(fn() => Queue::enqueue($pdo, 'h', [], ['unique_key' => 'ключ-é'])));"""
+    )
+    assert jobs(mysql_db_url)[plain]["unique_key"] == "ascii-key"
+    assert refused["error"] == "InvalidArgumentException"
+    assert "connection character set is latin1: open it with charset=utf8mb4" in refused["message"]
+    assert len(jobs(mysql_db_url)) == 1
+
+
 def faketime(offset: str) -> dict[str, str]:
     found = sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))
     if not found:

@@ -47,6 +47,7 @@ def test_each_job_lands_in_the_database_of_its_queue(
         out(attempt(fn() => new Router(['reports' => $reports], ['reports' => ['x']])));
         out(attempt(fn() => new Router(['default' => $pdo], ['reports' => ['x']])));
         out(attempt(fn() => new Router(['default' => $pdo, 'reports' => $reports, 'b' => $pdo], ['reports' => ['x'], 'b' => ['x']])));
+        out(attempt(fn() => new Router(['default' => $pdo, 'reports' => $reports], ['reports' => ['a'], 'default' => ['a']])));
         """,
         env=env,
     )
@@ -64,7 +65,9 @@ def test_each_job_lands_in_the_database_of_its_queue(
     assert reports[pdf]["handler"] == "report.pdf" and reports[build]["unique_key"] == "r1"
     assert again is True  # the unique key was looked up in reports, where it is
     assert names == ["reports", "default", "reports:7", "7"]
-    assert [r.get("error") for r in refused] == ["InvalidArgumentException"] * 3
+    assert [r.get("error") for r in refused] == ["InvalidArgumentException"] * 4
     assert "home database 'default'" in refused[0]["message"]
     assert "no such database" in refused[1]["message"]
     assert "queue 'x' is in both 'reports' and 'b'" in refused[2]["message"]
+    # The home database was given: the message says why listing its queues is refused
+    assert "the home database takes every queue not listed" in refused[3]["message"]

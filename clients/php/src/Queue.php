@@ -96,6 +96,9 @@ final class Queue
     /** @var WeakMap<PDO, int>|null max_allowed_packet of each MySQL connection, read once */
     private static ?WeakMap $packetLimits = null;
 
+    /** @var WeakMap<PDO, string>|null the character set of each MySQL connection, read once */
+    private static ?WeakMap $charsets = null;
+
     /** @var WeakMap<PDO, string>|null the database identity of each connection, for the nudge */
     private static ?WeakMap $identities = null;
 
@@ -131,6 +134,9 @@ final class Queue
         $mode = $pdo->getAttribute(PDO::ATTR_ERRMODE);
         $pdo->setAttribute(PDO::ATTR_ERRMODE, PDO::ERRMODE_EXCEPTION);
         try {
+            if ($driver === 'mysql') {
+                self::checkCharset($pdo, $job);
+            }
             if ($job['unique_key'] !== null) {
                 [$id, $conflicted] = self::insertUnique($pdo, $driver, $job);
             } else {
@@ -371,6 +377,29 @@ final class Queue
             return json_encode($payload, JSON_THROW_ON_ERROR | JSON_UNESCAPED_SLASHES | JSON_PRESERVE_ZERO_FRACTION);
         } catch (JsonException $exc) {
             throw new InvalidArgumentException('payload must be JSON-encodable: ' . $exc->getMessage(), 0, $exc);
+        }
+    }
+
+    /**
+     * Names and keys go as text (the payload is JSON, ASCII only): on a connection that is
+     * not UTF-8 (e.g. charset=latin1) MySQL would convert their bytes into other letters,
+     * and a key would no longer match the same key enqueued from Python.
+     *
+     * @param array<string, mixed> $job
+     */
+    private static function checkCharset(PDO $pdo, array $job): void
+    {
+        $texts = [$job['queue'], $job['handler'], $job['unique_key'], $job['limit_key'], $job['group_key']];
+        if (preg_match('/[^\x00-\x7F]/', implode('', array_filter([...$texts, $job['tags']], 'is_string'))) !== 1) {
+            return;
+        }
+        self::$charsets ??= new WeakMap();
+        $charset = self::$charsets[$pdo] ??= (string) $pdo->query('SELECT @@character_set_client')->fetchColumn();
+        if (!in_array($charset, ['utf8mb4', 'utf8mb3', 'utf8'], true)) {
+            throw new InvalidArgumentException(
+                "the PDO's connection character set is $charset: open it with charset=utf8mb4"
+                . ' (names and keys that are not ASCII would be stored as other letters)'
+            );
         }
     }
 

@@ -50,7 +50,13 @@ final class Router
         }
         foreach ($queues as $name => $names) {
             $name = (string) $name;
-            if ($name === self::HOME || !isset($pdos[$name])) {
+            if ($name === self::HOME) {
+                throw new InvalidArgumentException(
+                    "queues for '$name': the home database takes every queue not listed;"
+                    . ' list queues only for the others'
+                );
+            }
+            if (!isset($pdos[$name])) {
                 throw new InvalidArgumentException("queues for '$name': no such database among the PDOs");
             }
             foreach ($names as $queue) {
