@@ -135,6 +135,8 @@ class Pooling:
         # A child the master killed on purpose (a quit, a retirement it did not obey) says
         # nothing about whether its pool's children can start.
         lived = now - child.started
+        if child.retiring and not exit_ok and not came_up(lived, child.reported, child.jobs):
+            return  # SIGTERMed while it started (a stop or reload): neither a failure nor a start
         if child.sigkilled or not failed_at_startup(lived, exit_ok, child.reported, child.jobs):
             pool.failures = 0
             return

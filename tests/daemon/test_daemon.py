@@ -532,6 +532,19 @@ def test_a_crash_loop_ends_once_a_child_comes_up_while_that_child_lives(
     assert daemon.stop() == 0, daemon.describe()
 
 
+def test_a_stop_right_after_a_reload_is_no_failure_at_start(daemons: Factory) -> None:
+    """TERM just after HUP: the reload's new children are stopped while they start. That
+    is the operator's doing, not a child that cannot start (it logged child_failed_at_start
+    as an error and counted a step towards the crash-loop back-off)."""
+    daemon = daemons(pools={"work": {"workers": 4}})
+    daemon.start().wait_ready()
+    daemon.send_signal(signal.SIGHUP)
+    daemon.wait_event(events.CONFIG_RELOADED)
+    daemon.send_signal(signal.SIGTERM)
+    assert daemon.wait_exit(30) == 0, daemon.describe()
+    assert daemon.events(events.CHILD_FAILED_AT_START) == [], daemon.describe()
+
+
 def test_a_reload_during_a_crash_loop_neither_resolves_it_nor_waits_out_its_back_off(
     daemons: Factory, store: Store
 ) -> None:
