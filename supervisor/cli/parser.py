@@ -87,7 +87,7 @@ def _common_options(*, in_subcommand: bool) -> _Parser:
 
 def _positive_int(text: str) -> int:
     try:
-        value = int(text)
+        value = int(text.encode("ascii"))  # ASCII digits: int(text) reads "१२" as 12
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 1:
@@ -137,7 +137,7 @@ def _seconds(text: str) -> float:
 
 def _json_payload(text: str) -> Any:
     try:
-        return json.loads(text)
+        return json.loads(sys.stdin.read() if text == "-" else text)  # -: past ARG_MAX's 128 KB
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"payload is not valid JSON: {exc}") from None
 

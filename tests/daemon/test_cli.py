@@ -67,6 +67,20 @@ def test_enqueue_prints_the_id_and_stores_every_option(
     assert row.run_at - row.enqueued_at > timedelta(minutes=59)
 
 
+def test_enqueue_reads_a_payload_of_dash_from_stdin(
+    workdir: Path, db_url: str, store: Store
+) -> None:
+    # A payload past the 128 KB a single argument may hold (`Argument list too long`)
+    payload = {"rows": ["x" * 100] * 2000}
+    result = subprocess.run(
+        [sys.executable, "-m", "supervisor", "enqueue", "mail.send", "-", "--database", db_url],
+        cwd=workdir, env=forkq_env(workdir, db_url), input=json.dumps(payload),
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    row = store.get_job(int(ok(result)))
+    assert row is not None and json.loads(row.payload) == payload
+
+
 def test_a_line_a_handler_module_logs_goes_to_stderr_not_into_the_output(
     workdir: Path, db_url: str, store: Store
 ) -> None:
@@ -146,8 +160,15 @@ def test_enqueue_with_a_broken_handler_module_is_a_config_error(
 
 @pytest.mark.parametrize(
     "args",
-    [[], ["frobnicate"], ["status", "--no-such-flag"], ["jobs", "--limit", "0"], ["show", "x"]],
-    ids=["no-command", "unknown-command", "bad-flag", "bad-limit", "bad-id"],
+    [
+        [],
+        ["frobnicate"],
+        ["status", "--no-such-flag"],
+        ["jobs", "--limit", "0"],
+        ["show", "x"],
+        ["show", "१२"],
+    ],
+    ids=["no-command", "unknown-command", "bad-flag", "bad-limit", "bad-id", "non-ascii-digits"],
 )
 def test_bad_usage_exits_2_with_one_line(workdir: Path, args: list[str]) -> None:
     failed(forkq(workdir, *args), 2)
