@@ -222,14 +222,10 @@ def read_webhook_url(value: Any) -> str:
 
 
 def cron_problem(cron: str) -> str | None:
-    """Why a schedule's cron expression cannot be used, or None: croniter's syntax in five
-    fields, or one `@` name (@hourly, @daily, ...)."""
+    """Why a schedule's cron expression cannot be used, or None: croniter's syntax (five
+    fields, a sixth for seconds, or an `@` name such as @hourly)."""
     from croniter import croniter  # only when a config has schedules
 
     if not croniter.is_valid(cron):
         return f"cron: not a valid cron expression: {cron!r}"
-    fields = cron.split()
-    if len(fields) != 5 and not (len(fields) == 1 and fields[0].startswith("@")):
-        # croniter reads a sixth field as seconds (or a year): "* * * * * *" fired every tick
-        return f"cron: 5 fields (minute hour day month weekday), got {len(fields)}: {cron!r}"
     return None

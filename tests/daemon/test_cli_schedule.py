@@ -52,8 +52,6 @@ def test_a_bad_schedule_is_refused_with_the_reason(workdir: Path, db_url: str) -
     base = ("schedule", "add", "x", "--handler", "mail.send")
     line = failed(forkq(workdir, *base, "--cron", "61 * * * *", database=db_url), 2)
     assert "not a valid cron expression" in line
-    line = failed(forkq(workdir, *base, "--cron", "* * * * * *", database=db_url), 2)
-    assert "5 fields (minute hour day month weekday), got 6" in line
     line = failed(
         forkq(workdir, *base, "--cron", "* * * * *", "--timezone", "Mars/Base", database=db_url), 2
     )
