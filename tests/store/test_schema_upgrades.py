@@ -1018,7 +1018,7 @@ def test_forkq_work_on_a_version_17_database_names_schema_apply(
         assert result.returncode == 78, (result.stdout, result.stderr)  # as `forkq run`
         [line] = result.stderr.strip().splitlines()
         assert line.startswith("forkq: error: the database has forkq schema version 17"), line
-        assert "run `forkq schema apply`" in line
+        assert f"run `forkq schema apply -c {config} --database " in line, line  # as given
     finally:
         store.apply_schema()  # the session's database, for the next tests
         store.close()
@@ -1064,7 +1064,9 @@ def test_forkq_status_of_limits_on_a_version_17_mariadb_names_schema_apply(
         result = forkq_cli(url, "status", "-c", str(config))
         assert result.returncode == 1, (result.stdout, result.stderr)
         [line] = result.stderr.strip().splitlines()
-        assert "schema version 18: run `forkq schema apply`" in line, line
+        assert f"schema version 18: run `forkq schema apply -c {config} --database URL`" in line, (
+            line
+        )
     finally:
         store.apply_schema()  # the session's database, for the next tests
         store.close()
