@@ -500,6 +500,12 @@ os.register_at_fork(after_in_child=_die_if_a_worker)
 """
 
 
+def crash_loop_state(store: Store) -> str | None:
+    """The crash_loop alert's state, None before it first fires."""
+    rows = {k: v for k, v in store.load_alerts().items() if k.startswith("crash_loop:")}
+    return next((row["state"] for row in rows.values()), None)
+
+
 def test_a_crash_loop_ends_once_a_child_comes_up_while_that_child_lives(
     daemons: Factory, store: Store, tmp_path: Path
 ) -> None:
@@ -520,13 +526,9 @@ def test_a_crash_loop_ends_once_a_child_comes_up_while_that_child_lives(
     daemon.start()
     daemon.wait_event(events.POOL_CRASH_LOOP, timeout=30)
 
-    def crash_loop_state() -> str | None:
-        rows = {k: v for k, v in store.load_alerts().items() if k.startswith("crash_loop:")}
-        return next((row["state"] for row in rows.values()), None)
-
-    wait_until(lambda: crash_loop_state() == "firing", timeout=20, message="crash_loop fires")
+    wait_until(lambda: crash_loop_state(store) == "firing", timeout=20, message="crash_loop fires")
     flag.unlink()
-    wait_until(lambda: crash_loop_state() == "ok", timeout=40, message="crash_loop resolved")
+    wait_until(lambda: crash_loop_state(store) == "ok", timeout=40, message="crash_loop resolved")
     [*_, last] = daemon.events(events.CHILD_SPAWNED)
     assert psutil.Process(last["child_pid"]).status() != psutil.STATUS_ZOMBIE  # it lives on
     assert daemon.stop() == 0, daemon.describe()
@@ -558,16 +560,12 @@ def test_a_reload_during_a_crash_loop_neither_resolves_it_nor_waits_out_its_back
     daemon.start()
     daemon.wait_event(events.POOL_CRASH_LOOP, timeout=30)
 
-    def crash_loop_state() -> str | None:
-        rows = {k: v for k, v in store.load_alerts().items() if k.startswith("crash_loop:")}
-        return next((row["state"] for row in rows.values()), None)
-
-    wait_until(lambda: crash_loop_state() == "firing", timeout=20, message="crash_loop fires")
+    wait_until(lambda: crash_loop_state(store) == "firing", timeout=20, message="crash_loop fires")
     spawned = len(daemon.events(events.CHILD_SPAWNED))
     daemon.send_signal(signal.SIGHUP)
     [reloaded] = daemon.wait_event(events.CONFIG_RELOADED)
     [*_, respawn] = daemon.wait_event(events.CHILD_SPAWNED, count=spawned + 1, timeout=10)
     assert when(respawn) - when(reloaded) < 1.0  # not after the back-off the loop had grown
     wait_check_ticks(store, 4)  # each judges the rule
-    assert crash_loop_state() == "firing"
+    assert crash_loop_state(store) == "firing"
     assert daemon.stop() == 0, daemon.describe()
