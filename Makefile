@@ -92,8 +92,10 @@ test: venv db tools
 	$(MAKE) --no-print-directory lint
 
 # Exit status 5 is pytest's "no tests collected": not a failure while none exist yet.
+# Each fault test kills only what it started (its own mariadbd, port, daemons), so the
+# files run in TEST_JOBS processes too.
 test-faults: venv db tools
-	rc=0; $(PYTEST) -m faults || rc=$$?; \
+	rc=0; $(PYTEST) -m faults -n $(TEST_JOBS) --dist loadfile || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "test-faults: no tests marked faults"; rc=0; fi; \
 	exit $$rc
 
