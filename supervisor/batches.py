@@ -56,8 +56,11 @@ class Batch:
         self.payload_json = payload_json
         self.id: int | None = None
         self.total = 0
+        self.sealed = False  # its with-block ended: its total is written, it takes no job
 
     def __enter__(self) -> Batch:
+        if self.id is not None:  # a second batch would be left open: its callbacks lost
+            raise UsageError("a batch is entered once: make another with q.batch(...)")
         store = self.producer.store
         self.id = store.open_batch(self.callbacks, self.payload_json, self.connection)
         return self
@@ -70,7 +73,10 @@ class Batch:
     ) -> None:
         """Seal it: its callbacks may fire from now on. In the caller's transaction that is
         being abandoned (an exception), nothing more is written: it rolls back whole."""
-        if self.id is None or (kind is not None and self.connection is not None):
+        if self.id is None or self.sealed:
+            return
+        self.sealed = True
+        if kind is not None and self.connection is not None:
             return
         self.producer.store.seal_batch(self.id, self.total, self.connection)
 
@@ -87,7 +93,7 @@ class Batch:
         return self._insert(self.producer.build_many(listed))
 
     def _insert(self, built: Sequence[NewJob]) -> list[int]:
-        if self.id is None:
+        if self.id is None or self.sealed:  # after the seal its total and callbacks are told
             raise UsageError("enqueue in a batch inside its with-block")
         if any(job.unique_key is not None for job in built):  # a duplicate would be another's
             raise UsageError("a job of a batch cannot have a unique_key")

@@ -200,27 +200,28 @@ class Queue:
 
     def batch_status(self, batch_id: int) -> BatchStatus | None:
         """Where batch `batch_id` stands (pending, done, dead, ...), or None if there is none."""
-        return self.store.batch_status(batch_id)
+        return self.store.batch_status(_an_id("batch", batch_id))
 
     def get(self, job_id: int) -> JobRow | None:
-        return self.store.get_job(job_id)
+        return self.store.get_job(_an_id("job", job_id))
 
     def result(self, job_id: int) -> JobResult:
         """Where the job stands and, once done, what its handler returned (kept when the
         handler or its pool says `keep_result`): `.state`, `.finished`, `.kept`, `.value`."""
-        return read_result(self.store, int(job_id))
+        return read_result(self.store, _an_id("job", job_id))
 
     def wait(self, job_id: int, timeout: float | None = None) -> JobResult:
         """Wait for the job to end and return its result; TimeoutError after `timeout`
         seconds. Woken by the worker that ends it on this host, else a backed-off poll."""
-        return wait_result(self.store, int(job_id), timeout)
+        return wait_result(self.store, _an_id("job", job_id), timeout)
 
     def cancel(self, job_id: int, by: str | None = None) -> bool:
         """Cancel one job: True if it is cancelled (it was waiting) or being cancelled (it
         runs: the host running it kills it within 2 s); False if it finished, is dead,
         was cancelled already or does not exist. `by` goes into its last_error."""
+        job_id = _an_id("job", job_id)
         who = by or f"Queue.cancel on {socket.gethostname()} pid {os.getpid()}"
-        return self.store.cancel_jobs([job_id], who)[int(job_id)].ok
+        return self.store.cancel_jobs([job_id], who)[job_id].ok
 
     def lock(self, name: str, ttl: float = 60.0) -> Lock:
         """A cluster-wide lease: `with q.lock("export", ttl=300) as lock: ...; lock.renew()`."""
@@ -228,3 +229,14 @@ class Queue:
 
     def close(self) -> None:
         self.store.close()
+
+
+def _an_id(kind: str, value: Any) -> int:
+    """One job's (or batch's) id as the store takes it: an int, or its digits as text. A
+    list or a name is a UsageError that says so, not a TypeError from deep in the store."""
+    if not isinstance(value, bool) and isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        return int(value)
+    shown = repr(value) if isinstance(value, str) else f"a {type(value).__name__}"
+    raise UsageError(f"a {kind} id is a whole number, not {shown}")

@@ -188,8 +188,11 @@ def task_of(payload: dict[str, Any]) -> Task[Any, Any] | None:
 
 
 def encode_json(value: Any) -> str:
-    """JSON text of a task's return value; TypeError / ValueError if it has none."""
-    return _ENCODER.encode(value)
+    """JSON text of a task's return value; TypeError / ValueError if it has none (a lone
+    surrogate passes the encoder, and no database takes it: UnicodeEncodeError)."""
+    text = _ENCODER.encode(value)
+    text.encode("utf-8")
+    return text
 
 
 # --- results -------------------------------------------------------------------------------

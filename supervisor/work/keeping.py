@@ -52,6 +52,7 @@ class Keeper:
         attempt would return the same, and a write refused would be tried for ever."""
         try:
             text = _ENCODER.encode(getattr(attempt, "value", None))
+            text.encode("utf-8")  # a lone surrogate passes the encoder, then no driver takes it
         except (TypeError, ValueError, RecursionError) as exc:
             error = f"its return value is kept but is not JSON: {type(exc).__name__}: {exc}"
             return Attempt(Outcome.DEAD, error, None, True), None

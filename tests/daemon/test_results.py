@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 from command_util import commands_toml
 from daemon_util import HANDLERS_MODULE, Daemon, daemons_fixture, render_config  # noqa: F401
-from util import wait_until
+from util import sql, wait_until
 
-from supervisor import Queue
+from supervisor import Queue, events
 from supervisor.results import JobResult, attempt_history
 from supervisor.store import Store, open_store
 from supervisor.wake.places import store_identity
@@ -56,6 +56,16 @@ def total(payload, job):
 @handler("r.sized", queue="work", keep_result=True)
 def sized(payload, job):
     return "x" * payload["bytes"]
+
+
+@handler("r.echo", queue="work", keep_result=True)
+def echo(payload, job):
+    return payload["value"]
+
+
+@handler("r.surrogate", queue="work", keep_result=True)
+def surrogate(payload, job):
+    return "a" + chr(0xDCFF) + "b"
 
 
 @handler("r.gated", queue="work")
@@ -174,6 +184,31 @@ def test_show_of_a_job_deleted_on_success_lines_up_its_kept_result(
     starts = {line.index(line.split()[1], len(line.split()[0])) for line in lines}
     assert starts == {len("last_error") + 2}, lines  # one column after the longest key
     assert lines[-1].split() == ["last_error", "-"]
+    queue.close()
+
+
+def test_a_kept_value_no_database_takes_ends_dead_and_no_child_crashes(
+    daemons: Callable[..., Daemon], db_url: str
+) -> None:
+    """A lone surrogate passes the JSON encoder, and no driver writes it: the worker died
+    writing it, the job went back uncounted, and every next worker died on it (about 25
+    child_crashed a second) until an operator cancelled it. Here it comes once from a
+    handler and once from a row another program inserted (its payload's JSON escape)."""
+    daemon = result_daemon(daemons)
+    queue = Queue(db_url)
+    returned = queue.enqueue("r.surrogate", {}, queue="work")
+    insert = "INSERT INTO forkq_jobs (queue, handler, payload) VALUES ('work', 'r.echo', ?)"
+    sql(db_url, insert, [r'{"value": ["x\udcffy"]}'])  # valid JSON: Python reads a surrogate
+    [raw] = [row.id for row in queue.store.list_jobs() if row.id != returned]
+    after = queue.enqueue("r.total", {"numbers": [2, 3]}, queue="work")
+    assert queue.wait(after, 60).value == {"sum": 5, "job": after}  # the pool goes on
+    for job_id in (returned, raw):
+        row = queue.get(job_id)
+        assert row is not None and (row.status, row.attempts) == ("dead", 1), row
+        assert "its return value is kept but is not JSON: UnicodeEncodeError" in (
+            row.last_error or ""
+        )
+    assert not daemon.events(events.CHILD_CRASHED), daemon.describe()
     queue.close()
 
 

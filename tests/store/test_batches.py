@@ -122,6 +122,32 @@ def test_a_batch_refuses_unique_keys_and_needs_a_callback(queue: Queue) -> None:
         batch.enqueue("t.job", unique_key="k")
 
 
+def test_a_sealed_batch_takes_no_more_jobs_and_a_batch_is_entered_once(
+    queue: Queue, store: Store
+) -> None:
+    """A job added after the with-block joined a batch whose total and callbacks were
+    told: done past its total, or a dead job under a batch that had fired on_success.
+    Entering the same batch twice opened a second one, left open (its callbacks lost)."""
+    with queue.batch(on_complete="cb.all") as batch:
+        batch.enqueue("t.job")
+    with pytest.raises(UsageError, match="inside its with-block"):
+        batch.enqueue("t.job")
+    with pytest.raises(UsageError, match="inside its with-block"):
+        batch.enqueue_many([{"handler": "t.job"}])
+    assert batch.id is not None
+    status = queue.batch_status(batch.id)
+    assert status is not None and status.total == 1
+    run(store)
+    assert callbacks(store)["complete"]["total"] == 1
+    assert [row.handler for row in store.list_jobs()] == ["cb.all"]  # none refused was written
+
+    nested = queue.batch(on_complete="cb.all")
+    with nested, pytest.raises(UsageError, match="a batch is entered once"), nested:
+        nested.enqueue("t.job")
+    with pytest.raises(UsageError, match="a batch is entered once"), batch:
+        pass
+
+
 def test_a_job_of_a_batch_cannot_wait_on_parents_and_is_told_why(
     queue: Queue, store: Store
 ) -> None:

@@ -328,3 +328,16 @@ def test_the_soft_timeout_is_importable_where_handlers_import_the_rest() -> None
     from supervisor.errors import JobTimeout as Declared
 
     assert JobTimeout is Declared and issubclass(JobTimeout, BaseException)
+
+
+def test_an_id_that_is_no_whole_number_is_a_usage_error(queue: Queue) -> None:
+    """`q.cancel([1, 2])` raised a TypeError from inside the store, `q.result("abc")` a
+    ValueError: a caller's mistake is a UsageError naming what was given."""
+    job_id = queue.enqueue("t.job")
+    for call in (queue.cancel, queue.result, queue.get, queue.batch_status, queue.wait):
+        with pytest.raises(UsageError, match="id is a whole number, not a list"):
+            call([job_id])  # type: ignore[arg-type]
+        with pytest.raises(UsageError, match="id is a whole number, not 'abc'"):
+            call("abc")  # type: ignore[arg-type]
+    assert queue.result(str(job_id)).state == "ready"  # its digits as text still do
+    assert queue.cancel(job_id)
