@@ -34,6 +34,7 @@ from supervisor.daemon.orphan import start_guard
 from supervisor.daemon.scoreboard import Scoreboard
 from supervisor.kinds import RetireReason, Role
 from supervisor.models import JobRow
+from supervisor.observe import metrics
 from supervisor.outcomes import Outcome
 from supervisor.proc import die_with_parent, hostname, node_id, set_title
 from supervisor.store import Store, open_store
@@ -159,6 +160,7 @@ def child_main(config: Config, spec: ChildSpec) -> int:
         return 0  # the master died before we asked to follow it
     random.seed()
     logs.bind(role=Role.WORKER, pool=spec.pool.name, pid=os.getpid(), slot=spec.slot)
+    metrics.worker_started()
     events = PipeEvents(spec)
     set_title(f"{events.label} starting")
     store = open_store(config.database, session_timeout=config.supervisor.db_session_timeout)

@@ -30,7 +30,10 @@ def stale_after(config: Config) -> float:
 
 def sweep_stale(parent: str, prefix: str = DIR_PREFIX) -> None:
     """Directories `prefix`PID-... a master (or supervisor) killed -9 left behind: ours
-    (uid), that process gone."""
+    (uid), that process gone, and none of the processes whose series files are in it
+    (prometheus-client's `KIND_PID.db`; a worker makes its own at its start): orphaned
+    children finish their jobs and record them there (one that found its directory gone
+    died after its handler ran, before its success was written)."""
     stale = re.compile(re.escape(prefix) + r"(\d+)-")
     with contextlib.suppress(OSError):
         for entry in os.scandir(parent):
@@ -38,10 +41,19 @@ def sweep_stale(parent: str, prefix: str = DIR_PREFIX) -> None:
             if not match or not entry.is_dir(follow_symlinks=False):
                 continue
             with contextlib.suppress(OSError):
-                if entry.stat(follow_symlinks=False).st_uid == os.getuid() and not _alive(
-                    int(match[1])
+                if entry.stat(follow_symlinks=False).st_uid == os.getuid() and not any(
+                    map(_alive, [int(match[1]), *_writers(entry.path)])
                 ):
                     shutil.rmtree(entry.path, ignore_errors=True)
+
+
+_WRITER = re.compile(r"_(\d+)\.db$")
+
+
+def _writers(directory: str) -> list[int]:
+    """The pids whose series files are in a metrics directory."""
+    with os.scandir(directory) as entries:
+        return [int(m[1]) for e in entries if (m := _WRITER.search(e.name))]
 
 
 def _alive(pid: int) -> bool:

@@ -98,10 +98,21 @@ def job_finished(queue: str, handler: str, outcome: Outcome, seconds: float) -> 
     """A worker finished an attempt: count it and its duration."""
     if _directory is None:
         return
-    series = _jobs or _job_series()
     # Handler names come from rows: only registered ones become label values, so rows
-    # with made-up names cannot grow the series without bound.
-    series.job(queue, handler if registry.get(handler) else UNREGISTERED, outcome, seconds)
+    # with made-up names cannot grow the series without bound. A series file that cannot
+    # be made (a full disk, its directory gone) loses the figure, never the job's end.
+    with contextlib.suppress(OSError):
+        series = _jobs or _job_series()
+        series.job(queue, handler if registry.get(handler) else UNREGISTERED, outcome, seconds)
+
+
+def worker_started() -> None:
+    """A worker makes its series at its start: its files (`KIND_PID.db`) then tell a
+    master booting after a kill -9 of this one's that the directory is still in use."""
+    if _directory is None:
+        return
+    with contextlib.suppress(OSError):
+        _jobs or _job_series()
 
 
 def db_error() -> None:
@@ -111,15 +122,17 @@ def db_error() -> None:
     if _master is not None:
         _master.series.db_errors.inc()
     else:
-        (_jobs or _job_series()).db_errors.inc()
+        with contextlib.suppress(OSError):  # as job_finished
+            (_jobs or _job_series()).db_errors.inc()
 
 
 def db_conflict() -> None:
     """A transaction lost a race and is run again (store/core.py: its retry)."""
     if _directory is None:
         return
-    series = _master.series if _master is not None else (_jobs or _job_series())
-    series.db_conflicts.inc()
+    with contextlib.suppress(OSError):  # as job_finished
+        series = _master.series if _master is not None else (_jobs or _job_series())
+        series.db_conflicts.inc()
 
 
 def _job_series() -> JobSeries:

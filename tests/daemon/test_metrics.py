@@ -18,6 +18,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -42,6 +43,9 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 MODULE = "metricshandlers"
 SOURCE = '''\
+import os
+import time
+
 from supervisor import Fail, Retry, handler
 
 
@@ -55,6 +59,15 @@ def flaky(payload, job):
 @handler("m.dead")
 def dead(payload, job):
     raise Fail("never works")
+
+
+@handler("m.gated")
+def gated(payload, job):
+    """Starts (its file), then waits for the test's gate."""
+    open(payload["started"], "w").close()
+    deadline = time.monotonic() + 60
+    while not os.path.exists(payload["gate"]) and time.monotonic() < deadline:
+        time.sleep(0.02)
 '''
 
 
@@ -301,6 +314,43 @@ def test_the_metrics_server_dies_with_a_killed_master(
 
     wait_until(gone, timeout=10, message="the metrics server gone with its master")
     assert get(base + "/healthz")[0] == 0  # nothing listens any more
+
+
+def exited(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE  # init reaps it in time
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_a_restart_after_a_kill_9_leaves_the_orphans_metrics_directory_to_them(
+    daemons: Callable[..., Daemon], db_url: str, tmp_path: Path
+) -> None:
+    """The next master removed the directory of a master killed -9 while that master's
+    orphaned child still ran its job: the child died recording the job's end, before its
+    success was written, and the job ran again once its lease ran out."""
+    pools = {"work": {"workers": 1, "on_success": "keep"}}
+    first, base = metrics_daemon(daemons, pools)
+    first.start().wait_ready()
+    directory = serving(first, base)
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    queue = Queue(db_url)
+    job_id = queue.enqueue("m.gated", {"started": str(started), "gate": str(gate)}, queue="work")
+    wait_until(started.exists, timeout=30, message="the job started")
+    [orphan] = first.pool_children("work")
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait_exit(5)
+    second, second_base = metrics_daemon(daemons, pools)
+    second.start().wait_ready()
+    serving(second, second_base)
+    assert os.path.isdir(directory)  # kept: the orphan's series are in it
+    gate.touch()
+    wait_until(lambda: exited(orphan), timeout=30, message="the orphan's exit")
+    row = queue.get(job_id)
+    assert row is not None and (row.status, row.attempts) == ("done", 1), row
+    assert not first.events(events.CHILD_CRASHED), first.describe()
+    assert second.stop() == 0, second.describe()
+    queue.close()
 
 
 def test_without_the_metrics_section_there_is_no_server(
