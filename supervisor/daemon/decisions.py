@@ -53,6 +53,19 @@ def plan_size(view: PoolView) -> int:
     return target
 
 
+def resized(minimum: int, maximum: int, target: int, delta: int) -> tuple[int, int, int]:
+    """A pool's (minimum, maximum, target) after TTIN (+1) or TTOU (-1). TTOU stops at a
+    maximum of one: a pool it takes to no children starts one when jobs wait (`scale`),
+    where it stopped serving its queue, with nothing said. A pool configured with none
+    (max_workers 0) stays so."""
+    minimum = max(0, minimum + delta)
+    if delta > 0:
+        maximum = max(maximum + delta, minimum)
+    else:
+        maximum = max(minimum, maximum + delta, min(maximum, 1))
+    return minimum, maximum, max(minimum, min(target + delta, maximum))
+
+
 def respawn_delay(failures: int) -> float:
     """Back-off before the next spawn after `failures` consecutive start-up failures."""
     if failures <= 0:

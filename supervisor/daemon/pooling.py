@@ -23,6 +23,7 @@ from supervisor.daemon.decisions import (
     came_up,
     failed_at_startup,
     plan_size,
+    resized,
     respawn_delay,
     to_retire,
 )
@@ -81,7 +82,8 @@ class Pooling:
             kids = self.children.of(cfg.name)
             idle = [c for c in kids if c.is_idle()]
             ready = None
-            if kids and not idle and cfg.name not in s.paused:  # all busy: is there a backlog?
+            # All busy, or none (workers = 0, or TTOU'd): is there a backlog?
+            if not idle and pool.maximum > 0 and cfg.name not in s.paused:
                 ready = s.db(partial(s.store.count_ready, cfg.name, 1000))
             view = PoolView(
                 minimum=pool.minimum,
@@ -107,13 +109,9 @@ class Pooling:
     def resize_all(self, delta: int) -> None:
         """TTIN / TTOU: one more / one fewer child in every pool."""
         for pool in self.state.pools.values():
-            pool.minimum = max(0, pool.minimum + delta)
-            pool.maximum = (
-                max(pool.maximum + delta, pool.minimum)
-                if delta > 0
-                else max(pool.minimum, pool.maximum + delta)
+            pool.minimum, pool.maximum, pool.target = resized(
+                pool.minimum, pool.maximum, pool.target, delta
             )
-            pool.target = max(pool.minimum, min(pool.target + delta, pool.maximum))
             self.state.log.info(
                 events.POOL_RESIZED,
                 pool=pool.config.name,

@@ -264,8 +264,10 @@ def test_hup_with_an_invalid_config_keeps_the_running_config(daemons: Factory) -
     assert daemon.stop() == 0, daemon.describe()
 
 
-def test_ttin_and_ttou_add_and_remove_one_child_in_every_pool(daemons: Factory) -> None:
-    daemon = boot(daemons, pools={"work": {"workers": 2}, "mail": {"workers": 1}})
+def test_ttin_and_ttou_add_and_remove_one_child_in_every_pool(
+    daemons: Factory, store: Store, queue: Queue
+) -> None:
+    daemon = boot(daemons, pools={"work": {"workers": 2}, "mail": {"workers": 1, **KEEP}})
 
     def sizes(work: int, mail: int) -> Callable[[], bool]:
         return lambda: (
@@ -282,6 +284,22 @@ def test_ttin_and_ttou_add_and_remove_one_child_in_every_pool(daemons: Factory) 
     wait_until(sizes(2, 1), timeout=10, message="one fewer child in each pool")
     daemon.send_signal(signal.SIGTTOU)
     wait_until(sizes(1, 0), timeout=10, message="one fewer again")
+    daemon.send_signal(signal.SIGTTOU)  # mail's maximum stays 1: its queue is still served
+    wait_until(sizes(0, 0), timeout=10, message="no child left")
+    job_id = queue.enqueue("t.noop", {}, queue="mail")
+    assert wait_done(store, job_id, timeout=20).attempts == 1  # a child started for it
+    assert daemon.stop() == 0, daemon.describe()
+
+
+def test_a_pool_of_no_workers_starts_one_when_a_job_waits(
+    daemons: Factory, store: Store, queue: Queue
+) -> None:
+    """`workers = 0` below `max_workers` was accepted, and its queue never ran: only a
+    pool whose every child was busy had its backlog counted."""
+    daemon = boot(daemons, pools={"mail": {"workers": 0, "max_workers": 2, **KEEP}})
+    assert daemon.pool_children("mail") == []
+    job_id = queue.enqueue("t.noop", {}, queue="mail")
+    assert wait_done(store, job_id, timeout=20).attempts == 1
     assert daemon.stop() == 0, daemon.describe()
 
 

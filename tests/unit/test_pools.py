@@ -21,6 +21,7 @@ from supervisor.daemon.decisions import (
     may_retry_db,
     plan_size,
     recycle_after,
+    resized,
     respawn_delay,
 )
 from supervisor.daemon.timers import Periodic
@@ -133,6 +134,23 @@ def test_target_outside_the_bounds_is_brought_back() -> None:
     # TTIN/TTOU move minimum and maximum; a stale target is clamped
     assert plan_size(view(minimum=3, maximum=8, target=1, live=1, ready=0)) == 3
     assert plan_size(view(minimum=1, maximum=4, target=6, live=6, ready=0)) == 4
+
+
+def test_ttou_never_takes_a_pool_that_serves_below_a_maximum_of_one() -> None:
+    """Two TTOUs took `workers = 1` to no child and a maximum of 0: its queue stalled,
+    said by nothing. Now it idles at none and may start one (scale counts its backlog)."""
+    assert resized(1, 1, 1, -1) == (0, 1, 0)
+    assert resized(0, 1, 0, -1) == (0, 1, 0)
+    assert resized(2, 4, 3, -1) == (1, 3, 2)
+    assert resized(0, 0, 0, -1) == (0, 0, 0)  # max_workers = 0: a pool that serves nothing
+    assert resized(0, 1, 0, +1) == (1, 2, 1)
+    assert resized(3, 3, 3, +1) == (4, 4, 4)
+
+
+def test_a_pool_with_no_child_grows_when_jobs_wait() -> None:
+    """`workers = 0` with `max_workers` above it: the first job starts a child."""
+    assert plan_size(view(minimum=0, maximum=2, target=0, live=0, ready=1)) == 1
+    assert plan_size(view(minimum=0, maximum=2, target=0, live=0, ready=0)) == 0
 
 
 # --- respawn back-off --------------------------------------------------------------------
