@@ -145,7 +145,10 @@ def _alerts(
     queues = []
     if report.leader and report.db_error is None:  # only the lease holder judges queues
         try:  # counts stop just past every threshold: flat cost at any table size
-            queues = store.stats(cap=stats_cap(config.alerts), minor_cap=TICK_MINOR_CAP)
+            # Every pool's queue, as `forkq status` and the dashboard show them: a drained
+            # queue's series read 0 in /metrics, not gone.
+            served = [pool.name for pool in config.pools]
+            queues = store.stats(stats_cap(config.alerts), served, TICK_MINOR_CAP)
             report.queues = [q.as_dict() for q in queues]
         except DatabaseError as exc:
             report.db_error = str(exc) or type(exc).__name__
