@@ -327,8 +327,12 @@ def _set_paused(args: argparse.Namespace, *, paused: bool) -> int:
     config = command_config(args)
     [database] = database_names(args, config, args.queue)  # the queue's own database
     with database_store(config, database) as store:
+        was = args.queue in store.paused_queues()
         store.set_paused(args.queue, paused)
-    print(f"queue {args.queue} {'paused' if paused else 'resumed'}")
+    if not paused and not was:  # a typo resumes nothing: say so
+        print(f"queue {for_terminal(args.queue)} was not paused")
+    else:
+        print(f"queue {for_terminal(args.queue)} {'paused' if paused else 'resumed'}")
     if paused and config.from_file and config.pool(args.queue) is None:  # as enqueue warns
         print(
             f"{WARNING_PREFIX}no pool of {config.source} serves queue"

@@ -455,6 +455,8 @@ def test_pause_and_resume_show_in_status(workdir: Path, db_url: str, store: Stor
     assert next(line for line in text.splitlines() if line.startswith("mail ")).split()[-1] == "yes"
     assert ok(forkq(workdir, "resume", "mail", database=db_url)) == "queue mail resumed\n"
     assert paused().get("mail", False) is False and store.paused_queues() == set()
+    # A typo resumes nothing, and says so (it said "resumed").
+    assert ok(forkq(workdir, "resume", "mial", database=db_url)) == "queue mial was not paused\n"
 
 
 def test_purge_dead_older_than_deletes_only_old_enough_dead_jobs(
