@@ -172,7 +172,7 @@ def load(
         raise ConfigError(
             "\n".join(
                 f"{config.source}: commands.{json.dumps(name)}: {name!r} is also a Python"
-                " handler (@handler) in a module of supervisor.handlers; rename one"
+                " handler (@handler) in a module of [supervisor] handlers; rename one"
                 for name in taken
             )
         )

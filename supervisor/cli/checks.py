@@ -136,7 +136,7 @@ def _check_schedules(config: Config, checks: _Checks) -> None:
         checks.fail(
             "schedules",
             f"{config.source}: schedules.{schedule.name}: handler {schedule.handler!r} is"
-            " registered by no module of supervisor.handlers and no [commands] table",
+            " registered by no module of [supervisor] handlers and no [commands] table",
             config=True,
         )
     if not unknown:
@@ -210,7 +210,7 @@ def _check_runtime_schedules(store: Store, checks: _Checks) -> None:
             checks.fail(
                 "schedules",
                 f"runtime schedule {schedule.name}: handler {schedule.handler!r} is registered"
-                " by no module of supervisor.handlers and no [commands] table (`forkq schedule"
+                " by no module of [supervisor] handlers and no [commands] table (`forkq schedule"
                 f" remove {schedule.name}`, or register it)",
             )
 
