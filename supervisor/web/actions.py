@@ -12,7 +12,7 @@ from werkzeug.exceptions import BadRequest
 from werkzeug.utils import redirect
 from werkzeug.wrappers import Response
 
-from supervisor import events, logs
+from supervisor import events, logs, registry
 from supervisor.building import build_job
 from supervisor.cluster.schedules import add_schedule, change_schedule
 from supervisor.config import schedule_from
@@ -162,7 +162,13 @@ def schedule_add(ctx: Context) -> Response:
         return ctx.back(f"schedule not added: {exc}", fallback="schedules")
     _log(ctx, "schedule_add", schedule=name, cron=schedule.cron, handler=schedule.handler)
     where = f" in database {ctx.db}" if ctx.app.databases.several else ""
-    return ctx.back(f"schedule {name} added{where}", fallback="schedules")
+    # As `forkq schedule add` warns: added all the same (the daemons' config may differ).
+    unknown = ctx.config.from_file and registry.get(schedule.handler) is None
+    warning = (
+        f"; no handler module or [commands] table of {ctx.config.source} registers"
+        f" {schedule.handler!r}: a worker ends each of its jobs dead (unknown handler)"
+    )
+    return ctx.back(f"schedule {name} added{where}{warning if unknown else ''}", "schedules")
 
 
 def schedule_change(ctx: Context, action: str) -> Response:

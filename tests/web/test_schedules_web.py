@@ -30,7 +30,10 @@ def test_a_schedule_is_added_paused_resumed_and_removed_from_the_page(
     form.locator("input[name=queue]").fill("maint")
     form.locator("input[name=payload]").fill('{"days": 30}')
     click(page, "add", within=form)
-    assert "schedule cleanup added" in page.inner_text(".flash")
+    flash = page.inner_text(".flash")
+    assert "schedule cleanup added" in flash
+    # As `forkq schedule add` warns (the config here registers no handler).
+    assert "registers 'maint.cleanup': a worker ends each of its jobs dead" in flash
     (added,) = store.runtime_schedules()
     assert (added.name, added.cron, added.handler, added.queue) == (
         "cleanup",
