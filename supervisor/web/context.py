@@ -105,12 +105,14 @@ class Context:
             csrf=self.app.guard.csrf_token(self.session),
             read_only=self.read_only,
             login_required=self.app.guard.required,
-            authenticated=self.session.authenticated,
+            # By its session or its Bearer header: the same menu and header either way.
+            authenticated=self.session.authenticated or self.bearer,
+            logged_in=self.session.authenticated,  # a session to log out of
             database=self.config.database.redacted(),
             db=self.db,
             ref=self.ref,
             databases=self.app.databases.names if self.app.databases.several else [],
-            down=self.app.databases.down() if self.session.authenticated else {},
+            down=self.app.databases.down() if self.session.authenticated or self.bearer else {},
             # Queues a pool of the config works; None with no config file to say so.
             served={p.name for p in self.config.pools} if self.config.from_file else None,
             here=self.request.full_path.rstrip("?"),

@@ -73,6 +73,11 @@ def test_the_login_page_does_not_show_the_database(
         assert page.locator(".db").count() == 0, path
     log_in(page, server.url)
     assert shown in page.inner_text("header .db")
+    # A page read with the Bearer header has the same menu and header (they were left out),
+    # and no logout button: there is no session to end.
+    code, body, _ = server.request("/", headers=server.bearer())
+    assert code == 200 and 'class="db"' in body and 'href="/jobs"' in body, body[:2000]
+    assert "log out" not in body
 
 
 def test_the_login_form_sets_an_httponly_samesite_strict_session(
