@@ -70,13 +70,14 @@ def settle_owner(
     The job it was running fails with `error` (attempt counted) when `count_attempt`,
     else returns to ready uncounted (a shutdown kill). Jobs it had claimed but not
     started go back to ready without counting an attempt, unless `count_held`: a worker
-    that died before it started any job, holding what it had just claimed, may have died
-    of one of them (a row its claim could not read), so each attempt counts and a job
-    that kills every worker that claims it ends dead after its attempts.
+    that died between jobs before its second one may have died of one of them (a row its
+    claim could not read, a value its first job returned that it could not write), so
+    each attempt counts and a job that kills every worker that takes it ends dead after
+    its attempts (decisions.counts_held).
     """
     rows = _finish_cancels(store, store.held_by(owner))
     if count_held:
-        held_error = f"{error} holding it, before it started any job"
+        held_error = f"{error} holding it between jobs, early in its life"
         return sum(int(fail_held_job(store, row, owner, held_error)) for row in rows)
     unstarted = [r for r in rows if r.id != running_job]
     settled = store.release(owner, [r.id for r in unstarted], unique=_unique(unstarted))

@@ -152,12 +152,14 @@ def settle_reason(
 
 
 def counts_held(reason: SettleReason, running: int | None, jobs: int) -> bool:
-    """Whether the jobs a gone child had claimed and not started count an attempt: only
-    when it died (nobody killed it) before it started any job. A claim that dies on a
-    row it cannot read never reports the job, so without this the job went back
-    uncounted and killed every child that took it, for ever. A fresh child claims one
-    job first (the claim size starts at 1), so this is most often the one it died of."""
-    return reason.kind is SettleKind.DIED and running is None and jobs == 0
+    """Whether the jobs a gone child held and was not running count an attempt: only
+    when it died (nobody killed it) between jobs before its second one. A claim that dies
+    on a row it cannot read never reports the job, and a child that dies ending its job
+    (writing what it returned) has left it: without this that job went back uncounted
+    and killed every child that took it, for ever, running its handler each time. A
+    fresh child claims one job first (the claim size starts at 1), so what it holds is
+    most often the job it died of."""
+    return reason.kind is SettleKind.DIED and running is None and jobs <= 1
 
 
 def to_retire(live: list[tuple[int, bool, float]], target: int) -> list[int]:

@@ -114,7 +114,7 @@ class Settling:
     def settle_child(self, child: Child, status: int) -> None:
         """Settle what a dead child held, at once: its running job fails (attempt counted)
         unless we killed it for the operator's sake; what it had not started goes back,
-        uncounted, unless it died before it started any job (decisions.counts_held)."""
+        uncounted, unless it died between jobs before its second (decisions.counts_held)."""
         s, store = self.state, self.store_of(child)
         running = child.now_running
         reason = settle_reason(

@@ -53,7 +53,7 @@ class Keeper:
         try:
             text = _ENCODER.encode(getattr(attempt, "value", None))
             text.encode("utf-8")  # a lone surrogate passes the encoder, then no driver takes it
-        except (TypeError, ValueError, RecursionError) as exc:
+        except Exception as exc:  # whatever its own methods raise (a dict subclass): not JSON
             error = f"its return value is kept but is not JSON: {type(exc).__name__}: {exc}"
             return Attempt(Outcome.DEAD, error, None, True), None
         refused = None

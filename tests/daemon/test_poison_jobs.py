@@ -146,6 +146,7 @@ def test_failed_at_startup_at_fixed_inputs(
     ("kind", "running", "jobs", "expected"),
     [
         (SettleKind.DIED, None, 0, True),  # died in its first claim, holding what it took
+        (SettleKind.DIED, None, 1, True),  # died ending its first job: that one pays
         (SettleKind.DIED, None, 3, False),  # may hold successes not yet written
         (SettleKind.DIED, 7, 1, False),  # died in job 7: that one pays, the rest go back
         (SettleKind.SHUTDOWN, None, 0, False),  # killed for the operator's sake

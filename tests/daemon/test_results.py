@@ -68,6 +68,16 @@ def surrogate(payload, job):
     return "a" + chr(0xDCFF) + "b"
 
 
+class Unlistable(dict):
+    def items(self):
+        raise LookupError("no items today")
+
+
+@handler("r.unlistable", queue="work", keep_result=True)
+def unlistable(payload, job):
+    return Unlistable(a=1)
+
+
 @handler("r.gated", queue="work")
 def gated(payload, job):
     _gate(payload["gate"])
@@ -200,14 +210,17 @@ def test_a_kept_value_no_database_takes_ends_dead_and_no_child_crashes(
     insert = "INSERT INTO forkq_jobs (queue, handler, payload) VALUES ('work', 'r.echo', ?)"
     sql(db_url, insert, [r'{"value": ["x\udcffy"]}'])  # valid JSON: Python reads a surrogate
     [raw] = [row.id for row in queue.store.list_jobs() if row.id != returned]
+    raising = queue.enqueue("r.unlistable", {}, queue="work")  # the encoder meets a LookupError
     after = queue.enqueue("r.total", {"numbers": [2, 3]}, queue="work")
     assert queue.wait(after, 60).value == {"sum": 5, "job": after}  # the pool goes on
-    for job_id in (returned, raw):
+    for job_id, error in [
+        (returned, "UnicodeEncodeError"),
+        (raw, "UnicodeEncodeError"),
+        (raising, "LookupError: no items today"),
+    ]:
         row = queue.get(job_id)
         assert row is not None and (row.status, row.attempts) == ("dead", 1), row
-        assert "its return value is kept but is not JSON: UnicodeEncodeError" in (
-            row.last_error or ""
-        )
+        assert f"its return value is kept but is not JSON: {error}" in (row.last_error or "")
     assert not daemon.events(events.CHILD_CRASHED), daemon.describe()
     queue.close()
 
