@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from supervisor import events, logs, registry
 from supervisor.errors import ConfigError, DatabaseError, Fail, JobTimeout
-from supervisor.work.exits import CommandFailed, error_text, judge
+from supervisor.work.exits import PROGRESS_PREFIX, CommandFailed, error_text, judge
 from supervisor.work.pipes import Pipes
 
 if TYPE_CHECKING:
@@ -166,9 +166,6 @@ class ResultLine:
             return json.loads(self.text)
         except ValueError as exc:
             raise Fail(f"its {RESULT_PREFIX} line is not JSON: {exc}") from exc
-
-
-PROGRESS_PREFIX = "forkq-progress:"
 
 
 def progress_line(job: Any, line: str) -> None:

@@ -26,6 +26,7 @@ ERROR_CHARS = 3600
 SUMMARY_CHARS = 200  # of the last stderr line, repeated first as last_error's summary
 MAX_RETRY_AFTER = MAX_DELAY  # seconds a program may ask to wait, at most (a year)
 RETRY_AFTER = re.compile(r"^forkq-retry-after:\s*(.*?)\s*$")
+PROGRESS_PREFIX = "forkq-progress:"  # a report (command.progress_line), not a diagnostic
 
 
 class CommandFailed(Exception):
@@ -58,13 +59,17 @@ def describe_status(status: int) -> str:
 
 
 def error_text(tail: bytes, cut: bool) -> str:
-    """The stderr tail as text: a UTF-8 sequence split by the cut is dropped, not garbled."""
+    """The stderr tail as text: a UTF-8 sequence split by the cut is dropped, not garbled,
+    and progress reports left out (a program killed mid-report said nothing else last)."""
     if cut:
         start = 0
         while start < min(4, len(tail)) and 0x80 <= tail[start] < 0xC0:
             start += 1
         tail = tail[start:]
     text = tail.decode("utf-8", "replace").rstrip()
+    if PROGRESS_PREFIX in text:
+        lines = text.split("\n")
+        text = "\n".join(x for x in lines if not x.startswith(PROGRESS_PREFIX)).rstrip()
     if cut or len(text) > ERROR_CHARS:
         text = "..." + text[-ERROR_CHARS:]
     return text

@@ -211,6 +211,31 @@ def test_a_program_killed_for_its_timeout_keeps_its_stderr_tail(pids: Path) -> N
     assert all(gone(int(pid)) for pid in pids.read_text().split())
 
 
+def test_progress_reports_are_left_out_of_the_error(pids: Path) -> None:
+    """A program that reports progress and fails (or is killed for its timeout): its error
+    said `timed out after 15s: forkq-progress: 35 step 14 of 40`, then every report."""
+    reports: list[tuple[float, str]] = []
+    job = SimpleNamespace(**vars(JOB), progress=lambda *report: reports.append(report))
+
+    def reporting(script: str) -> None:
+        CommandHandler(CommandConfig(name="report.pdf", argv=("sh", "-c", script)))({}, job)
+
+    with pytest.raises(CommandFailed) as caught:
+        reporting(
+            "echo 'forkq-progress: 10 step 1' >&2; echo 'cannot reach the API' >&2;"
+            " echo 'forkq-progress: 20 step 2' >&2; exit 1"
+        )
+    assert str(caught.value) == "exit 1: cannot reach the API"
+    script = (
+        f'echo $$ >> "{pids}"; echo "waiting for the export" >&2;'
+        ' echo "forkq-progress: 35 step 14 of 40" >&2; sleep 30'
+    )
+    with pytest.raises(JobTimeout) as timed_out, soft_timeout(0.5):
+        reporting(script)
+    assert str(timed_out.value) == "waiting for the export"
+    assert reports[:2] == [(10.0, "step 1"), (20.0, "step 2")]  # still reports
+
+
 def test_a_program_that_cannot_start_is_a_failed_attempt(tmp_path: Path) -> None:
     program = tmp_path / "job.sh"
     program.write_text("#!/bin/sh\nexit 0\n")
