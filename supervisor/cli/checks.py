@@ -98,7 +98,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     checks.ok("config", f"{config.source}: {plural(len(config.pools), 'pool')}")
     try:
         modules = load_handlers(config)
-        checks.ok("handlers", f"{', '.join(modules) or 'none'}: {len(registry.names())} registered")
+        programs = len(config.commands)  # registered too, by the file's [commands] tables
+        counted = f"{', '.join(modules) or 'none'}: {len(registry.names()) - programs} registered"
+        checks.ok("handlers", counted + (f"; [commands]: {programs}" if programs else ""))
         _check_schedules(config, checks)
     except ConfigError as exc:
         checks.fail("handlers", str(exc), config=True)

@@ -59,6 +59,11 @@ def test_check_passes_on_a_good_setup(workdir: Path, db_url: str) -> None:
         ["ok", "config"], ["ok", "handlers"], ["ok", "database"], ["ok", "schema"]
     ]  # fmt: skip
     assert "clihandlers" in lines[1] and "1 registered" in lines[1]
+    # A [commands] table's programs are counted apart: they came from no module listed.
+    with (workdir / "forkq.toml").open("a") as config:
+        config.write('\n[commands."report.pdf"]\nargv = ["true"]\nqueue = "mail"\n')
+    out = ok(forkq(workdir, "check", "-c", "forkq.toml", database=db_url))
+    assert "clihandlers: 1 registered; [commands]: 1" in out.splitlines()[1], out
 
 
 def test_check_fails_on_an_unreachable_database_without_showing_the_password(
