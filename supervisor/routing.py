@@ -126,7 +126,11 @@ class Router:
             target = self.on(name)
             if connection is not None:
                 check_connection(connection, target.store, self.config.url_of(name), name)
-            ids = target.insert_built([built[i] for i in indexes], connection)
+            try:
+                ids = target.insert_built([built[i] for i in indexes], connection)
+            except Exception as exc:
+                _tell_written(exc, found, name)
+                raise
             for index, job_id in zip(indexes, ids, strict=True):
                 found[index] = Enqueued(job_id, job_id.conflicted, name)
         return [job_id for job_id in found if job_id is not None]
@@ -330,3 +334,18 @@ def _same_server(connection: Any, database: str | None, url: DatabaseURL) -> boo
     host = str(getattr(connection, "host", ""))
     same_host = host == url.host or (host in loopback and url.host in loopback)
     return same_host and int(connection.port) == url.port
+
+
+def _tell_written(exc: Exception, found: list[Enqueued | None], failed: str) -> None:
+    """A database failed after others took their jobs (each its own transaction): the
+    error keeps its type and says so, and `exc.enqueued` holds what was written (None in
+    the places of the jobs that were not), so a caller retrying can leave those out."""
+    written = [job_id for job_id in found if job_id is not None]
+    if not written:
+        return
+    exc.enqueued = list(found)  # type: ignore[attr-defined]
+    where = sorted({job_id.database for job_id in written})
+    exc.add_note(
+        f"{len(written)} of these jobs were written before database {failed} failed"
+        f" (to {', '.join(where)}; their ids in this error's .enqueued), the others not"
+    )

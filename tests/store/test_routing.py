@@ -8,11 +8,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from util import mysql_connect, sqlite_url_for
+from util import free_tcp_port, mysql_connect, sqlite_url_for
 
 from supervisor import Enqueued, Queue, Router, handler
 from supervisor.config import load_config
-from supervisor.errors import UsageError
+from supervisor.errors import ForkqError, UsageError
 from supervisor.jobref import JobRef
 from supervisor.store import open_store
 
@@ -229,3 +229,31 @@ def test_jobs_of_two_databases_are_two_jobs(router: Router) -> None:
     assert home == int(home) and report == int(report) and int(report) == report
     row = router.get(report)
     assert row is not None and row.id == report and row.id != home
+
+
+def test_a_database_that_fails_after_another_took_its_jobs_says_what_was_written(
+    urls: tuple[str, str], tmp_path: Path
+) -> None:
+    """One transaction per database: a server down behind the second left the first
+    one's jobs written and the caller without their ids (a retry enqueued them twice)."""
+    home, _ = urls
+    path = tmp_path / "down.toml"
+    down = f"mysql://forkq:secret@127.0.0.1:{free_tcp_port()}/forkq_none"  # nothing listens
+    path.write_text(
+        f'[database]\nurl = "{home}"\n\n[databases.down]\nurl = "{down}"\nqueues = ["down"]\n'
+    )
+    router = Queue.from_config(path, wake=False)
+    try:
+        with pytest.raises(ForkqError) as caught:
+            router.enqueue_many([{"handler": "a"}, {"handler": "b", "queue": "down"}])
+        [written, unwritten] = caught.value.enqueued  # type: ignore[attr-defined]
+        assert unwritten is None and written.database == "default"
+        assert _queue_of(home, written) == "default"  # it was written: told, not lost
+        assert "1 of these jobs were written before database down failed" in " ".join(
+            caught.value.__notes__
+        )
+        with pytest.raises(ForkqError) as first:  # the down one first: nothing written
+            router.enqueue_many([{"handler": "b", "queue": "down"}, {"handler": "a"}])
+        assert not hasattr(first.value, "enqueued")
+    finally:
+        router.close()
