@@ -101,6 +101,8 @@ def test_a_text_run_at_ends_dead_with_its_reason_and_the_pool_goes_on(
     wait_until(ended, timeout=30, message="the untimed job ended dead")
     row = job(db_url, untimed)
     assert row is not None and "run_at is not a number" in (row.last_error or "")
+    [(written,)] = sql(db_url, "SELECT run_at FROM forkq_jobs WHERE id = ?", (untimed,))
+    assert (row.last_error or "").endswith(f"(it holds '{written}')")  # shows read it as 1970
     good = insert(db_url, "t.noop", "{}")
     wait_until(lambda: job(db_url, good) is None, timeout=30, message="the next job ran")
     assert daemon.stop() == 0, daemon.describe()

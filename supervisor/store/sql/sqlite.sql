@@ -230,8 +230,11 @@ WHERE status IN ('ready', 'scheduled') AND queue = :queue AND run_at >= ''
 LIMIT :limit;
 
 -- name: untimed_bury
+-- The text the producer wrote goes into the reason: a reader shows a time it cannot read
+-- as 1970.
 UPDATE forkq_jobs
-SET status = 'dead', finished_at = :now, last_error = :error, locked_by = NULL, locked_until = NULL
+SET status = 'dead', finished_at = :now, last_error = :error || ' (it holds ' || quote(run_at) || ')',
+    locked_by = NULL, locked_until = NULL
 WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('ready', 'scheduled');
 
 -- name: demote_select
