@@ -206,7 +206,8 @@ def read_pools(table: Any, problems: Problems) -> tuple[PoolConfig, ...]:
             problems.add(f"pools.{name}.max_workers", f"must be at least workers ({workers})")
         if not name or len(name) > 64:
             problems.add(f"pools.{name}", "a pool (queue) name has 1 to 64 characters")
-        if values.get("weights") and not values.get("fair"):
+        # The file's table, not the read value: a bad weight is reported beside this.
+        if isinstance(body, dict) and body.get("weights") and not values.get("fair"):
             problems.add(f"pools.{name}.weights", "weights are a fair pool's: add fair = true")
         pools.append(PoolConfig(name=name, **values))
     return tuple(pools)

@@ -274,6 +274,11 @@ def test_weights_are_read_from_the_pool_and_need_fair() -> None:
     plain = {"database": {"url": "sqlite:///x.db"}, "pools": {"plain": {"weights": {"a": 2}}}}
     with pytest.raises(ConfigError, match=r"pools\.plain\.weights: weights are a fair pool's"):
         build_config(plain, "forkq.toml")
+    # Every problem at once: a bad weight hid the missing `fair` until it was mended.
+    plain["pools"] = {"plain": {"weights": {"a": 0}}}
+    with pytest.raises(ConfigError) as both:
+        build_config(plain, "forkq.toml")
+    assert "must be at least 1" in str(both.value) and "add fair = true" in str(both.value)
 
 
 def test_weights_under_a_limit_a_full_tenant_loses_the_rest_of_its_turn(
