@@ -5,7 +5,8 @@ the buffer is old): if the process dies before the ack, those jobs run again —
 once, never lost. Failures and snoozes are written at once. Anything waiting to be
 written survives a lost connection (the store raises, the record stays pending) and is
 written after the reconnect. Every write names the lease owner: a job whose lease was
-taken over is not overwritten, only logged as `lease_lost`. A failure or snooze the store
+taken over is not overwritten, only logged as `lease_lost` (a job cancelled while it ran
+is the master's to end and log, `job_cancelled`). A failure or snooze the store
 refuses for any other reason (what the handler gave could not be written) ends the job
 dead with that reason: the worker goes on, and so does its pool (`outcome_unwritable`).
 """
@@ -20,7 +21,7 @@ from typing import Any
 from supervisor import events, registry
 from supervisor.errors import ConnectionLost, TransientDatabaseError
 from supervisor.fate import failure_fate_for, max_attempts_for
-from supervisor.models import JobRow
+from supervisor.models import JobRow, JobState
 from supervisor.outcomes import Fate, SnoozeWritten, snoozed_too_often
 from supervisor.policy import DEFAULT_MAX_SNOOZES, truncate_error
 from supervisor.store import Store
@@ -95,6 +96,7 @@ class Outbox:
         self.owner = owner
         self.log = log
         self.pending = Pending()
+        self.cancelled: set[int] = set()  # failed or snoozed while the master cancels them
         # Successes the master acknowledged for us while we ran a long job (a daemon
         # child's ledger): asked before each write of ours, and forgotten.
         self.written_elsewhere = written_elsewhere
@@ -116,10 +118,11 @@ class Outbox:
         self.pending.successes.setdefault(mode, []).append(job_id)
         self.pending.oldest = self.pending.oldest or time.monotonic()
 
-    def failure(self, row: JobRow, fate: Fate, end: AttemptEnd | None = None) -> None:
-        """A failed attempt's fate, as fate.py's `fate_of_attempt` gave it; `end` is the
-        attempt as its history keeps it."""
+    def failure(self, row: JobRow, fate: Fate, ended: str = "", started: float = 0.0) -> None:
+        """A failed attempt's fate, as fate.py's `fate_of_attempt` gave it; with `ended` (its
+        outcome) and `started` (its wall-clock start), into the job's attempt history."""
         error = truncate_error(fate.error)
+        end = attempt_end(row, self.owner, ended, fate.error, started) if ended else None
         self.pending.failures.append(
             Failure(
                 row.id,
@@ -214,9 +217,27 @@ class Outbox:
             max_attempts=failure.max_attempts,
             unique=failure.unique,
         ):
-            self.log.warning(events.LEASE_LOST, job_id=failure.job_id)
+            self._lost(failure.job_id)
         else:
             self._recorded(failure)
+
+    def cancelled_meanwhile(self, job_id: int) -> bool:
+        """Its outcome did not take because the master cancelled it while it ran (once)."""
+        if not self.cancelled:  # nearly always
+            return False
+        found = job_id in self.cancelled
+        self.cancelled.discard(job_id)
+        return found
+
+    def _lost(self, job_id: int) -> None:
+        """Our outcome did not take. A cancel's kill (a command program SIGTERMed with its
+        group) is the usual reason, and no loss: the master ends the job cancelled. One
+        keyed read, on a rare path."""
+        row = self.store.get_job(job_id)
+        if row is not None and row.status in (JobState.CANCELLING, JobState.CANCELLED):
+            self.cancelled.add(job_id)
+        else:
+            self.log.warning(events.LEASE_LOST, job_id=job_id)
 
     def _recorded(self, failure: Failure) -> None:
         """The failed attempt into the job's history (best effort: the job's fate is
@@ -258,7 +279,7 @@ class Outbox:
             snooze.unique,
         )
         if result is SnoozeWritten.LOST:
-            self.log.warning(events.LEASE_LOST, job_id=snooze.job_id)
+            self._lost(snooze.job_id)
         elif result is SnoozeWritten.SUPERSEDED:  # its unique key was taken: ended cancelled
             self.log.info(events.JOB_SUPERSEDED, job_id=snooze.job_id)
         elif result is SnoozeWritten.DEAD:  # snoozed past its max_snoozes: the store ended it dead

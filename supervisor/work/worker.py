@@ -38,7 +38,6 @@ from supervisor.outcomes import Outcome
 from supervisor.store import Store
 from supervisor.store import limits as flow
 from supervisor.store.limits.claims import plan_for
-from supervisor.store.results import attempt_end
 from supervisor.work.attempt import log_finished, run_attempt
 from supervisor.work.events import NoEvents, WorkerEvents
 from supervisor.work.holds import RateHolds
@@ -282,13 +281,9 @@ class Worker:
         outcome, fate = fate_of_attempt(row, attempt)
         if row.batch_id is not None:  # its end settles the batch when it is the last (batches.py)
             self.store.note_batch_job(row.id, row.batch_id)
-        metrics.job_finished(row.queue, row.handler, outcome, duration)  # a no-op while off
         try:
             if fate is not None:  # written at once, and into the job's attempt history
-                end = attempt_end(
-                    row, self.owner, outcome, fate.error, started=wall_start(duration)
-                )
-                self.outbox.failure(row, fate, end)
+                self.outbox.failure(row, fate, outcome, wall_start(duration))
             elif outcome is Outcome.SNOOZED:
                 self.outbox.snooze(row, attempt.error, attempt.delay or 0.0, wall_start(duration))
             elif kept is not None:
@@ -299,10 +294,15 @@ class Worker:
                 # next held job's start when there is one).
                 self.events.succeeded(row.id, bool(self.held))
         finally:  # written or still pending (the next flush retries it): the job has ended
+            if cancelled := self.outbox.cancelled_meanwhile(row.id):  # the master logs it
+                outcome = Outcome.CANCELLED
+            else:
+                metrics.job_finished(row.queue, row.handler, outcome, duration)  # no-op if off
             self.events.job_finished(row, outcome)
             if self.limits:  # its slot can go to a job parked on its limits
                 self.limits.ended(row.handler, row.queue, row.limit_key)
-        log_finished(self.log, row, attempt, outcome, duration)
+        if not cancelled:
+            log_finished(self.log, row, attempt, outcome, duration)
         return outcome
 
     # --- writing outcomes, handing back, leases ------------------------------------------

@@ -172,7 +172,9 @@ def test_cancel_kills_the_running_program_and_its_group(
 ) -> None:
     """`forkq cancel` / Queue.cancel of a running command: its master signals the child's
     group, which the program is in: the program and its grandchild die, the job ends
-    cancelled, never retried."""
+    cancelled, never retried. Its log says so once, as the master's `job_cancelled`: the
+    child, whose program died of the kill, logs no `job_finished` as a retry and no
+    `lease_lost` (its failure's write did not take: the row was cancelling)."""
     daemon = command_daemon(
         daemons,
         {
@@ -192,6 +194,9 @@ def test_cancel_kills_the_running_program_and_its_group(
     row = wait_job(store, job_id, status_is("cancelled"), daemon)
     assert row.attempts == 1
     assert daemon.stop() == 0, daemon.describe()
+    assert len(daemon.events(events.JOB_CANCELLED, job_id=job_id)) == 1, daemon.describe()
+    assert daemon.events(events.JOB_FINISHED, job_id=job_id) == [], daemon.describe()
+    assert daemon.events(events.LEASE_LOST) == [], daemon.describe()
 
 
 # Says what it waits for on stderr, then waits past its timeout.
