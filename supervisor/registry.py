@@ -194,6 +194,29 @@ def load(
     return loaded
 
 
+def unrunnable(config: Config, handler: str, queue: str | None, what: str) -> list[str]:
+    """Why `what` (a job just enqueued, a schedule's jobs) may never run as `config` says:
+    no registration of its handler, no pool of its queue. Only with a config file: the
+    daemons' config may differ from a default one, so `forkq enqueue`, `schedule add` and
+    the dashboard warn and go on."""
+    if not config.from_file:
+        return []
+    registered = get(handler)
+    queue = queue or (registered.queue if registered else "default")
+    reasons = []
+    if registered is None:
+        reasons.append(
+            f"no handler module or [commands] table of {config.source} registers"
+            f" {handler!r}: a worker ends {what} dead (unknown handler)"
+        )
+    if config.pool(queue) is None:
+        reasons.append(
+            f"no pool of {config.source} serves queue {queue!r}: {what} waits until a"
+            f" [pools.{queue}] works it"
+        )
+    return reasons
+
+
 def _reload_submodules(package: str) -> None:
     prefix = package + "."
     for name in sorted(n for n in list(sys.modules) if n.startswith(prefix)):

@@ -121,27 +121,9 @@ def operator_name() -> str:
 
 
 def warn_unrunnable(config: Config, handler: str, queue: str | None, what: str) -> None:
-    """With the daemon's config at hand (a file), say on stderr why `what` (a job just
-    enqueued, a schedule's jobs) may never run; it is done anyway: the daemon's config
-    may differ from this one, and another host may serve the queue."""
-    if not config.from_file:
-        return
-    registered = registry.get(handler)
-    queue = queue or (registered.queue if registered else "default")
-    if registered is None:
-        print(
-            f"{WARNING_PREFIX}no handler module or [commands] table of {config.source}"
-            f" registers {for_terminal(repr(handler))}: a worker ends {what} dead"
-            " (unknown handler)",
-            file=sys.stderr,
-        )
-    if config.pool(queue) is None:
-        print(
-            f"{WARNING_PREFIX}no pool of {config.source} serves queue"
-            f" {for_terminal(repr(queue))}: {what} waits until a [pools.{for_terminal(queue)}]"
-            " works it",
-            file=sys.stderr,
-        )
+    """Say on stderr why `what` may never run (registry.unrunnable); it is done anyway."""
+    for reason in registry.unrunnable(config, handler, queue, what):
+        print(f"{WARNING_PREFIX}{for_terminal(reason)}", file=sys.stderr)
 
 
 _SUGGESTED = re.compile(r"`forkq ([a-z][^`]*)`")

@@ -163,12 +163,8 @@ def schedule_add(ctx: Context) -> Response:
     _log(ctx, "schedule_add", schedule=name, cron=schedule.cron, handler=schedule.handler)
     where = f" in database {ctx.db}" if ctx.app.databases.several else ""
     # As `forkq schedule add` warns: added all the same (the daemons' config may differ).
-    unknown = ctx.config.from_file and registry.get(schedule.handler) is None
-    warning = (
-        f"; no handler module or [commands] table of {ctx.config.source} registers"
-        f" {schedule.handler!r}: a worker ends each of its jobs dead (unknown handler)"
-    )
-    return ctx.back(f"schedule {name} added{where}{warning if unknown else ''}", "schedules")
+    why = registry.unrunnable(ctx.config, schedule.handler, schedule.queue, "each of its jobs")
+    return ctx.back("; ".join([f"schedule {name} added{where}", *why]), "schedules")
 
 
 def schedule_change(ctx: Context, action: str) -> Response:

@@ -32,8 +32,10 @@ def test_a_schedule_is_added_paused_resumed_and_removed_from_the_page(
     click(page, "add", within=form)
     flash = page.inner_text(".flash")
     assert "schedule cleanup added" in flash
-    # As `forkq schedule add` warns (the config here registers no handler).
+    # As `forkq schedule add` warns (the config here registers no handler, and no pool
+    # serves the queue).
     assert "registers 'maint.cleanup': a worker ends each of its jobs dead" in flash
+    assert "serves queue 'maint': each of its jobs waits until a [pools.maint]" in flash
     (added,) = store.runtime_schedules()
     assert (added.name, added.cron, added.handler, added.queue) == (
         "cleanup",
