@@ -327,9 +327,9 @@ def _set_paused(args: argparse.Namespace, *, paused: bool) -> int:
     config = command_config(args)
     [database] = database_names(args, config, args.queue)  # the queue's own database
     with database_store(config, database) as store:
-        was = args.queue in store.paused_queues()
+        unpaused = not paused and args.queue not in store.paused_queues()
         store.set_paused(args.queue, paused)
-    if not paused and not was:  # a typo resumes nothing: say so
+    if unpaused:  # a typo resumes nothing: say so
         print(f"queue {for_terminal(args.queue)} was not paused")
     else:
         print(f"queue {for_terminal(args.queue)} {'paused' if paused else 'resumed'}")

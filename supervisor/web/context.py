@@ -99,20 +99,21 @@ class Context:
             self.cookies.append((FLASH_COOKIE, "", 0))
         if self.read and status < 500:
             self.app.databases.answered(self.db)
+        # By its session or its Bearer header: the same menu and header either way.
+        authenticated = self.session.authenticated or self.bearer
         page = self.app.templates.get_template(template).render(
             url=self.url,
             static=lambda name: self.url("static", filename=name),
             csrf=self.app.guard.csrf_token(self.session),
             read_only=self.read_only,
             login_required=self.app.guard.required,
-            # By its session or its Bearer header: the same menu and header either way.
-            authenticated=self.session.authenticated or self.bearer,
+            authenticated=authenticated,
             logged_in=self.session.authenticated,  # a session to log out of
             database=self.config.database.redacted(),
             db=self.db,
             ref=self.ref,
             databases=self.app.databases.names if self.app.databases.several else [],
-            down=self.app.databases.down() if self.session.authenticated or self.bearer else {},
+            down=self.app.databases.down() if authenticated else {},
             # Queues a pool of the config works; None with no config file to say so.
             served={p.name for p in self.config.pools} if self.config.from_file else None,
             here=self.request.full_path.rstrip("?"),

@@ -39,6 +39,7 @@ class Found:
     older: int | None  # ?before= of the next page inside the window, None at its end
     window: int  # how many of the newest jobs were searched (SEARCH_WINDOW, or fewer)
     lowest: int  # the lowest id in the window
+    whole: bool = True  # the window holds every job there is: nothing older goes unsearched
 
 
 def parse(text: str) -> Search:
@@ -80,7 +81,7 @@ def run(store: Store, search: Search, before: int | None, limit: int) -> Found:
     top = min(before, last + 1) if before else last + 1
     jobs = store.search_jobs(top, floor, limit, search.terms) if top > floor else []
     older = jobs[-1].id if len(jobs) == limit else None
-    return Found(jobs, older, last + 1 - floor, floor)
+    return Found(jobs, older, last + 1 - floor, floor, floor <= first)
 
 
 def _status(value: str) -> str:
