@@ -14,7 +14,7 @@ import os
 
 from supervisor import events, logs, masking, registry
 from supervisor.cli.common import command_config
-from supervisor.config import Config
+from supervisor.config import Config, require_extras
 from supervisor.config.model import HOME_DATABASE
 from supervisor.errors import ConfigError, UsageError, install_hint
 from supervisor.kinds import Role
@@ -25,6 +25,7 @@ from supervisor.work.command import load_handlers
 
 def cmd_run(args: argparse.Namespace) -> int:
     config = command_config(args)
+    require_extras(config)
     masking.remember(config)  # out of what handlers write: their children inherit it
     logs.route_stdlib()  # a library's log records as lines of ours
     # Imported here first so a broken module's error names the config file; the

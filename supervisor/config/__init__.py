@@ -12,6 +12,7 @@ the rest of forkq imports from.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import tomllib
 from collections.abc import Mapping
@@ -49,7 +50,7 @@ from supervisor.config.sections import (
     read_supervisor,
 )
 from supervisor.config.values import MAX_SESSION_TIMEOUT, MIN_RATE_PERIOD, parse_listen
-from supervisor.errors import ConfigError
+from supervisor.errors import ConfigError, install_hint
 
 __all__ = [
     "HOME_DATABASE",
@@ -72,6 +73,7 @@ __all__ = [
     "build_config",
     "load_config",
     "parse_listen",
+    "require_extras",
     "schedule_from",
 ]
 
@@ -90,6 +92,16 @@ def load_config(path: str | os.PathLike[str] | None, database_url: str | None = 
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
     return build_config(raw, source, database_url)
+
+
+def require_extras(config: Config) -> None:
+    """What the daemon needs beyond forkq's core to serve `config` (ConfigError, exit 78,
+    before anything forks): `[metrics] listen` needs prometheus-client. Only `forkq run`,
+    its reload and `forkq check` ask: a producer, the CLI and the dashboard read the same
+    file on machines without the extra."""
+    if config.metrics.listen is not None and importlib.util.find_spec("prometheus_client") is None:
+        why = f"needs prometheus-client: {install_hint('metrics')}"
+        raise ConfigError(f"{config.source}: metrics.listen: {why}")
 
 
 def build_config(raw: Mapping[str, Any], source: str, database_url: str | None = None) -> Config:

@@ -4,7 +4,6 @@ collected in Problems, so one run reports them all."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -44,7 +43,7 @@ from supervisor.config.values import (
     read_weights,
 )
 from supervisor.dburl import DEFAULT_URL, DatabaseURL, parse_database_url, with_nodes
-from supervisor.errors import ConfigError, install_hint
+from supervisor.errors import ConfigError
 from supervisor.kinds import OnSuccess
 
 WEB_FIELDS: dict[str, Callable[[Any], Any]] = {
@@ -315,10 +314,7 @@ def _schedule_problem(values: Mapping[str, Any]) -> str | None:
 
 
 def read_metrics(table: Any, problems: Problems) -> MetricsConfig:
-    values = problems.fields("metrics", table, _METRICS_FIELDS)
-    if "listen" in values and importlib.util.find_spec("prometheus_client") is None:
-        problems.add("metrics.listen", f"needs prometheus-client: {install_hint('metrics')}")
-    return MetricsConfig(**values)
+    return MetricsConfig(**problems.fields("metrics", table, _METRICS_FIELDS))
 
 
 # --- [limits.NAME] -----------------------------------------------------------------------------

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 
 from supervisor import events, logs, registry
-from supervisor.config import Config, load_config
+from supervisor.config import Config, load_config, require_extras
 from supervisor.daemon import member, systemd
 from supervisor.daemon.member import CREDENTIALS, Member, respawn_delay, sender
 from supervisor.daemon.signals import SignalQueue, disarm_check_timer
@@ -168,8 +168,7 @@ class Federation:
         self.log.error(events.MASTER_CRASHED, error=error)
 
     def died(self, each: Member, now: float) -> None:
-        each.pid, each.booted, each.waiting, each.reload_due = None, False, False, False
-        each.killed = False
+        each.pid, each.booted, each.waiting, each.reload_due, each.killed = (None, *[False] * 4)
         each.resizes.clear()
         each.failures = 1 if now - each.started > HEALTHY_RUN else each.failures + 1
         each.next_start = now + respawn_delay(each.failures)
@@ -245,6 +244,7 @@ class Federation:
         systemd.reloading()
         try:
             config = load_config(self.config_path) if self.config_path else self.config
+            require_extras(config)
             load_handlers(config, reload=True)
         except ConfigError as exc:  # the masters keep the config they have
             self.log.error(events.RELOAD_REFUSED, error=str(exc))
