@@ -18,7 +18,7 @@ from supervisor.config import ScheduleConfig
 from supervisor.errors import DatabaseError, SchemaError
 from supervisor.jobref import JobRef
 from supervisor.models import Throughput
-from supervisor.results import attempt_history, read_result
+from supervisor.results import attempt_history, read_result, recorded_attempts
 from supervisor.status import (
     STATUS_CAP,
     every_status_document,
@@ -158,6 +158,12 @@ def _exists(ctx: Context, ref: JobRef) -> bool:
 def job(ctx: Context, job_id: int) -> Response:
     row = ctx.store.job_listing(job_id)
     if row is None:
+        result = read_result(ctx.store, job_id)
+        if result.kept:  # deleted on success (on_success = "delete"), its result kept
+            attempts = recorded_attempts(ctx.store, job_id)
+            return ctx.render(
+                "job_gone.html", nav="jobs", job_id=job_id, result=result, attempts=attempts
+            )
         return ctx.render("error.html", status=404, message=f"no job with id {job_id}")
     return ctx.render(
         "job.html",

@@ -8,6 +8,7 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from daemon_util import Daemon, daemons_fixture, render_config  # noqa: F401
 from webutil import ServerFactory
 
@@ -24,10 +25,17 @@ def flaky(payload, job):
 """
 
 
+@pytest.mark.parametrize("on_success", ["keep", "delete"])
 def test_the_job_page_shows_the_kept_result_and_every_attempt(
-    page: Any, web_server: ServerFactory, daemons: Callable[..., Daemon], queue: Queue
+    page: Any,
+    web_server: ServerFactory,
+    daemons: Callable[..., Daemon],
+    queue: Queue,
+    on_success: str,
 ) -> None:
-    daemon = daemons(name="results", pools={"work": {"workers": 1, "on_success": "keep"}})
+    """With `on_success = "delete"` the row is gone and the result kept: the page shows
+    what `forkq show` shows (the result, the recorded attempts), not a 404."""
+    daemon = daemons(name="results", pools={"work": {"workers": 1, "on_success": on_success}})
     daemon.write_module("resulthandlers", MODULE)
     supervisor = {
         **daemon.supervisor,
@@ -40,15 +48,19 @@ def test_the_job_page_shows_the_kept_result_and_every_attempt(
     assert queue.wait(job_id, 60).value == kept
 
     server = web_server()
-    page.goto(f"{server.url}/jobs/{job_id}")
+    response = page.goto(f"{server.url}/jobs/{job_id}")
+    assert response.status == 200, page.inner_text("main")
+    assert "done" in page.inner_text("h1")
     # As written: no \\u escapes of the letters or of <, > and & (and no markup either)
     shown = page.locator("table.fields td.result").inner_text()
     assert shown == '{"by": "flaky", "note": "ünï ✓ <b>&", "rows": 4000}', shown
     rows = page.locator("table.attempts tr.attempt")
-    assert rows.count() == 3
-    cells = [rows.nth(i).locator("td").all_inner_texts() for i in range(3)]
-    assert [c[0] for c in cells] == ["1", "2", "3"]
-    assert [c[1] for c in cells] == ["retry", "retry", "done"]
+    # A success writes no history: once the row is deleted, the failed attempts remain.
+    shown = 3 if on_success == "keep" else 2
+    assert rows.count() == shown
+    cells = [rows.nth(i).locator("td").all_inner_texts() for i in range(shown)]
+    assert [c[0] for c in cells] == ["1", "2", "3"][:shown]
+    assert [c[1] for c in cells] == ["retry", "retry", "done"][:shown]
     assert cells[0][4] == cells[1][4] == socket.gethostname()
     assert cells[0][5].isdigit() and cells[1][5].isdigit()
     assert "upstream said 503 (attempt 1)" in cells[0][6]
