@@ -44,7 +44,10 @@ def view(key: str, row: dict[str, Any]) -> dict[str, Any]:
         "message": (said or key) if firing else str(ended or resolved_text(key)),
         "fired": None if firing else said,  # the last firing message, shown as past
         "since": row["since"],
-        "notified_at": row["notified_at"],
+        # A message with no channel to take it went nowhere: never notified (rules.py still
+        # counts its cooldown from it).
+        "notified_at": row["notified_at"] if detail.get("sent_to", True) else None,
+        "unsent": detail.get("sent_to") == [],
     }
 
 

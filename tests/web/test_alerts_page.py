@@ -8,7 +8,9 @@ import subprocess
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from daemon_util import Daemon, daemons_fixture, render_config
+from private_mariadb import Webhook
 from util import python, subprocess_env, wait_until
 from webutil import ServerFactory
 
@@ -22,6 +24,7 @@ KEY = "max_ready:stuck"
 FIRING = 'queue "stuck" backlog 3 ready > max_ready 1'
 
 
+@pytest.mark.parametrize("channel", ["none", "webhook"])
 def test_a_resolved_alert_reads_as_resolved(
     page: Any,
     web_server: ServerFactory,
@@ -29,23 +32,41 @@ def test_a_resolved_alert_reads_as_resolved(
     queue: Queue,
     store: Store,
     db_url: str,
+    channel: str,
 ) -> None:
     """max_ready crossed by real enqueues (no pool serves "stuck"), then the backlog
-    cancelled with `forkq cancel`: the daemon resolves the alert on its next tick."""
+    cancelled with `forkq cancel`: the daemon resolves the alert on its next tick. With
+    no channel configured nothing was notified, and the page says so (not a time)."""
     ids = [queue.enqueue("t.noop", {"n": n}, queue="stuck") for n in range(3)]
     daemon = daemons(name="alerting")
-    rules = "\n[alerts]\n\n[alerts.rules.stuck]\nmax_ready = 1\n"
+    hook = Webhook() if channel == "webhook" else None
+    where = f'webhook_url = "{hook.url}"\n' if hook else ""
+    rules = f"\n[alerts]\n{where}\n[alerts.rules.stuck]\nmax_ready = 1\n"
     daemon.write_config(text=render_config(daemon.db_url, daemon.pools, daemon.supervisor) + rules)
-    daemon.start().wait_ready()
-    wait_until(lambda: state(store) == "firing", timeout=30, message="alert firing")
-    server = web_server()
-    page.goto(server.url + "/alerts")
-    assert FIRING in page.locator(f'tr[data-alert="{KEY}"] .message').inner_text()
+    try:
+        daemon.start().wait_ready()
+        wait_until(lambda: state(store) == "firing", timeout=30, message="alert firing")
+        server = web_server()
+        page.goto(server.url + "/alerts")
+        assert FIRING in page.locator(f'tr[data-alert="{KEY}"] .message').inner_text()
+        notified = page.locator(f'tr[data-alert="{KEY}"] .notified').inner_text()
+        if hook is None:
+            assert notified == "never: no alert channel is configured", notified
+        else:
+            assert notified.startswith("20") and "ago" in notified, notified
+            assert any("backlog 3 ready" in text for text in hook.texts), hook.texts
+        _resolved(page, server.url, ids, store, db_url)
+    finally:
+        if hook is not None:
+            hook.close()
 
+
+def _resolved(page: Any, url: str, ids: list[int], store: Store, db_url: str) -> None:
+    """The backlog cancelled: the page reads the alert as resolved."""
     argv = [python(), "-m", "supervisor", "cancel", *map(str, ids)]
     subprocess.run(argv, env=subprocess_env(db_url), check=True, capture_output=True, timeout=60)
     wait_until(lambda: state(store) == "ok", timeout=30, message="alert resolved")
-    page.goto(server.url + "/alerts")
+    page.goto(url + "/alerts")
     row = page.locator(f'tr[data-alert="{KEY}"]')
     message = row.locator(".message").inner_text()
     assert message.endswith(': resolved: queue "stuck" backlog 0 ready <= 1'), message  # as sent
@@ -55,7 +76,7 @@ def test_a_resolved_alert_reads_as_resolved(
     assert row.locator(".fired").inner_text().startswith("when it fired: ")
     assert FIRING in row.locator(".fired").inner_text()  # what was said, marked as past
     assert "firing" not in (row.get_attribute("class") or "").split()
-    page.goto(server.url + "/")
+    page.goto(url + "/")
     assert page.locator(".alerts-firing").count() == 0  # nothing fires any more
 
 

@@ -273,6 +273,9 @@ class AlertRunner:
                 )
             owe(new, note, errors)  # those channels get it on a later tick (owed.py)
             sent_on = [r.channel for r in results if r.ok]
+            if note.key in new:  # who heard it: none when no channel is configured (the page)
+                state = new[note.key]
+                new[note.key] = replace(state, detail={**state.detail, "sent_to": sent_on})
             if sent_on:  # with no channel configured it went nowhere: no line says it was sent
                 event = events.ALERT_RESOLVED if note.kind == "resolved" else events.ALERT_SENT
                 self.log.info(event, key=note.key, kind=note.kind, text=note.text, channels=sent_on)
