@@ -95,7 +95,7 @@ class Dashboard:
         except RequestRedirect as exc:
             return _secured(exc.get_response(request.environ), cache=False)
         except (NotFound, MethodNotAllowed) as exc:
-            return _secured(_refused(request, exc.code or 404, exc.name), cache=False)
+            return _secured(self._no_page(request, urls, exc), cache=False)
         if endpoint == "static":
             return _static(request, args["filename"])
         if not self.guard.host_allowed(request.host):
@@ -134,6 +134,22 @@ class Dashboard:
             return context, _plain(403, "Forbidden: missing or wrong CSRF token")
         return context, None
 
+    def _no_page(self, request: DashboardRequest, urls: MapAdapter, exc: HTTPException) -> Response:
+        """An address no page has (`/jobs/abc`): the error page for a signed-in browser on
+        a host served; in plain text (JSON under /api/), and nothing more, to anyone else."""
+        status = exc.code or 404
+        if (
+            request.method == "GET"
+            and not _is_api(request)
+            and self.guard.host_allowed(request.host)
+        ):
+            context, refusal = self._gate(request, urls, "no_page")
+            if refusal is None:
+                return context.render(
+                    "error.html", status=status, message=f"{exc.name}: no page at {request.path}"
+                )
+        return _refused(request, status, exc.name)
+
     def _unauthorized(self, context: Context, endpoint: str) -> Response:
         if endpoint.startswith("api_") or context.request.method != "GET":
             response = context.json({"error": "authentication required"}, 401)
@@ -161,8 +177,11 @@ class Dashboard:
             if down is not None:
                 return self._down(context, down)
             return self.handlers[endpoint](context, **args)
-        except HTTPException as exc:
-            return _refused(context.request, exc.code or 400, exc.description or exc.name)
+        except HTTPException as exc:  # a bad id or ?before=, a database not in the config
+            if _is_api(context.request) or context.request.method != "GET":
+                return _refused(context.request, exc.code or 400, exc.description or exc.name)
+            message = f"{exc.name}: {exc.description or ''}".rstrip(": ")
+            return context.render("error.html", status=exc.code or 400, message=message)
         except (DatabaseError, SchemaError) as exc:
             self.log.error(events.WEB_DATABASE_ERROR, endpoint=endpoint, error=str(exc))
             if self.databases.several:

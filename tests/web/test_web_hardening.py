@@ -141,6 +141,29 @@ def test_a_job_id_past_64_bits_is_404_or_400(web_server: ServerFactory, job_id: 
     assert "Traceback" not in server.log.read_text()
 
 
+def test_an_address_no_page_has_is_the_error_page_once_signed_in(
+    web_server: ServerFactory,
+) -> None:
+    """`/jobs/abc`, an id past 64 bits, `/jobs?before=abc`, `/nowhere`: the dashboard's own
+    error page (its menu, a link back) for a signed-in client; to one that is not, a short
+    plain refusal of an address no page has, and the login page for one that has."""
+    server = web_server(token=TOKEN)
+    auth = server.bearer()
+    for path, code, said in (
+        ("/jobs/abc", 404, "Not Found: no page at /jobs/abc"),
+        (f"/jobs/{TOO_LARGE[-1]}", 404, f"no page at /jobs/{TOO_LARGE[-1]}"),
+        ("/handlers/qa.fail", 404, "Not Found: no page at /handlers/qa.fail"),
+        ("/jobs?before=abc", 400, "Bad Request: expected a job id"),
+        ("/jobs?db=nowhere", 404, "no database &#39;nowhere&#39; in the config"),
+    ):
+        answer, body, _ = server.request(path, headers=auth)
+        assert answer == code and said in body and "back to the overview" in body, (path, body)
+        answer, body, _ = server.request(path)  # not signed in: refused, or the login page
+        assert (answer, len(body) < 100) in ((code, True), (401, False)), (path, body)
+        assert "Something is wrong" not in body and said not in body, (path, body)
+    assert "Traceback" not in server.log.read_text()
+
+
 def test_the_largest_job_id_is_an_ordinary_missing_job(web_server: ServerFactory) -> None:
     server = web_server()
     code, body, _ = server.request("/jobs/9223372036854775807")
