@@ -93,8 +93,13 @@ class Batch:
         return self._insert(self.producer.build_many(listed))
 
     def _insert(self, built: Sequence[NewJob]) -> list[int]:
-        if self.id is None or self.sealed:  # after the seal its total and callbacks are told
-            raise UsageError("enqueue in a batch inside its with-block")
+        if self.id is None:  # `q.batch()` alone writes nothing: its jobs need its row
+            raise UsageError("a batch takes jobs inside `with q.batch(...) as b:` only")
+        if self.sealed:  # after the seal its total and callbacks are told
+            raise UsageError(
+                f"batch {self.id} is sealed: its with-block ended, so it takes no more jobs"
+                " (enqueue them inside the block, or in a batch of their own)"
+            )
         if any(job.unique_key is not None for job in built):  # a duplicate would be another's
             raise UsageError("a job of a batch cannot have a unique_key")
         jobs = [dataclasses.replace(job, batch_id=self.id) for job in built]

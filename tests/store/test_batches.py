@@ -130,10 +130,12 @@ def test_a_sealed_batch_takes_no_more_jobs_and_a_batch_is_entered_once(
     Entering the same batch twice opened a second one, left open (its callbacks lost)."""
     with queue.batch(on_complete="cb.all") as batch:
         batch.enqueue("t.job")
-    with pytest.raises(UsageError, match="inside its with-block"):
+    with pytest.raises(UsageError, match=f"batch {batch.id} is sealed: its with-block ended"):
         batch.enqueue("t.job")
-    with pytest.raises(UsageError, match="inside its with-block"):
+    with pytest.raises(UsageError, match="takes no more jobs"):
         batch.enqueue_many([{"handler": "t.job"}])
+    with pytest.raises(UsageError, match=r"inside `with q.batch\(...\) as b:` only"):
+        queue.batch(on_complete="cb.all").enqueue("t.job")  # never entered
     assert batch.id is not None
     status = queue.batch_status(batch.id)
     assert status is not None and status.total == 1
