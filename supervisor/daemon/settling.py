@@ -17,7 +17,7 @@ from supervisor.cluster.chores import CHORES_LOCK, settle_gone_worker, settle_ow
 from supervisor.daemon.decisions import counts_held, settle_reason
 from supervisor.daemon.shared import Shared
 from supervisor.daemon.state import Child
-from supervisor.kinds import GoneWorker, Role
+from supervisor.kinds import ChildExit, GoneWorker, Role
 from supervisor.observe import metrics
 from supervisor.outcomes import Outcome, SettleKind
 from supervisor.proc import describe_exit
@@ -78,19 +78,19 @@ class Settling:
 
     def child_exited(self, child: Child, status: int) -> None:
         """A reaped child: count and log its exit, then settle what it held."""
-        self.record_exit(child, status)
+        label = self.record_exit(child, status)
         self.state.log.info(
             events.CHILD_EXITED,
             pool=child.pool,
             child_pid=child.pid,
             status=describe_exit(status),
             jobs=child.jobs,
-            reason=child.exit_reason or None,
+            reason=child.exit_reason or str(label),  # why it went, else the metric's label
         )
         self.settle_child(child, status)
 
-    def record_exit(self, child: Child, status: int) -> None:
-        metrics.child_exited(
+    def record_exit(self, child: Child, status: int) -> ChildExit:
+        label = metrics.child_exited(
             child.pool,
             exit_ok=os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0,
             retire_reason=child.exit_reason,
@@ -100,6 +100,7 @@ class Settling:
         )
         if child.killed_job is not None and child.killed_job == child.now_running:
             self.count_killed(child, child.killed_job, Outcome.TIMEOUT)
+        return label
 
     def count_killed(self, child: Child, job_id: int, outcome: Outcome) -> None:
         """Count an attempt the master ended under the job's own queue and handler (SPEC).

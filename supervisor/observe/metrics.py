@@ -233,11 +233,12 @@ def child_exited(
     timed_out: bool,
     killed: bool,
     cancelled: bool = False,
-) -> None:
-    """A reaped pool child (see exit_reason for the label)."""
+) -> ChildExit:
+    """A reaped pool child, counted under its label (exit_reason), which it returns."""
+    reason = exit_reason(exit_ok, retire_reason, timed_out, killed, cancelled)
     if _master is not None:
-        reason = exit_reason(exit_ok, retire_reason, timed_out, killed, cancelled)
         _master.series.child_exits.labels(pool, reason).inc()
+    return reason
 
 
 def job_settled(queue: str, outcome: Outcome, handler: str = "") -> None:

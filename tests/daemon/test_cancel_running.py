@@ -60,8 +60,11 @@ def test_a_running_job_is_cancelled_and_its_child_killed(daemon: Daemon, db_url:
         assert again is not None and again.status == JobState.CANCELLED
         assert not daemon.running(job_id)
         assert queue.cancel(job_id) is False  # a cancelled job cannot be cancelled again
-        # The kill was ours, for the cancel: no "worker died" line about the job.
+        # The kill was ours, for the cancel: no "worker died" line about the job, and
+        # the child's exit line says why it went (as its metric's label does).
         assert daemon.events(events.JOB_SETTLED, job_id=job_id) == []
+        [exited] = daemon.events(events.CHILD_EXITED, child_pid=child)
+        assert exited["reason"] == "cancelled", exited
         print(f"\n[figures] running job cancelled after {took:.2f} s")
     finally:
         queue.close()

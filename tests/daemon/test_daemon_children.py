@@ -53,6 +53,7 @@ def test_hung_handler_is_killed_past_its_timeout_and_others_keep_flowing(
     assert daemon.events(events.JOB_TIMED_OUT, job_id=hung, child_pid=hung_pid)
     exited = daemon.wait_event(events.CHILD_EXITED, where=lambda e: e["child_pid"] == hung_pid)
     assert exited[0]["status"].startswith("killed by SIG")
+    assert exited[0]["reason"] == "timeout", exited  # as its metric's label says
     wait_until(
         lambda: (
             len(daemon.pool_children("work")) == 2 and hung_pid not in daemon.pool_children("work")
