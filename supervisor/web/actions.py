@@ -65,7 +65,8 @@ def _cancel(ctx: Context, ids: Sequence[int]) -> str:
     if done:
         parts.append(f"cancelled {_named(done)}")
     if stopping:
-        parts.append(f"cancelling {_named(stopping)} (stopped within 2 s where they run)")
+        where = "it runs" if len(stopping) == 1 else "they run"
+        parts.append(f"cancelling {_named(stopping)} (stopped within 2 s where {where})")
     if refused:
         parts.append(f"not cancelled: {_named(refused)}")
     return "; ".join(parts) or "nothing to cancel"
