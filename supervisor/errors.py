@@ -111,6 +111,12 @@ class JobTimeout(BaseException):
     """
 
 
+class JobCancelled(JobTimeout):
+    """the job was cancelled while it ran (`forkq work`: no master kills it there). A
+    JobTimeout, so it ends the handler the same way; its outcome is never written (the row
+    is cancelling: the worker ends it cancelled)."""
+
+
 RETRY_REQUESTED = "retry requested"  # a Retry's reason when it gives none
 
 

@@ -7,8 +7,10 @@ gets expired leases reaped.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import threading
 import time
 from collections.abc import Sequence
 from types import FrameType
@@ -17,34 +19,73 @@ from supervisor import events, logs
 from supervisor.cluster.chores import Chores
 from supervisor.cluster.promote import PROMOTE_INTERVAL, keep_schedule_of
 from supervisor.config import Config
-from supervisor.errors import ConfigError, ConnectionLost, ExitCode, SchemaError
+from supervisor.errors import ConfigError, ConnectionLost, DatabaseError, ExitCode, SchemaError
 from supervisor.kinds import Role
-from supervisor.models import JobRow
+from supervisor.models import JobRow, JobState
 from supervisor.outcomes import Outcome
 from supervisor.proc import hostname, node_id, process_name, set_title
 from supervisor.store import Store, open_store
 from supervisor.work.command import load_handlers
+from supervisor.work.descendants import become_subreaper, kill_leftovers
 from supervisor.work.events import NoEvents
+from supervisor.work.guards import interrupt_for_cancel
 from supervisor.work.worker import Worker
 
 IDLE_SLEEP_MAX = 1.0  # seconds between polls of an empty queue at most
+CANCEL_INTERVAL = 1.0  # seconds between looks at the running job's state (SPEC: 2 s)
 
 
 class TitleEvents(NoEvents):
     def __init__(self, label: str) -> None:
         self.label = label
+        self.running: int | None = None  # the job whose handler runs now (CancelWatch)
 
     def job_started(self, job: JobRow, timeout: float) -> None:
         set_title(f"forkq: {self.label} job {job.id} ({job.handler})")
+        self.running = job.id
 
     def job_ran(self, job: JobRow) -> None:
-        pass
+        self.running = None
 
     def job_finished(self, job: JobRow, outcome: Outcome) -> None:
-        pass
+        kill_leftovers(job.id)  # a job owns its descendants: they end with it, as in a pool
 
     def idle(self) -> None:
         set_title(f"forkq: {self.label} idle")
+
+
+class CancelWatch(threading.Thread):
+    """No master stops a job cancelled while `forkq work` runs it: this thread asks the
+    running job's state once a second (CANCEL_INTERVAL), on a connection of its own, and
+    interrupts the handler as its soft timeout does (a command's program tree is killed).
+    The worker then finds the row cancelling and ends it cancelled (Outbox.ends_cancels)."""
+
+    def __init__(self, config: Config, titles: TitleEvents) -> None:
+        super().__init__(name="forkq-cancel-watch", daemon=True)
+        self.config, self.titles = config, titles
+        self.timeout = config.supervisor.db_session_timeout
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        store: Store | None = None
+        while not self.stopped.wait(CANCEL_INTERVAL):
+            job_id = self.titles.running
+            if job_id is None:
+                continue
+            try:
+                store = store or open_store(self.config.database, session_timeout=self.timeout)
+                if store.job_state(job_id) == JobState.CANCELLING and self.titles.running == job_id:
+                    interrupt_for_cancel()
+            except DatabaseError:  # asked again in a second, on a new connection
+                self.close(store)
+                store = None
+        self.close(store)
+
+    @staticmethod
+    def close(store: Store | None) -> None:
+        if store is not None:
+            with contextlib.suppress(DatabaseError):
+                store.close()
 
 
 def run_foreground(
@@ -59,8 +100,13 @@ def run_foreground(
     names = list(queues or [p.name for p in config.pools])
     owner = process_name()
     label = f"{','.join(names)} worker"
-    worker = Worker(store, config, names, owner, TitleEvents(label))
+    titles = TitleEvents(label)
+    worker = Worker(store, config, names, owner, titles)
     worker.max_jobs = max_jobs
+    worker.outbox.ends_cancels = True  # no master here to end a cancelled job
+    become_subreaper()  # what a job leaves behind comes to us (kill_leftovers)
+    watch = CancelWatch(config, titles)
+    watch.start()
     log = logs.get(role=Role.WORKER, queues=names)
     _stop_on_signals(worker)
     duties = Duties(worker, config, names)
@@ -70,6 +116,7 @@ def run_foreground(
     try:
         _work(worker, duties, burst)
     finally:
+        watch.stopped.set()
         _leave(worker, duties.chores, store)
     log.info(events.WORKER_STOPPED, jobs=worker.stats.jobs)
     return int(ExitCode.OK)

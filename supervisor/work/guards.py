@@ -12,12 +12,13 @@ import importlib
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-from supervisor.errors import JobTimeout
+from supervisor.errors import JobCancelled, JobTimeout
 
 
 @contextmanager
@@ -38,13 +39,26 @@ def arm_soft_timeout(seconds: float) -> None:
     disarms the timer. The raw handler is compared: `signal.getsignal` turns it into an
     enum by raising and catching a ValueError, a few microseconds every job.
     """
+    global _armed
     if _raw_getsignal(signal.SIGALRM) is not _expire:
         signal.signal(signal.SIGALRM, _expire)
+    _armed = True
     signal.setitimer(signal.ITIMER_REAL, seconds)
 
 
 def disarm_soft_timeout() -> None:
+    global _armed
     signal.setitimer(signal.ITIMER_REAL, 0)
+    _armed = False
+
+
+def interrupt_for_cancel() -> None:
+    """From another thread (`forkq work`'s cancel watch): end the handler running now as
+    the soft timeout does (a command's program tree killed), raising JobCancelled. Between
+    handlers it does nothing: the alarm lands outside one and is ignored."""
+    global _cancelled
+    _cancelled = True
+    signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGALRM)
 
 
 def exit_if_forked(worker_pid: int) -> None:
@@ -71,5 +85,12 @@ def exit_if_forked(worker_pid: int) -> None:
 _raw_getsignal: Callable[[int], Any] = importlib.import_module("_signal").getsignal
 
 
+_armed = False  # a handler runs under the soft timeout: an alarm now is meant for it
+_cancelled = False  # the next alarm is interrupt_for_cancel's
+
+
 def _expire(signum: int, frame: FrameType | None) -> None:
-    raise JobTimeout()
+    global _cancelled
+    cancelled, _cancelled = _cancelled, False
+    if _armed:  # else stray (a timer that fired as it was disarmed, a cancel too late)
+        raise JobCancelled() if cancelled else JobTimeout()

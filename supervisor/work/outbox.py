@@ -97,6 +97,7 @@ class Outbox:
         self.log = log
         self.pending = Pending()
         self.cancelled: set[int] = set()  # failed or snoozed while the master cancels them
+        self.ends_cancels = False  # no master does (`forkq work`): end them cancelled here
         # Successes the master acknowledged for us while we ran a long job (a daemon
         # child's ledger): asked before each write of ours, and forgotten.
         self.written_elsewhere = written_elsewhere
@@ -231,11 +232,13 @@ class Outbox:
 
     def _lost(self, job_id: int) -> None:
         """Our outcome did not take. A cancel's kill (a command program SIGTERMed with its
-        group) is the usual reason, and no loss: the master ends the job cancelled. One
-        keyed read, on a rare path."""
+        group; `forkq work`'s JobCancelled) is the usual reason, and no loss: the master,
+        or here with no master, ends the job cancelled. One keyed read, on a rare path."""
         row = self.store.get_job(job_id)
         if row is not None and row.status in (JobState.CANCELLING, JobState.CANCELLED):
             self.cancelled.add(job_id)
+            if self.ends_cancels and self.store.finish_cancel(job_id):
+                self.log.warning(events.JOB_CANCELLED, job_id=job_id)
         else:
             self.log.warning(events.LEASE_LOST, job_id=job_id)
 

@@ -299,6 +299,73 @@ def test_sigterm_lets_the_running_job_finish(
     assert not (workdir / f"ran-{waiting}-1").exists()
 
 
+# Notes its pid and its background sleep's, then waits on the sleep (a TERM trap that
+# says so): a program that would outlive a plain kill of its own pid.
+TRAPPER = """\
+#!/bin/sh
+trap 'echo got TERM >&2; exit 1' TERM
+sleep 300 &
+echo "$$ $!" > "$PIDS"
+wait
+"""
+
+
+def test_a_cancelled_running_job_is_stopped_and_ends_cancelled(
+    start: Start, workdir: Path, queue: Queue, store: Store
+) -> None:
+    """No master runs beside `forkq work`: the worker itself sees a cancel of the job it
+    runs within about a second, interrupts a Python handler (as its soft timeout does)
+    or kills a command's program and what it left, ends the job cancelled (never retried,
+    no `job_finished` as a retry) and goes on with the next job."""
+    script = workdir / "trapper.sh"
+    script.write_text(TRAPPER)
+    script.chmod(0o755)
+    pids = workdir / "pids"
+    table = f'\n[commands."t.trapper"]\nargv = ["{script}"]\nenv = {{ PIDS = "{pids}" }}\n'
+    config = workdir / "forkq.toml"
+    config.write_text(config.read_text() + table)
+    payload = {"dir": str(workdir)}
+    blocking = queue.enqueue("t.block", payload)
+    program = queue.enqueue("t.trapper", {})
+    after = queue.enqueue("t.record", payload)
+    worker = start()
+    wait_until(lambda: (workdir / f"started-{blocking}-1").exists(), WAIT, message="job start")
+    asked = time.monotonic()
+    assert queue.cancel(blocking)
+    wait_until(lambda: statuses(store, [blocking]) == ["cancelled"], WAIT, message="cancelled")
+    took = time.monotonic() - asked
+    wait_until(lambda: pids.exists() and len(pids.read_text().split()) == 2, WAIT, message="pids")
+    spawned = [int(pid) for pid in pids.read_text().split()]
+    assert queue.cancel(program)
+    wait_until(lambda: statuses(store, [program]) == ["cancelled"], WAIT, message="cancelled")
+    wait_until(lambda: statuses(store, [after]) == ["done"], WAIT, message="the next job done")
+    wait_until(lambda: not any(map(alive, spawned)), WAIT, message=f"{spawned} killed")
+    worker.send_signal(signal.SIGTERM)
+    code, output = finish(worker)
+    assert code == 0, output
+    assert not (workdir / f"ran-{blocking}-1").exists()  # interrupted, not run to its end
+    for job_id in (blocking, program):
+        row = store.get_job(job_id)
+        assert row is not None and row.attempts == 1 and "cancelled by" in (row.last_error or "")
+        said = _lines_of(output, job_id)
+        assert '"event": "job_cancelled"' in said and '"event": "job_finished"' not in said, said
+    print(f"\n[figures] forkq work: running job cancelled after {took:.2f} s")
+
+
+def _lines_of(output: str, job_id: int) -> str:
+    return "\n".join(line for line in output.splitlines() if f'"job_id": {job_id},' in line)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with contextlib.suppress(OSError), open(f"/proc/{pid}/stat") as stat:
+        return stat.read().split(") ")[-1][:1] != "Z"
+    return True
+
+
 def test_a_sigkilled_workers_job_is_settled_once_its_lease_ends_and_run_by_the_next_worker(
     start: Start, workdir: Path, queue: Queue, store: Store
 ) -> None:
