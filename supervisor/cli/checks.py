@@ -12,7 +12,7 @@ from supervisor import registry
 from supervisor.cli.common import command_config, command_store, missing_database, with_same_flags
 from supervisor.cli.databases import database_names
 from supervisor.cli.tables import ERROR_PREFIX, plural
-from supervisor.config import Config, require_extras
+from supervisor.config import Config, require_runnable
 from supervisor.config.model import HOME_DATABASE
 from supervisor.errors import ConfigError, ExitCode, ForkqError, SchemaError, UsageError
 from supervisor.escaping import for_terminal
@@ -96,7 +96,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             checks.skip(name, "the config is invalid")
         return _check_result(checks)
     try:
-        require_extras(config)  # as `forkq run` refuses it
+        require_runnable(config)  # as `forkq run` refuses it
         checks.ok("config", f"{config.source}: {plural(len(config.pools), 'pool')}")
     except ConfigError as exc:
         checks.fail("config", str(exc), config=True)

@@ -14,7 +14,7 @@ import os
 
 from supervisor import events, logs, masking, registry
 from supervisor.cli.common import command_config
-from supervisor.config import Config, require_extras
+from supervisor.config import Config, require_runnable
 from supervisor.config.model import HOME_DATABASE
 from supervisor.errors import ConfigError, UsageError, install_hint
 from supervisor.kinds import Role
@@ -25,7 +25,7 @@ from supervisor.work.command import load_handlers
 
 def cmd_run(args: argparse.Namespace) -> int:
     config = command_config(args)
-    require_extras(config)
+    require_runnable(config)
     masking.remember(config)  # out of what handlers write: their children inherit it
     logs.route_stdlib()  # a library's log records as lines of ours
     # Imported here first so a broken module's error names the config file; the
@@ -65,6 +65,7 @@ def cmd_web(args: argparse.Namespace) -> int:
 
 def cmd_work(args: argparse.Namespace) -> int:
     config = command_config(args)
+    require_runnable(config, metrics=False)  # it serves no metrics
     masking.remember(config)  # out of what handlers write
     logs.route_stdlib()
     if config.databases:

@@ -13,6 +13,7 @@ the rest of forkq imports from.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import tomllib
 from collections.abc import Mapping
@@ -40,6 +41,7 @@ from supervisor.config.sections import (
     LIMIT_NAME_CHARS,
     WEB_FIELDS,
     Problems,
+    not_executable,
     read_alerts,
     read_commands,
     read_database,
@@ -73,7 +75,7 @@ __all__ = [
     "build_config",
     "load_config",
     "parse_listen",
-    "require_extras",
+    "require_runnable",
     "schedule_from",
 ]
 
@@ -94,14 +96,21 @@ def load_config(path: str | os.PathLike[str] | None, database_url: str | None = 
     return build_config(raw, source, database_url)
 
 
-def require_extras(config: Config) -> None:
-    """What the daemon needs beyond forkq's core to serve `config` (ConfigError, exit 78,
-    before anything forks): `[metrics] listen` needs prometheus-client. Only `forkq run`,
-    its reload and `forkq check` ask: a producer, the CLI and the dashboard read the same
-    file on machines without the extra."""
-    if config.metrics.listen is not None and importlib.util.find_spec("prometheus_client") is None:
-        why = f"needs prometheus-client: {install_hint('metrics')}"
-        raise ConfigError(f"{config.source}: metrics.listen: {why}")
+def require_runnable(config: Config, *, metrics: bool = True) -> None:
+    """What this host needs to run `config`'s work, every problem at once (ConfigError,
+    exit 78, before anything forks): each `[commands]` program executable, so a typo stops
+    the boot and not every job one by one; with `metrics`, the daemon's, prometheus-client
+    for `[metrics] listen`. Only `forkq run`, its reload, `forkq work` and `forkq check`
+    ask: producers, the CLI and the dashboard read the same file on hosts without them (a
+    deploy half done, php being reinstalled, no metrics extra)."""
+    problems = Problems(config.source)
+    serves_metrics = metrics and config.metrics.listen is not None
+    if serves_metrics and importlib.util.find_spec("prometheus_client") is None:
+        problems.add("metrics.listen", f"needs prometheus-client: {install_hint('metrics')}")
+    for command in config.commands:
+        if why := not_executable(command.argv[0], command.env):
+            problems.add(f"commands.{json.dumps(command.name)}.argv", why)
+    problems.raise_if_any()
 
 
 def build_config(raw: Mapping[str, Any], source: str, database_url: str | None = None) -> Config:

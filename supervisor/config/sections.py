@@ -253,19 +253,12 @@ def read_commands(table: Any, problems: Problems) -> tuple[CommandConfig, ...]:
             if isinstance(body, dict) and "argv" not in body:
                 problems.add(f"{key}.argv", "required")
             continue
-        missing = _not_executable(values["argv"][0], values.get("env", {}))
-        if missing:
-            problems.add(f"{key}.argv", missing)
-            continue
         commands.append(CommandConfig(name=name, **values))
     return tuple(commands)
 
 
-def _not_executable(program: str, env: Mapping[str, str]) -> str | None:
-    """Why `program` cannot be run, looked up as the command will be (its PATH), or None.
-
-    Checked at load so a typo stops the boot (exit 78), not every job one by one.
-    """
+def not_executable(program: str, env: Mapping[str, str]) -> str | None:
+    """Why `program` cannot be run, looked up as the command will be (its PATH), or None."""
     path = env.get("PATH", os.environ.get("PATH", os.defpath))
     if shutil.which(program, path=path):
         return None

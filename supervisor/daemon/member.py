@@ -14,7 +14,7 @@ import struct
 from dataclasses import dataclass, field
 
 from supervisor import logs, registry
-from supervisor.config import Config, load_config, require_extras
+from supervisor.config import Config, load_config, require_runnable
 from supervisor.errors import ConfigError
 from supervisor.proc import set_title
 from supervisor.work.command import load_handlers
@@ -56,7 +56,7 @@ def reloaded_config(path: str | None, current: Config) -> Config:
     """HUP: the config file read again, handlers reloaded, narrowed to this master's
     database (ConfigError: refused, the master goes on with what it has)."""
     config = load_config(path) if path else current
-    require_extras(config)
+    require_runnable(config)
     load_handlers(config, reload=True)
     if _name is None:
         if config.databases:  # one master cannot become several in place

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.config import CommandConfig, load_config
+from supervisor.config import CommandConfig, load_config, require_runnable
 from supervisor.errors import ConfigError, ExitCode
 from supervisor.policy import (
     DEFAULT_BACKOFF_BASE,
@@ -43,6 +43,16 @@ def write(tmp_path: Path, text: str) -> Path:
 def problems(path: Path) -> list[str]:
     with pytest.raises(ConfigError) as caught:
         load_config(path)
+    assert caught.value.exit_code == ExitCode.CONFIG
+    return str(caught.value).splitlines()
+
+
+def runnable_problems(path: Path) -> list[str]:
+    """What `forkq run`, `work` and `check` refuse on this host (require_runnable); the
+    file itself loads, for producers and the CLI."""
+    config = load_config(path)
+    with pytest.raises(ConfigError) as caught:
+        require_runnable(config)
     assert caught.value.exit_code == ExitCode.CONFIG
     return str(caught.value).splitlines()
 
@@ -187,7 +197,7 @@ def test_pass_env_names_the_daemons_variables_but_never_forkqs_own(tmp_path: Pat
     ]
 
 
-def test_a_program_that_cannot_be_found_or_run_stops_the_load(tmp_path: Path) -> None:
+def test_a_program_that_cannot_be_found_or_run_stops_the_daemon(tmp_path: Path) -> None:
     not_executable = executable(tmp_path, "plain.sh", mode=0o644)
     path = write(
         tmp_path,
@@ -206,7 +216,7 @@ def test_a_program_that_cannot_be_found_or_run_stops_the_load(tmp_path: Path) ->
         argv = ["{tmp_path}"]
         """,
     )
-    lines = problems(path)
+    lines = runnable_problems(path)
     assert lines == [
         f"{path}: commands.\"typo\".argv: 'phpp' is not an executable found in PATH ({tmp_path})",
         f"{path}: commands.\"missing\".argv: '{tmp_path}/nowhere.php' is not an executable file",
@@ -229,12 +239,14 @@ def test_a_bare_name_is_looked_up_in_the_tables_path_first(tmp_path: Path) -> No
     )
     assert load_config(path).commands[0].argv == ("only-here",)
     path = write(tmp_path, '[commands.lost]\nargv = ["only-here"]\n')
-    [line] = problems(path)
+    [line] = runnable_problems(path)
     assert "'only-here' is not an executable found in PATH" in line
 
 
-def run_forkq(tmp_path: Path, text: str) -> subprocess.CompletedProcess[str]:
-    """The real `forkq run -c FILE` (on a SQLite file it never reaches)."""
+def run_forkq(
+    tmp_path: Path, text: str, *argv: str, command: str = "run"
+) -> subprocess.CompletedProcess[str]:
+    """The real `forkq run -c FILE` (on a SQLite file it never reaches), or `command`."""
     config = write(tmp_path, text)
     env = {
         key: value
@@ -243,7 +255,7 @@ def run_forkq(tmp_path: Path, text: str) -> subprocess.CompletedProcess[str]:
     }
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(ROOT)])
     return subprocess.run(
-        [sys.executable, "-m", "supervisor", "run", "-c", str(config)],
+        [sys.executable, "-m", "supervisor", command, *argv, "-c", str(config)],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -273,6 +285,32 @@ def test_forkq_run_exits_78_on_a_bad_command_table(tmp_path: Path) -> None:
     assert "'no-such-program-anywhere' is not an executable found in PATH" in done.stderr
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "never.db").exists()
+
+
+def test_a_missing_program_stops_what_runs_jobs_but_not_the_cli(tmp_path: Path) -> None:
+    """A deploy half done, php being reinstalled: the operator still lists, enqueues and
+    cancels with the daemon's config; `forkq run`, `work` and `check` refuse it (78)."""
+    text = f"""
+        [database]
+        url = "sqlite:///{tmp_path}/q.db"
+
+        [supervisor]
+        handlers = []
+
+        [commands."report.pdf"]
+        argv = ["{tmp_path}/gone.sh"]
+        """
+    assert run_forkq(tmp_path, text, "apply", command="schema").returncode == 0
+    for command, argv in (("enqueue", ["report.pdf", "{}"]), ("jobs", []), ("status", [])):
+        done = run_forkq(tmp_path, text, *argv, command=command)
+        assert done.returncode == 0, (command, done.stderr)
+        assert "not an executable" not in done.stderr, (command, done.stderr)
+    for command in ("run", "work", "check"):
+        done = run_forkq(tmp_path, text, command=command)
+        assert done.returncode == ExitCode.CONFIG, (command, done.stdout, done.stderr)
+        said = done.stdout + done.stderr
+        assert f"'{tmp_path}/gone.sh' is not an executable file" in said, (command, said)
+        assert "Traceback" not in said, (command, said)
 
 
 def test_forkq_run_exits_78_when_a_command_and_a_python_handler_share_a_name(
