@@ -237,17 +237,20 @@ def cmd_schedules(args: argparse.Namespace) -> int:
 
 def _schedule_entries(config: Config, store: Store) -> list[dict[str, Any]]:
     from supervisor.cluster.schedules import (
-        next_run,  # the cron machinery loads only when asked for
+        next_slot,  # the cron machinery loads only when asked for
     )
 
     now = store.db_now()  # the clock the schedules are enqueued by
     entries = []
     runtime = store.runtime_schedules() if (store.schema_version() or 0) >= 9 else []
     names = {s.name for s in config.schedules}
+    grace = config.supervisor.check_interval  # a slot due is enqueued by the next tick
     for s in [*config.schedules, *runtime]:
         state = _state(s, names)
+        last = store.last_slot(s.name)
         try:  # a paused or ignored schedule has no next run
-            upcoming = next_run(s.cron, s.timezone, now) if state == "active" else None
+            active = state == "active"
+            upcoming = next_slot(s.cron, s.timezone, now, last, grace) if active else None
         except ValueError:  # a valid expression that never comes due (Feb 30)
             upcoming = None
         entries.append(
@@ -257,7 +260,7 @@ def _schedule_entries(config: Config, store: Store) -> list[dict[str, Any]]:
                 "timezone": s.timezone,
                 "handler": s.handler,
                 "queue": s.queue,  # None: the handler's registered queue
-                "last_slot": _from_epoch(store.last_slot(s.name)),
+                "last_slot": _from_epoch(last),
                 "next_run": _from_epoch(upcoming),
                 "source": "runtime" if s.since is not None else "file",
                 "state": state,

@@ -73,6 +73,17 @@ def next_run(cron: str, tz: str, now: float) -> float:
     return found
 
 
+def next_slot(cron: str, tz: str, now: float, last: float | None, grace: float) -> float:
+    """The slot a listing names next: the one after `last` when it fell due within `grace`
+    seconds (it waits for the check tick that enqueues it, up to check_interval late),
+    else the first due after `now`."""
+    if last is not None:
+        pending = next_run(cron, tz, last)
+        if now - grace <= pending <= now:
+            return pending
+    return next_run(cron, tz, now)
+
+
 def active_schedules(
     from_file: Sequence[ScheduleConfig], runtime: Sequence[ScheduleConfig]
 ) -> list[ScheduleConfig]:

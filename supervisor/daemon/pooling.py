@@ -157,7 +157,9 @@ class Pooling:
             f"{name} {len(self.children.of(name, retiring=True))}/{p.target}"
             for name, p in s.pools.items()
         )
-        text = f"{len(self.children)} children ({busy} busy), {jobs} jobs done; pools: {pools}"
+        alive = len(self.children)
+        text = f"{alive} {'child' if alive == 1 else 'children'} ({busy} busy),"
+        text += f" {jobs} {'job' if jobs == 1 else 'jobs'} done; pools: {pools}"
         if s.guard.error:
             text += "; database unreachable"
         systemd.status(text)

@@ -5,6 +5,7 @@ Times are judged on the database clock (`store.db_now()`), as the daemon judges 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -13,7 +14,7 @@ from werkzeug.utils import redirect
 from werkzeug.wrappers import Response
 
 from supervisor import events, logs
-from supervisor.cluster.schedules import next_run
+from supervisor.cluster.schedules import next_run, next_slot
 from supervisor.config import ScheduleConfig
 from supervisor.errors import DatabaseError, SchemaError
 from supervisor.jobref import JobRef
@@ -245,7 +246,8 @@ def schedules(ctx: Context) -> Response:
     now = store.db_now()
     names = {s.name for s in ctx.config.schedules}
     every = [*ctx.config.schedules, *store.runtime_schedules()]
-    entries = [_schedule(store, s, now) | {"shadowed": _shadowed(s, names)} for s in every]
+    grace = ctx.config.supervisor.check_interval  # a slot due waits for the next tick
+    entries = [_schedule(store, s, now, grace) | {"shadowed": _shadowed(s, names)} for s in every]
     return ctx.render(
         "schedules.html", nav="schedules", schedules=entries, now=now, source=ctx.config.source
     )
@@ -256,20 +258,15 @@ def _shadowed(schedule: ScheduleConfig, file_names: set[str]) -> bool:
     return schedule.since is not None and schedule.name in file_names
 
 
-def _schedule(store: Store, schedule: ScheduleConfig, now: float) -> dict[str, Any]:
+def _schedule(store: Store, schedule: ScheduleConfig, now: float, grace: float) -> dict[str, Any]:
+    slots = store.schedule_slots(schedule.name, LAST_SLOTS)
+    last = slots[0][0] if slots else None  # newest first
     upcoming: list[float] = []
-    at = now
-    for _ in range(NEXT_RUNS):
-        try:
-            at = next_run(schedule.cron, schedule.timezone, at)
-        except ValueError:  # an expression that never comes due (Feb 30)
-            break
-        upcoming.append(at)
-    return {
-        "config": schedule,
-        "next": upcoming,
-        "slots": store.schedule_slots(schedule.name, LAST_SLOTS),
-    }
+    with contextlib.suppress(ValueError):  # an expression that never comes due (Feb 30)
+        upcoming.append(next_slot(schedule.cron, schedule.timezone, now, last, grace))
+        while len(upcoming) < NEXT_RUNS:
+            upcoming.append(next_run(schedule.cron, schedule.timezone, upcoming[-1]))
+    return {"config": schedule, "next": upcoming, "slots": slots}
 
 
 def locks(ctx: Context) -> Response:

@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from supervisor.cluster.schedules import due_slots, enqueue_due, next_run
+from supervisor.cluster.schedules import due_slots, enqueue_due, next_run, next_slot
 from supervisor.config import ScheduleConfig
 from supervisor.store import Store, open_store
 
@@ -88,6 +88,22 @@ def test_a_repeated_wall_time_runs_once_on_fall_back() -> None:
     assert due_slots("30 1 * * *", NEW_YORK, last, first + 1, "once", 0.0) == [first]
     assert due_slots("30 1 * * *", NEW_YORK, first, second + 1, "once", 0.0) == []
     assert wall(next_run("30 1 * * *", NEW_YORK, first), NEW_YORK) == "2024-11-04T01:30:00-05:00"
+
+
+def test_the_next_slot_listed_is_one_due_that_waits_for_its_check_tick() -> None:
+    """`forkq schedules` and the dashboard at 03:58:42 with the 03:58:30 slot enqueued:
+    03:58:40 fell due and waits for the next check tick (5 s apart), so it is the next
+    run, not 03:58:50. A slot missed long ago (the daemons were down) is not."""
+    every_10s = "* * * * * */10"
+    now = at(2026, 11, 29, 3, 58, 42)
+    last = at(2026, 11, 29, 3, 58, 30)
+    assert next_slot(every_10s, UTC_ZONE, now, last, 5.0) == at(2026, 11, 29, 3, 58, 40)
+    assert next_run(every_10s, UTC_ZONE, now) == at(2026, 11, 29, 3, 58, 50)
+    assert next_slot(every_10s, UTC_ZONE, now, None, 5.0) == at(2026, 11, 29, 3, 58, 50)
+    long_ago = at(2026, 11, 28, 3, 58, 30)
+    assert next_slot(every_10s, UTC_ZONE, now, long_ago, 5.0) == at(2026, 11, 29, 3, 58, 50)
+    enqueued = at(2026, 11, 29, 3, 58, 40)  # the tick came: the next one is ahead
+    assert next_slot(every_10s, UTC_ZONE, now, enqueued, 5.0) == at(2026, 11, 29, 3, 58, 50)
 
 
 def test_an_hourly_schedule_runs_every_real_hour_across_fall_back() -> None:
