@@ -22,7 +22,7 @@ from supervisor import events, registry
 from supervisor.errors import ConnectionLost, TransientDatabaseError
 from supervisor.fate import failure_fate_for, max_attempts_for
 from supervisor.models import JobRow, JobState
-from supervisor.outcomes import Fate, SnoozeWritten, snoozed_too_often
+from supervisor.outcomes import Fate, Outcome, SnoozeWritten, snoozed_too_often
 from supervisor.policy import DEFAULT_MAX_SNOOZES, truncate_error
 from supervisor.store import Store
 from supervisor.store.results import AttemptEnd, attempt_end
@@ -96,7 +96,8 @@ class Outbox:
         self.owner = owner
         self.log = log
         self.pending = Pending()
-        self.cancelled: set[int] = set()  # failed or snoozed while the master cancels them
+        # Outcomes the store turned into others: cancelled meanwhile, snoozed too often (dead).
+        self.rewritten: dict[int, Outcome] = {}
         self.ends_cancels = False  # no master does (`forkq work`): end them cancelled here
         # Successes the master acknowledged for us while we ran a long job (a daemon
         # child's ledger): asked before each write of ours, and forgotten.
@@ -222,13 +223,10 @@ class Outbox:
         else:
             self._recorded(failure)
 
-    def cancelled_meanwhile(self, job_id: int) -> bool:
-        """Its outcome did not take because the master cancelled it while it ran (once)."""
-        if not self.cancelled:  # nearly always
-            return False
-        found = job_id in self.cancelled
-        self.cancelled.discard(job_id)
-        return found
+    def written_as(self, job_id: int) -> Outcome | None:
+        """What the job's end came to when the store made it other than the worker asked
+        (CANCELLED, DEAD), once; None nearly always."""
+        return self.rewritten.pop(job_id, None) if self.rewritten else None
 
     def _lost(self, job_id: int) -> None:
         """Our outcome did not take. A cancel's kill (a command program SIGTERMed with its
@@ -236,7 +234,7 @@ class Outbox:
         or here with no master, ends the job cancelled. One keyed read, on a rare path."""
         row = self.store.get_job(job_id)
         if row is not None and row.status in (JobState.CANCELLING, JobState.CANCELLED):
-            self.cancelled.add(job_id)
+            self.rewritten[job_id] = Outcome.CANCELLED
             if self.ends_cancels and self.store.finish_cancel(job_id):
                 self.log.warning(events.JOB_CANCELLED, job_id=job_id)
         else:
@@ -286,6 +284,7 @@ class Outbox:
         elif result is SnoozeWritten.SUPERSEDED:  # its unique key was taken: ended cancelled
             self.log.info(events.JOB_SUPERSEDED, job_id=snooze.job_id)
         elif result is SnoozeWritten.DEAD:  # snoozed past its max_snoozes: the store ended it dead
+            self.rewritten[snooze.job_id] = Outcome.DEAD
             self.log.warning(
                 events.JOB_SNOOZED_TOO_OFTEN, job_id=snooze.job_id, max_snoozes=snooze.max_snoozes
             )

@@ -294,14 +294,13 @@ class Worker:
                 # next held job's start when there is one).
                 self.events.succeeded(row.id, bool(self.held))
         finally:  # written or still pending (the next flush retries it): the job has ended
-            if cancelled := self.outbox.cancelled_meanwhile(row.id):  # the master logs it
-                outcome = Outcome.CANCELLED
-            else:
+            outcome = self.outbox.written_as(row.id) or outcome  # cancelled, snoozed too often
+            if outcome is not Outcome.CANCELLED:  # a cancel's master counts and logs it
                 metrics.job_finished(row.queue, row.handler, outcome, duration)  # no-op if off
             self.events.job_finished(row, outcome)
             if self.limits:  # its slot can go to a job parked on its limits
                 self.limits.ended(row.handler, row.queue, row.limit_key)
-        if not cancelled:
+        if outcome is not Outcome.CANCELLED:
             log_finished(self.log, row, attempt, outcome, duration)
         return outcome
 

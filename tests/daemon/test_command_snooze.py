@@ -65,6 +65,10 @@ def test_exit_75_with_forkq_snooze_comes_back_later_without_using_an_attempt(
     row = wait_job(store, again, status_is("dead"), daemon)
     assert row.snoozes == 2
     assert row.last_error is not None and "max_snoozes" in row.last_error
+    # Its last line says what became of it (dead), as the metric does, not "snoozed".
+    ends = daemon.wait_event(events.JOB_FINISHED, where=lambda e: e.get("job_id") == again, count=3)
+    assert [e["outcome"] for e in ends] == ["snoozed", "snoozed", "dead"], ends
+    assert ends[-1]["level"] == "warning", ends
 
     row = wait_job(store, retry, lambda r: r.last_error is not None, daemon)
     assert (row.attempts, row.snoozes) == (1, 0)  # a retry uses its attempt
