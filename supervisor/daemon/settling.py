@@ -87,7 +87,25 @@ class Settling:
             jobs=child.jobs,
             reason=child.exit_reason or str(label),  # why it went, else the metric's label
         )
+        if label is ChildExit.MEMORY and child.jobs <= 1:
+            self.memory_too_low(child)
         self.settle_child(child, status)
+
+    def memory_too_low(self, child: Child) -> None:
+        """A child over memory_limit_mb after at most one job: the limit is below what a
+        worker needs to start, and every child would be replaced after each job. Said
+        once a pool, as a warning (the child_exited lines alone are info)."""
+        pool = self.state.pools.get(child.pool)
+        if pool is None or pool.memory_warned:
+            return
+        pool.memory_warned = True
+        self.state.log.warning(
+            events.MEMORY_LIMIT_TOO_LOW,
+            pool=child.pool,
+            memory_limit_mb=pool.config.memory_limit_mb,
+            jobs=child.jobs,
+            note="a child was over it after its first job: raise it above a worker's size",
+        )
 
     def record_exit(self, child: Child, status: int) -> ChildExit:
         label = metrics.child_exited(

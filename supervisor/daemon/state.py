@@ -28,6 +28,7 @@ class PoolState:
     saturated_ticks: int = 0  # consecutive check ticks saturated
     jobs_done: int = 0  # by children that have exited
     sizing: ClaimSizing | None = None  # the last child's that retired: the next one's start
+    memory_warned: bool = False  # memory_limit_too_low said (once a pool, until a reload)
 
     def __post_init__(self) -> None:
         self.minimum = self.config.workers

@@ -197,6 +197,23 @@ def test_child_over_its_memory_limit_is_recycled_after_the_job(
         timeout=10,
         message="a replacement child",
     )
+    assert daemon.events(events.MEMORY_LIMIT_TOO_LOW) == []  # it grew past it in its job
+
+
+def test_a_memory_limit_below_a_fresh_workers_size_is_said_once(
+    daemons: Factory, store: Store, queue: Queue
+) -> None:
+    """16 MB (the least accepted) is below what a worker needs to start: every child is
+    replaced after its first job. The jobs still run; the master says why, once."""
+    daemon = boot(daemons, pools={"work": {"workers": 1, "memory_limit_mb": 16, **KEEP}})
+    for _ in range(3):
+        wait_done(store, queue.enqueue("t.noop", queue="work"))
+    [said] = daemon.wait_event(events.MEMORY_LIMIT_TOO_LOW, timeout=10)
+    assert (said["pool"], said["memory_limit_mb"], said["level"]) == ("work", 16, "warning")
+    daemon.wait_event(
+        events.CHILD_EXITED, where=lambda e: "memory_limit_mb" in e["reason"], count=3
+    )
+    assert len(daemon.events(events.MEMORY_LIMIT_TOO_LOW)) == 1
 
 
 # --- dynamic pools ---------------------------------------------------------------------------------
