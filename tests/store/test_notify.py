@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
 
+from supervisor import events
 from supervisor.cluster.alerts.channels import (
     AlertRunner,
     deliver,
@@ -418,6 +420,11 @@ def test_a_channel_that_missed_a_message_the_other_took_gets_it_later(
     hook.status = 500
     assert [n.kind for n in runner.run(store, cfg, backlog(2000), T0)] == ["firing"]
     assert len(sink.messages) == 1 and hook.texts() == []
+    with structlog.testing.capture_logs() as captured:  # still failing: said each try
+        assert runner.run(store, cfg, backlog(2000), T0 + 5) == []
+    failed = [e for e in captured if e["event"] == events.ALERT_SEND_FAILED]
+    assert len(failed) == 1 and failed[0]["owed"] is True, captured
+    assert list(failed[0]["errors"]) == ["webhook"], failed
     hook.status = 200
     assert runner.run(store, cfg, backlog(2000), T0 + 10) == []  # nothing new to say
     assert [t.split(": ")[1] for t in hook.texts()] == [FIRING_LINE]  # what it missed

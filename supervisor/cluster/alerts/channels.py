@@ -291,7 +291,12 @@ class AlertRunner:
 
         def send(note: Notification, channel: str) -> bool:
             results = deliver(cfg, note, skip=configured - {channel})
-            return any(r.ok for r in results if r.channel == channel)
+            if any(r.ok for r in results if r.channel == channel):
+                return True
+            errors = {r.channel: r.error for r in results if r.channel == channel}  # still owed
+            self.log.warning(events.ALERT_SEND_FAILED, key=note.key, kind=note.kind,
+                             errors=errors, owed=True)  # fmt: skip
+            return False
 
         for note, channel in pay(new, told, configured, failed, send):
             self.log.info(events.ALERT_SENT, key=note.key, kind=note.kind, text=note.text,
