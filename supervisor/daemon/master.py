@@ -1,12 +1,12 @@
 """The arbiter: boot, the loop, signal dispatch, reload and stop.
 
-The master has no threads. Signal handlers only queue the signal; `signal.set_wakeup_fd`
-wakes the main loop's `select`, which also watches every child's status pipe, the check
-tick's report and the same-host wake socket. It decides nothing by itself: decisions.py
-says what to do and when, children.py forks, reaps and kills, handback.py takes back what
-a busy child holds, booting.py waits for the database at boot, dbguard.py keeps later
-database calls from blocking a stop or a kill, and the check tick (ticks.py,
-cluster/tick.py) does the slow cluster work in a process of its own.
+No threads. Signal handlers only queue the signal; `signal.set_wakeup_fd` wakes the
+loop's `select`, which also watches every child's status pipe, the check tick's report
+and the wake socket. It decides nothing by itself: decisions.py says what and when,
+children.py forks, reaps and kills, handback.py takes back what a busy child holds,
+booting.py waits for the database at boot, dbguard.py keeps database calls from blocking
+a stop or a kill, and the check tick (ticks.py, cluster/tick.py) does the slow cluster
+work in a process of its own. While stopping, HUP, TTIN and TTOU are said and ignored.
 """
 
 from __future__ import annotations
@@ -54,10 +54,8 @@ class Master:
         self.children = Children(log, host, name)
         self.signals = SignalQueue()
         self.stop_deadline = 0.0
-        guard = DbGuard(
-            log, DB_TIMEOUT, self.children.kill_overtime, self.stop_requested,
-            self.children.next_kill,
-        )  # fmt: skip
+        kills = self.children
+        guard = DbGuard(log, DB_TIMEOUT, kills.kill_overtime, self.stop_requested, kills.next_kill)
         pools = {p.name: PoolState(p) for p in config.pools}
         # What the parts below share; reload() and the tick's report update it in place.
         self.state = Shared(
@@ -88,6 +86,8 @@ class Master:
                 self.begin_stop(graceful=True, signame=signal.Signals(sig).name)
             elif sig == signal.SIGQUIT:
                 self.begin_stop(graceful=False, signame="SIGQUIT")
+            elif self.state.stopping and sig in (signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU):
+                self.state.log.info(events.ALREADY_STOPPING, signal=signal.Signals(sig).name)
             elif sig == signal.SIGHUP:
                 self.reload()
             elif sig in (signal.SIGTTIN, signal.SIGTTOU):

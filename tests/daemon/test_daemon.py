@@ -180,7 +180,7 @@ def test_sigterm_past_shutdown_timeout_kills_and_returns_the_job_uncounted(
     assert store.list_processes() == []
 
 
-def test_second_sigterm_during_the_drain_is_harmless(
+def test_second_sigterm_hup_or_ttin_during_the_drain_is_harmless(
     daemons: Factory, store: Store, queue: Queue
 ) -> None:
     daemon = boot(
@@ -191,10 +191,15 @@ def test_second_sigterm_during_the_drain_is_harmless(
 
     daemon.send_signal(signal.SIGTERM)
     daemon.wait_event(events.MASTER_STOPPING)
-    daemon.send_signal(signal.SIGTERM)
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGTTIN):
+        daemon.send_signal(sig)
+        time.sleep(0.1)  # one at a time: the queue keeps one of each pending signal
 
     assert daemon.wait_exit(15) == 0
-    assert daemon.events(events.ALREADY_STOPPING)
+    # A reload or a resize while stopping is said and ignored, never logged as done.
+    said = [e["signal"] for e in daemon.events(events.ALREADY_STOPPING)]
+    assert said == ["SIGTERM", "SIGHUP", "SIGTTIN"], said
+    assert daemon.events(events.CONFIG_RELOADED) == daemon.events(events.POOL_RESIZED) == []
     row = get(store, job_id)
     assert (row.status, row.attempts) == (JobState.DONE, 1)
     assert daemon.events(events.CHILD_KILLED_AT_SHUTDOWN) == []
