@@ -27,6 +27,7 @@ SUMMARY_CHARS = 200  # of the last stderr line, repeated first as last_error's s
 MAX_RETRY_AFTER = MAX_DELAY  # seconds a program may ask to wait, at most (a year)
 RETRY_AFTER = re.compile(r"^forkq-retry-after:\s*(.*?)\s*$")
 PROGRESS_PREFIX = "forkq-progress:"  # a report (command.progress_line), not a diagnostic
+PHP_FATAL = re.compile(r"(PHP )?Fatal error: ")  # php-cli's uncaught exception, first line
 
 
 class CommandFailed(Exception):
@@ -106,5 +107,16 @@ def with_stderr(what: str, text: str) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if len(lines) <= 1:
         return f"{what}: {text.strip()}"
-    last = lines[-1] if len(lines[-1]) <= SUMMARY_CHARS else lines[-1][: SUMMARY_CHARS - 3] + "..."
+    last = summary_line(lines)
+    last = last if len(last) <= SUMMARY_CHARS else last[: SUMMARY_CHARS - 3] + "..."
     return f"{what}: {last}\n{text}"
+
+
+def summary_line(lines: list[str]) -> str:
+    """The line that says why: the last one, but for PHP's uncaught exception, whose trace
+    ends `thrown in FILE on line N`; its `PHP Fatal error:  Uncaught ...` line says why."""
+    if lines[-1].startswith("thrown in "):
+        for line in reversed(lines):
+            if PHP_FATAL.match(line):
+                return line
+    return lines[-1]

@@ -21,6 +21,7 @@ from typing import Any
 
 import psutil
 import pytest
+from php_util import php_binary
 
 from supervisor import logs
 from supervisor.config import CommandConfig
@@ -196,6 +197,20 @@ def test_the_summary_is_the_last_non_empty_stderr_line() -> None:
     text = str(caught.value)
     assert text.splitlines()[0] == "exit 255: Fatal error: out of memory"
     assert "PHP Deprecated: strftime()\nFatal error: out of memory" in text
+
+
+def test_an_uncaught_php_exception_is_summarized_by_its_fatal_error_line(
+    tmp_path: Path,
+) -> None:
+    """php-cli's commonest failure ends its stderr with `thrown in FILE on line N`: the
+    summary is the `PHP Fatal error:  Uncaught ...` line that says why (real php-cli)."""
+    script = tmp_path / "job.php"
+    script.write_text("<?php\nfunction f() { undefined_fn(); }\nf();\n")
+    with pytest.raises(CommandFailed) as caught:
+        run([php_binary(), "-d", "log_errors=1", "-d", "display_errors=0", str(script)])
+    first, *rest = str(caught.value).splitlines()
+    assert first.startswith("exit 255: PHP Fatal error:  Uncaught Error: Call to undefined"), first
+    assert rest[-1].strip().startswith("thrown in "), rest  # the whole tail is kept below
 
 
 def test_a_program_killed_for_its_timeout_keeps_its_stderr_tail(pids: Path) -> None:
