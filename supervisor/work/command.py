@@ -131,10 +131,15 @@ class CommandHandler:
             )
             try:
                 pipes.pump()
+            except BaseException as exc:  # the soft timeout, mostly: nothing of it outlives it
+                kill_tree(proc, log, type(exc).__name__)
+                pipes.drain()  # read while they are open: what its SIGTERM trap said is kept
+                raise
             finally:
                 pipes.close()
-        except BaseException as exc:  # the soft timeout, mostly: nothing of it outlives the attempt
-            kill_tree(proc, log, type(exc).__name__)
+        except BaseException as exc:
+            if pipes is None:  # it never got its pipes read
+                kill_tree(proc, log, type(exc).__name__)
             if isinstance(exc, JobTimeout) and pipes is not None and pipes.stderr:
                 # SPEC: the stderr tail goes into last_error also when killed for its timeout.
                 raise JobTimeout(error_text(bytes(pipes.stderr), pipes.cut)) from exc

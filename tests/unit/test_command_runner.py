@@ -226,6 +226,22 @@ def test_a_program_killed_for_its_timeout_keeps_its_stderr_tail(pids: Path) -> N
     assert all(gone(int(pid)) for pid in pids.read_text().split())
 
 
+def test_what_a_program_says_in_its_sigterm_trap_when_killed_for_its_timeout_is_kept(
+    pids: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The tree is killed while its pipes are still read: the cleanup a trap reports is
+    in the error and the log, as it is when a cancel kills it."""
+    script = (
+        f'echo $$ >> "{pids}"; trap \'echo "cleaned up the half-written export" >&2; exit 1\''
+        " TERM; echo working >&2; sleep 30 & wait"
+    )
+    with pytest.raises(JobTimeout) as caught, soft_timeout(0.5):
+        sh(script)
+    assert str(caught.value).splitlines()[-1] == "cleaned up the half-written export"
+    lines = [e["line"] for e in events(capsys, "command_output")]
+    assert lines == ["working", "cleaned up the half-written export"], lines
+
+
 def test_progress_reports_are_left_out_of_the_error(pids: Path) -> None:
     """A program that reports progress and fails (or is killed for its timeout): its error
     said `timed out after 15s: forkq-progress: 35 step 14 of 40`, then every report."""
