@@ -72,7 +72,8 @@ class SnoozeWritten(StrEnum):
 def snoozed_too_often(max_snoozes: int, reason: str) -> str:
     """The last error of a job that snoozed once more than its handler's max_snoozes."""
     return (
-        f"snoozed {max_snoozes} times, its handler's max_snoozes: ended dead so it cannot"
+        f"snoozed {max_snoozes} {'time' if max_snoozes == 1 else 'times'}, its handler's"
+        " max_snoozes: ended dead so it cannot"
         f" wait forever (last: {reason})"
     )
 

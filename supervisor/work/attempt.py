@@ -147,7 +147,9 @@ def run_attempt(row: JobRow, timeout: float, worker: LeaseHolder) -> Attempt:
 def _run(row: JobRow, timeout: float, worker: LeaseHolder) -> Attempt:
     registered = registry.get(row.handler)
     if registered is None:
-        return _dead(f"unknown handler {row.handler!r}: no loaded module registered it")
+        return _dead(
+            f"unknown handler {row.handler!r}: no loaded module or [commands] table registered it"
+        )
     try:
         payload = json.loads(row.payload)
     except (ValueError, TypeError, RecursionError) as exc:

@@ -91,7 +91,7 @@ def retry_after(text: str, log: Any) -> tuple[float | None, str]:
     try:
         delay = parse_duration(match.group(1))
         if delay > MAX_RETRY_AFTER:
-            raise ValueError(f"more than {MAX_RETRY_AFTER:g} seconds")
+            raise ValueError(f"more than a year ({MAX_RETRY_AFTER:.0f} s)")
     except ValueError as exc:
         log.warning(events.COMMAND_RETRY_AFTER_IGNORED, line=last[:200], reason=str(exc))
         return None, text
