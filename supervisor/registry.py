@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from supervisor import events
 from supervisor.errors import ConfigError
 from supervisor.policy import (
     DEFAULT_BACKOFF_BASE,
@@ -104,6 +105,19 @@ def unserved(config: Config) -> list[Handler]:
     for ever (a pool works the queue of its name)."""
     served = {pool.name for pool in config.pools}
     return [h for _, h in sorted(_HANDLERS.items()) if h.queue not in served]
+
+
+def log_unrunnable(config: Config, log: Any) -> None:
+    """At boot and on HUP, what could never run as `config` says: a handler whose queue
+    no pool serves (its jobs would wait for ever) and a schedule whose handler nothing
+    registers (its jobs would end dead here; `forkq check` refuses it, another host may
+    run it)."""
+    for handler in unserved(config):
+        log.warning(events.HANDLER_QUEUE_UNSERVED, handler=handler.name, queue=handler.queue)
+    for schedule in [s for s in config.schedules if get(s.handler) is None]:
+        log.warning(
+            events.SCHEDULE_HANDLER_UNKNOWN, schedule=schedule.name, handler=schedule.handler
+        )
 
 
 def clear() -> None:

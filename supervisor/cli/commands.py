@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from supervisor import events, logs, masking, registry
+from supervisor import logs, masking, registry
 from supervisor.cli.common import command_config
 from supervisor.config import Config, require_runnable
 from supervisor.config.model import HOME_DATABASE
@@ -31,14 +31,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     # Imported here first so a broken module's error names the config file; the
     # daemon's own import of them before it forks is then a no-op.
     load_handlers(config)
-    log = logs.get(role=Role.MASTER)
-    for handler in registry.unserved(config):  # its jobs would wait for ever: say so at boot
-        log.warning(events.HANDLER_QUEUE_UNSERVED, handler=handler.name, queue=handler.queue)
-    for schedule in [s for s in config.schedules if registry.get(s.handler) is None]:
-        # Its jobs would end dead here (`forkq check` refuses it; another host may run it).
-        log.warning(
-            events.SCHEDULE_HANDLER_UNKNOWN, schedule=schedule.name, handler=schedule.handler
-        )
+    registry.log_unrunnable(config, logs.get(role=Role.MASTER))
     path = args.config or os.environ.get("FORKQ_CONFIG") or None
     if getattr(args, "only_database", None) is not None:
         raise UsageError("forkq run serves every database of its config: no --database NAME")

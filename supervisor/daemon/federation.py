@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 
 from supervisor import events, logs, registry
-from supervisor.config import Config, load_config, require_runnable
+from supervisor.config import Config
 from supervisor.daemon import member, systemd
 from supervisor.daemon.member import CREDENTIALS, Member, respawn_delay, sender
 from supervisor.daemon.signals import SignalQueue, disarm_check_timer
@@ -243,9 +243,7 @@ class Federation:
     def reload(self) -> None:
         systemd.reloading()
         try:
-            config = load_config(self.config_path) if self.config_path else self.config
-            require_runnable(config)
-            load_handlers(config, reload=True)
+            config = member.checked_config(self.config_path, self.config, self.log)
         except ConfigError as exc:  # the masters keep the config they have
             self.log.error(events.RELOAD_REFUSED, error=str(exc))
             systemd.ready()

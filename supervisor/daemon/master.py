@@ -250,7 +250,7 @@ class Master:
         """HUP: re-read config and handlers; replace every child gracefully."""
         systemd.reloading()
         try:
-            config = member.reloaded_config(self.config_path, self.state.config)
+            config = member.reloaded_config(self.config_path, self.state.config, self.state.log)
             store = checked_store(config, self.state.config, open_store_for)
         except ConfigError as exc:
             self.state.log.error(events.RELOAD_REFUSED, error=str(exc))

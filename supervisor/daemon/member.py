@@ -12,6 +12,7 @@ from __future__ import annotations
 import socket
 import struct
 from dataclasses import dataclass, field
+from typing import Any
 
 from supervisor import logs, registry
 from supervisor.config import Config, load_config, require_runnable
@@ -52,12 +53,22 @@ def where(url: str) -> dict[str, str]:
     return {"database": url} if _name is None else {"url": url}
 
 
-def reloaded_config(path: str | None, current: Config) -> Config:
-    """HUP: the config file read again, handlers reloaded, narrowed to this master's
-    database (ConfigError: refused, the master goes on with what it has)."""
+def checked_config(path: str | None, current: Config, log: Any = None) -> Config:
+    """HUP: the file read again and checked as `forkq run` checks it at boot, its handlers
+    reloaded; with `log`, what could never run in it said as at boot."""
     config = load_config(path) if path else current
     require_runnable(config)
     load_handlers(config, reload=True)
+    if log is not None:
+        registry.log_unrunnable(config, log)
+    return config
+
+
+def reloaded_config(path: str | None, current: Config, log: Any) -> Config:
+    """HUP: the config checked (checked_config), narrowed to this master's database
+    (ConfigError: refused, the master goes on with what it has). A master of several
+    leaves the warnings to its supervisor, which reads the whole file."""
+    config = checked_config(path, current, log if _name is None else None)
     if _name is None:
         if config.databases:  # one master cannot become several in place
             raise ConfigError("[databases] was added: restart the daemon to serve several")

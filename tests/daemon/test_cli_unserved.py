@@ -6,6 +6,7 @@ queue no pool works, and `forkq status` names such queues."""
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +139,25 @@ def test_boot_logs_a_schedule_whose_handler_nothing_registers(
     daemon.write_config(text=daemon.config_path.read_text() + schedule)
     try:
         daemon.start().wait_ready()
+        [said] = daemon.events(events.SCHEDULE_HANDLER_UNKNOWN)
+        assert (said["schedule"], said["handler"]) == ("nightly", "reports.nope")
+        assert daemon.stop() == 0, daemon.describe()
+    finally:
+        daemon.kill_all()
+
+
+def test_a_reload_says_what_its_new_config_could_never_run_as_a_boot_does(
+    tmp_path: Path, sqlite_db_url: str
+) -> None:
+    """HUP with a schedule whose handler nothing registers: said then, not only at boot."""
+    daemon = Daemon(tmp_path / "d", sqlite_db_url, pools={"work": {"workers": 1}})
+    try:
+        daemon.start().wait_ready()
+        assert daemon.events(events.SCHEDULE_HANDLER_UNKNOWN) == []
+        schedule = '\n[schedules.nightly]\ncron = "0 3 * * *"\nhandler = "reports.nope"\n'
+        daemon.write_config(text=daemon.config_path.read_text() + schedule)
+        daemon.send_signal(signal.SIGHUP)
+        daemon.wait_event(events.CONFIG_RELOADED)
         [said] = daemon.events(events.SCHEDULE_HANDLER_UNKNOWN)
         assert (said["schedule"], said["handler"]) == ("nightly", "reports.nope")
         assert daemon.stop() == 0, daemon.describe()
