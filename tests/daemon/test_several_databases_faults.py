@@ -136,7 +136,7 @@ def test_the_supervisor_hears_a_master_not_its_workers(
     q.close()
     # The worker's datagram came before its master's status that counts the job done:
     # as systemd with NotifyAccess=main, the supervisor drops what a worker says.
-    heard(lambda m: any("default: " in x and "1 jobs done" in x for x in m))
+    heard(lambda m: any("default: " in x and "1 job done" in x for x in m))
     assert "EXTEND_TIMEOUT_USEC=123456789" not in heard(bool)
     assert daemon.stop(timeout=30) == 0
 
