@@ -127,7 +127,9 @@ class Problems:
         self.items: list[str] = []
 
     def add(self, key: str, problem: str) -> None:
-        self.items.append(f"{self.source}: {key}: {problem}")
+        outside = key.startswith("--") or key.isupper()  # an option, a variable: not the file
+        where = "" if outside else f"{self.source}: "
+        self.items.append(f"{where}{key}: {problem}")
 
     def fields(
         self, prefix: str, table: Any, spec: Mapping[str, Callable[[Any], Any]]

@@ -144,6 +144,21 @@ def test_every_problem_is_reported_at_once_with_the_file_and_the_key(tmp_path: P
     assert "unknown key" in text
 
 
+def test_a_bad_url_from_the_command_line_or_environment_is_not_blamed_on_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--database` and FORKQ_DATABASE_URL are named as where the URL came from, without
+    the config file's name (or "<defaults>") in front, as if the file held it."""
+    bad = "mysql://forkq:pa/ss@127.0.0.1/app"
+    with pytest.raises(ConfigError) as caught:
+        build_config({}, "<defaults>", database_url=bad)
+    assert str(caught.value).startswith("--database: database url: a '/'"), caught.value
+    monkeypatch.setenv("FORKQ_DATABASE_URL", bad)
+    with pytest.raises(ConfigError) as caught:
+        build_config({}, str(tmp_path / "forkq.toml"))
+    assert str(caught.value).startswith("FORKQ_DATABASE_URL: database url: a '/'")
+
+
 def test_an_unknown_section_is_refused(tmp_path: Path) -> None:
     [line] = problems(write(tmp_path, "[pool.email]\nworkers = 2\n"))
     assert ": pool: unknown section" in line
