@@ -169,6 +169,16 @@ class JobListing:
     tags: str | None = None  # JSON text as stored (a job's page only)
     progress: str | None = None  # JSON {"percent", "message", "at"} its handler last reported
     batch_id: int | None = None  # the q.batch() it belongs to (a job's page links to it)
+    deps: int = 0  # schema 14's flags: 2 = enqueued with parents (then cancelled: no retry)
+
+    @property
+    def retriable(self) -> bool:
+        """What a retry runs again: an ended job, not archived, unless it was cancelled
+        with parents it can no longer wait on (Store.not_retried says so)."""
+        with_parents = bool(self.deps & 2)
+        if self.archived or (self.status == JobState.CANCELLED and with_parents):
+            return False
+        return self.status in (JobState.DEAD, JobState.CANCELLED, JobState.DONE)
 
     @classmethod
     def from_mapping(cls, row: dict[str, Any], archived: bool = False) -> JobListing:
@@ -195,6 +205,7 @@ class JobListing:
             tags=row.get("tags"),
             progress=row.get("progress"),
             batch_id=None if row.get("batch_id") is None else int(row["batch_id"]),
+            deps=int(row.get("deps") or 0),
         )
 
 

@@ -55,12 +55,23 @@ def test_retry_and_discard_one_dead_job_from_its_page(
 def test_a_child_cancelled_while_waiting_is_not_retried_from_its_page(
     page: Any, web_server: ServerFactory, queue: Queue, store: Store
 ) -> None:
-    """Its parents are no longer recorded: retried, it would run before them."""
+    """Its parents are no longer recorded: retried, it would run before them. Its page
+    offers no retry (a cancelled job without parents does), and a retry posted anyway
+    (a page opened before) says why it was not done."""
     parent = queue.enqueue("report.build", queue="reports")
     child = queue.enqueue("report.mail", queue="reports", depends_on=[parent])
-    assert store.cancel_jobs([child], "test")[child].ok
+    alone = queue.enqueue("report.mail", queue="reports")
+    assert store.cancel_jobs([child, alone], "test")[child].ok
     server = web_server()
+    page.goto(f"{server.url}/jobs/{alone}")
+    retry = page.locator("form", has=page.get_by_role("button", name="retry", exact=True))
+    assert retry.count() == 1
+    form_html = retry.first.evaluate("f => f.outerHTML").replace(
+        f"/jobs/{alone}/", f"/jobs/{child}/"
+    )
     page.goto(f"{server.url}/jobs/{child}")
+    assert page.get_by_role("button", name="retry", exact=True).count() == 0
+    page.evaluate("html => document.body.insertAdjacentHTML('beforeend', html)", form_html)
     click(page, "retry")
     assert status(store, child) == JobState.CANCELLED
     assert f"job {child} was not retried (cancelled with parents" in page.inner_text(".flash")
