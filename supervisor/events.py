@@ -41,6 +41,7 @@ CHILD_FAILED_AT_START = "child_failed_at_start"
 CHILD_KILLED_AT_SHUTDOWN = "child_killed_at_shutdown"
 CHILD_IGNORED_RETIRE = "child_ignored_retire"
 MEMORY_LIMIT_TOO_LOW = "memory_limit_too_low"
+ORPHAN_KILLED = "orphan_killed"
 STRAY_KILLED = "stray_killed"
 STALE_PROCESSES_SETTLED = "stale_processes_settled"
 

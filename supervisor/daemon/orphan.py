@@ -27,9 +27,13 @@ import threading
 import time
 from collections.abc import Callable
 
+from supervisor import events, logs
 from supervisor.daemon.scoreboard import KILL_GRACE, Scoreboard
 
 CHECK_EVERY = 0.5  # seconds between two looks at the scoreboard once orphaned
+NOTE = (
+    "its master is gone and its job ran past its timeout: killed; the job's lease expiry settles it"
+)
 
 
 def start_guard(wake_fd: int, board: Scoreboard, stop: Callable[[], None]) -> None:
@@ -52,5 +56,7 @@ def _guard(wake_fd: int, board: Scoreboard, stop: Callable[[], None]) -> None:
     while True:
         entry = board.read()
         if entry.job_id is not None and time.monotonic() > entry.deadline + KILL_GRACE:
+            # Its job goes back when its lease expires (the reaper counts the attempt).
+            logs.get().error(events.ORPHAN_KILLED, job_id=entry.job_id, note=NOTE)
             os.killpg(0, signal.SIGKILL)  # our group (child.py made it): the child and its programs
         time.sleep(CHECK_EVERY)

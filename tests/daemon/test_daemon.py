@@ -478,6 +478,8 @@ def test_an_orphaned_child_stuck_past_its_timeout_kills_itself_before_its_lease_
     row = queue.get(stuck)
     assert row is not None and row.status == "running" and row.attempts == 1  # until reaped
     assert session_processes(first.pid) == []
+    [said] = first.events(events.ORPHAN_KILLED)  # the kill is said, with the job it ran
+    assert (said["job_id"], said["level"]) == (stuck, "error"), said
 
 
 # --- crash loops -------------------------------------------------------------------------------------------
