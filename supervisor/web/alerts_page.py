@@ -18,30 +18,45 @@ from supervisor.store import Store
 from supervisor.web.context import Context
 
 FIRING = "firing"
+STALE_TICKS = 3  # check ticks without a judgement before a firing alert is said unjudged
 
 
 def alerts(ctx: Context) -> Response:
     store = ctx.store
-    return ctx.render("alerts.html", nav="alerts", alerts=read_alerts(store), now=store.db_now())
+    now = store.db_now()
+    shown = read_alerts(store, now, stale_after(ctx))
+    return ctx.render("alerts.html", nav="alerts", alerts=shown, now=now)
 
 
-def read_alerts(store: Store) -> list[dict[str, Any]]:
+def stale_after(ctx: Context) -> float:
+    """Seconds after which a firing alert nobody judged again is said to be so (three
+    check ticks of this config: the lease holder's may differ, it is a hint)."""
+    return STALE_TICKS * ctx.config.supervisor.check_interval
+
+
+def read_alerts(store: Store, now: float, stale: float) -> list[dict[str, Any]]:
     """Every alert's view, firing first, then the most recent changes."""
-    rows = [view(key, value) for key, value in store.load_alerts().items()]
+    rows = [view(key, value, now, stale) for key, value in store.load_alerts().items()]
     return sorted(rows, key=lambda a: (not a["firing"], -(a["since"] or 0)))
 
 
-def view(key: str, row: dict[str, Any]) -> dict[str, Any]:
-    """What the pages show of one row of forkq_alerts (load_alerts' dict)."""
+def view(key: str, row: dict[str, Any], now: float, stale: float) -> dict[str, Any]:
+    """What the pages show of one row of forkq_alerts (load_alerts' dict). A firing one
+    reads as the figure when last judged (rules.py keeps it each tick), with the message
+    sent beside it when that differs; one no tick judged for a while says since when."""
     firing = row["state"] == FIRING
     detail = row.get("detail") or {}
     text, ended = detail.get("text"), detail.get("resolved_text")
     said = str(text) if text else None
+    current = str(detail["current"]) if firing and detail.get("current") else None
+    judged = float(detail["judged_at"]) if firing and detail.get("judged_at") else None
     return {
         "key": key,
         "state": row["state"],
         "firing": firing,
-        "message": (said or key) if firing else str(ended or resolved_text(key)),
+        "message": (current or said or key) if firing else str(ended or resolved_text(key)),
+        "said": said if current and said and said != current else None,
+        "unjudged_since": judged if judged is not None and now - judged > stale else None,
         "fired": None if firing else said,  # the last firing message, shown as past
         "since": row["since"],
         # A message with no channel to take it went nowhere: never notified (rules.py still

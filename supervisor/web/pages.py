@@ -53,7 +53,8 @@ def overview(ctx: Context) -> Response:
     now = store.db_now()
     rows = store.throughput(hours * 3600)
     chart_rows = [r for r in rows if chart_queue is None or r.queue == chart_queue]
-    firing = [a for a in alerts_page.read_alerts(store) if a["firing"]]
+    alerts = alerts_page.read_alerts(store, now, alerts_page.stale_after(ctx))
+    firing = [a for a in alerts if a["firing"]]
     return ctx.render(
         "overview.html",
         nav="overview",

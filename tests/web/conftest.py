@@ -80,8 +80,10 @@ def web_server(db_url: str, tmp_path: Path) -> Iterator[ServerFactory]:
     """Start `forkq web` on `db_url`: web_server(token=..., read_only=..., extra=...)."""
     started: list[WebServer] = []
 
-    def start(token: str | None = None, read_only: bool = False, extra: str = "") -> WebServer:
-        config = write_config(tmp_path, extra)
+    def start(
+        token: str | None = None, read_only: bool = False, extra: str = "", supervisor: str = ""
+    ) -> WebServer:
+        config = write_config(tmp_path, extra, supervisor)
         port = free_tcp_port()
         env = subprocess_env(db_url, FORKQ_LOG_FORMAT="json")
         env.pop("FORKQ_WEB_TOKEN", None)

@@ -5,6 +5,7 @@ if the condition still held; that message is kept beside it, marked as past."""
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -59,6 +60,42 @@ def test_a_resolved_alert_reads_as_resolved(
     finally:
         if hook is not None:
             hook.close()
+
+
+def test_a_firing_alert_reads_as_its_figure_now_and_says_when_nobody_judges_it(
+    page: Any, web_server: ServerFactory, daemons: Callable[..., Daemon], queue: Queue,
+    store: Store,
+) -> None:  # fmt: skip
+    """The backlog grows after the alert fired: the page shows today's figure (each tick
+    keeps it), with the message that was sent beside it. Once the daemon is stopped no
+    tick judges it: after three check intervals the page and the overview say since when
+    (a firing alert no daemon looks at any more would otherwise read as current)."""
+    for n in range(3):
+        queue.enqueue("t.noop", {"n": n}, queue="stuck")
+    daemon = daemons(name="alerting", supervisor={"check_interval": 1})
+    rules = '\n[alerts]\ncooldown = "1h"\n\n[alerts.rules.stuck]\nmax_ready = 1\n'
+    daemon.write_config(text=render_config(daemon.db_url, daemon.pools, daemon.supervisor) + rules)
+    daemon.start().wait_ready()
+    wait_until(lambda: state(store) == "firing", timeout=30, message="alert firing")
+    for n in range(3, 5):
+        queue.enqueue("t.noop", {"n": n}, queue="stuck")
+    wait_until(
+        lambda: "backlog 5 ready" in str(store.load_alerts()[KEY]["detail"].get("current")),
+        timeout=30,
+        message="the figure of a later tick",
+    )
+    server = web_server(supervisor="check_interval = 1")
+    page.goto(server.url + "/alerts")
+    row = page.locator(f'tr[data-alert="{KEY}"]')
+    assert 'queue "stuck" backlog 5 ready > max_ready 1' in row.locator(".message").inner_text()
+    assert "backlog 3 ready" in row.locator(".said").inner_text()  # what was sent, beside it
+    assert row.locator(".unjudged").count() == 0
+    assert daemon.stop() == 0, daemon.describe()
+    time.sleep(3.5)  # three check intervals of the dashboard's config, and a margin
+    page.goto(server.url + "/alerts")
+    assert "not judged since" in row.locator(".unjudged").inner_text()
+    page.goto(server.url + "/")
+    assert "not judged since" in page.locator(".alerts-firing").inner_text()
 
 
 def _resolved(page: Any, url: str, ids: list[int], store: Store, db_url: str) -> None:

@@ -24,6 +24,7 @@ START_TIMEOUT = 30.0
 CONFIG = """
 [supervisor]
 handlers = []
+{supervisor}
 
 [pools.email]
 workers = 2
@@ -38,9 +39,10 @@ payload = {{ kind = "daily" }}
 """
 
 
-def write_config(directory: Path, extra: str = "") -> Path:
+def write_config(directory: Path, extra: str = "", supervisor: str = "") -> Path:
+    """The dashboard's config; `supervisor`: lines of its [supervisor] table, `extra`: tables."""
     path = directory / "forkq.toml"
-    path.write_text(CONFIG.format(extra=extra))
+    path.write_text(CONFIG.format(extra=extra, supervisor=supervisor))
     return path
 
 

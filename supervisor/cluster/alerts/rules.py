@@ -24,6 +24,7 @@ announced resolves silently.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from supervisor.cluster.alerts.checks import checks
@@ -48,6 +49,9 @@ def evaluate(
     notes: list[Notification] = []
     for check in checks(snapshot, rules, states, now):
         state, note = _step(check, states.get(check.key), now, rules.cooldown, snapshot.host)
+        if state is not None and state.firing:  # the page reads the figure now, and when
+            current = {"current": f"[forkq] {snapshot.host}: {check.what}", "judged_at": now}
+            state = replace(state, detail={**state.detail, **current})
         if state is not None:
             new[check.key] = state
         if note is not None:
