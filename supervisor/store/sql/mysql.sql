@@ -322,7 +322,8 @@ SELECT MIN(queue) AS queue FROM forkq_jobs;
 -- queue name. Its cost is flat however many rows the table holds. The status index is
 -- forced for ready rows: in forkq_jobs_limit, priority sits before run_at and due rows
 -- are not one range. Counts no alert rule reads (not due yet, scheduled, running, done, cancelled)
--- stop at %(minor_limit)s instead: the check tick keeps those small.
+-- stop at %(minor_limit)s instead: the check tick keeps those small. Running counts a
+-- cancelling job too: its handler runs until its host stops it.
 SELECT
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs FORCE INDEX (forkq_jobs_status)
      WHERE status = 'ready' AND queue = %(queue)s AND run_at <= NOW(6) LIMIT %(limit)s) AS c) AS ready,
@@ -331,7 +332,7 @@ SELECT
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
      WHERE status = 'scheduled' AND queue = %(queue)s LIMIT %(minor_limit)s) AS c) AS scheduled,
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs FORCE INDEX (forkq_jobs_status)
-     WHERE status = 'running' AND queue = %(queue)s AND started_at IS NOT NULL
+     WHERE status IN ('running', 'cancelling') AND queue = %(queue)s AND started_at IS NOT NULL
      LIMIT %(minor_limit)s) AS c) AS running,
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
      WHERE status = 'dead' AND queue = %(queue)s LIMIT %(limit)s) AS c) AS dead,
@@ -359,7 +360,7 @@ SELECT
      WHERE status = 'ready' AND queue = %(queue)s AND run_at > NOW(6)) AS ready_later,
   (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'scheduled' AND queue = %(queue)s) AS scheduled,
   (SELECT COUNT(*) FROM forkq_jobs FORCE INDEX (forkq_jobs_status)
-     WHERE status = 'running' AND queue = %(queue)s AND started_at IS NOT NULL) AS running,
+     WHERE status IN ('running', 'cancelling') AND queue = %(queue)s AND started_at IS NOT NULL) AS running,
   (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'dead' AND queue = %(queue)s) AS dead,
   (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'done' AND queue = %(queue)s) AS done,
   (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'waiting' AND queue = %(queue)s) AS waiting,

@@ -264,7 +264,8 @@ SELECT MIN(queue) AS queue FROM forkq_jobs;
 -- One queue, one statement: index ranges of forkq_jobs_status that stop after :limit
 -- entries (the caller's cap + 1), and single dives for the oldest due run_at and the
 -- next queue name; flat cost however many rows the table holds. Counts no alert rule
--- reads (not due yet, scheduled, running, done) stop at :minor_limit instead.
+-- reads (not due yet, scheduled, running, done) stop at :minor_limit instead. Running
+-- counts a cancelling job too: its handler runs until its host stops it.
 SELECT
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
      WHERE status = 'ready' AND queue = :queue AND run_at <= :now LIMIT :limit)) AS ready,
@@ -273,7 +274,7 @@ SELECT
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
      WHERE status = 'scheduled' AND queue = :queue LIMIT :minor_limit)) AS scheduled,
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
-     WHERE status = 'running' AND queue = :queue AND started_at IS NOT NULL
+     WHERE status IN ('running', 'cancelling') AND queue = :queue AND started_at IS NOT NULL
      LIMIT :minor_limit)) AS running,
   (SELECT COUNT(*) FROM (SELECT 1 FROM forkq_jobs
      WHERE status = 'dead' AND queue = :queue LIMIT :limit)) AS dead,
@@ -296,7 +297,7 @@ SELECT
      WHERE status = 'ready' AND queue = :queue AND run_at > :now) AS ready_later,
   (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'scheduled' AND queue = :queue) AS scheduled,
   (SELECT COUNT(*) FROM forkq_jobs
-     WHERE status = 'running' AND queue = :queue AND started_at IS NOT NULL) AS running,
+     WHERE status IN ('running', 'cancelling') AND queue = :queue AND started_at IS NOT NULL) AS running,
   (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'dead' AND queue = :queue) AS dead,
   (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'done' AND queue = :queue) AS done,
   (SELECT COUNT(*) FROM forkq_jobs WHERE status = 'waiting' AND queue = :queue) AS waiting,
