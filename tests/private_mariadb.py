@@ -111,11 +111,14 @@ class PrivateMariaDB:
         return f"mysql://{auth}@127.0.0.1:{self.port}/{database or self.database}"
 
     def _server_options(self) -> list[str]:
+        tmpdir = self.root / "tmp"  # its temporary tables its own: not /tmp, which others share
+        tmpdir.mkdir(exist_ok=True)
         options = [
             "--no-defaults",  # must come first: no /etc/mysql config leaks in
             f"--datadir={self.datadir}",
             "--innodb-buffer-pool-size=64M",
             "--innodb-log-file-size=16M",
+            f"--tmpdir={tmpdir}",
         ]
         if os.geteuid() == 0:
             options.append("--user=root")  # mariadbd refuses to run as root without it
@@ -130,7 +133,7 @@ class PrivateMariaDB:
         user = "root" if os.geteuid() == 0 else _current_user()
         command = [
             _binary(INSTALL_DB),
-            *self._server_options()[:4],
+            *self._server_options()[:5],
             "--auth-root-authentication-method=normal",
             "--skip-test-db",
             f"--user={user}",
