@@ -4,12 +4,18 @@ queue's jobs, at a time."""
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from supervisor import registry
-from supervisor.cli.common import command_config, operator_name, warn_unrunnable
+from supervisor.cli.common import (
+    command_config,
+    operator_name,
+    warn_unrunnable,
+    with_same_flags,
+)
 from supervisor.cli.databases import (
     EachStore,
     by_database,
@@ -33,6 +39,8 @@ from supervisor.queue import Queue
 from supervisor.routing import same_database
 from supervisor.store import Store
 from supervisor.work.command import load_producer_handlers
+
+JOBS_PAGE = 50  # `forkq jobs` lists this many by default; --before ID pages on
 
 
 def cmd_enqueue(args: argparse.Namespace) -> int:
@@ -78,14 +86,15 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
-    config = command_config(args)
+    config, limit = command_config(args), args.limit or JOBS_PAGE
     rows: list[tuple[str, JobRow]] = []
     stores = EachStore(args, config, args.queue)
     for database, _, store in stores:
-        rows += [(database, row) for row in store.list_jobs(args.status, args.queue, args.limit)]
+        found = store.list_jobs(args.status, args.queue, limit, args.before)
+        rows += [(database, row) for row in found]
     labelled = several(config)
     if labelled:  # newest first across the databases (ids are per database)
-        rows = sorted(rows, key=lambda pair: pair[1].enqueued_at, reverse=True)[: args.limit]
+        rows = sorted(rows, key=lambda pair: pair[1].enqueued_at, reverse=True)[:limit]
     known = _defaults_known(config, [row for _, row in rows])
     if args.json:
         print_json(
@@ -95,7 +104,16 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         print("no jobs")
     else:
         print(_jobs_table(rows, labelled, known))
+        if len(rows) == limit and not labelled:  # a full page: say how to see the next
+            print(with_same_flags(_next_page(args, rows[-1][1].id), args), file=sys.stderr)
     return stores.done()
+
+
+def _next_page(args: argparse.Namespace, last: int) -> str:
+    """`forkq jobs` for the page after this one (--before), with this one's filters."""
+    given = [("--status", args.status), ("--queue", args.queue), ("--limit", args.limit)]
+    words = [f"{flag} {shlex.quote(str(value))}" for flag, value in given if value]
+    return f"older: `forkq jobs {' '.join([*words, f'--before {last}'])}`"
 
 
 def _defaults_known(config: Config, rows: Sequence[JobRow]) -> bool:

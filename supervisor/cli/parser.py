@@ -1,10 +1,9 @@
 """`forkq`: argparse sub-commands, and the one place exceptions become exit codes.
 
-Every sub-command takes `-c/--config FILE`, `--database URL` and `--debug`, before or
-after its name. Exit codes are a contract (see `ExitCode`): 0 ok, 1 runtime failure,
-2 bad usage, 78 bad config, 130 interrupted. An error is one line on stderr; the
-traceback is shown only with `--debug`. What each command does is in commands.py,
-jobs.py, overview.py and checks.py.
+Every sub-command takes `-c/--config FILE`, `--database URL` and `--debug`, before or after
+its name. Exit codes are a contract (`ExitCode`): 0 ok, 1 runtime failure, 2 bad usage, 78
+bad config, 130 interrupted. An error is one line on stderr; the traceback only with
+`--debug`. What each command does is in commands.py, jobs.py, overview.py and checks.py.
 """
 
 from __future__ import annotations
@@ -297,7 +296,8 @@ def _enqueue_parser(sub: argparse.ArgumentParser) -> None:
 def _jobs_parser(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--status", choices=[str(s) for s in JobState])
     sub.add_argument("--queue", metavar="Q", type=_queue_name)
-    sub.add_argument("--limit", metavar="N", type=_positive_int, default=50)
+    sub.add_argument("--limit", metavar="N", type=_positive_int, help="default 50")
+    sub.add_argument("--before", metavar="ID", type=_positive_int, help="older pages: ids below ID")
     _json_flag(sub)
 
 

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from supervisor.jobref import MAX_JOB_ID
 from supervisor.models import CancelResult, JobRow, JobState, QueueStats
 from supervisor.store.core import PURGE_CHUNK, RESULTS_SCHEMA_VERSION, STATS_CAP, micros
 from supervisor.store.dependencies import HAS_PARENTS, DependencyOps
@@ -63,15 +64,20 @@ class OperatorOps(DependencyOps, ResultOps):
         return int(self._rows(query, status=status, queue=queue, limit=cap + 1)[0]["n"])
 
     def list_jobs(
-        self, status: str | None = None, queue: str | None = None, limit: int = 50
+        self,
+        status: str | None = None,
+        queue: str | None = None,
+        limit: int = 50,
+        before: int | None = None,
     ) -> list[JobRow]:
-        """Newest first. A status with few jobs (counted on the status index, as the
-        dashboard does) is read from its range and sorted; else the primary key
-        backwards, where they are many enough to come soon."""
+        """Newest first (ids below `before`, the next page's). A status with few jobs
+        (counted on the status index, as the dashboard does) is read from its range and
+        sorted; else the primary key backwards, where they are many enough to come soon."""
         query = "list_jobs"
         if status is not None and self.count_status(status, queue, SORTED_MOST) <= SORTED_MOST:
             query = "list_jobs_status"
-        rows = self._rows(query, status=status, queue=queue, limit=limit)
+        highest = MAX_JOB_ID if before is None else before - 1  # ids are at most 2**63 - 1
+        rows = self._rows(query, status=status, queue=queue, limit=limit, highest=highest)
         return [JobRow.from_mapping(r) for r in rows]
 
     def retry_jobs(self, ids: Sequence[int]) -> int:

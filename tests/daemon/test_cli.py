@@ -309,6 +309,14 @@ def test_jobs_filters_by_status_and_queue_and_limits(
     assert row.split()[:4] == [str(dead), "dead", "reports", "mail.send"]
     assert "boom: it broke" in row and "line 2" not in row  # the first line of the error
     assert ok(forkq(workdir, "jobs", "--queue", "nothing-here", database=db_url)) == "no jobs\n"
+    # Pages: a full one says (on stderr) how to list the one after it, which is --before.
+    newest = sorted([*mail, other, dead], reverse=True)
+    assert ids("--limit", "2", "--before", str(newest[1])) == newest[2:4]
+    page = forkq(workdir, "jobs", "--queue", "mail", "--limit", "2", database=db_url)
+    older = sorted(mail, reverse=True)[1]
+    said = f"older: `forkq jobs --queue mail --limit 2 --before {older} --database "
+    assert page.stderr.startswith(said), page.stderr
+    assert ok(page).count("\n") == 3  # the header and two jobs: the hint is not in the table
 
 
 def test_show_prints_every_field_including_the_last_error(

@@ -382,13 +382,14 @@ SELECT * FROM forkq_jobs_archive WHERE id = %(id)s;
 -- read the primary key backwards there: the whole table for a few old dead jobs).
 SELECT * FROM forkq_jobs FORCE INDEX (forkq_jobs_status)
 WHERE status = %(status)s AND (%(queue)s IS NULL OR queue = %(queue)s)
-  AND (%(status)s <> 'running' OR started_at IS NOT NULL)
+  AND (%(status)s <> 'running' OR started_at IS NOT NULL) AND id <= %(highest)s
 ORDER BY id DESC LIMIT %(limit)s;
 
 -- name: list_jobs
 SELECT * FROM forkq_jobs
 WHERE (%(status)s IS NULL OR status = %(status)s) AND (%(queue)s IS NULL OR queue = %(queue)s)
   AND (%(status)s IS NULL OR %(status)s <> 'running' OR started_at IS NOT NULL)
+  AND id <= %(highest)s
 ORDER BY id DESC LIMIT %(limit)s;
 
 -- name: retry_jobs
@@ -801,7 +802,7 @@ SELECT id, queue, handler, status, priority, attempts, max_attempts, unique_key,
        locked_until, run_at, enqueued_at, started_at, finished_at,
        LEFT(last_error, 300) AS last_error, LEFT(payload, 120) AS payload
 FROM forkq_jobs FORCE INDEX (forkq_jobs_status)
-WHERE status = %(status)s AND queue = %(queue)s AND id < %(before)s
+WHERE status = %(status)s AND queue = %(queue)s AND id <= %(highest)s
   AND (%(handler)s IS NULL OR handler = %(handler)s)
   AND (%(status)s <> 'running' OR started_at IS NOT NULL)
 ORDER BY id DESC

@@ -318,13 +318,14 @@ SELECT * FROM forkq_jobs_archive WHERE id = :id;
 -- for a few old dead jobs.
 SELECT * FROM forkq_jobs INDEXED BY forkq_jobs_status
 WHERE status = :status AND (:queue IS NULL OR queue = :queue)
-  AND (:status <> 'running' OR started_at IS NOT NULL)
+  AND (:status <> 'running' OR started_at IS NOT NULL) AND id <= :highest
 ORDER BY id DESC LIMIT :limit;
 
 -- name: list_jobs
 SELECT * FROM forkq_jobs
 WHERE (:status IS NULL OR status = :status) AND (:queue IS NULL OR queue = :queue)
   AND (:status IS NULL OR :status <> 'running' OR started_at IS NOT NULL)
+  AND id <= :highest
 ORDER BY id DESC LIMIT :limit;
 
 -- name: retry_jobs
@@ -708,7 +709,7 @@ SELECT id, queue, handler, status, priority, attempts, max_attempts, unique_key,
        locked_until, run_at, enqueued_at, started_at, finished_at,
        SUBSTR(last_error, 1, 300) AS last_error, SUBSTR(payload, 1, 120) AS payload
 FROM forkq_jobs INDEXED BY forkq_jobs_status
-WHERE status = :status AND queue = :queue AND id < :before
+WHERE status = :status AND queue = :queue AND id <= :highest
   AND (:handler IS NULL OR handler = :handler)
   AND (:status <> 'running' OR started_at IS NOT NULL)
 ORDER BY id DESC
