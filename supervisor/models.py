@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from supervisor.columns import whole
 from supervisor.jobref import Enqueued as Enqueued  # it was defined here
 
 
@@ -59,6 +60,16 @@ def utc(value: Any) -> datetime | None:
 CLAIMED = "claimed"  # shown for a running row whose handler has not started (no started_at)
 
 
+def _state(value: str, odd: list[str]) -> str:
+    """The status column as a JobState; one no forkq writes (a raw INSERT's 'pending') as
+    it is, with the reason in `odd`, so no reader fails on it (no claim takes it)."""
+    try:
+        return JobState(value)
+    except ValueError:
+        odd.append(f"status holds {value!r}, which is no status of forkq's")
+        return str(value)
+
+
 def shown_status(status: str, started_at: Any) -> str:
     """The status a person sees: a job a worker claimed behind another and has not started
     is `claimed`, never `running` (SPEC: running means a handler has started)."""
@@ -73,7 +84,7 @@ class JobRow:
     queue: str
     handler: str
     payload: str
-    status: JobState
+    status: str  # a JobState, but for a raw INSERT's own word (then `unreadable` says so)
     priority: int
     run_at: datetime
     attempts: int
@@ -92,19 +103,24 @@ class JobRow:
     tags: str | None = None  # JSON list given at enqueue (schema 9); None: none
     progress: str | None = None  # JSON its handler last reported (schema 9); None: none
     batch_id: int | None = None  # the q.batch() it belongs to (schema 13); None: none
+    # What a raw INSERT wrote that cannot be read as its column's type (SQLite takes text
+    # in a number column): the worker ends such a job dead with this reason, and every
+    # other reader (the master, the CLI) still reads the row. None for nearly every row.
+    unreadable: str | None = None
 
     @classmethod
     def from_mapping(cls, row: dict[str, Any]) -> JobRow:
+        odd: list[str] = []
         return cls(
             id=int(row["id"]),
             queue=row["queue"],
             handler=row["handler"],
             payload=row["payload"],
-            status=JobState(row["status"]),
-            priority=int(row["priority"]),
+            status=_state(row["status"], odd),
+            priority=whole(row, "priority", 0, odd),
             run_at=utc(row["run_at"]) or datetime.now(UTC),
-            attempts=int(row["attempts"]),
-            max_attempts=None if row["max_attempts"] is None else int(row["max_attempts"]),
+            attempts=whole(row, "attempts", 0, odd),
+            max_attempts=whole(row, "max_attempts", None, odd),
             unique_key=row["unique_key"],
             locked_by=row["locked_by"],
             locked_until=utc(row["locked_until"]),
@@ -120,6 +136,7 @@ class JobRow:
             tags=row.get("tags"),
             progress=row.get("progress"),
             batch_id=None if row.get("batch_id") is None else int(row["batch_id"]),
+            unreadable="; ".join(odd) or None,
         )
 
     @property

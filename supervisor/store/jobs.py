@@ -15,6 +15,7 @@ from dataclasses import MISSING, fields
 from datetime import UTC, datetime
 from typing import Any
 
+from supervisor.columns import whole
 from supervisor.errors import SchemaError
 from supervisor.models import HandBack, JobRow, JobState, QueueTimes, utc
 from supervisor.outcomes import SnoozeWritten, snoozed_too_often
@@ -298,21 +299,31 @@ def claimed_job(row: dict[str, Any], queue: str, owner: str) -> JobRow:
     instance's dict at once, every field with a default taking that default.
     """
     job = object.__new__(JobRow)
+    priority, attempts, most = row["priority"], row["attempts"], row["max_attempts"]
+    odd: list[str] = []  # a raw INSERT's text in a number column (SQLite): ended dead
+    if (
+        type(priority) is not int
+        or type(attempts) is not int
+        or not (most is None or type(most) is int)
+    ):
+        priority, most = whole(row, "priority", 0, odd), whole(row, "max_attempts", None, odd)
+        attempts = whole(row, "attempts", 0, odd)
     job.__dict__.update(
         _CLAIMED_DEFAULTS,
         id=int(row["id"]),
         queue=queue,
         handler=row["handler"],
         payload=row["payload"],
-        priority=int(row["priority"]),
+        priority=priority,
         run_at=utc(row["run_at_s"]) or datetime.now(UTC),  # whatever the row holds
-        attempts=int(row["attempts"]) + 1,
-        max_attempts=None if row["max_attempts"] is None else int(row["max_attempts"]),
+        attempts=attempts + 1,
+        max_attempts=most,
         unique_key=row["unique_key"],
         locked_by=owner,
         enqueued_at=utc(row["enqueued_at_s"]) or datetime.now(UTC),  # whatever the row holds
         limit_key=row.get("limit_key"),  # read by claims under [limits] (store/limits/claims.py)
         batch_id=row.get("batch_id"),  # None for a job in no batch: the completion path asks this
+        unreadable="; ".join(odd) or None,
     )
     return job
 

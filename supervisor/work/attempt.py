@@ -145,6 +145,8 @@ def run_attempt(row: JobRow, timeout: float, worker: LeaseHolder) -> Attempt:
 
 
 def _run(row: JobRow, timeout: float, worker: LeaseHolder) -> Attempt:
+    if row.unreadable is not None:  # a raw INSERT's text in a number column (SQLite)
+        return _dead(f"the row cannot be read: {row.unreadable}")
     registered = registry.get(row.handler)
     if registered is None:
         return _dead(

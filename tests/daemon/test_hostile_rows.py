@@ -9,12 +9,14 @@ attempt, and the pool goes on with the next job.
 
 from __future__ import annotations
 
+import json
+import subprocess
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from daemon_util import Daemon, daemons_fixture  # noqa: F401 - fixture
-from util import sql, wait_until
+from util import python, sql, subprocess_env, wait_until
 
 from supervisor import events
 from supervisor.models import JobRow, JobState
@@ -106,3 +108,58 @@ def test_a_text_run_at_ends_dead_with_its_reason_and_the_pool_goes_on(
     good = insert(db_url, "t.noop", "{}")
     wait_until(lambda: job(db_url, good) is None, timeout=30, message="the next job ran")
     assert daemon.stop() == 0, daemon.describe()
+
+
+def test_text_in_a_number_column_ends_its_job_dead_and_every_reader_goes_on(
+    daemons: Callable[..., Daemon], db_url: str, tmp_path: Any
+) -> None:
+    """SQLite takes any type in any column: a PHP form's empty `max_attempts`, a priority
+    of 'high'. Such a row crashed every child that claimed it, then the master settling
+    it, and the master at every start after (a restart loop: every queue down); `forkq
+    jobs` and `show` failed on it, and on a status no forkq writes. Now the job ends dead
+    with the reason, the daemon goes on, and the CLI lists every row as it is."""
+    if not db_url.startswith("sqlite"):
+        pytest.skip("MySQL's INT and ENUM-like columns refuse or convert text at INSERT")
+    columns = {"max_attempts": "", "priority": "high", "attempts": "three"}
+    odd = {}
+    for column, value in columns.items():
+        sql(
+            db_url,
+            f"INSERT INTO forkq_jobs (queue, handler, payload, {column}) VALUES (?, ?, ?, ?)",
+            (QUEUE, "t.noop", "{}", value),
+        )
+        odd[column] = int(sql(db_url, "SELECT MAX(id) FROM forkq_jobs")[0][0])
+    sql(
+        db_url,
+        "INSERT INTO forkq_jobs (queue, handler, payload, status) VALUES (?, ?, ?, 'pending')",
+        (QUEUE, "t.noop", "{}"),
+    )
+    pending = int(sql(db_url, "SELECT MAX(id) FROM forkq_jobs")[0][0])
+    daemon = daemons(pools={QUEUE: {"workers": 1, "timeout": 10}}).start()
+
+    def ended() -> bool:
+        rows = [job(db_url, i) for i in odd.values()]
+        return all(row is not None and row.status == JobState.DEAD for row in rows)
+
+    wait_until(ended, timeout=30, message="the unreadable rows ended dead")
+    for column, job_id in odd.items():
+        row = job(db_url, job_id)
+        assert row is not None and row.attempts == 1, (column, row)
+        error = row.last_error or ""
+        assert error.startswith("the row cannot be read: ") and column in error, error
+    good = insert(db_url, "t.noop", "{}")
+    wait_until(lambda: job(db_url, good) is None, timeout=30, message="the next job ran")
+    assert daemon.events(events.CHILD_CRASHED) == [] and daemon.events(events.MASTER_CRASHED) == []
+    assert daemon.stop() == 0, daemon.describe()
+    row = job(db_url, pending)  # no claim takes it; every reader reads it as it is
+    assert (
+        row is not None
+        and row.status == "pending"
+        and "no status of forkq's" in str(row.unreadable)
+    )
+    listed = subprocess.run(
+        [python(), "-m", "supervisor", "jobs", "--json"],
+        env=subprocess_env(db_url), capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    assert {j["id"]: j["status"] for j in json.loads(listed.stdout)}[pending] == "pending"

@@ -18,7 +18,7 @@ SUPERVISOR = Path(__file__).resolve().parents[2] / "supervisor"
 
 LAYERS = [
     {"errors", "events", "kinds", "models", "durations", "escaping", "dburl", "policy", "outcomes",
-     "config", "logs", "proc", "unique", "timing", "jobref", "masking"},
+     "config", "logs", "proc", "unique", "timing", "jobref", "masking", "columns"},
     {"store"},
     {"registry", "fate", "lock", "wake", "building", "queue", "batches", "status", "workflow",
      "results", "routing"},

@@ -38,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from supervisor.columns import whole
 from supervisor.config import Config
 from supervisor.models import JobRow, JobState
 from supervisor.store.base import Store
@@ -261,7 +262,7 @@ class LimitClaim(BucketLocks):
             Candidate(
                 int(r["id"]),
                 self.plan.buckets_for(r["handler"], self.queue, r["limit_key"]),
-                (-int(r["priority"]), float(r["run_at_s"]), int(r["id"])),
+                (-whole(r, "priority", 0, []), float(r["run_at_s"]), int(r["id"])),
             )
             for r in rows
         ]

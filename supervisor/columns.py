@@ -1,0 +1,25 @@
+"""A stored column's value as forkq reads it, whatever another program wrote there.
+
+SQLite takes any type in any column: a producer's raw INSERT may put '' (an empty form
+field) in `max_attempts`, 'high' in `priority`, a word of its own in `status`. Reading
+such a row must fail no reader (the claim, the master settling what a child held, the
+CLI, the dashboard): the value reads as a default, and the row carries why
+(JobRow.unreadable), so the worker ends the job dead with that reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def whole(row: dict[str, Any], column: str, default: Any, odd: list[str]) -> Any:
+    """An integer column as an int (None stays None): `default`, and the reason in `odd`,
+    for what is none."""
+    value = row[column]
+    if value is None or type(value) is int:  # nearly always: no conversion
+        return value
+    try:
+        return int(value)  # MySQL's Decimal of an expression, a whole float
+    except (TypeError, ValueError, OverflowError):
+        odd.append(f"{column} holds {value!r}, not a whole number")
+        return default
