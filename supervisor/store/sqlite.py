@@ -198,6 +198,14 @@ class SQLiteStore(Store):
                 self._connection().execute(statement)
 
     def _insert_job(self, params: dict[str, Any]) -> Enqueued:
+        if params.get("group_key") is not None and params.get("join_alone", True):
+            # Two statements (the INSERT, its tenant's joining the round): one transaction,
+            # so a retry after a busy lock redoes both, never an INSERT that committed.
+            with self._transaction():
+                return self._insert_job_alone(params)
+        return self._insert_job_alone(params)
+
+    def _insert_job_alone(self, params: dict[str, Any]) -> Enqueued:
         with self._errors():
             return self._insert(self._connection(), params)
 

@@ -4,6 +4,7 @@ tenant is a job's group_key, else its limit_key. In-process, with the store's ow
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -397,3 +398,41 @@ def test_a_claim_that_finds_a_tenant_empty_waits_for_no_end_of_another_tenants_j
         ack.rollback()
         ack.close()
         store.close()
+
+
+def test_a_grouped_enqueue_that_meets_a_busy_lock_is_never_inserted_twice(
+    sqlite_db_url: str, tmp_path: Any
+) -> None:
+    """SQLite, Queue.enqueue(group_key=...): the INSERT committed on its own, then the
+    tenant's joining the round met another writer's lock, and the retry sent the INSERT
+    again (600 enqueues made 621 jobs under load). Another writer takes the lock right
+    between the two statements here: it must find them one transaction."""
+    from supervisor import Queue
+    from supervisor.store import open_store
+
+    store = open_store(sqlite_db_url)
+    path = str(tmp_path / "forkq.db")
+    other = sqlite3.connect(path, timeout=0, isolation_level=None, check_same_thread=False)
+    took: list[bool] = []
+
+    def between(statement: str) -> None:
+        if "forkq_tenants" not in statement or took:
+            return
+        try:
+            other.execute("BEGIN IMMEDIATE")  # the lock, as a busy worker holds it
+        except sqlite3.OperationalError:
+            took.append(False)  # forkq held it: the INSERT and the join are one transaction
+            return
+        took.append(True)
+        threading.Timer(0.3, lambda: other.execute("ROLLBACK")).start()
+
+    try:
+        store._connection().set_trace_callback(between)
+        job_id = Queue(store=store).enqueue("t.job", {"n": 1}, queue="fair", group_key="acme")
+        store._connection().set_trace_callback(None)
+        assert took == [False], took
+        rows = sql(sqlite_db_url, "SELECT id FROM forkq_jobs")
+        assert [int(r[0]) for r in rows] == [job_id]
+    finally:
+        store.close()
+        other.close()
