@@ -24,6 +24,7 @@ from supervisor.errors import RETRY_REQUESTED, DatabaseError, Fail, JobTimeout, 
 from supervisor.models import JobRow
 from supervisor.outcomes import Attempt, Outcome, Returned
 from supervisor.results import read_result
+from supervisor.work import guards
 from supervisor.work.exits import CommandFailed, with_stderr
 from supervisor.work.guards import arm_soft_timeout, disarm_soft_timeout, exit_if_forked
 from supervisor.work.snooze import snooze_outcome
@@ -179,6 +180,8 @@ def _run(row: JobRow, timeout: float, worker: LeaseHolder) -> Attempt:
         return _dead(f"failed permanently: {text_of(exc)}")
     except Exception as exc:
         return _failed(_describe(exc))
+    if guards.cancel_raised:  # `forkq work`: it caught the JobCancelled of a cancel
+        return Attempt(Outcome.TIMEOUT, "cancelled (its handler caught JobCancelled)", None, False)
     return DONE if value is None else Returned.of(value)  # most return None: no allocation
 
 

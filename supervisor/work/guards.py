@@ -39,10 +39,10 @@ def arm_soft_timeout(seconds: float) -> None:
     disarms the timer. The raw handler is compared: `signal.getsignal` turns it into an
     enum by raising and catching a ValueError, a few microseconds every job.
     """
-    global _armed
+    global _armed, cancel_raised
     if _raw_getsignal(signal.SIGALRM) is not _expire:
         signal.signal(signal.SIGALRM, _expire)
-    _armed = True
+    _armed, cancel_raised = True, False
     signal.setitimer(signal.ITIMER_REAL, seconds)
 
 
@@ -87,10 +87,17 @@ _raw_getsignal: Callable[[int], Any] = importlib.import_module("_signal").getsig
 
 _armed = False  # a handler runs under the soft timeout: an alarm now is meant for it
 _cancelled = False  # the next alarm is interrupt_for_cancel's
+# The running handler was sent JobCancelled (it may have caught it and gone on): its job
+# must not end done (attempt.py), it was cancelled.
+cancel_raised = False
 
 
 def _expire(signum: int, frame: FrameType | None) -> None:
-    global _cancelled
+    global _cancelled, cancel_raised
     cancelled, _cancelled = _cancelled, False
-    if _armed:  # else stray (a timer that fired as it was disarmed, a cancel too late)
-        raise JobCancelled() if cancelled else JobTimeout()
+    if not _armed:  # stray: a timer that fired as it was disarmed, a cancel too late
+        return
+    if cancelled:
+        cancel_raised = True
+        raise JobCancelled()
+    raise JobTimeout()

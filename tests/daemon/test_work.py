@@ -68,6 +68,19 @@ def retry_bare(payload, job):
     raise Retry(delay=0)
 
 
+@handler("t.stubborn")
+def stubborn(payload, job):
+    """Swallows every exception, the cancel's JobCancelled too, for 3 s."""
+    mark(payload, job, "started")
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        try:
+            time.sleep(0.05)
+        except BaseException:
+            pass
+    mark(payload, job, "ran")
+
+
 @handler("t.block")
 def block(payload, job):
     """Runs until the test creates `release` (or 60 s pass)."""
@@ -350,6 +363,27 @@ def test_a_cancelled_running_job_is_stopped_and_ends_cancelled(
         said = _lines_of(output, job_id)
         assert '"event": "job_cancelled"' in said and '"event": "job_finished"' not in said, said
     print(f"\n[figures] forkq work: running job cancelled after {took:.2f} s")
+
+
+def test_a_cancelled_job_whose_handler_swallows_the_cancel_still_ends_cancelled(
+    start: Start, workdir: Path, queue: Queue, store: Store
+) -> None:
+    """A handler that catches BaseException runs on to its end (no master kills it under
+    `forkq work`), but its job ends cancelled, never done: its dependents are cancelled
+    with it, as the cancel said."""
+    payload = {"dir": str(workdir)}
+    stubborn = queue.enqueue("t.stubborn", payload)
+    child = queue.enqueue("t.record", payload, depends_on=[stubborn])
+    worker = start()
+    wait_until(lambda: (workdir / f"started-{stubborn}-1").exists(), WAIT, message="job start")
+    assert queue.cancel(stubborn)
+    wait_until(lambda: (workdir / f"ran-{stubborn}-1").exists(), WAIT, message="its end")
+    wait_until(lambda: statuses(store, [stubborn]) == ["cancelled"], WAIT, message="cancelled")
+    wait_until(lambda: statuses(store, [child]) == ["cancelled"], WAIT, message="child too")
+    worker.send_signal(signal.SIGTERM)
+    code, output = finish(worker)
+    assert code == 0, output
+    assert not (workdir / f"ran-{child}-1").exists()
 
 
 def _lines_of(output: str, job_id: int) -> str:
