@@ -23,3 +23,20 @@ def whole(row: dict[str, Any], column: str, default: Any, odd: list[str]) -> Any
     except (TypeError, ValueError, OverflowError):
         odd.append(f"{column} holds {value!r}, not a whole number")
         return default
+
+
+def text_problem(column: str, value: Any) -> str | None:
+    """Why a text column is no text (bytes a raw INSERT wrote that are no UTF-8, read as
+    surrogates: SQLite only), or None. ASCII, nearly every value, is one quick test."""
+    if not isinstance(value, str) or value.isascii():
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return f"{column} is not valid UTF-8 text"
+    return None
+
+
+def not_text(row: dict[str, Any]) -> list[str]:
+    """The payload or handler of `row` that is no UTF-8 text, said (text_problem)."""
+    return [p for c in ("payload", "handler") if (p := text_problem(c, row[c])) is not None]

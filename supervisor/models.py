@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from supervisor.columns import whole
+from supervisor.columns import not_text, whole
 from supervisor.jobref import Enqueued as Enqueued  # it was defined here
 
 
@@ -136,7 +136,7 @@ class JobRow:
             tags=row.get("tags"),
             progress=row.get("progress"),
             batch_id=None if row.get("batch_id") is None else int(row["batch_id"]),
-            unreadable="; ".join(odd) or None,
+            unreadable="; ".join([*odd, *not_text(row)]) or None,
         )
 
     @property

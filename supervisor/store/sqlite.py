@@ -111,6 +111,12 @@ class SQLiteStore(Store):
                 # not open it, so it is refused, not waited for as unreachable.
                 where = os.path.abspath(self.path)
                 raise DatabaseError(f"cannot open the SQLite database at {where}: {exc}") from exc
+            if "Could not decode to UTF-8" in str(exc) and self._conn is not None:
+                # A raw INSERT's bytes that are no UTF-8: from now on this connection reads
+                # them (as surrogates, which mark the row unreadable: columns.py), and the
+                # read is tried again. Never before: the tolerant decoder costs every read.
+                self._conn.text_factory = _tolerant_text
+                raise TransientDatabaseError(str(exc)) from exc
             raise _translated(exc, self.path) from exc
 
     def _retrying(self, operation: Callable[[], T]) -> T:
@@ -293,6 +299,10 @@ def _kilobytes(size: int) -> str:
 
 def _dict_row(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:
     return {column[0]: value for column, value in zip(cursor.description, row, strict=True)}
+
+
+def _tolerant_text(raw: bytes) -> str:
+    return raw.decode("utf-8", "surrogateescape")
 
 
 def _translated(exc: sqlite3.Error, path: str) -> Exception:

@@ -163,3 +163,40 @@ def test_text_in_a_number_column_ends_its_job_dead_and_every_reader_goes_on(
     )  # fmt: skip
     assert listed.returncode == 0, listed.stderr
     assert {j["id"]: j["status"] for j in json.loads(listed.stdout)}[pending] == "pending"
+
+
+def test_a_payload_of_bytes_that_are_no_utf8_ends_dead_and_its_queue_goes_on(
+    daemons: Callable[..., Daemon], db_url: str, tmp_path: Any
+) -> None:
+    """SQLite keeps a raw INSERT's bytes as TEXT, UTF-8 or not: reading the row failed in
+    the driver, so every child that claimed it crashed (the pool crash-looped, its good
+    jobs waited, those claimed beside it were charged an attempt) and `forkq jobs`
+    failed. Now that job alone ends dead, saying why, and the CLI lists it."""
+    if not db_url.startswith("sqlite"):
+        pytest.skip("MariaDB refuses bytes that are no UTF-8 at INSERT (error 1366)")
+    sql(
+        db_url,
+        "INSERT INTO forkq_jobs (queue, handler, payload) VALUES (?, ?, CAST(? AS TEXT))",
+        (QUEUE, "t.noop", b'{"a":"\x80\xff"}'),
+    )
+    bad = int(sql(db_url, "SELECT MAX(id) FROM forkq_jobs")[0][0])
+    good = insert(db_url, "t.noop", "{}")
+    daemon = daemons(pools={QUEUE: {"workers": 1, "timeout": 10}}).start()
+    wait_until(lambda: job(db_url, good) is None, timeout=30, message="the good job ran")
+    row = wait_until(
+        lambda: (r := job(db_url, bad)) is not None and r.status == JobState.DEAD and r,
+        timeout=30,
+        message="the bad job ended dead",
+    )
+    assert row.attempts == 1 and "payload is not valid UTF-8 text" in (row.last_error or "")
+    assert (
+        daemon.events(events.CHILD_CRASHED) == []
+        and daemon.events(events.CHILD_FAILED_AT_START) == []
+    )
+    assert daemon.stop() == 0, daemon.describe()
+    listed = subprocess.run(
+        [python(), "-m", "supervisor", "jobs", "--json"],
+        env=subprocess_env(db_url), capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    assert [j["status"] for j in json.loads(listed.stdout) if j["id"] == bad] == ["dead"]
