@@ -131,11 +131,15 @@ def run_task(payload: Any, job: Any) -> Any:
             value = task.call(TaskContext(task_result=context), *args, **kwargs)
         else:
             value = task.call(*args, **kwargs)
-        returned = results.encode_json(value)
     except BaseException as exc:
         if os.getpid() == pid:  # never in a copy the task forked: see the worker's loop
             attempt.finish("failed", error=exc)
         raise
+    try:
+        returned = results.encode_json(value)
+    except Exception as exc:  # no retry mends it, and each would run the task's work again
+        attempt.finish("failed", error=exc)
+        raise Fail(f"its return value is not JSON: {type(exc).__name__}: {exc}") from exc
     attempt.finish("succeeded", returned=returned)
     return value  # what a pool with keep_result keeps, on the row just written: the same
 

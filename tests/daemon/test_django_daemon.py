@@ -157,6 +157,12 @@ def test_a_retried_task_keeps_each_attempts_error(
     assert returned_a_set.status == status.FAILED
     assert returned_a_set.errors[-1].exception_class_path == "builtins.TypeError"
     assert "not JSON serializable" in returned_a_set.errors[-1].traceback
+    # Dead at once, as a plain handler's unkeepable value: a retry would run its work again.
+    assert returned_a_set.attempts == 1, returned_a_set.errors
+    [(job_status, last_error)] = sql(
+        db_url, "SELECT status, last_error FROM forkq_jobs WHERE id = ?", [job_id_of(unjsonable.id)]
+    )
+    assert job_status == "dead" and "its return value is not JSON" in last_error
     # django-tasks logs each failed attempt with its traceback: a line of the daemon's log
     # (one JSON object a line), not plain text on stderr.
     logged = [e for e in daemon.events(events.LIBRARY_LOG) if "Traceback" in e.get("exception", "")]
