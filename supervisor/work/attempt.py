@@ -154,7 +154,7 @@ def _run(row: JobRow, timeout: float, worker: LeaseHolder) -> Attempt:
             f"unknown handler {row.handler!r}: no loaded module or [commands] table registered it"
         )
     try:
-        payload = json.loads(row.payload)
+        payload = STRICT_JSON.decode(row.payload)
     except (ValueError, TypeError, RecursionError) as exc:
         return _dead(f"payload is not valid JSON: {exc}")
     context = JobContext(row, worker)
@@ -183,6 +183,15 @@ def _run(row: JobRow, timeout: float, worker: LeaseHolder) -> Attempt:
     if guards.cancel_raised:  # `forkq work`: it caught the JobCancelled of a cancel
         return Attempt(Outcome.TIMEOUT, "cancelled (its handler caught JobCancelled)", None, False)
     return DONE if value is None else Returned.of(value)  # most return None: no allocation
+
+
+def _no_constant(name: str) -> Any:
+    """NaN and Infinity are no JSON (Python's parser takes them; PHP's json_decode does not)."""
+    raise ValueError(f"{name} is not JSON")
+
+
+# The payload's parser: as json.loads, less NaN and Infinity (a raw INSERT's).
+STRICT_JSON = json.JSONDecoder(parse_constant=_no_constant)
 
 
 def log_finished(

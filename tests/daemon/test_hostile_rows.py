@@ -54,11 +54,13 @@ def test_control_characters_in_a_row_never_crash_a_worker(
     control = insert(db_url, CONTROL_HANDLER, "{}")
     escaped_payload = insert(db_url, "t.noop", '{"a": "\\u0000\\u001b[2J"}', "key\x00\x1b\r")
     raw_payload = insert(db_url, "t.noop", '{"a": "\x00\x1b"}')
+    not_a_number = insert(db_url, "t.noop", '{"n": NaN, "i": -Infinity}')  # no JSON: PHP says so
     good = insert(db_url, "t.noop", "{}")
     daemon = daemons(pools={QUEUE: {"workers": 1, "timeout": 10}}).start()
 
     def finished() -> dict[int, Any]:
-        rows = {i: job(db_url, i) for i in (nul, control, escaped_payload, raw_payload, good)}
+        ids = (nul, control, escaped_payload, raw_payload, not_a_number, good)
+        rows = {i: job(db_url, i) for i in ids}
         states = {i: None if row is None else row.status for i, row in rows.items()}
         return rows if all(s in (None, JobState.DEAD) for s in states.values()) else {}
 
@@ -74,6 +76,9 @@ def test_control_characters_in_a_row_never_crash_a_worker(
     raw = rows[raw_payload]
     assert raw is not None and raw.status == JobState.DEAD and raw.attempts == 1
     assert "payload is not valid JSON" in (raw.last_error or "")
+    nan = rows[not_a_number]
+    assert nan is not None and nan.status == JobState.DEAD and nan.attempts == 1
+    assert "payload is not valid JSON: NaN is not JSON" in (nan.last_error or ""), nan.last_error
     assert daemon.events(events.CHILD_CRASHED) == [], daemon.events(events.CHILD_CRASHED)
     assert daemon.events(events.CHILD_FAILED_AT_START) == []
     assert len(daemon.events(events.CHILD_SPAWNED)) == 1  # one child did all of it
