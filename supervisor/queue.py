@@ -234,9 +234,10 @@ class Queue:
 def _an_id(kind: str, value: Any) -> int:
     """One job's (or batch's) id as the store takes it: an int, or its digits as text. A
     list or a name is a UsageError that says so, not a TypeError from deep in the store."""
-    if not isinstance(value, bool) and isinstance(value, int):
+    if not isinstance(value, bool) and isinstance(value, int) and value > 0:
         return value
-    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+    digits = isinstance(value, str) and value.strip().isascii() and value.strip().isdigit()
+    if digits and int(value) > 0:
         return int(value)
-    shown = repr(value) if isinstance(value, str) else f"a {type(value).__name__}"
-    raise UsageError(f"a {kind} id is a whole number, not {shown}")
+    shown = repr(value) if isinstance(value, str | int) else f"a {type(value).__name__}"
+    raise UsageError(f"a {kind} id is a whole number from 1, not {shown}")

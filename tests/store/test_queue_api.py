@@ -335,9 +335,12 @@ def test_an_id_that_is_no_whole_number_is_a_usage_error(queue: Queue) -> None:
     ValueError: a caller's mistake is a UsageError naming what was given."""
     job_id = queue.enqueue("t.job")
     for call in (queue.cancel, queue.result, queue.get, queue.batch_status, queue.wait):
-        with pytest.raises(UsageError, match="id is a whole number, not a list"):
+        with pytest.raises(UsageError, match="id is a whole number from 1, not a list"):
             call([job_id])  # type: ignore[arg-type]
-        with pytest.raises(UsageError, match="id is a whole number, not 'abc'"):
+        with pytest.raises(UsageError, match="id is a whole number from 1, not 'abc'"):
             call("abc")  # type: ignore[arg-type]
+        for no_id in (0, -1, "0"):  # read as "gone" before, unlike any other bad id
+            with pytest.raises(UsageError, match=f"from 1, not {no_id!r}"):
+                call(no_id)  # type: ignore[arg-type]
     assert queue.result(str(job_id)).state == "ready"  # its digits as text still do
     assert queue.cancel(job_id)
