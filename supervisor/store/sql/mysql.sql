@@ -802,7 +802,7 @@ SELECT id, queue, handler, status, priority, attempts, max_attempts, unique_key,
        locked_until, run_at, enqueued_at, started_at, finished_at,
        LEFT(last_error, 300) AS last_error, LEFT(payload, 120) AS payload
 FROM forkq_jobs FORCE INDEX (forkq_jobs_status)
-WHERE status = %(status)s AND queue = %(queue)s AND id <= %(highest)s
+WHERE status = %(status)s AND queue = %(queue)s AND id < %(before)s
   AND (%(handler)s IS NULL OR handler = %(handler)s)
   AND (%(status)s <> 'running' OR started_at IS NOT NULL)
 ORDER BY id DESC

@@ -709,7 +709,7 @@ SELECT id, queue, handler, status, priority, attempts, max_attempts, unique_key,
        locked_until, run_at, enqueued_at, started_at, finished_at,
        SUBSTR(last_error, 1, 300) AS last_error, SUBSTR(payload, 1, 120) AS payload
 FROM forkq_jobs INDEXED BY forkq_jobs_status
-WHERE status = :status AND queue = :queue AND id <= :highest
+WHERE status = :status AND queue = :queue AND id < :before
   AND (:handler IS NULL OR handler = :handler)
   AND (:status <> 'running' OR started_at IS NOT NULL)
 ORDER BY id DESC
