@@ -11,8 +11,10 @@ Then it wakes the pool's idle children to claim the returned jobs. So no job wai
 behind another for longer than the grace while a worker of its pool is free.
 
 What the database cannot take now waits in `unwritten` and is tried again on the next
-loop turn: the child no longer lists those jobs, so nobody else writes them meanwhile.
-If the child dies first, settling its jobs returns them (see settling.py).
+loop turn, for as long as the database is unreachable or locked (an application's long
+SQLite transaction): the child no longer lists those jobs, so nobody else writes them
+meanwhile, and a success dropped would run again when its lease ran out. If the child
+dies first, settling its jobs returns them (see settling.py).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ HANDBACK_GRACE = 0.025  # seconds a job runs before the jobs claimed behind it g
 # busy sibling's next claim, at the price of a transaction and that claim; a child that
 # turns idle wakes the master, and the short grace applies again.
 BUSY_GRACE = 0.25
-MOST_TRIES = 5  # a hand-back the database refused this often is dropped (see below)
+MOST_TRIES = 5  # a hand-back a reachable database refused this often is dropped (see below)
 
 
 @dataclass
@@ -53,10 +55,15 @@ class HandBacks:
     call: the jobs returned, or None when the database did not take it."""
 
     def __init__(
-        self, children: Children, write: Callable[[str, HandBack], int | None], log: Any
+        self,
+        children: Children,
+        write: Callable[[str, HandBack], int | None],
+        reachable: Callable[[], bool],
+        log: Any,
     ) -> None:
         self.children = children
         self.write = write
+        self.reachable = reachable  # False while the breaker is open (dbguard.py)
         self.log = log
         self.unwritten: list[_Unwritten] = []
         self.grace: dict[str, float] = {}  # pool -> its grace now (the idle look of `run`)
@@ -103,9 +110,11 @@ class HandBacks:
 
     def write_pending(self) -> None:
         """Write what was taken, in order. The child no longer lists those jobs, so nobody
-        else writes them meanwhile; if it dies first, settling returns them. One the
-        database refuses MOST_TRIES times is dropped rather than block the others: its
-        jobs are then settled with their holder, or reaped when their lease ends."""
+        else writes them meanwhile; if it dies first, settling returns them. A call the
+        breaker skipped or that found the database locked or gone is no try: it waits for
+        the database. One a reachable database refuses MOST_TRIES times (a statement of
+        ours it cannot take) is dropped rather than block the others: its jobs are then
+        settled with their holder, or reaped when their lease ends."""
         while self.unwritten:
             item = self.unwritten[0]
             hand_back = HandBack(
@@ -117,7 +126,7 @@ class HandBacks:
             )
             returned = self.write(item.owner, hand_back)
             if returned is None:
-                item.tries += 1
+                item.tries += self.reachable()
                 if item.tries < MOST_TRIES:
                     return  # the database did not answer: next loop turn
                 self.log.warning(events.HAND_BACK_DROPPED, pool=item.pool, behind=item.job_id)

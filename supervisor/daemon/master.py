@@ -70,7 +70,7 @@ class Master:
         self.settling = settling = Settling(self.state, self.children)
         state = self.state
         write = lambda o, taken: state.db(lambda: settling.store_named(o).hand_back(o, taken))  # noqa: E731
-        self.handbacks = HandBacks(self.children, write, log)
+        self.handbacks = HandBacks(self.children, write, lambda: guard.error is None, log)
         watchdog = systemd.watchdog_interval()
         self.timers = LoopTimers.make(config.supervisor, time.monotonic(), watchdog)
 
