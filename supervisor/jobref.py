@@ -15,6 +15,8 @@ from supervisor.config.model import HOME_DATABASE
 
 MAX_JOB_ID = 2**63 - 1  # forkq_jobs.id is a signed 64-bit integer in both databases
 REF = re.compile(r"(?:([A-Za-z0-9_]{1,64}):)?([0-9]{1,19})")
+# A Django TaskResult's id (contrib/django_results.result_id_of): JOBID-TOKEN.
+DJANGO_RESULT_ID = re.compile(r"([0-9]{1,19})-[0-9a-f]{32}")
 
 
 class JobRef(NamedTuple):
@@ -33,8 +35,20 @@ def parse_job_ref(text: str) -> JobRef:
     """`42` (the home database) or `reports:42`; ValueError says what was expected."""
     found = REF.fullmatch(text.strip())
     if found is None or not 0 < int(found[2]) <= MAX_JOB_ID:
-        raise ValueError(f"expected a job id (42) or DATABASE:ID (reports:42), not {text!r}")
+        raise ValueError(not_a_job_ref(text))
     return JobRef(found[1] or HOME_DATABASE, int(found[2]))
+
+
+def not_a_job_ref(text: str) -> str:
+    """What to say of a text that names no job; a Django result id is told its job's id
+    (the id alone, as the token would not be checked: SQLite can reuse an id)."""
+    django = DJANGO_RESULT_ID.fullmatch(text.strip())
+    if django is not None:
+        return (
+            f"{text.strip()!r} is a Django task result's id: its forkq job id is the number"
+            f" before the dash ({int(django[1])})"
+        )
+    return f"expected a job id (42) or DATABASE:ID (reports:42), not {text!r}"
 
 
 class Enqueued(int):

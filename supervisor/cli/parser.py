@@ -99,7 +99,7 @@ def _positive_int(text: str) -> int:
 def _job_ref(text: str) -> JobRef:
     """A job's id (42) or DATABASE:ID (reports:42). A plain id's database is left blank:
     it is the one `--database NAME` picks, else the home one (databases.job_refs)."""
-    if ":" not in text:
+    if ":" not in text and "-" not in text.strip("- "):  # (1-2, a Django id: parse_job_ref)
         return JobRef("", _positive_int(text))
     try:
         return parse_job_ref(text)
