@@ -41,6 +41,7 @@ from django.db.transaction import TransactionManagementError
 from django.utils import timezone
 
 from . import django_results as results
+from .django_attempts import misses_attempts, with_lost_attempts
 from .django_compat import (
     BaseTaskBackend,
     InvalidTask,
@@ -50,6 +51,7 @@ from .django_compat import (
     TaskResultDoesNotExist,
     task_enqueued,
 )
+from .django_store import usable_connection
 
 MAX_QUEUE_NAME = 64  # forkq_jobs.queue
 MAX_ID = 2**63 - 1  # forkq_jobs.id is a BIGINT
@@ -207,7 +209,7 @@ class ForkqBackend(BaseTaskBackend):
     def _connection(self, database: str) -> Any:
         """Django's connection, open and usable (not in a transaction marked for rollback)."""
         connection = connections[database]
-        connection.ensure_connection()
+        usable_connection(connection)
         connection.validate_no_broken_transaction()
         return connection
 
@@ -220,6 +222,9 @@ def _result_on(connection: Any, job_id: int, result_id: str) -> TaskResult[Any] 
     with connection.wrap_database_errors:
         job = store.result_job_on(connection.connection, job_id)
         record = store.result_on(connection.connection, job_id)
+        if job is not None and misses_attempts(job, record):
+            history = store.attempts_on(connection.connection, job_id)
+            record = with_lost_attempts(job, record, history)
     if job is None and record is None:
         return None
     result = results.build_result(job, record, result_id=result_id)

@@ -280,18 +280,24 @@ def _add_unrecorded(
     job: dict[str, Any], status: TaskResultStatus, workers: list[Any], errors: list[TaskError]
 ) -> None:
     """What only the job row knows: the attempt running now, and an end the task never saw
-    (a killed worker, a cancel), whose reason is forkq's last_error."""
+    (a killed worker, a cancel), whose reason is forkq's last_error, unless the attempt
+    history already gave it (django_attempts.py)."""
     attempts = int(job["attempts"])
     if status == RUNNING and job["locked_by"] and attempts > len(workers):
         workers.append(job["locked_by"])
     if job["status"] == "cancelled":
-        errors.append(_error(TaskCancelled, job["last_error"] or "cancelled"))
+        if not errors or errors[-1].exception_class_path != class_path(TaskCancelled):
+            errors.append(_error(TaskCancelled, job["last_error"] or "cancelled"))
     elif status == FAILED and attempts > len(workers) and job["last_error"]:
         errors.append(_error(TaskAttemptLost, job["last_error"]))
 
 
 def _error(kind: type[Exception], text: str) -> TaskError:
-    return TaskError(exception_class_path=f"{kind.__module__}.{kind.__qualname__}", traceback=text)
+    return TaskError(exception_class_path=class_path(kind), traceback=text)
+
+
+def class_path(kind: type[Exception]) -> str:
+    return f"{kind.__module__}.{kind.__qualname__}"
 
 
 def _finished(job: dict[str, Any] | None, recorded: dict[str, Any]) -> datetime | None:

@@ -21,6 +21,14 @@ def store_for(connection: Any) -> Store:
     return queue_for(connection)[0].store
 
 
+def usable_connection(connection: Any) -> None:
+    """Open Django's connection, first replacing one the server dropped (`wait_timeout`):
+    Django's cursors run the CONN_HEALTH_CHECKS ping once a request, and forkq's statements
+    on the raw `connection.connection` go around them."""
+    connection.close_if_health_check_failed()
+    connection.ensure_connection()
+
+
 def queue_for(connection: Any) -> tuple[Queue, Any]:
     """forkq's Queue for a Django connection (waking no daemon itself), and the nudger that
     wakes the local daemons serving that database (None when waking is off)."""

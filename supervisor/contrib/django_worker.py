@@ -23,7 +23,9 @@ from supervisor import events, logs, registry
 from supervisor.errors import ConfigError, Fail
 
 from . import django_results as results
+from .django_attempts import misses_attempts, with_lost_attempts
 from .django_compat import TaskContext, task_backends, task_finished, task_started
+from .django_store import usable_connection
 
 _booted = False
 
@@ -186,11 +188,14 @@ class Attempt:
         """The TaskResult the task's context and task_started see: this attempt running."""
         close_old_connections()  # as a request would: a connection past its age is renewed
         try:
-            self.connection.ensure_connection()
+            usable_connection(self.connection)
             raw = self.connection.connection
             with self.connection.wrap_database_errors:
-                previous = self.store.result_on(raw, self.job.id) or {}
+                previous = self.store.result_on(raw, self.job.id)
                 held = self.store.result_job_on(raw, self.job.id)
+                if held is not None and misses_attempts(held, previous):
+                    history = self.store.attempts_on(raw, self.job.id)
+                    previous = with_lost_attempts(held, previous, history)
             if previous and results.same_enqueue(previous, self.payload):
                 self.previous = previous  # not an earlier job's that had the same id
             if held is not None and held["locked_by"]:
@@ -247,7 +252,7 @@ class Attempt:
             "finished_at": time.time(),
         }
         try:
-            self.connection.ensure_connection()
+            usable_connection(self.connection)
             with self.connection.wrap_database_errors:
                 self.store.save_result_on(self.connection.connection, {**saved, "id": self.job.id})
         except Exception as exc:

@@ -207,6 +207,10 @@ class OperatorOps(DependencyOps, ResultOps):
         rows = self._fetchall_on(connection, "get_result", {"id": job_id})
         return rows[0] if rows else None
 
+    def attempts_on(self, connection: Any, job_id: int) -> list[dict[str, Any]]:
+        """The job's recorded attempts (forkq_attempts, schema 12), oldest first."""
+        return self._fetchall_on(connection, "job_attempts", {"id": job_id})
+
     def save_result_on(self, connection: Any, values: Mapping[str, Any]) -> None:
         """Write a job's whole result row: id, queue, status, payload, return_value,
         errors, workers (JSON text) and enqueued_at ... finished_at (epoch seconds)."""

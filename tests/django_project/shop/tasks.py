@@ -1,6 +1,7 @@
 """The app's tasks, found by the daemon at boot (every installed app's `tasks` module)."""
 
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -79,3 +80,13 @@ def connections_opened():
         else:
             cursor.execute("SELECT 1")
     return {"pid": os.getpid(), "opened": len(OPENED), "server_id": server_id}
+
+
+@task(takes_context=True)
+def doomed(context, started_file):
+    """Its worker is killed in its first attempt (as the OOM killer would); the next one
+    returns the attempt number."""
+    Path(started_file).write_text(str(os.getpid()), encoding="utf-8")
+    if context.attempt < 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return context.attempt
