@@ -179,5 +179,11 @@ def test_a_reload_onto_a_database_without_forkqs_tables_is_refused(
     daemon.send_signal(signal.SIGHUP)
     daemon.wait_event(events.CONFIG_RELOADED)
     moved = Queue(empty).enqueue("t.record", {"file": str(record)}, queue="work")
-    wait_until(lambda: record_ids(record) == [kept, moved], timeout=20, message="the new one's")
+    try:
+        wait_until(lambda: record_ids(record) == [kept, moved], timeout=20, message="the new one's")
+    except AssertionError as exc:  # seen once in CI, never here: say what there was
+        rows = sql(empty, "SELECT id, status, attempts, locked_by, last_error FROM forkq_jobs")
+        raise AssertionError(
+            f"{exc}; ran {record_ids(record)}; new database {rows}; {daemon.describe()}"
+        ) from None
     assert daemon.stop() == 0, daemon.describe()
