@@ -285,8 +285,9 @@ class JobOps(AckOps, ResultOps):
 
 
 UNTIMED = (
-    "run_at is not a number (SQLite keeps times as epoch seconds, REAL): a raw INSERT wrote"
-    " text there, so the job could never fall due; enqueue it again with a numeric run_at"
+    "run_at is not a number of seconds (SQLite keeps times as epoch seconds, REAL): a raw"
+    " INSERT wrote text there, or milliseconds (past the year 3000), so the job could never"
+    " fall due; enqueue it again with run_at in epoch seconds"
 )
 
 

@@ -37,7 +37,9 @@ T = TypeVar("T")
 
 class SQLiteStore(Store):
     backend = "sqlite"
-    TIME_LIMIT = 253402300799.0  # 9999-12-31 23:59:59: the last second datetime reads back
+    # 3000-01-01 UTC: a later run_at is a raw INSERT's milliseconds, which the chores end
+    # dead (untimed_select), so forkq writes none (datetime reads back up to 9999).
+    TIME_LIMIT = 32503680000.0
     few_left = tail_open = 0  # one writer at a time: a batch's last finisher sees every other end
 
     def __init__(self, url: DatabaseURL, busy_timeout: float = 30.0) -> None:

@@ -90,7 +90,8 @@ def test_a_text_run_at_ends_dead_with_its_reason_and_the_pool_goes_on(
 ) -> None:
     """SQLite keeps a raw INSERT's `datetime('now')` as TEXT, which sorts after every
     number: the job never fell due, read as ready at 1970 and, while it was its queue's
-    only ready job, had the poll wake a child for nothing every poll."""
+    only ready job, had the poll wake a child for nothing every poll. A run_at in
+    milliseconds never fell due either, without a word."""
     if not db_url.startswith("sqlite"):
         pytest.skip("MySQL's DATETIME column converts or refuses text: it holds no such row")
     sql(
@@ -99,17 +100,26 @@ def test_a_text_run_at_ends_dead_with_its_reason_and_the_pool_goes_on(
         (QUEUE, "t.noop", "{}"),
     )
     untimed = int(sql(db_url, "SELECT MAX(id) FROM forkq_jobs")[0][0])
+    # A JavaScript producer's Date.now(): milliseconds, read as the year 58,000 and more.
+    sql(
+        db_url,
+        "INSERT INTO forkq_jobs (queue, handler, payload, run_at)"
+        " VALUES (?, ?, ?, strftime('%s', 'now') * 1000.0)",
+        (QUEUE, "t.noop", "{}"),
+    )
+    millis = int(sql(db_url, "SELECT MAX(id) FROM forkq_jobs")[0][0])
     daemon = daemons(pools={QUEUE: {"workers": 1, "timeout": 10}}).start()
 
     def ended() -> bool:
-        row = job(db_url, untimed)
-        return row is not None and row.status == JobState.DEAD
+        rows = [job(db_url, untimed), job(db_url, millis)]
+        return all(row is not None and row.status == JobState.DEAD for row in rows)
 
-    wait_until(ended, timeout=30, message="the untimed job ended dead")
-    row = job(db_url, untimed)
-    assert row is not None and "run_at is not a number" in (row.last_error or "")
-    [(written,)] = sql(db_url, "SELECT run_at FROM forkq_jobs WHERE id = ?", (untimed,))
-    assert (row.last_error or "").endswith(f"(it holds '{written}')")  # shows read it as 1970
+    wait_until(ended, timeout=30, message="the untimed jobs ended dead")
+    for job_id in (untimed, millis):
+        row = job(db_url, job_id)
+        assert row is not None and "run_at is not a number of seconds" in (row.last_error or "")
+        [(written,)] = sql(db_url, "SELECT quote(run_at) FROM forkq_jobs WHERE id = ?", (job_id,))
+        assert (row.last_error or "").endswith(f"(it holds {written})")  # shows read it as 1970
     good = insert(db_url, "t.noop", "{}")
     wait_until(lambda: job(db_url, good) is None, timeout=30, message="the next job ran")
     assert daemon.stop() == 0, daemon.describe()

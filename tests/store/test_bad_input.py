@@ -310,10 +310,13 @@ def test_a_time_past_what_the_backend_holds_is_refused_before_any_write(
         with pytest.raises(UsageError, match=message):
             queue.enqueue_many([{"handler": "bad.echo", "queue": QUEUE, "run_at": later}])
         assert count_rows(db_url, "forkq_jobs") == 0
-    else:  # SQLite keeps any time
+    else:  # SQLite keeps any time before the year 3000 (past it: a raw INSERT's milliseconds)
         job_id = queue.enqueue("bad.echo", {}, queue=QUEUE, run_at=later)
         row = queue.get(job_id)
         assert row is not None and row.run_at == later
+        message = "run_at and delay must fall before 3000-01-01 00:00:00 UTC on sqlite"
+        with pytest.raises(UsageError, match=message):
+            queue.enqueue("bad.echo", {}, queue=QUEUE, run_at=datetime(3000, 1, 1, tzinfo=UTC))
     # The last second that fits is kept as it is, on either backend.
     job_id = queue.enqueue("bad.echo", {}, queue=QUEUE, run_at=last)
     row = queue.get(job_id)

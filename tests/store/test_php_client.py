@@ -273,6 +273,23 @@ def test_sqlite_accepts_a_run_at_after_2038_and_mysql_refuses_it_clearly(
         assert count_rows(db_url, "forkq_jobs") == 0
 
 
+def test_a_run_at_from_the_year_3000_is_refused_on_sqlite(run_php: Php, db_url: str) -> None:
+    """The daemon ends a SQLite job whose run_at is past the year 3000 dead (a raw INSERT's
+    milliseconds): the client refuses one before the INSERT, unique or not (MySQL refuses
+    it as past 2038)."""
+    results = run_php(
+        "$late = new DateTimeImmutable('3000-01-01T00:00:00Z');"
+        " out(attempt(fn () => Queue::enqueue($pdo, 'h', [], ['run_at' => $late])));"
+        " out(attempt(fn () => Queue::enqueue($pdo, 'h', [], ['run_at' => $late, 'unique_key' => 'k'])));"
+        " out(attempt(fn () => Queue::enqueue($pdo, 'h', [], ['delay' => 1e12])));"
+    )
+    for result in results:
+        assert result["error"] == "InvalidArgumentException", result
+        if backend_of(db_url) == "sqlite":
+            assert "before 3000-01-01 00:00:00 UTC on SQLite" in result["message"], result
+    assert count_rows(db_url, "forkq_jobs") == 0
+
+
 MYSQL_LAST_EPOCH = 2147483647  # 2038-01-19 03:14:07 UTC, a TIMESTAMP's last second
 
 
@@ -292,8 +309,8 @@ def test_a_delay_past_2038_is_refused_on_mysql_before_anything_is_written(
         out(attempt(fn () => Queue::enqueue($pdo, 'h', [], ['delay' => {MYSQL_LAST_EPOCH} - time() - 3600])));"""
     )
     stored = jobs(db_url)
-    if backend_of(db_url) == "sqlite":  # SQLite keeps any time
-        assert all("id" in result for result in results), results
+    if backend_of(db_url) == "sqlite":  # SQLite keeps any time before the year 3000
+        assert [("id" in result) for result in results] == [True, False, True, True], results
         assert stored[results[0]["id"]]["run_at_s"] > Decimal(2208988800 - 5)
         return
     *refused, fits = results

@@ -34,6 +34,9 @@ final class Queue
     /** The last second a MySQL/MariaDB TIMESTAMP holds (2038-01-19 03:14:07 UTC). */
     private const MYSQL_LAST_EPOCH = 2147483647;
 
+    /** 3000-01-01 UTC: the daemon ends a later SQLite run_at dead (a raw INSERT's milliseconds). */
+    private const SQLITE_FIRST_UNTIMED = 32503680000;
+
     /** SQLite's default SQLITE_LIMIT_LENGTH, in bytes: a longer value is refused. */
     private const SQLITE_MAX_BYTES = 1000000000;
 
@@ -275,7 +278,7 @@ final class Queue
             [$id, $conflicted] = [(int) $pdo->lastInsertId(), $statement->rowCount() > 1];
         } else {
             $now = microtime(true);
-            $runAt = $job['run_at'] ?? sprintf('%.6F', $now + $job['delay']);
+            $runAt = self::sqliteRunAt($job, $now);
             $values += [
                 'run_at' => $runAt,
                 'status' => (float) $runAt > $now + self::AHEAD_US / 1000000 ? 'scheduled' : 'ready',
@@ -504,6 +507,21 @@ final class Queue
         }
     }
 
+    /**
+     * The job's run_at in epoch seconds as SQLite keeps it; refused from the year 3000 on,
+     * where the daemon takes a run_at for milliseconds and ends its job dead.
+     *
+     * @param array<string, mixed> $job
+     */
+    private static function sqliteRunAt(array $job, float $now): string
+    {
+        $runAt = $job['run_at'] ?? sprintf('%.6F', $now + $job['delay']);
+        if ((float) $runAt >= self::SQLITE_FIRST_UNTIMED) {
+            throw new InvalidArgumentException('run_at and delay must fall before 3000-01-01 00:00:00 UTC on SQLite');
+        }
+        return (string) $runAt;
+    }
+
     /** @param array<string, mixed> $job */
     private static function insertSqlite(PDO $pdo, array $job): int
     {
@@ -515,7 +533,7 @@ final class Queue
             ));
         }
         $now = microtime(true);
-        $runAt = $job['run_at'] ?? sprintf('%.6F', $now + $job['delay']);
+        $runAt = self::sqliteRunAt($job, $now);
         $values = [
             'queue' => $job['queue'],
             'handler' => $job['handler'],

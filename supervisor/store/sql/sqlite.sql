@@ -220,13 +220,14 @@ UPDATE forkq_jobs SET status = 'ready'
 WHERE id IN (SELECT value FROM json_each(:ids)) AND status = 'scheduled';
 
 -- name: untimed_select
--- Jobs whose run_at is no number: a raw INSERT of a text time (`datetime('now')`), which
--- SQLite keeps as TEXT. It sorts after every number, so it never falls due, and while it
--- is a queue's only ready job the poll reads it as due (text in arithmetic is a number:
--- 2026) and wakes a child for nothing, every poll. `>= ''` is true of TEXT alone: the
--- end of each status's range of the queue in the status index.
+-- Jobs whose run_at is no time in epoch seconds: a raw INSERT of a text time
+-- (`datetime('now')`), which SQLite keeps as TEXT, or of milliseconds (a JavaScript
+-- `Date.now()`), past the year 3000 (32503680000 s). TEXT sorts after every number, so
+-- neither ever falls due, and while a text one is a queue's only ready job the poll
+-- reads it as due (text in arithmetic is a number: 2026) and wakes a child for nothing,
+-- every poll. Both are the end of each status's range of the queue in the status index.
 SELECT id FROM forkq_jobs INDEXED BY forkq_jobs_status
-WHERE status IN ('ready', 'scheduled') AND queue = :queue AND run_at >= ''
+WHERE status IN ('ready', 'scheduled') AND queue = :queue AND run_at > 32503680000
 LIMIT :limit;
 
 -- name: untimed_bury
