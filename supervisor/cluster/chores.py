@@ -99,6 +99,8 @@ def reap_expired_leases(store: Store, limit: int = 500) -> int:
     for row in store.expired_leases(limit):
         if row.status == JobState.CANCELLING:
             reaped += int(store.finish_cancel(row.id))
+        elif row.locked_until is None:  # no worker ever held it: a raw INSERT's row
+            reaped += int(store.bury_unleased(row.id))
         elif row.locked_by:
             error = GoneWorker.LEASE_EXPIRED.said(
                 f"holder {row.locked_by} stopped without finishing"

@@ -233,7 +233,12 @@ class JobOps(AckOps, ResultOps):
         return self._retrying(attempt)
 
     def expired_leases(self, limit: int = 500) -> list[JobRow]:
+        """Running and cancelling rows whose lease ran out, or that have none (raw rows)."""
         return [JobRow.from_mapping(r) for r in self._rows("expired_leases", limit=limit)]
+
+    def bury_unleased(self, job_id: int) -> bool:
+        """End `dead`, with the reason, a running row without a lease (a raw INSERT's)."""
+        return bool(self._run("unleased_bury", id=job_id, error=UNLEASED))
 
     def poll(self, queues: Sequence[str]) -> dict[str, QueueTimes]:
         """One query, three index dives per queue: when its ready and scheduled jobs fall due."""
@@ -288,6 +293,12 @@ UNTIMED = (
     "run_at is not a number of seconds (SQLite keeps times as epoch seconds, REAL): a raw"
     " INSERT wrote text there, or milliseconds (past the year 3000), so the job could never"
     " fall due; enqueue it again with run_at in epoch seconds"
+)
+
+
+UNLEASED = (
+    "status 'running' with no lease (locked_until NULL): no worker held it, so it would never"
+    " run nor end; a producer leaves status to its default, 'ready' (`forkq retry` runs it)"
 )
 
 

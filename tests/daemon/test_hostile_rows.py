@@ -215,3 +215,31 @@ def test_a_payload_of_bytes_that_are_no_utf8_ends_dead_and_its_queue_goes_on(
     )  # fmt: skip
     assert listed.returncode == 0, listed.stderr
     assert [j["status"] for j in json.loads(listed.stdout) if j["id"] == bad] == ["dead"]
+
+
+def test_a_running_row_without_a_lease_ends_dead_and_retries_as_any_other(
+    daemons: Callable[..., Daemon], db_url: str
+) -> None:
+    """A raw INSERT with status 'running' and no lease (forkq writes none) sat there for
+    good: no worker held it, so no lease could run out, and it was neither run nor ended."""
+    sql(
+        db_url,
+        "INSERT INTO forkq_jobs (queue, handler, payload, status) VALUES (?, ?, ?, 'running')",
+        (QUEUE, "t.noop", "{}"),
+    )
+    unleased = int(sql(db_url, "SELECT MAX(id) FROM forkq_jobs")[0][0])
+    daemon = daemons(pools={QUEUE: {"workers": 1, "timeout": 10}}).start()
+
+    def ended() -> JobRow | None:
+        row = job(db_url, unleased)
+        return row if row is not None and row.status == JobState.DEAD else None
+
+    row = wait_until(ended, timeout=30, message="the unleased row ended dead")
+    assert "status 'running' with no lease" in (row.last_error or ""), row.last_error
+    store = open_store(db_url)
+    try:
+        assert store.retry_jobs([unleased]) == 1  # what `forkq retry` does
+    finally:
+        store.close()
+    wait_until(lambda: job(db_url, unleased) is None, timeout=30, message="the retried job ran")
+    assert daemon.stop() == 0, daemon.describe()

@@ -222,10 +222,16 @@ WHERE status IN ('running', 'cancelling') AND locked_by = %(owner)s ORDER BY id;
 -- name: expired_leases
 -- Running rows are few (workers x claim batch per host): the status index finds them
 -- all, so locked_until needs no index of its own (one less index to write per claim).
--- Forced, as held_by: the range's estimate counts delete-marked entries.
+-- Forced, as held_by: the range's estimate counts delete-marked entries. A row with no
+-- lease at all is a raw INSERT's (forkq writes none): it comes first, and ends dead.
 SELECT * FROM forkq_jobs FORCE INDEX (forkq_jobs_status)
-WHERE locked_until < NOW(6) AND status IN ('running', 'cancelling')
+WHERE (locked_until < NOW(6) OR locked_until IS NULL) AND status IN ('running', 'cancelling')
 ORDER BY locked_until LIMIT %(limit)s;
+
+-- name: unleased_bury
+UPDATE forkq_jobs
+SET status = 'dead', finished_at = NOW(6), last_error = %(error)s, locked_by = NULL
+WHERE id = %(id)s AND status = 'running' AND locked_until IS NULL;
 
 -- name: cancelling_jobs
 -- The master's once-a-second look for cancel requests: cancelling rows are few, found

@@ -176,10 +176,16 @@ WHERE status IN ('running', 'cancelling') AND locked_by = :owner ORDER BY id;
 
 -- name: expired_leases
 -- Running rows are few (workers x claim batch): the status index finds them all, so
--- locked_until needs no index of its own (one less index to write per claim).
+-- locked_until needs no index of its own (one less index to write per claim). A row
+-- with no lease at all is a raw INSERT's (forkq writes none): it comes first, and ends dead.
 SELECT * FROM forkq_jobs INDEXED BY forkq_jobs_status
-WHERE locked_until < :now AND status IN ('running', 'cancelling')
+WHERE (locked_until < :now OR locked_until IS NULL) AND status IN ('running', 'cancelling')
 ORDER BY locked_until LIMIT :limit;
+
+-- name: unleased_bury
+UPDATE forkq_jobs
+SET status = 'dead', finished_at = :now, last_error = :error, locked_by = NULL
+WHERE id = :id AND status = 'running' AND locked_until IS NULL;
 
 -- name: cancelling_jobs
 -- The master's once-a-second look for cancel requests (see mysql.sql).
