@@ -16,6 +16,7 @@ from supervisor.cli.overview import cmd_schedules
 from supervisor.config import MISFIRE_MODES, Config, ScheduleConfig, schedule_from
 from supervisor.config.model import HOME_DATABASE
 from supervisor.errors import ConfigError, ExitCode, SchemaError, UsageError
+from supervisor.escaping import for_terminal
 from supervisor.registry import queue_of
 from supervisor.store import Store
 from supervisor.work.command import load_handlers
@@ -63,12 +64,13 @@ def cmd_schedule(args: argparse.Namespace) -> int:
         by = f"{operator_name()} (forkq schedule)"
         if schedule is not None:  # a name the file has, in any database, is the file's
             add_schedule(store, config, schedule, by)
-            print(f"schedule {args.name} added" + (f" in {database}" if several(config) else ""))
+            added = f"schedule {args.name} added" + (f" in {database}" if several(config) else "")
+            print(for_terminal(added))
             if config.from_file:  # as `forkq enqueue` warns of a job that cannot run
                 load_handlers(config)
                 warn_unrunnable(config, schedule.handler, schedule.queue, "each of its jobs")
         else:
-            print(change_schedule(store, here, args.name, args.action, by))
+            print(for_terminal(change_schedule(store, here, args.name, args.action, by)))
     return int(ExitCode.OK)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import time
 import traceback
@@ -190,8 +191,17 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-# The payload's parser: as json.loads, less NaN and Infinity (a raw INSERT's).
-STRICT_JSON = json.JSONDecoder(parse_constant=_no_constant)
+def _finite_float(text: str) -> float:
+    """A number past what a float holds (1e999) would be read as Infinity: no JSON either."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is too large for a float")
+    return value
+
+
+# The payload's parser: as json.loads, less NaN and Infinity (a raw INSERT's), whether
+# written as such or as a number no float holds.
+STRICT_JSON = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float)
 
 
 def log_finished(

@@ -10,9 +10,8 @@ connection and is written after the reconnect.
 A worker claims only what it can start: one job, or — while its jobs are quick — a
 batch that should take about 20 ms (sizing.py), and only where someone can take back what
 it has not started when a job turns out slow (a daemon child: its master's hand-back,
-daemon/handback.py). `forkq work` claims one job at a time.
-The first job of a batch starts at once; the others are `claimed`, not `running`,
-until they start (SPEC: running means a handler has started).
+daemon/handback.py). `forkq work` claims one job at a time. The first job of a batch
+starts at once; the others are `claimed`, not `running`, until they start (SPEC).
 
 One attempt (running the handler, what it came to) is attempt.py's; what becomes of
 the job after it is fate.py's `fate_of_attempt`; the writing of outcomes is outbox.py's; the
@@ -49,6 +48,8 @@ LEASE_MARGIN = 30.0  # seconds a lease outlives the job's timeout: the master ki
 ACK_MAX_AGE = 0.2  # seconds a success may wait in the buffer before it is written
 PAUSE_CACHE = 2.0  # seconds the paused-queue list is trusted
 MAX_BACKOFF = 10.0  # seconds between reconnect attempts at most
+# The first backoff: a lost connection's; contention's, whose database answers, shorter.
+BACKOFF_FLOOR = {True: 0.25, False: 0.02}
 
 
 @dataclass
@@ -83,9 +84,9 @@ class Worker:
         self._lease_until = 0.0  # monotonic time the current leases run out
         self._paused: set[str] = set()
         self._paused_at = -PAUSE_CACHE
-        # Seconds `safely` backed off after the last step (0.0 once one succeeds): the
-        # loop steps again, never idle with outcomes unwritten or a claim in doubt.
-        self.backoff = 0.0
+        # `safely`'s last backoff (0.0 once a step succeeds), and if for a lost connection:
+        # the loop steps again, never idle with outcomes unwritten or a claim in doubt.
+        self.backoff, self.lost = 0.0, False
         self._pools: dict[str, PoolConfig] = {}
         self.sizing = ClaimSizing()  # how many to claim (a recycled child's successor's)
         self._claim_unknown = False  # a claim lost its connection: it may have committed
@@ -229,16 +230,16 @@ class Worker:
             result = step()
         except (ConnectionLost, TransientDatabaseError) as exc:
             metrics.db_error()
-            self.backoff = min(MAX_BACKOFF, max(0.25, self.backoff * 2))
+            self.lost = lost = isinstance(exc, ConnectionLost)
+            self.backoff = min(MAX_BACKOFF, max(BACKOFF_FLOOR[lost], self.backoff * 2))
             delay = self.backoff * random.uniform(0.8, 1.2)
-            lost = isinstance(exc, ConnectionLost)
             event = events.DB_UNREACHABLE if lost else events.DB_CONTENTION
-            self.log.warning(event, error=str(exc), retry_in=round(delay, 2))
+            self.log.warning(event, error=str(exc), retry_in=round(delay, 3))
             self.sleep(delay)
             return 0
-        if self.backoff:
+        if self.backoff and self.lost:
             self.log.info(events.DB_RECONNECTED)
-            self.backoff = 0.0
+        self.backoff = 0.0
         return result
 
     def sleep(self, seconds: float) -> None:

@@ -55,11 +55,12 @@ def test_control_characters_in_a_row_never_crash_a_worker(
     escaped_payload = insert(db_url, "t.noop", '{"a": "\\u0000\\u001b[2J"}', "key\x00\x1b\r")
     raw_payload = insert(db_url, "t.noop", '{"a": "\x00\x1b"}')
     not_a_number = insert(db_url, "t.noop", '{"n": NaN, "i": -Infinity}')  # no JSON: PHP says so
+    too_large = insert(db_url, "t.noop", '{"a": 1e999999}')  # read as Infinity, which is no JSON
     good = insert(db_url, "t.noop", "{}")
     daemon = daemons(pools={QUEUE: {"workers": 1, "timeout": 10}}).start()
 
     def finished() -> dict[int, Any]:
-        ids = (nul, control, escaped_payload, raw_payload, not_a_number, good)
+        ids = (nul, control, escaped_payload, raw_payload, not_a_number, too_large, good)
         rows = {i: job(db_url, i) for i in ids}
         states = {i: None if row is None else row.status for i, row in rows.items()}
         return rows if all(s in (None, JobState.DEAD) for s in states.values()) else {}
@@ -79,6 +80,9 @@ def test_control_characters_in_a_row_never_crash_a_worker(
     nan = rows[not_a_number]
     assert nan is not None and nan.status == JobState.DEAD and nan.attempts == 1
     assert "payload is not valid JSON: NaN is not JSON" in (nan.last_error or ""), nan.last_error
+    large = rows[too_large]
+    assert large is not None and large.status == JobState.DEAD, large
+    assert "the number 1e999999 is too large for a float" in (large.last_error or "")
     assert daemon.events(events.CHILD_CRASHED) == [], daemon.events(events.CHILD_CRASHED)
     assert daemon.events(events.CHILD_FAILED_AT_START) == []
     assert len(daemon.events(events.CHILD_SPAWNED)) == 1  # one child did all of it
