@@ -111,7 +111,9 @@ def _split_mysql(rest: str) -> tuple[str, str, int, str, str]:
     end = min((i for i in map(rest.find, "/?#") if i >= 0), default=len(rest))
     authority, after = rest[:end], rest[end:]
     path, _, query = after.partition("?")
-    if "#" in after or (("@" in after) and "@" not in authority):
+    # An `@` past the authority is a password's, cut short by a raw `/` or `?` (a database
+    # name holding one is written %40): read on, its rest is a host and port that are not.
+    if "#" in after or "@" in after:
         raise ConfigError(
             "database url: a '/', '?' or '#' in the user name or password must be"
             " percent-encoded (%2F, %3F, %23); the url must not have a #fragment"

@@ -18,6 +18,7 @@ from supervisor.config import Config, require_runnable
 from supervisor.config.model import HOME_DATABASE
 from supervisor.errors import ConfigError, UsageError, install_hint
 from supervisor.kinds import Role
+from supervisor.proc import set_title
 from supervisor.work.command import load_handlers
 
 # --- commands: the daemon and the foreground worker --------------------------------------------
@@ -49,6 +50,7 @@ def cmd_web(args: argparse.Namespace) -> int:
     config = command_config(args)
     if getattr(args, "only_database", None) is not None:  # it would be silently ignored
         raise UsageError("forkq web shows every database of its config (?db=NAME picks one)")
+    set_title("forkq: web")  # never its command line in `ps`: a --database URL's password
     try:
         from supervisor.web.server import serve
     except ImportError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -12,6 +13,8 @@ from urllib.parse import urlsplit
 from supervisor.config.model import Rate
 from supervisor.durations import parse_duration
 
+# A host name's labels (letters, digits, inner hyphens), dot-separated, no trailing dot.
+HOST_NAME = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)(?:\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*")
 MAX_SESSION_TIMEOUT = 31_536_000  # a year: the most wait_timeout takes
 MIN_RATE_PERIOD = 1.0  # seconds: a rate is counted in tenths of its period
 
@@ -128,9 +131,20 @@ def parse_listen(text: str) -> tuple[str, int]:
         host = host[1:-1]
     if not sep or not host or not port.isascii() or not port.isdigit():
         raise ValueError(f"expected HOST:PORT such as 127.0.0.1:8740, got {text!r}")
+    if not _is_ip(host) and not HOST_NAME.fullmatch(host):  # a space, a trailing dot: the
+        # server would refuse it only once started, as an internal error
+        raise ValueError(f"expected an IP address or a host name, got {host!r}")
     if not 0 < int(port) < 65536:
         raise ValueError(f"the port must be 1 to 65535, got {port}")
     return host, int(port)
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def read_listen(value: Any) -> str:

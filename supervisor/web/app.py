@@ -89,6 +89,11 @@ class Dashboard:
         return response(environ, start_response)
 
     def respond(self, request: DashboardRequest) -> Response:
+        if not self.guard.host_allowed(request.host):
+            # Without a token only loopback names are served (see security.py: DNS rebinding),
+            # and nothing else is answered first: not a redirect to that host (`//jobs`).
+            refused = _refused(request, 403, "Forbidden: not a loopback host name")
+            return _secured(refused, cache=False)
         urls = self.urls.bind_to_environ(request.environ)
         try:
             endpoint, args = urls.match()
@@ -98,10 +103,6 @@ class Dashboard:
             return _secured(self._no_page(request, urls, exc), cache=False)
         if endpoint == "static":
             return _static(request, args["filename"])
-        if not self.guard.host_allowed(request.host):
-            # Without a token only loopback names are served (see security.py: DNS rebinding).
-            refused = _refused(request, 403, "Forbidden: not a loopback host name")
-            return _secured(refused, cache=False)
         context, refusal = self._gate(request, urls, endpoint)
         response = refusal or self._run(context, endpoint, args)
         for name, value, age in context.cookies:

@@ -4,6 +4,7 @@ autoescaping escapes it like any other value."""
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -85,6 +86,12 @@ def tag_list(text: str | None) -> list[str]:
     return [str(t) for t in tags] if isinstance(tags, list) else []
 
 
+def search_term(value: str, name: str) -> str:
+    """`NAME:VALUE` as the jobs page's search reads it back (search.py splits with shlex):
+    a tag holding a quote or a backslash stays one term."""
+    return f"{name}:{shlex.quote(value)}"
+
+
 def progress_text(text: str | None) -> str:
     """A job's reported progress as "40% rows 4000/10000"; "" if none or unreadable."""
     try:
@@ -121,6 +128,7 @@ def install(env: jinja2.Environment) -> None:
         json_text=json_text,
         first_line=first_line,
         tag_list=tag_list,
+        search_term=search_term,
         progress_text=progress_text,
         most_attempts=most_attempts,
     )

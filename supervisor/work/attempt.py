@@ -105,8 +105,9 @@ class JobContext:
             raise ValueError(f"percent must be between 0 and 100, got {percent!r}")
         if os.getpid() != self._worker.pid:
             return False
+        text = masking.masked(str(message))[:300]  # shown on the dashboard: no secret in it
         self._progress_held = json.dumps(
-            {"percent": round(float(percent), 1), "message": str(message)[:300], "at": time.time()}
+            {"percent": round(float(percent), 1), "message": text, "at": time.time()}
         )
         return self._write_progress(time.monotonic())
 

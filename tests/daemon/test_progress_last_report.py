@@ -67,11 +67,12 @@ def start(
     tmp_path: Path,
     commands: dict[str, str],
     table: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
 ) -> Daemon:
     """A daemon with the Python handlers of MODULE and these `[commands]` (name: script body;
     `table`: more keys of each), one worker; a job kept after success, a failed one
     retried an hour later."""
-    daemon = daemons(pools={QUEUE: dict(POOL)})
+    daemon = daemons(pools={QUEUE: dict(POOL)}, **({"env": env} if env else {}))
     daemon.write_module("progressquick", MODULE)
     supervisor = {
         **daemon.supervisor,
@@ -232,3 +233,16 @@ def test_reports_and_the_result_past_the_logged_lines_cap_are_read(
         flag.touch()
     wait_job(store, job, status_is("done"), daemon)
     assert queue.result(job).value == {"items": many}
+
+
+def test_a_secret_the_daemon_knows_is_masked_in_a_progress_message(
+    daemons: Callable[..., Daemon], store: Store, queue: Queue, tmp_path: Path
+) -> None:
+    """A command's `forkq-progress:` message quoting the SMTP password was stored and shown
+    on the dashboard as it was, where its `command_output` log line was masked."""
+    secret = "smtp-secret-0d1e"
+    body = f"echo 'forkq-progress: 50 using {secret}' >&2\n"
+    daemon = start(daemons, tmp_path, {"c.leaky": body}, env={"FORKQ_SMTP_PASSWORD": secret})
+    job_id = queue.enqueue("c.leaky", {}, queue=QUEUE)
+    row = wait_job(store, job_id, status_is("done"), daemon)
+    assert report(row) == (50.0, "using ***"), row.progress

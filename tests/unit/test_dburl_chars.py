@@ -106,3 +106,13 @@ def test_hosts_ports_and_socket_options_still_parse() -> None:
     bare = parse_database_url("mysql://db.internal/app")
     assert (bare.user, bare.password, bare.host, bare.port) == ("", "", "db.internal", 3306)
     assert parse_database_url("mysql://u@/app").host == "127.0.0.1"
+
+
+@pytest.mark.parametrize("password", ["p@ss:w/rd%", "a@b/c", "@/"])
+def test_a_raw_slash_after_an_at_sign_says_what_to_encode(password: str) -> None:
+    """`p@ss:w/rd%` cut at the `/` read as the user `qa1user:p` at host `ss`, port `w`:
+    "invalid port" said nothing of the password."""
+    with pytest.raises(ConfigError) as caught:
+        parse_database_url(raw_url(password))
+    assert "percent-encoded (%2F" in str(caught.value)
+    assert password not in str(caught.value)

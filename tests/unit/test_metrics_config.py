@@ -20,7 +20,7 @@ def test_metrics_are_off_without_the_section() -> None:
 
 
 def test_listen_takes_host_and_port() -> None:
-    for listen in ("127.0.0.1:9740", "0.0.0.0:9740", "[::1]:9740"):
+    for listen in ("127.0.0.1:9740", "0.0.0.0:9740", "[::1]:9740", "localhost:9740", "a-b.c:1"):
         config = build_config({"database": DB, "metrics": {"listen": listen}}, "t.toml")
         assert config.metrics.listen == listen
 
@@ -30,6 +30,9 @@ def test_listen_takes_host_and_port() -> None:
     [
         ({"listen": "9740"}, "metrics.listen: expected HOST:PORT"),
         ({"listen": "127.0.0.1:70000"}, "metrics.listen: the port must be 1 to 65535"),
+        # The server refused these only once started (an internal error, exit 1).
+        ({"listen": " 127.0.0.1:9740"}, "metrics.listen: expected an IP address or a host"),
+        ({"listen": "localhost.:9740"}, "metrics.listen: expected an IP address or a host"),
         ({"listen": 9740}, "metrics.listen: expected a string"),
         ({"port": 9740}, "metrics.port: unknown key"),
     ],

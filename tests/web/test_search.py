@@ -74,6 +74,13 @@ def test_search_finds_by_payload_error_tag_handler_and_queue(
     with page.expect_navigation():
         page.locator("td.tags a", has_text="cli").click()
     assert page.locator("table.jobs tbody td.num a").all_inner_texts() == [str(cli)]
+    # A tag with a quote or a backslash: its link's search was "unbalanced quotes".
+    odd = queue.enqueue("mail.send", {}, tags=['x"y', "end\\", "it's"])
+    for tag in ('x"y', "end\\", "it's"):
+        page.goto(f"{url}/jobs/{odd}")
+        with page.expect_navigation():
+            page.locator("td.tags a", has_text=tag).click()
+        assert page.locator("table.jobs tbody td.num a").all_inner_texts() == [str(odd)], tag
 
 
 def test_a_bad_search_says_why_and_the_window_is_bounded(

@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from daemon_util import Daemon, daemons_fixture, render_config
-from util import python, subprocess_env, wait_until
+from util import free_tcp_port, python, subprocess_env, wait_until
 from webutil import TOKEN, ServerFactory, csrf_of, write_config
 
 from supervisor import Queue
@@ -278,6 +279,9 @@ def test_without_a_token_only_loopback_host_names_are_answered(web_server: Serve
     server = web_server()
     assert server.request("/", headers={"Host": "evil.example"})[0] == 403  # DNS rebinding
     assert server.request("/api/status", headers={"Host": "attacker.test:8740"})[0] == 403
+    # A path the router would redirect (merged slashes) was redirected to that host first.
+    assert server.request("//jobs//42", headers={"Host": "evil.example"})[0] == 403
+    assert server.request("/static/nothing.css", headers={"Host": "evil.example"})[0] == 403
     assert server.request("/", headers={"Host": "localhost"})[0] == 200
     token_server = web_server(token=TOKEN)
     code, _, _ = token_server.request(
@@ -328,3 +332,33 @@ def test_a_short_token_is_refused_at_start(tmp_path: Any, db_url: str) -> None:
         timeout=60,
     )
     assert result.returncode == 78 and "at least 16 characters" in result.stderr
+
+
+def test_a_database_url_on_the_command_line_is_not_in_ps(tmp_path: Any, db_url: str) -> None:
+    """`forkq web --database URL` ran with its command line, the URL's password in it, for
+    `ps` to show as long as the dashboard ran: it shows its title instead."""
+    url = db_url
+    if url.startswith("mysql://"):
+        assert parse_database_url(url).password, "the test URL carries a password"
+    config = write_config(tmp_path)
+    env = subprocess_env(db_url, FORKQ_WEB_TOKEN=TOKEN)
+    env.pop("FORKQ_DATABASE_URL")
+    argv = [python(), "-m", "supervisor", "web", "-c", str(config), "--database", url]
+    proc = subprocess.Popen(
+        [*argv, "--listen", f"127.0.0.1:{free_tcp_port()}"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        cmdline = Path(f"/proc/{proc.pid}/cmdline")
+
+        def titled() -> str:
+            text = cmdline.read_bytes().replace(b"\0", b" ").decode()
+            return text if text.startswith("forkq: web") else ""
+
+        shown = wait_until(titled, timeout=30, message="the dashboard's title")
+        assert url not in shown and "--database" not in shown, shown
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
