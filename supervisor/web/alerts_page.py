@@ -62,7 +62,10 @@ def view(key: str, row: dict[str, Any], now: float, stale: float) -> dict[str, A
         # A message with no channel to take it went nowhere: never notified (rules.py still
         # counts its cooldown from it).
         "notified_at": row["notified_at"] if detail.get("sent_to", True) else None,
-        "unsent": detail.get("sent_to") == [],
+        "unsent": detail.get("sent_to") == [] and not detail.get("owed"),
+        # Channels that have not taken its last message yet (a webhook down): each tick
+        # tries them again (cluster/alerts/owed.py).
+        "owed": sorted(detail.get("owed") or {}),
     }
 
 

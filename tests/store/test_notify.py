@@ -382,19 +382,26 @@ def test_two_hosts_sharing_a_database_send_one_message_per_cooldown(
     assert state["state"] == "ok" and state["notified_at"] is not None
 
 
-def test_a_failed_delivery_is_retried_on_the_next_run(hook: Hook, store: Store) -> None:
+def test_a_failed_delivery_is_recorded_as_judged_and_retried_on_the_next_run(
+    hook: Hook, store: Store
+) -> None:
+    """No channel took the firing message: the alert is stored firing all the same (the
+    dashboard and /metrics read it; before, the old state was kept, so a down channel hid
+    the alert), and the channel is owed the message until it takes it."""
     cfg = hook_config(hook)
     runner = AlertRunner()
     hook.status = 500
     assert runner.run(store, cfg, backlog(2000), T0) == []
-    stored = store.load_alerts().get("max_ready:email")
-    assert stored is None or stored["notified_at"] is None
+    stored = store.load_alerts()["max_ready:email"]
+    assert stored["state"] == "firing" and stored["since"] == pytest.approx(T0)
+    assert stored["detail"]["owed"] == {"webhook": ["firing", stored["detail"]["text"]]}
     hook.status = 200
     sent = runner.run(store, cfg, backlog(2000), T0 + 10)
     assert [n.kind for n in sent] == ["firing"]
     assert hook.requests == 2 and len(hook.received) == 1
     assert runner.run(store, cfg, backlog(2000), T0 + 20) == []
-    assert store.load_alerts()["max_ready:email"]["notified_at"] == pytest.approx(T0 + 10)
+    stored = store.load_alerts()["max_ready:email"]
+    assert stored["since"] == pytest.approx(T0) and not stored["detail"].get("owed")
 
 
 def test_a_failed_resolved_message_is_retried_too(hook: Hook, store: Store) -> None:
@@ -403,10 +410,11 @@ def test_a_failed_resolved_message_is_retried_too(hook: Hook, store: Store) -> N
     runner.run(store, cfg, backlog(2000), T0)
     hook.status = 503
     assert runner.run(store, cfg, backlog(5), T0 + 10) == []
-    assert store.load_alerts()["max_ready:email"]["state"] == "firing"
+    assert store.load_alerts()["max_ready:email"]["state"] == "ok"  # as judged
     hook.status = 200
     assert [n.kind for n in runner.run(store, cfg, backlog(5), T0 + 20)] == ["resolved"]
     assert [t.split(": ")[1] for t in hook.texts()] == [FIRING_LINE, "resolved"]
+    assert runner.run(store, cfg, backlog(5), T0 + 30) == []  # told once
 
 
 def test_a_channel_that_missed_a_message_the_other_took_gets_it_later(
@@ -426,7 +434,8 @@ def test_a_channel_that_missed_a_message_the_other_took_gets_it_later(
     assert len(failed) == 1 and failed[0]["owed"] is True, captured
     assert list(failed[0]["errors"]) == ["webhook"], failed
     hook.status = 200
-    assert runner.run(store, cfg, backlog(2000), T0 + 10) == []  # nothing new to say
+    paid = runner.run(store, cfg, backlog(2000), T0 + 10)  # nothing new: what it missed
+    assert [n.kind for n in paid] == ["firing"]
     assert [t.split(": ")[1] for t in hook.texts()] == [FIRING_LINE]  # what it missed
     assert len(sink.messages) == 1  # the mail is not told twice
     runner.run(store, cfg, backlog(2000), T0 + 20)

@@ -217,7 +217,7 @@ class AlertRunner:
         if error is not None and snapshot.db_error is None:
             snapshot = replace(snapshot, queues=[], db_error=error)
         new, notes = evaluate(snapshot, cfg, states, now)
-        sent = self._send(cfg, notes, states, new)
+        sent = self._send(cfg, notes, new)
         self.states = new
         self.memory = {k: v for k, v in new.items() if is_host_key(k, snapshot.host)}
         if error is None:
@@ -240,7 +240,6 @@ class AlertRunner:
         self,
         cfg: AlertsConfig,
         notes: list[Notification],
-        old: dict[str, AlertState],
         new: dict[str, AlertState],
     ) -> list[Notification]:
         sent: list[Notification] = []
@@ -250,11 +249,6 @@ class AlertRunner:
             errors = {r.channel: r.error for r in results if not r.ok}
             failed.update(errors)
             if results and len(errors) == len(results):
-                # Not told: keep the old state, so the same message is tried on a later tick.
-                if note.key in old:
-                    new[note.key] = old[note.key]
-                else:
-                    new.pop(note.key, None)
                 self.log.warning(
                     events.ALERT_SEND_FAILED,
                     key=note.key,
@@ -262,6 +256,7 @@ class AlertRunner:
                     text=note.text,
                     errors=errors,
                 )
+                _untold(new, note, errors)
                 continue
             if errors:
                 self.log.warning(
@@ -280,12 +275,11 @@ class AlertRunner:
                 event = events.ALERT_RESOLVED if note.kind == "resolved" else events.ALERT_SENT
                 self.log.info(event, key=note.key, kind=note.kind, text=note.text, channels=sent_on)
             sent.append(note)
-        self._pay_owed(cfg, new, {n.key for n in notes}, failed)
-        return sent
+        return sent + self._pay_owed(cfg, new, {n.key for n in notes}, failed)
 
     def _pay_owed(
         self, cfg: AlertsConfig, new: dict[str, AlertState], told: set[str], failed: set[str]
-    ) -> None:
+    ) -> list[Notification]:
         """What a channel missed that another took, to that channel alone (owed.py)."""
         configured = set(channels(cfg))
 
@@ -298,9 +292,11 @@ class AlertRunner:
                              errors=errors, owed=True)  # fmt: skip
             return False
 
-        for note, channel in pay(new, told, configured, failed, send):
+        paid = pay(new, told, configured, failed, send)
+        for note, channel in paid:
             self.log.info(events.ALERT_SENT, key=note.key, kind=note.kind, text=note.text,
                           channels=[channel], owed=True)  # fmt: skip
+        return [note for note, _ in paid]
 
     def _save(self, store: Store, old: dict[str, AlertState], new: dict[str, AlertState]) -> None:
         for key, state in new.items():
@@ -311,3 +307,14 @@ class AlertRunner:
             except DatabaseError as exc:
                 self.log.warning(events.ALERT_STATE_NOT_SAVED, key=key, error=str(exc)[:300])
                 return
+
+
+def _untold(new: dict[str, AlertState], note: Notification, errors: dict[str, str]) -> None:
+    """No channel took `note`. The state stands as judged all the same (the dashboard and
+    /metrics show the alert as it is, `since` when it began), and every channel is owed the
+    message, tried again on each later tick until it takes it or a newer one replaces it
+    (owed.py). Before, the old state was kept: a down channel hid what no channel shows."""
+    state = new.get(note.key)
+    if state is not None:
+        new[note.key] = replace(state, detail={**state.detail, "sent_to": []})
+    owe(new, note, errors)
