@@ -131,8 +131,8 @@ def parse_listen(text: str) -> tuple[str, int]:
         host = host[1:-1]
     if not sep or not host or not port.isascii() or not port.isdigit():
         raise ValueError(f"expected HOST:PORT such as 127.0.0.1:8740, got {text!r}")
-    if not _is_ip(host) and not HOST_NAME.fullmatch(host):  # a space, a trailing dot: the
-        # server would refuse it only once started, as an internal error
+    if not _is_ip(host) and (not HOST_NAME.fullmatch(host) or host.replace(".", "").isdigit()):
+        # A space, a trailing dot, 256.1.1.1: refused here, never once the server starts
         raise ValueError(f"expected an IP address or a host name, got {host!r}")
     if not 0 < int(port) < 65536:
         raise ValueError(f"the port must be 1 to 65535, got {port}")

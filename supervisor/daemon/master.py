@@ -62,8 +62,7 @@ class Master:
             config, open_store_for(config), log, guard, host, name, node_id(), pools
         )
         self.listener: wake.WakeListener | None = None  # same-host nudges (wake.py)
-        # The check tick runs on SIGALRM every check_interval, the first one interval after
-        # boot: the chores do not compete with the first jobs of a restart.
+        # The check tick: on SIGALRM every check_interval, the first one interval after boot.
         self.check_due = False
         self.ticks = CheckTicks(self.state, self.fds_for_fork, self.stop_requested)
         self.pooling = Pooling(self.state, self.children, self.master_fds)
@@ -353,8 +352,9 @@ def run_daemon(config: Config, config_path: str | None) -> int:
         except DatabaseRefused as exc:  # a password, a grant, a database name: one line
             master.state.log.error(events.MASTER_REFUSED, error=str(exc))
             raise
-        except Exception:  # a defect of ours: say so in the log before the traceback
-            master.state.log.error(events.MASTER_CRASHED, error=traceback.format_exc(limit=8))
+        except Exception as exc:  # a defect of ours: say so in the log before the traceback
+            if not isinstance(exc, ConfigError):  # (one the boot found: one line, exit 78)
+                master.state.log.error(events.MASTER_CRASHED, error=traceback.format_exc(limit=8))
             raise
     finally:
         metrics.shutdown()

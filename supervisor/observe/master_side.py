@@ -4,20 +4,26 @@ metrics server process it forks and brings back when it dies (metrics.py calls i
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import shutil
 import signal
+import socket
 import time
 from collections.abc import Callable
 
 from supervisor import events, logs
 from supervisor.config import Config
+from supervisor.errors import ConfigError
 from supervisor.kinds import Role
 from supervisor.observe.health import db_limit
 from supervisor.observe.shared import Check, Pulse, pulse_path, write_check
 
 DIR_PREFIX = "forkq-metrics-"
+# A bind that fails so at boot never works: no address of this host, a port below 1024, a
+# name that does not resolve (EAI_NONAME; a resolver that did not answer is tried again).
+NEVER_BINDS = (errno.EADDRNOTAVAIL, errno.EACCES, socket.EAI_NONAME)
 RESPAWN_MAX = 30.0  # seconds between tries to bring a failed metrics server back, at most
 
 
@@ -107,13 +113,18 @@ class MasterSide:
         except OSError as exc:  # a full disk: /healthz goes stale, jobs go on
             self.log.warning(events.METRICS_CHECK_NOT_WRITTEN, error=str(exc))
 
-    def start_server(self, now: float) -> None:
+    def start_server(self, now: float, boot: bool = False) -> None:
+        """Bind and fork the server; a bind that failed is tried again later (a port still
+        taken), unless at `boot` it can never work: a name that does not resolve, an
+        address not this host's, a port it may not bind (a config error, exit 78)."""
         from supervisor.observe.server import bind, spawn
 
         assert self.listen is not None
         try:
             sock = bind(self.listen)
         except OSError as exc:
+            if boot and exc.errno in NEVER_BINDS:
+                raise ConfigError(f"[metrics] listen = {self.listen!r}: {exc}") from exc
             self.failed(now)
             self.log.error(
                 events.METRICS_LISTEN_FAILED,

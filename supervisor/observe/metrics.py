@@ -182,7 +182,7 @@ def start(config: Config, close_fds: Callable[[], list[int]]) -> None:
     _master.pulse.beat()
     _master.write_check(Check(*_master.now_times(), _master.stale_after))  # boot's queries answered
     if _master.listen is not None:
-        _master.start_server(time.monotonic())
+        _master.start_server(time.monotonic(), boot=True)
 
 
 def join(database: str) -> None:

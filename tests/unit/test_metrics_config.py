@@ -33,6 +33,7 @@ def test_listen_takes_host_and_port() -> None:
         # The server refused these only once started (an internal error, exit 1).
         ({"listen": " 127.0.0.1:9740"}, "metrics.listen: expected an IP address or a host"),
         ({"listen": "localhost.:9740"}, "metrics.listen: expected an IP address or a host"),
+        ({"listen": "256.1.1.1:9740"}, "metrics.listen: expected an IP address or a host"),
         ({"listen": 9740}, "metrics.listen: expected a string"),
         ({"port": 9740}, "metrics.port: unknown key"),
     ],
