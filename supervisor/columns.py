@@ -25,6 +25,12 @@ def whole(row: dict[str, Any], column: str, default: Any, odd: list[str]) -> Any
         return default
 
 
+def as_text(value: Any) -> Any:
+    """A BLOB a raw INSERT bound (bytes: a driver's bytes, SQLite keeps them so) as the
+    text it holds; bytes that are no UTF-8 read as surrogates, which text_problem names."""
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
+
+
 def text_problem(column: str, value: Any) -> str | None:
     """Why a text column is no text (bytes a raw INSERT wrote that are no UTF-8, read as
     surrogates: SQLite only), or None. ASCII, nearly every value, is one quick test."""
@@ -39,4 +45,5 @@ def text_problem(column: str, value: Any) -> str | None:
 
 def not_text(row: dict[str, Any]) -> list[str]:
     """The payload or handler of `row` that is no UTF-8 text, said (text_problem)."""
-    return [p for c in ("payload", "handler") if (p := text_problem(c, row[c])) is not None]
+    columns = ("payload", "handler")
+    return [p for c in columns if (p := text_problem(c, as_text(row[c]))) is not None]

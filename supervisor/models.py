@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from supervisor.columns import not_text, whole
+from supervisor.columns import as_text, not_text, whole
 from supervisor.jobref import Enqueued as Enqueued  # it was defined here
 
 
@@ -114,8 +114,8 @@ class JobRow:
         return cls(
             id=int(row["id"]),
             queue=row["queue"],
-            handler=row["handler"],
-            payload=row["payload"],
+            handler=as_text(row["handler"]),
+            payload=as_text(row["payload"]),
             status=_state(row["status"], odd),
             priority=whole(row, "priority", 0, odd),
             run_at=utc(row["run_at"]) or datetime.now(UTC),
@@ -202,7 +202,7 @@ class JobListing:
         return cls(
             id=int(row["id"]),
             queue=str(row["queue"]),
-            handler=str(row["handler"]),
+            handler=str(as_text(row["handler"])),
             status=shown_status(str(row["status"]), row["started_at"]),
             priority=int(row["priority"]),
             attempts=int(row["attempts"]),
@@ -215,7 +215,7 @@ class JobListing:
             started_at=utc(row["started_at"]),
             finished_at=utc(row["finished_at"]),
             last_error=row["last_error"],
-            payload=str(row["payload"] or ""),
+            payload=str(as_text(row["payload"]) or ""),
             host=row.get("host"),
             pid=None if row.get("pid") is None else int(row["pid"]),
             archived=archived,

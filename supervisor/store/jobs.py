@@ -15,7 +15,7 @@ from dataclasses import MISSING, fields
 from datetime import UTC, datetime
 from typing import Any
 
-from supervisor.columns import text_problem, whole
+from supervisor.columns import as_text, text_problem, whole
 from supervisor.errors import SchemaError
 from supervisor.models import HandBack, JobRow, JobState, QueueTimes, utc
 from supervisor.outcomes import SnoozeWritten, snoozed_too_often
@@ -312,22 +312,25 @@ def claimed_job(row: dict[str, Any], queue: str, owner: str) -> JobRow:
     """
     job = object.__new__(JobRow)
     priority, attempts, most = row["priority"], row["attempts"], row["max_attempts"]
+    payload, handler = row["payload"], row["handler"]
     odd: list[str] = []  # a raw INSERT's text in a number column, bytes no UTF-8: dead
     if (
         type(priority) is not int
         or type(attempts) is not int
         or not (most is None or type(most) is int)
-        or not (row["payload"].isascii() and row["handler"].isascii())
+        or not (type(payload) is str and payload.isascii())
+        or not (type(handler) is str and handler.isascii())
     ):
         priority, most = whole(row, "priority", 0, odd), whole(row, "max_attempts", None, odd)
         attempts = whole(row, "attempts", 0, odd)
-        odd += filter(None, (text_problem(c, row[c]) for c in ("payload", "handler")))
+        payload, handler = as_text(payload), as_text(handler)  # a BLOB: its text
+        odd += filter(None, (text_problem("payload", payload), text_problem("handler", handler)))
     job.__dict__.update(
         _CLAIMED_DEFAULTS,
         id=int(row["id"]),
         queue=queue,
-        handler=row["handler"],
-        payload=row["payload"],
+        handler=handler,
+        payload=payload,
         priority=priority,
         run_at=utc(row["run_at_s"]) or datetime.now(UTC),  # whatever the row holds
         attempts=attempts + 1,

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from daemon_util import Daemon, daemons_fixture  # noqa: F401 - fixture
+from daemon_util import Daemon, daemons_fixture, record_ids  # noqa: F401 - fixture
 from util import python, sql, subprocess_env, wait_until
 
 from supervisor import events
@@ -246,4 +246,45 @@ def test_a_running_row_without_a_lease_ends_dead_and_retries_as_any_other(
     finally:
         store.close()
     wait_until(lambda: job(db_url, unleased) is None, timeout=30, message="the retried job ran")
+    assert daemon.stop() == 0, daemon.describe()
+
+
+def test_a_payload_bound_as_bytes_runs_as_the_text_it_holds(
+    daemons: Callable[..., Daemon], db_url: str, tmp_path: Any
+) -> None:
+    """A driver that binds bytes (Python's bytes, Go's []byte) writes a BLOB on SQLite:
+    its job ended dead with "cannot use a string pattern on a bytes-like object", and the
+    CLI listed the payload as b'...'. Valid UTF-8 runs as the text it is; other bytes end
+    the job dead as not UTF-8 text."""
+    record = tmp_path / "record.txt"
+    payload = json.dumps({"file": str(record)}).encode()
+    sql(
+        db_url,
+        "INSERT INTO forkq_jobs (queue, handler, payload) VALUES (?, ?, ?)",
+        (QUEUE, b"t.record", payload),
+    )
+    good = int(sql(db_url, "SELECT MAX(id) FROM forkq_jobs")[0][0])
+    listed = subprocess.run(
+        [python(), "-m", "supervisor", "show", str(good), "--json"],
+        env=subprocess_env(db_url),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    shown = json.loads(listed.stdout)
+    assert (shown["handler"], json.loads(shown["payload"])) == ("t.record", {"file": str(record)})
+    bad = insert(db_url, "t.noop", "{}")
+    if db_url.startswith("sqlite"):  # MariaDB's utf8mb4 column refuses such bytes itself
+        sql(db_url, "UPDATE forkq_jobs SET payload = ? WHERE id = ?", (b'{"a": "\xff"}', bad))
+    daemon = daemons(pools={QUEUE: {"workers": 1, "timeout": 10}}).start()
+    wait_until(lambda: record_ids(record) == [good], timeout=30, message="the bytes job ran")
+
+    def bad_ended() -> JobRow | None:
+        row = job(db_url, bad)
+        return row if row is not None and row.status == JobState.DEAD else None
+
+    if db_url.startswith("sqlite"):
+        row = wait_until(bad_ended, timeout=30, message="the non-UTF-8 job ended dead")
+        assert "payload is not valid UTF-8 text" in (row.last_error or ""), row.last_error
     assert daemon.stop() == 0, daemon.describe()
