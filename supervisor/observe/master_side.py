@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 
 from supervisor import events, logs
+from supervisor.cluster.alerts.states import QUEUE_RULES
 from supervisor.config import Config
 from supervisor.errors import ConfigError
 from supervisor.kinds import Role
@@ -72,6 +73,21 @@ def _alive(pid: int) -> bool:
     return True
 
 
+class QueueAlerts:
+    """The queue rules' alert figures as last judged. While the database is down no tick
+    judges them (their figures are unknown), and /metrics shows them as they were rather
+    than drop the series: a `forkq_alerts_firing == 1` rule would read a gap as resolved."""
+
+    def __init__(self) -> None:
+        self.last: list[tuple[str, str, bool]] = []
+
+    def kept(self, alerts: list[tuple[str, str, bool]], down: bool) -> list[tuple[str, str, bool]]:
+        if not down:
+            self.last = [a for a in alerts if a[0] in QUEUE_RULES]
+            return alerts
+        return alerts + [a for a in self.last if a not in alerts]
+
+
 class MasterSide:
     """The master's series, its pulse, and the server process it keeps running."""
 
@@ -102,6 +118,7 @@ class MasterSide:
         self.failures = 0
         self.next_start = 0.0
         self.log = logs.get(role=Role.MASTER, component="metrics")
+        self.queue_alerts = QueueAlerts()
 
     @staticmethod
     def now_times() -> tuple[float, float]:

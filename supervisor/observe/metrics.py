@@ -296,6 +296,7 @@ def tick_report(report: TickFigures) -> None:
     if report.db_error is not None:
         _master.series.db_errors.inc()
     alerts = [(str(rule), str(queue), bool(firing)) for rule, queue, firing in report.alerts]
+    alerts = _master.queue_alerts.kept(alerts, report.db_error is not None)
     check = Check(
         *_master.now_times(),
         _master.stale_after,
