@@ -339,3 +339,18 @@ def test_age_formats_in_two_units() -> None:
     assert [age(s) for s in (0, 45, 60, 432, 3600, 7500, 86400, 97200 + 59)] == [
         "0s", "45s", "1m", "7m12s", "1h", "2h05m", "1d", "1d3h",
     ]  # fmt: skip
+
+
+def test_a_reload_that_loosens_a_rule_resolves_it_in_its_own_words() -> None:
+    """A HUP raised max_dead past the new dead jobs, or removed saturated_ticks: the alert
+    resolved as "no new dead jobs for 16s" and "no longer saturated", neither true."""
+    run = Run(cfg(email=AlertRule(max_dead=0, saturated_ticks=2)))
+    notes = run.tick(snap(email(dead=3), saturated_ticks={"email": 2}), T0)
+    assert sorted(n.kind for n in notes) == ["firing", "firing"]
+    run.rules = cfg(email=AlertRule(max_dead=10))
+    notes = run.tick(snap(email(dead=3), saturated_ticks={"email": 3}), T0 + 10)
+    texts = sorted(n.text for n in notes if n.kind == "resolved")
+    assert texts == [
+        '[forkq] app1: resolved: pool "email" saturated_ticks rule removed',
+        '[forkq] app1: resolved: queue "email" 3 new dead <= max_dead 10 (3 dead in all)',
+    ], notes

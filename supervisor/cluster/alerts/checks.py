@@ -82,7 +82,9 @@ def _saturated_check(host: str, pool: str, ticks: int, limit: int | None) -> Che
         limit is not None and ticks >= limit,
         f'pool "{pool}" saturated: all max_workers busy with a backlog for {ticks} checks'
         f" >= saturated_ticks {limit}",
-        f'pool "{pool}" no longer saturated',
+        f'pool "{pool}" no longer saturated'
+        if limit is not None
+        else f'pool "{pool}" saturated_ticks rule removed',
     )
 
 
@@ -156,8 +158,12 @@ def _dead_check(
     if firing_before and not firing:
         baseline = dead
     where = _where(q)
-    if dead < seen:
+    if limit is None:
+        resolved = f"{where} max_dead rule removed"
+    elif dead < seen:
         resolved = f"{where} dead jobs down to {dead} (retried or purged)"
+    elif fresh <= limit:  # a HUP raised max_dead past what is new
+        resolved = f"{where} {fresh} new dead <= max_dead {limit} ({dead} dead in all)"
     else:
         resolved = f"{where} no new dead jobs for {age(now - rose_at)} ({dead} dead in all)"
     return Check(
