@@ -25,15 +25,23 @@ class AtLeast(int):
         return f"{int(self)}+"
 
 
+CELL_MOST = 10_000  # characters of a value shown (a 15 MB payload filled the terminal)
+
+
 def cell(value: Any) -> str:
-    """A value as table text: one line, control characters as escapes (rows may hold any)."""
+    """A value as table text: one line, control characters as escapes (rows may hold any),
+    cut past CELL_MOST characters (`--json` prints it whole)."""
     if value is None:
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, datetime):
         return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
-    return for_terminal(str(value))
+    text = str(value)
+    if len(text) > CELL_MOST:
+        cut = f"… ({len(text):,} characters in all: --json prints it whole)"
+        return for_terminal(text[:CELL_MOST]) + cut
+    return for_terminal(text)
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
