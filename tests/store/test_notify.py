@@ -402,6 +402,7 @@ def test_a_failed_delivery_is_recorded_as_judged_and_retried_on_the_next_run(
     assert runner.run(store, cfg, backlog(2000), T0 + 20) == []
     stored = store.load_alerts()["max_ready:email"]
     assert stored["since"] == pytest.approx(T0) and not stored["detail"].get("owed")
+    assert stored["detail"]["sent_to"] == ["webhook"]  # the page: notified, not "never"
 
 
 def test_a_failed_resolved_message_is_retried_too(hook: Hook, store: Store) -> None:

@@ -42,16 +42,17 @@ def pay(
         owed = state.detail.get(OWED)
         if key in told or not owed:
             continue
-        still = {}
+        still, took = {}, list(state.detail.get("sent_to") or [])
         for channel, (kind, text) in owed.items():
             if channel not in configured:
                 continue
             note = Notification(key, kind, text)
             if channel not in failed and send(note, channel):
                 paid.append((note, channel))
+                took.append(channel)  # who heard it (the page: when it was notified)
                 continue
             failed.add(channel)
             still[channel] = [kind, text]
         if still != owed:
-            new[key] = replace(state, detail={**state.detail, OWED: still})
+            new[key] = replace(state, detail={**state.detail, OWED: still, "sent_to": took})
     return paid
