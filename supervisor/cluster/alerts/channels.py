@@ -315,6 +315,6 @@ def _untold(new: dict[str, AlertState], note: Notification, errors: dict[str, st
     message, tried again on each later tick until it takes it or a newer one replaces it
     (owed.py). Before, the old state was kept: a down channel hid what no channel shows."""
     state = new.get(note.key)
-    if state is not None:
+    if state is not None and note.kind == "firing":  # nobody heard of it yet (the page)
         new[note.key] = replace(state, detail={**state.detail, "sent_to": []})
     owe(new, note, errors)
