@@ -18,6 +18,7 @@ CONFIG_RELOADED = "config_reloaded"
 RELOAD_REFUSED = "reload_refused"
 HANDLER_QUEUE_UNSERVED = "handler_queue_unserved"
 SCHEDULE_HANDLER_UNKNOWN = "schedule_handler_unknown"
+AFTER_ATTEMPT_FAILED = "after_attempt_failed"  # what a handler left to run at its end raised
 LIBRARY_LOG = "library_log"  # a library's own logging record (logs.route_stdlib)
 QUEUE_UNSERVED = "queue_unserved"  # ready jobs, and no pool of this config serves the queue
 

@@ -79,4 +79,9 @@ def with_lost_attempts(
             {"attempt": attempt, "exception_class_path": class_path(kind), "traceback": h["error"]}
         )
     errors.sort(key=lambda e: int(e.get("attempt") or 0))
-    return {**recorded, "errors": encode_json(errors), "workers": encode_json(workers)}
+    merged = {**recorded, "errors": encode_json(errors), "workers": encode_json(workers)}
+    starts = [float(h["started_at"]) for h in lost.values() if h.get("started_at") is not None]
+    first = recorded.get("started_at")
+    if starts and (first is None or min(starts) < float(first)):
+        merged["started_at"] = min(starts)  # the first attempt's start (README: started_at)
+    return merged

@@ -15,6 +15,8 @@ import os
 import socket
 import time
 import traceback
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from django.db import close_old_connections, connections
@@ -28,6 +30,7 @@ from .django_compat import TaskContext, task_backends, task_finished, task_start
 from .django_store import usable_connection
 
 _booted = False
+RECORD_PATIENCE = 60.0  # seconds an attempt's record waits for a locked SQLite database
 
 
 def booted() -> bool:
@@ -135,15 +138,26 @@ def run_task(payload: Any, job: Any) -> Any:
             value = task.call(*args, **kwargs)
     except BaseException as exc:
         if os.getpid() == pid:  # never in a copy the task forked: see the worker's loop
-            attempt.finish("failed", error=exc)
+            _once_ended(job, partial(attempt.finish, "failed", error=exc))
         raise
     try:
         returned = results.encode_json(value)
     except Exception as exc:  # no retry mends it, and each would run the task's work again
-        attempt.finish("failed", error=exc)
+        _once_ended(job, partial(attempt.finish, "failed", error=exc))
         raise Fail(f"its return value is not JSON: {type(exc).__name__}: {exc}") from exc
-    attempt.finish("succeeded", returned=returned)
-    return value  # what a pool with keep_result keeps, on the row just written: the same
+    _once_ended(job, partial(attempt.finish, "succeeded", returned=returned))
+    return value  # what a pool with keep_result keeps, on the row to be written: the same
+
+
+def _once_ended(job: Any, record: Callable[[], None]) -> None:
+    """Record the attempt once the task has returned, outside the job's timeout: a write
+    that waits for SQLite's lock (an application's long transaction) no longer times the
+    attempt out, which ran the task again. At once where the worker cannot defer it."""
+    defer = getattr(job, "after_attempt", None)
+    if defer is None:
+        record()
+    else:
+        defer(record)
 
 
 def _payload(payload: Any) -> dict[str, Any]:
@@ -251,14 +265,34 @@ class Attempt:
             "attempted_at": self.started,
             "finished_at": time.time(),
         }
-        try:
-            usable_connection(self.connection)
-            with self.connection.wrap_database_errors:
-                self.store.save_result_on(self.connection.connection, {**saved, "id": self.job.id})
-        except Exception as exc:
-            logs.get().warning(events.DJANGO_RESULT_NOT_SAVED, job_id=self.job.id, error=str(exc))
+        self._save({**saved, "id": self.job.id})
         result = results.build_result(None, saved, task=self.task, result_id=str(self.job.id))
-        task_finished.send(type(self.backend), task_result=result)
+        if error is None:
+            task_finished.send(type(self.backend), task_result=result)
+            return
+        try:  # receivers log a failure with logger.exception: its exception is the current one
+            raise error
+        except BaseException:
+            task_finished.send(type(self.backend), task_result=result)
+
+    def _save(self, saved: dict[str, Any]) -> None:
+        """Write the record; a SQLite write lock another transaction holds is waited for up
+        to RECORD_PATIENCE (outside the job's timeout), as forkq waits to write an outcome."""
+        deadline = time.monotonic() + RECORD_PATIENCE
+        while True:
+            try:
+                usable_connection(self.connection)
+                with self.connection.wrap_database_errors:
+                    self.store.save_result_on(self.connection.connection, saved)
+                return
+            except Exception as exc:
+                if "locked" in str(exc) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                    continue
+                logs.get().warning(
+                    events.DJANGO_RESULT_NOT_SAVED, job_id=self.job.id, error=str(exc)
+                )
+                return
 
     def _workers(self) -> list[Any]:
         """The workers of the recorded attempts, and this one."""

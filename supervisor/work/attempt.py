@@ -16,7 +16,7 @@ import math
 import os
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -50,6 +50,9 @@ class LeaseHolder(Protocol):
     @property
     def store(self) -> Store: ...
 
+    @property
+    def after_attempt(self) -> list[Callable[[], None]]: ...
+
 
 class JobContext:
     """The `job` argument of a handler: what it may know and do about its own job."""
@@ -68,6 +71,13 @@ class JobContext:
         self._progress_at = -PROGRESS_EVERY  # monotonic time of the last progress written
         self._progress_held: str | None = None  # the last report, not written yet (throttled)
         self._parents: list[int] | None = None
+
+    def after_attempt(self, record: Callable[[], None]) -> None:
+        """Run `record` once the handler has returned, outside its timeout: the worker calls
+        it before it writes the outcome, as that write waits for a busy database without
+        the attempt counting as timed out (supervisor.contrib.django's result record)."""
+        if os.getpid() == self._worker.pid:  # never from a copy the handler forked
+            self._worker.after_attempt.append(record)
 
     @property
     def parents(self) -> list[int]:
@@ -265,3 +275,14 @@ def text_of(value: object) -> str:
         return str(value)
     except Exception as exc:  # a hostile or broken __str__
         return f"<{type(value).__name__}: str() raised {type(exc).__name__}>"
+
+
+def run_after_attempt(records: list[Callable[[], None]], log: Any) -> None:
+    """What the handler left to run once it returned (JobContext.after_attempt); one that
+    raises is logged and the next still runs."""
+    while records:
+        record = records.pop(0)
+        try:
+            record()
+        except Exception as exc:
+            log.warning(events.AFTER_ATTEMPT_FAILED, error=f"{type(exc).__name__}: {exc}"[:300])

@@ -37,7 +37,7 @@ from supervisor.outcomes import Outcome
 from supervisor.store import Store
 from supervisor.store import limits as flow
 from supervisor.store.limits.claims import plan_for
-from supervisor.work.attempt import log_finished, run_attempt
+from supervisor.work.attempt import log_finished, run_after_attempt, run_attempt
 from supervisor.work.events import NoEvents, WorkerEvents
 from supervisor.work.holds import RateHolds
 from supervisor.work.keeping import Keeper, kept_first, wall_start
@@ -84,13 +84,12 @@ class Worker:
         self._lease_until = 0.0  # monotonic time the current leases run out
         self._paused: set[str] = set()
         self._paused_at = -PAUSE_CACHE
-        # `safely`'s last backoff (0.0 once a step succeeds), and if for a lost connection:
-        # the loop steps again, never idle with outcomes unwritten or a claim in doubt.
-        self.backoff, self.lost = 0.0, False
+        self.backoff, self.lost = 0.0, False  # `safely`'s last back-off; for a lost connection?
         self._pools: dict[str, PoolConfig] = {}
         self.sizing = ClaimSizing()  # how many to claim (a recycled child's successor's)
         self._claim_unknown = False  # a claim lost its connection: it may have committed
         self.durations: list[float] = []  # each job's time in the batch running now
+        self.after_attempt: list[Callable[[], None]] = []  # run once the handler returned
         self.max_jobs: int | None = None  # `forkq work --max-jobs`: claim no more than this
         # [limits]: None without any, and then claims are exactly as without the feature.
         self.limits = plan_for(config, _handler_queues())
@@ -273,12 +272,12 @@ class Worker:
         if attempt.outcome is Outcome.DONE and self.keeper.keeps(row):
             attempt, kept = self.keeper.encoded(attempt, row)
         self.durations.append(duration)
-        # The handler is done: writing its outcome is no longer the job's time, so a slow
-        # or unreachable database never gets the child killed as overtime.
+        # The handler is done: its records (after_attempt) and its outcome are no longer the
+        # job's time, so a slow or unreachable database never gets the child killed as overtime.
         self.events.job_ran(row)
+        run_after_attempt(self.after_attempt, self.log)
         self.stats.jobs += 1
-        # What happens to the job, not what the attempt asked: a retry with no attempt
-        # left is dead, and the metric, the event and the log line say so.
+        # What happens to the job (a retry with no attempt left is dead), as the logs say.
         outcome, fate = fate_of_attempt(row, attempt)
         if row.batch_id is not None:  # its end settles the batch when it is the last (batches.py)
             self.store.note_batch_job(row.id, row.batch_id)

@@ -6,6 +6,8 @@ read the record on the dead connection and wrote the next attempt over it)."""
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -38,6 +40,7 @@ def test_an_attempt_whose_worker_was_killed_counts_in_the_result(
     [lost] = result.errors
     assert lost.exception_class_path == LOST, lost
     assert "signal 9" in lost.traceback or "SIGKILL" in lost.traceback, lost.traceback
+    assert result.started_at < result.last_attempted_at  # the first attempt's, the killed one
     # The job row is gone (deleted on success): the record alone says the same.
     wait_until(lambda: not sql(db_url, "SELECT id FROM forkq_jobs"), message="the row deleted")
     assert shop.doomed.get_result(doomed.id) == result
@@ -87,3 +90,28 @@ def test_a_connection_the_server_dropped_between_attempts_keeps_the_first_error(
     assert [e.exception_class_path for e in result.errors] == ["builtins.RuntimeError"]
     assert not daemon.events(events.DJANGO_RESULT_UNREADABLE), daemon.describe()
     assert not daemon.events(events.DJANGO_RESULT_NOT_SAVED), daemon.describe()
+
+
+def test_a_task_that_returned_is_not_timed_out_by_its_record_waiting_for_sqlite(
+    daemons: Callable[..., Daemon], tmp_path: Path, db_url: str, shop: ModuleType
+) -> None:
+    """The task returned in 1 s; its result record then waited for SQLite's write lock (an
+    application's long transaction) inside the handler, under its timeout: the attempt
+    timed out and the task ran again. The record is written once the task has returned,
+    outside the timeout, and waits for the lock."""
+    if backend_of(db_url) != "sqlite":
+        pytest.skip("a write lock held by another transaction is SQLite's whole database")
+    daemon = start(daemons, tmp_path, db_url, default={"workers": 1, "timeout": 3})
+    started = tmp_path / "nap-started"
+    napping = shop.nap.enqueue(1.0, str(started))
+    wait_until(started.exists, timeout=20, message="the task started")
+    holder = sqlite3.connect(db_url.removeprefix("sqlite:///"), isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # the application's transaction, past the timeout
+    time.sleep(6)
+    holder.execute("COMMIT")
+    holder.close()
+    result = finished(shop.nap, napping.id, timeout=40)
+    assert result.status == api().TaskResultStatus.SUCCESSFUL, result.errors
+    assert result.attempts == 1 and result.errors == [], result.errors
+    ran = daemon.events(events.JOB_FINISHED, job_id=job_id_of(napping.id))
+    assert [e["outcome"] for e in ran] == ["done"], ran

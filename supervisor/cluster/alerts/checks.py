@@ -158,14 +158,7 @@ def _dead_check(
     if firing_before and not firing:
         baseline = dead
     where = _where(q)
-    if limit is None:
-        resolved = f"{where} max_dead rule removed"
-    elif dead < seen:
-        resolved = f"{where} dead jobs down to {dead} (retried or purged)"
-    elif fresh <= limit:  # a HUP raised max_dead past what is new
-        resolved = f"{where} {fresh} new dead <= max_dead {limit} ({dead} dead in all)"
-    else:
-        resolved = f"{where} no new dead jobs for {age(now - rose_at)} ({dead} dead in all)"
+    resolved = _dead_resolved(where, limit, dead, seen, fresh, age(now - rose_at))
     return Check(
         f"max_dead:{q.queue}",
         firing,
@@ -174,6 +167,20 @@ def _dead_check(
         resolved,
         memory={"baseline": baseline, "seen": dead, "rose_at": rose_at},
     )
+
+
+def _dead_resolved(
+    where: str, limit: int | None, dead: int, seen: int, fresh: int, quiet: str
+) -> str:
+    """Why max_dead resolved: its rule gone, retries or purges, a HUP that raised it past
+    the new dead jobs, or none died for a cooldown (`quiet`)."""
+    if limit is None:
+        return f"{where} max_dead rule removed"
+    if dead < seen:
+        return f"{where} dead jobs down to {dead} (retried or purged)"
+    if fresh <= limit:
+        return f"{where} {fresh} new dead <= max_dead {limit} ({dead} dead in all)"
+    return f"{where} no new dead jobs for {quiet} ({dead} dead in all)"
 
 
 def _dead_capped(q: QueueStats, limit: int | None, prev: AlertState | None, now: float) -> Check:
