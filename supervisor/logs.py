@@ -269,7 +269,7 @@ def done_line(
     handler_queue, event_member = names
     log._logger.msg(
         f'{{"job_id": {int(job_id)}, {handler_queue}, "attempt": {int(attempt)},'
-        f' "outcome": "done", "duration": {float(duration)!r}, {event_member}{context}'
+        f' "outcome": "done", "duration": {round(float(duration), 4)!r}, {event_member}{context}'
         f' "level": "info", "timestamp": "{_timestamp(time.time_ns())}"}}'
     )
     return True

@@ -86,6 +86,11 @@ def set_title(title: str) -> None:
     setproctitle.setproctitle(for_terminal(title))
 
 
+def set_escaped_title(title: str) -> None:
+    """set_title for a title made only of parts already escaped (for_terminal)."""
+    setproctitle.setproctitle(title)
+
+
 def die_with_parent(sig: int = signal.SIGTERM) -> None:
     """Ask Linux to send `sig` when the parent (the master) dies; a no-op elsewhere."""
     prctl(PR_SET_PDEATHSIG, sig)

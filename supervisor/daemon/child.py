@@ -32,11 +32,12 @@ from supervisor.daemon.decisions import recycle_after
 from supervisor.daemon.ledger import Ledger
 from supervisor.daemon.orphan import start_guard
 from supervisor.daemon.scoreboard import Scoreboard
+from supervisor.escaping import for_terminal
 from supervisor.kinds import RetireReason, Role
 from supervisor.models import JobRow
 from supervisor.observe import metrics
 from supervisor.outcomes import Outcome
-from supervisor.proc import die_with_parent, hostname, node_id, set_title
+from supervisor.proc import die_with_parent, hostname, node_id, set_escaped_title, set_title
 from supervisor.store import Store, open_store
 from supervisor.timing import FAILED_OUTCOMES, SEND_EVERY, Tally
 from supervisor.work.descendants import become_subreaper, kill_leftovers
@@ -48,6 +49,7 @@ LIFETIME_JITTER = 0.1  # ±10% so children started together do not all retire to
 # Seconds between two reads of the RSS while held jobs wait: a run of quick jobs pays one
 # read, not one each. The last job of a batch, and every wake-up, read it as before.
 RSS_EVERY = 0.05
+SHOWN_MOST = 1024  # handler names whose escaped form a child keeps
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,8 @@ class PipeEvents:
     def __init__(self, spec: ChildSpec) -> None:
         self.spec = spec
         self.label = f"forkq: {spec.pool.name} worker {spec.slot}"
+        self.shown_label = for_terminal(self.label)
+        self.shown_handlers: dict[str, str] = {}  # handler: its escaped name, for the title
         self.jobs = 0
         self.failed = 0
         self.tally = Tally()  # per-handler timing, sent to the master at most once a second
@@ -110,9 +114,17 @@ class PipeEvents:
             job.id, lambda: board.write(job.id, timeout, self.jobs, self.failed), success
         ):
             return False  # the master handed it back to the queue while we were busy
-        set_title(f"{self.label} job {job.id} ({job.handler})")
+        shown = self.shown_handlers.get(job.handler) or self._shown(job.handler)
+        set_escaped_title(f"{self.shown_label} job {job.id} ({shown})")
         self.started = time.monotonic()
         return True
+
+    def _shown(self, handler: str) -> str:
+        """The handler's name as a title shows it (escaped once, not once a job)."""
+        if len(self.shown_handlers) >= SHOWN_MOST:  # rows are not trusted: keep it bounded
+            self.shown_handlers.clear()
+        shown = self.shown_handlers[handler] = for_terminal(handler)
+        return shown
 
     def succeeded(self, job_id: int, more: bool = False) -> None:
         if more:  # listed with the next job's start, under the same lock

@@ -307,10 +307,9 @@ def claimed_job(row: dict[str, Any], queue: str, owner: str) -> JobRow:
 
     claim_select reads only the columns a worker uses; the lease and time columns it
     does not read are None here. Built without the frozen dataclass's __init__ (one
-    object.__setattr__ per field, a few microseconds a job): its fields go into the
-    instance's dict at once, every field with a default taking that default.
+    object.__setattr__ per field, a few microseconds a job): a copy of every field's
+    default, the row's values set in it, goes into the instance's dict at once.
     """
-    job = object.__new__(JobRow)
     priority, attempts, most = row["priority"], row["attempts"], row["max_attempts"]
     payload, handler = row["payload"], row["handler"]
     odd: list[str] = []  # a raw INSERT's text in a number column, bytes no UTF-8: dead
@@ -325,24 +324,25 @@ def claimed_job(row: dict[str, Any], queue: str, owner: str) -> JobRow:
         attempts = whole(row, "attempts", 0, odd)
         payload, handler = as_text(payload), as_text(handler)  # a BLOB: its text
         odd += filter(None, (text_problem("payload", payload), text_problem("handler", handler)))
-    job.__dict__.update(
-        _CLAIMED_DEFAULTS,
-        id=int(row["id"]),
-        queue=queue,
-        handler=handler,
-        payload=payload,
-        priority=priority,
-        run_at=utc(row["run_at_s"]) or datetime.now(UTC),  # whatever the row holds
-        attempts=attempts + 1,
-        max_attempts=most,
-        unique_key=row["unique_key"],
-        locked_by=owner,
-        enqueued_at=utc(row["enqueued_at_s"]) or datetime.now(UTC),  # whatever the row holds
-        limit_key=row.get("limit_key"),  # read by claims under [limits] (store/limits/claims.py)
-        batch_id=row.get("batch_id"),  # None for a job in no batch: the completion path asks this
-        unreadable="; ".join(odd) or None,
-    )
+    values = _CLAIMED_DEFAULTS.copy()  # (item by item: a third cheaper than keywords)
+    values["id"], values["queue"], values["handler"] = int(row["id"]), queue, handler
+    values["payload"], values["priority"], values["attempts"] = payload, priority, attempts + 1
+    values["max_attempts"], values["unique_key"] = most, row["unique_key"]
+    values["run_at"], values["enqueued_at"] = _when(row["run_at_s"]), _when(row["enqueued_at_s"])
+    values["locked_by"], values["limit_key"] = owner, row.get("limit_key")  # (limits' claims)
+    values["batch_id"] = row.get("batch_id")  # None for a job in no batch
+    values["unreadable"] = "; ".join(odd) or None
+    job = object.__new__(JobRow)
+    job.__dict__.update(values)
     return job
+
+
+def _when(seconds: Any) -> datetime:
+    """A claimed row's time, epoch seconds (a float nearly always), as aware UTC; whatever
+    else the row holds as utc() reads it, or now."""
+    if type(seconds) is float and -1e10 < seconds < 1e11:  # well inside what datetime holds
+        return datetime.fromtimestamp(seconds, UTC)
+    return utc(seconds) or datetime.now(UTC)
 
 
 # Every field's default, and what a claimed row holds where claim_select reads nothing.

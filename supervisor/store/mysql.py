@@ -21,6 +21,8 @@ from supervisor.dburl import DatabaseURL
 from supervisor.errors import DatabaseError, PayloadTooLarge
 from supervisor.models import Enqueued, NewJob
 from supervisor.store.galera import NodeChoice
+from supervisor.store.mysql_claims import PACKED_CLAIMS, claim_rows
+from supervisor.store.mysql_ids import bound_ids
 from supervisor.store.mysql_session import Connection, MySQLSession, packs
 from supervisor.store.packets import (
     MIN_PACKET,
@@ -51,6 +53,7 @@ INSERT_CHUNK = 1000  # rows per multi-row INSERT
 # after a failover, a claim whose answer was lost with its node may not be applied here
 # yet, and a worker looking for what it holds (worker._release_lost_claim) would miss it.
 CAUSAL_READS = frozenset({"held_by"})
+DICTS = pymysql.cursors.DictCursor
 
 
 class MySQLStore(MySQLSession):
@@ -110,12 +113,13 @@ class MySQLStore(MySQLSession):
 
     def _fetchall(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         def fetchall(conn: Connection) -> list[dict[str, Any]]:
-            with conn.cursor(pymysql.cursors.DictCursor) as cursor:
+            packed = name in PACKED_CLAIMS  # a claim's rows: read as tuples, then unpacked
+            with conn.cursor(pymysql.cursors.Cursor if packed else DICTS) as cursor:
                 sql = self.queries[name]
                 if name in CAUSAL_READS and not packs(conn):  # a Galera node
                     sql = f"SET STATEMENT wsrep_sync_wait = 1 FOR {sql}"
                 self._send(conn, cursor, sql, _bound(name, params))
-                return list(cursor.fetchall())
+                return _rows(cursor, packed)
 
         return self._call(fetchall, fold=True)
 
@@ -130,7 +134,8 @@ class MySQLStore(MySQLSession):
         sql = f"{self.queries[write]};{self.queries[read]}"
 
         def execute_fetch(conn: Connection) -> tuple[int, list[dict[str, Any]]]:
-            with conn.cursor(pymysql.cursors.DictCursor) as cursor:
+            packed = read in PACKED_CLAIMS  # (as _fetchall)
+            with conn.cursor(pymysql.cursors.Cursor if packed else DICTS) as cursor:
                 if not packs(conn):  # a Galera node: the BEGIN with `write` alone
                     count = self._send(conn, cursor, self.queries[write], bound)
                     self._send(conn, cursor, self.queries[read], bound)
@@ -142,7 +147,7 @@ class MySQLStore(MySQLSession):
                         cursor.nextset()
                     count = int(cursor.rowcount)
                     cursor.nextset()
-                return count, list(cursor.fetchall())
+                return count, _rows(cursor, packed)
 
         return self._call(execute_fetch, fold=True)
 
@@ -200,7 +205,7 @@ class MySQLStore(MySQLSession):
             self._committed = False
 
     def _ids(self, ids: Sequence[int | str]) -> Any:
-        return tuple(ids)  # PyMySQL escapes a tuple as (a, b, c)
+        return bound_ids(ids)  # (a, b, c); ints in one step (mysql_ids.py)
 
     def _schema_statements(self) -> list[str]:
         return split_script(schema_text("mysql"))
@@ -343,6 +348,11 @@ class MySQLStore(MySQLSession):
             limit = int(cursor.fetchone()[0])
         self._packet_limits[connection] = (session, limit)
         return limit
+
+
+def _rows(cursor: Any, packed: bool) -> list[dict[str, Any]]:
+    """A result's rows as dicts; a claim's unpacked from its tuples (mysql_claims.py)."""
+    return claim_rows(cursor.fetchall()) if packed else list(cursor.fetchall())
 
 
 def _bound(query: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from supervisor.store.galera import (
     node_trouble,
     open_synced,
 )
+from supervisor.store.mysql_ids import IntIds, escape_int_ids
 
 # The error classes as PyMySQL raises them, found in sys.modules, not through `pymysql.err`:
 # Django's MySQL backend on PyMySQL (install_as_MySQLdb) imports `MySQLdb.err`, which
@@ -191,6 +192,7 @@ class MySQLSession(Store):
                 # on loopback or a unix socket TLS protects nothing.
                 ssl_disabled=url.is_local(),
             )
+        conn.encoders[IntIds] = escape_int_ids  # a claim's ids in one step (mysql_ids.py)
         with self._errors():
             if not probing:
                 _set_io_timeout(conn, handshake, self.read_timeout)

@@ -27,7 +27,7 @@ from supervisor.outcomes import Attempt, Outcome, Returned
 from supervisor.results import read_result
 from supervisor.work import guards
 from supervisor.work.exits import CommandFailed, with_stderr
-from supervisor.work.guards import arm_soft_timeout, disarm_soft_timeout, exit_if_forked
+from supervisor.work.guards import arm_soft_timeout, end_soft_timeout, exit_if_forked
 from supervisor.work.snooze import snooze_outcome
 
 if TYPE_CHECKING:
@@ -175,7 +175,7 @@ def _run(row: JobRow, timeout: float, worker: LeaseHolder) -> Attempt:
         try:
             value = registered.func(payload, context)
         finally:
-            disarm_soft_timeout()
+            end_soft_timeout()
             exit_if_forked(worker.pid)
             context.end_progress()  # its last report, if the throttle held it back
     except JobTimeout as exc:  # a command's carries its stderr tail
@@ -219,10 +219,14 @@ def log_finished(
     log: Any, row: JobRow, attempt: Attempt, outcome: Outcome, duration: float
 ) -> None:
     """The one canonical line per finished attempt, with the outcome `fate_of_attempt` gave it."""
-    if outcome is Outcome.DONE and not attempt.error:  # most lines: written the quick way
-        names = (events.JOB_FINISHED, row.id, row.handler, row.queue, row.attempts)
-        if logs.done_line(log, *names, round(duration, 4)):
-            return
+    if (  # most lines: written the quick way
+        outcome is Outcome.DONE
+        and not attempt.error
+        and logs.done_line(
+            log, events.JOB_FINISHED, row.id, row.handler, row.queue, row.attempts, duration
+        )
+    ):
+        return
     calm = outcome in (Outcome.DONE, Outcome.SNOOZED)
     (log.info if calm else log.warning)(
         events.JOB_FINISHED,

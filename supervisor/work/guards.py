@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -34,21 +35,38 @@ def soft_timeout(seconds: float) -> Iterator[None]:
 def arm_soft_timeout(seconds: float) -> None:
     """soft_timeout's first half, for the worker's per-job path (no generator per job).
 
-    The handler is installed when SIGALRM's is not ours (once per process, or again after
-    anything else took the signal, e.g. pytest-timeout); each job then only arms and
-    disarms the timer. The raw handler is compared: `signal.getsignal` turns it into an
-    enum by raising and catching a ValueError, a few microseconds every job.
+    The alarm comes at the timeout or up to its slack later (1%, 0.25 s at most): a
+    timer armed for one job serves each job started within the slack after it, so a run
+    of quick jobs makes one system call for many, and never an alarm inside a handler
+    that is not past its timeout. The handler is installed when SIGALRM's is not ours
+    (once per process, or again after anything else took the signal, e.g.
+    pytest-timeout, which may have set the timer too). The raw handler is compared:
+    `signal.getsignal` turns it into an enum by raising and catching a ValueError.
     """
-    global _armed, cancel_raised
+    global _armed, cancel_raised, _deadline, _timer_at
     if _raw_getsignal(signal.SIGALRM) is not _expire:
         signal.signal(signal.SIGALRM, _expire)
+        _timer_at = 0.0
+    now = time.monotonic()
+    _deadline = deadline = now + seconds
     _armed, cancel_raised = True, False
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    latest = deadline + min(SLACK_MOST, seconds * SLACK_SHARE)
+    if not deadline < _timer_at <= latest:
+        _timer_at = latest
+        signal.setitimer(signal.ITIMER_REAL, latest - now)
 
 
 def disarm_soft_timeout() -> None:
-    global _armed
+    global _armed, _timer_at
     signal.setitimer(signal.ITIMER_REAL, 0)
+    _armed, _timer_at = False, 0.0
+
+
+def end_soft_timeout() -> None:
+    """The worker's per-job disarm: no system call. The timer is left to the next job
+    (arm_soft_timeout) or to run out: an alarm outside a handler is ignored (`_expire`).
+    The worker stops it for real before it waits for work."""
+    global _armed
     _armed = False
 
 
@@ -70,7 +88,7 @@ def exit_if_forked(worker_pid: int) -> None:
     The copy writes nothing and flushes nothing (its buffers hold the parent's output
     too): `os._exit` with 0 after a return, the code of a SystemExit, else 1.
     """
-    if os.getpid() == worker_pid:
+    if (_pid or _read_pid()) == worker_pid:
         return
     exc = sys.exc_info()[1]
     code = 0
@@ -81,11 +99,34 @@ def exit_if_forked(worker_pid: int) -> None:
     os._exit(code)
 
 
+_pid = 0  # this process's pid once read (os.getpid is a system call); 0 again in a fork
+
+
+def _read_pid() -> int:
+    global _pid
+    _pid = os.getpid()
+    return _pid
+
+
+def _forget_pid() -> None:
+    global _pid, _timer_at
+    _pid, _timer_at = 0, 0.0  # a fork's child has no timer armed
+
+
+# Python runs this in the child of every os.fork (a handler's too); a fork that never
+# comes back to Python (subprocess's) needs no care: its copy never reaches the check.
+os.register_at_fork(after_in_child=_forget_pid)
+
+
 # The C module's getsignal: the handler as installed, no enum conversion.
 _raw_getsignal: Callable[[int], Any] = importlib.import_module("_signal").getsignal
 
 
 _armed = False  # a handler runs under the soft timeout: an alarm now is meant for it
+_deadline = 0.0  # its timeout, in time.monotonic()
+_timer_at = 0.0  # when the timer armed last fires (monotonic); 0.0: none armed, or fired
+SLACK_SHARE = 0.01  # the soft timeout may come this share of the timeout late,
+SLACK_MOST = 0.25  # and at most this many seconds (the master's kill waits KILL_GRACE: 3 s)
 _cancelled = False  # the next alarm is interrupt_for_cancel's
 # The running handler was sent JobCancelled (it may have caught it and gone on): its job
 # must not end done (attempt.py), it was cancelled.
@@ -93,11 +134,15 @@ cancel_raised = False
 
 
 def _expire(signum: int, frame: FrameType | None) -> None:
-    global _cancelled, cancel_raised
-    cancelled, _cancelled = _cancelled, False
-    if not _armed:  # stray: a timer that fired as it was disarmed, a cancel too late
+    global _cancelled, cancel_raised, _timer_at
+    cancelled, _cancelled, _timer_at = _cancelled, False, 0.0  # (the next arm sets it anew)
+    if not _armed:  # stray: a timer left by a job that ended, a cancel too late
         return
     if cancelled:
         cancel_raised = True
         raise JobCancelled()
+    if (early := _deadline - time.monotonic()) > 0:  # never by design: the timer is the job's
+        _timer_at = _deadline
+        signal.setitimer(signal.ITIMER_REAL, early)
+        return
     raise JobTimeout()

@@ -39,6 +39,7 @@ from supervisor.store import limits as flow
 from supervisor.store.limits.claims import plan_for
 from supervisor.work.attempt import log_finished, run_after_attempt, run_attempt
 from supervisor.work.events import NoEvents, WorkerEvents
+from supervisor.work.guards import disarm_soft_timeout
 from supervisor.work.holds import RateHolds
 from supervisor.work.keeping import Keeper, kept_first, wall_start
 from supervisor.work.outbox import Outbox, Pending
@@ -48,8 +49,7 @@ LEASE_MARGIN = 30.0  # seconds a lease outlives the job's timeout: the master ki
 ACK_MAX_AGE = 0.2  # seconds a success may wait in the buffer before it is written
 PAUSE_CACHE = 2.0  # seconds the paused-queue list is trusted
 MAX_BACKOFF = 10.0  # seconds between reconnect attempts at most
-# The first backoff: a lost connection's; contention's, whose database answers, shorter.
-BACKOFF_FLOOR = {True: 0.25, False: 0.02}
+BACKOFF_FLOOR = {True: 0.25, False: 0.02}  # the first back-off: lost connection, contention
 
 
 @dataclass
@@ -144,6 +144,7 @@ class Worker:
                 return len(batch)
         self.flush()  # nothing claimed (paused, stopping): never go idle with unwritten outcomes
         self.sizing.after_idle()
+        disarm_soft_timeout()  # the last job's timer (attempt.py leaves it): no alarm while idle
         return 0
 
     def _claim(

@@ -117,10 +117,11 @@ ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id) RETURNING id;
 -- session runs READ COMMITTED: no gap locks, so a claim never blocks an enqueue.
 -- The index is forced: with a range on run_at the optimizer may pick forkq_jobs_status
 -- and sort the whole backlog for every batch.
--- Only what a worker needs, times as epoch doubles: every column costs decoding per job,
--- and a DATETIME costs the most. (Aliases differ from the columns: ORDER BY sees columns.)
-SELECT id, handler, payload, priority, attempts, max_attempts, unique_key, batch_id,
-       UNIX_TIMESTAMP(run_at) + 0e0 AS run_at_s, UNIX_TIMESTAMP(enqueued_at) + 0e0 AS enqueued_at_s
+-- Only what a worker needs, and every number in one column, `numbers` (store/mysql_claims.py
+-- reads it): each column costs the client decoding per job, a DATETIME the most.
+SELECT CONCAT_WS(' ', id, priority, attempts, IFNULL(max_attempts, '-'), IFNULL(batch_id, '-'),
+                 IFNULL(UNIX_TIMESTAMP(run_at), '-'), IFNULL(UNIX_TIMESTAMP(enqueued_at), '-'))
+         AS numbers, handler, payload, unique_key
 FROM forkq_jobs FORCE INDEX (forkq_jobs_limit)
 WHERE ready_wait = '' AND queue = %(queue)s AND run_at <= NOW(6) AND status = 'ready'
 ORDER BY priority DESC, run_at, id
@@ -952,8 +953,10 @@ INSERT INTO forkq_jobs (queue, handler, payload, priority, run_at, status, uniqu
 -- claim_select for a queue some limit covers: the same order, from forkq_jobs_limit, whose
 -- range leaves out the parked jobs (limit_wait <> ''); with handler and limit_key, which
 -- name a job's buckets.
-SELECT id, handler, payload, priority, attempts, max_attempts, unique_key, limit_key, batch_id,
-       UNIX_TIMESTAMP(run_at) + 0e0 AS run_at_s, UNIX_TIMESTAMP(enqueued_at) + 0e0 AS enqueued_at_s
+-- (Its numbers in one column as claim_select's, then limit_key.)
+SELECT CONCAT_WS(' ', id, priority, attempts, IFNULL(max_attempts, '-'), IFNULL(batch_id, '-'),
+                 IFNULL(UNIX_TIMESTAMP(run_at), '-'), IFNULL(UNIX_TIMESTAMP(enqueued_at), '-'))
+         AS numbers, handler, payload, unique_key, limit_key
 FROM forkq_jobs FORCE INDEX (forkq_jobs_limit)
 WHERE ready_wait = '' AND queue = %(queue)s AND run_at <= NOW(6) AND status = 'ready'
 ORDER BY priority DESC, run_at, id
