@@ -23,8 +23,10 @@ def claim_rows(rows: Sequence[tuple[Any, ...]]) -> list[dict[str, Any]]:
 
 
 def claim_row(
-    numbers: str, handler: Any, payload: Any, unique_key: Any, *more: Any
+    numbers: str | bytes, handler: Any, payload: Any, unique_key: Any, *more: Any
 ) -> dict[str, Any]:
+    if isinstance(numbers, bytes):  # (a server that sent it as binary: never seen)
+        numbers = numbers.decode("ascii")
     key, priority, attempts, most, batch, run_at, enqueued_at = numbers.split(" ")
     row = {
         "id": int(key),

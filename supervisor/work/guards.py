@@ -37,23 +37,27 @@ def arm_soft_timeout(seconds: float) -> None:
 
     The alarm comes at the timeout or up to its slack later (1%, 0.25 s at most): a
     timer armed for one job serves each job started within the slack after it, so a run
-    of quick jobs makes one system call for many, and never an alarm inside a handler
-    that is not past its timeout. The handler is installed when SIGALRM's is not ours
-    (once per process, or again after anything else took the signal, e.g.
-    pytest-timeout, which may have set the timer too). The raw handler is compared:
-    `signal.getsignal` turns it into an enum by raising and catching a ValueError.
+    of quick jobs reads the timer (`getitimer`) instead of setting it and stopping it
+    (two calls), and never gets an alarm inside a handler that is not past its timeout.
+    The timer is read, not trusted: a handler may have stopped or moved it (a SIGALRM
+    timeout decorator that puts our handler back). The handler is installed when
+    SIGALRM's is not ours (once per process, or again after anything else took the
+    signal, e.g. pytest-timeout). The raw handler is compared: `signal.getsignal` turns
+    it into an enum by raising and catching a ValueError.
     """
     global _armed, cancel_raised, _deadline, _timer_at
     if _raw_getsignal(signal.SIGALRM) is not _expire:
         signal.signal(signal.SIGALRM, _expire)
-        _timer_at = 0.0
     now = time.monotonic()
     _deadline = deadline = now + seconds
     _armed, cancel_raised = True, False
     latest = deadline + min(SLACK_MOST, seconds * SLACK_SHARE)
-    if not deadline < _timer_at <= latest:
-        _timer_at = latest
-        signal.setitimer(signal.ITIMER_REAL, latest - now)
+    if deadline < _timer_at <= latest:  # ours may serve: if it is still the one we set
+        left = signal.getitimer(signal.ITIMER_REAL)[0]
+        if abs(left - (_timer_at - now)) < TIMER_TOLERANCE:
+            return
+    _timer_at = latest
+    signal.setitimer(signal.ITIMER_REAL, latest - now)
 
 
 def disarm_soft_timeout() -> None:
@@ -65,9 +69,12 @@ def disarm_soft_timeout() -> None:
 def end_soft_timeout() -> None:
     """The worker's per-job disarm: no system call. The timer is left to the next job
     (arm_soft_timeout) or to run out: an alarm outside a handler is ignored (`_expire`).
-    The worker stops it for real before it waits for work."""
+    The worker stops it for real before it waits for work, and here when the handler
+    left another SIGALRM handler in place (its alarm must not land in the worker)."""
     global _armed
     _armed = False
+    if _raw_getsignal(signal.SIGALRM) is not _expire:
+        disarm_soft_timeout()
 
 
 def interrupt_for_cancel() -> None:
@@ -88,7 +95,7 @@ def exit_if_forked(worker_pid: int) -> None:
     The copy writes nothing and flushes nothing (its buffers hold the parent's output
     too): `os._exit` with 0 after a return, the code of a SystemExit, else 1.
     """
-    if (_pid or _read_pid()) == worker_pid:
+    if os.getpid() == worker_pid:  # (a system call: a fork outside os.fork is caught too)
         return
     exc = sys.exc_info()[1]
     code = 0
@@ -97,25 +104,6 @@ def exit_if_forked(worker_pid: int) -> None:
     elif exc is not None:
         code = 1
     os._exit(code)
-
-
-_pid = 0  # this process's pid once read (os.getpid is a system call); 0 again in a fork
-
-
-def _read_pid() -> int:
-    global _pid
-    _pid = os.getpid()
-    return _pid
-
-
-def _forget_pid() -> None:
-    global _pid, _timer_at
-    _pid, _timer_at = 0, 0.0  # a fork's child has no timer armed
-
-
-# Python runs this in the child of every os.fork (a handler's too); a fork that never
-# comes back to Python (subprocess's) needs no care: its copy never reaches the check.
-os.register_at_fork(after_in_child=_forget_pid)
 
 
 # The C module's getsignal: the handler as installed, no enum conversion.
@@ -127,6 +115,7 @@ _deadline = 0.0  # its timeout, in time.monotonic()
 _timer_at = 0.0  # when the timer armed last fires (monotonic); 0.0: none armed, or fired
 SLACK_SHARE = 0.01  # the soft timeout may come this share of the timeout late,
 SLACK_MOST = 0.25  # and at most this many seconds (the master's kill waits KILL_GRACE: 3 s)
+TIMER_TOLERANCE = 0.002  # seconds: the timer read back is the one we set
 _cancelled = False  # the next alarm is interrupt_for_cancel's
 # The running handler was sent JobCancelled (it may have caught it and gone on): its job
 # must not end done (attempt.py), it was cancelled.
