@@ -21,7 +21,7 @@ from supervisor.dburl import DatabaseURL
 from supervisor.errors import DatabaseError, PayloadTooLarge
 from supervisor.models import Enqueued, NewJob
 from supervisor.store.galera import NodeChoice
-from supervisor.store.mysql_claims import PACKED_CLAIMS, claim_rows
+from supervisor.store.mysql_claims import UNPACK
 from supervisor.store.mysql_ids import bound_ids
 from supervisor.store.mysql_session import Connection, MySQLSession, packs
 from supervisor.store.packets import (
@@ -113,13 +113,13 @@ class MySQLStore(MySQLSession):
 
     def _fetchall(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         def fetchall(conn: Connection) -> list[dict[str, Any]]:
-            packed = name in PACKED_CLAIMS  # a claim's rows: read as tuples, then unpacked
-            with conn.cursor(pymysql.cursors.Cursor if packed else DICTS) as cursor:
+            unpack = UNPACK.get(name)  # a claim's rows: read as tuples, then unpacked
+            with conn.cursor(pymysql.cursors.Cursor if unpack else DICTS) as cursor:
                 sql = self.queries[name]
                 if name in CAUSAL_READS and not packs(conn):  # a Galera node
                     sql = f"SET STATEMENT wsrep_sync_wait = 1 FOR {sql}"
                 self._send(conn, cursor, sql, _bound(name, params))
-                return _rows(cursor, packed)
+                return _rows(cursor, unpack)
 
         return self._call(fetchall, fold=True)
 
@@ -134,8 +134,8 @@ class MySQLStore(MySQLSession):
         sql = f"{self.queries[write]};{self.queries[read]}"
 
         def execute_fetch(conn: Connection) -> tuple[int, list[dict[str, Any]]]:
-            packed = read in PACKED_CLAIMS  # (as _fetchall)
-            with conn.cursor(pymysql.cursors.Cursor if packed else DICTS) as cursor:
+            unpack = UNPACK.get(read)  # (as _fetchall)
+            with conn.cursor(pymysql.cursors.Cursor if unpack else DICTS) as cursor:
                 if not packs(conn):  # a Galera node: the BEGIN with `write` alone
                     count = self._send(conn, cursor, self.queries[write], bound)
                     self._send(conn, cursor, self.queries[read], bound)
@@ -147,7 +147,7 @@ class MySQLStore(MySQLSession):
                         cursor.nextset()
                     count = int(cursor.rowcount)
                     cursor.nextset()
-                return count, _rows(cursor, packed)
+                return count, _rows(cursor, unpack)
 
         return self._call(execute_fetch, fold=True)
 
@@ -350,9 +350,9 @@ class MySQLStore(MySQLSession):
         return limit
 
 
-def _rows(cursor: Any, packed: bool) -> list[dict[str, Any]]:
+def _rows(cursor: Any, unpack: Any) -> list[dict[str, Any]]:
     """A result's rows as dicts; a claim's unpacked from its tuples (mysql_claims.py)."""
-    return claim_rows(cursor.fetchall()) if packed else list(cursor.fetchall())
+    return unpack(cursor.fetchall()) if unpack else list(cursor.fetchall())
 
 
 def _bound(query: str, params: dict[str, Any]) -> dict[str, Any]:

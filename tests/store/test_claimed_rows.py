@@ -12,6 +12,7 @@ from store_util import LEASE, A
 from supervisor import Queue
 from supervisor.models import JobRow
 from supervisor.store import Store
+from supervisor.store.limits import fair
 from supervisor.store.mysql_ids import IntIds, bound_ids, escape_int_ids
 
 FIELDS = ("id", "queue", "handler", "payload", "priority", "max_attempts", "unique_key",
@@ -47,6 +48,29 @@ def test_a_claimed_row_is_the_stored_row_field_by_field(store: Store) -> None:
     assert abs(claimed[full].run_at - past) <= timedelta(microseconds=1)
     assert claimed[plain].max_attempts is None and claimed[plain].unique_key is None
     assert claimed[plain].batch_id is None and claimed[batched].batch_id is not None
+
+
+def test_a_fair_pool_claims_the_stored_rows_too(store: Store) -> None:
+    """A fair pool's claim reads each tenant's head job (fair_turn, packed as a claim's)."""
+    queue = Queue(store=store, wake=False)
+    ids = [
+        queue.enqueue("t.fair", {"n": 1}, queue="fairrows", group_key="A", priority=-3,
+                      max_attempts=2, unique_key="k 1"),
+        queue.enqueue("t.fair", None, queue="fairrows", group_key="B"),
+        queue.enqueue("t.fair", {"n": 3}, queue="fairrows", group_key="A"),
+    ]  # fmt: skip
+    fair._walk.clear()
+    fair._steps.clear()
+    try:
+        taken = [fair.complete_and_claim(store, {}, "fairrows", A, 1, LEASE)[0] for _ in ids]
+    finally:
+        fair._walk.clear()
+        fair._steps.clear()
+    rows = [row for batch in taken for row in batch]
+    assert sorted(row.id for row in rows) == ids
+    for row in rows:
+        assert _fields(row) == _fields(store.get_job(row.id))  # type: ignore[arg-type]
+        assert row.attempts == 1 and row.locked_by == A
 
 
 def test_ids_are_bound_in_one_step_only_when_every_one_is_an_int() -> None:

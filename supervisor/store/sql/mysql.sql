@@ -1248,13 +1248,16 @@ INSERT IGNORE INTO forkq_tenants (queue, tenant) VALUES (%(queue)s, %(tenant)s);
 -- next ones, so one tenant's jobs are claimed by one claim at a time, in order), each with
 -- its head job (priority, run_at, id: one dive in forkq_jobs_tenant), locked too and with
 -- claim_select's columns. No head (id NULL): none ready (any_ready NULL), or another's.
+-- The head's numbers in one column as claim_select's (NULL without a head).
 SELECT t.tenant,
        IF(j.id IS NULL, (SELECT 1 FROM forkq_jobs e FORCE INDEX (forkq_jobs_tenant)
                          WHERE e.queue = t.queue AND e.ready_tenant = t.tenant
                          LIMIT 1), 1) AS any_ready,
-       j.id, j.handler, j.payload, j.priority, j.attempts, j.max_attempts, j.unique_key,
-       j.limit_key, j.batch_id, UNIX_TIMESTAMP(j.run_at) + 0e0 AS run_at_s,
-       UNIX_TIMESTAMP(j.enqueued_at) + 0e0 AS enqueued_at_s
+       IF(j.id IS NULL, NULL,
+          CONCAT_WS(' ', j.id, j.priority, j.attempts, IFNULL(j.max_attempts, '-'),
+                    IFNULL(j.batch_id, '-'), IFNULL(UNIX_TIMESTAMP(j.run_at), '-'),
+                    IFNULL(UNIX_TIMESTAMP(j.enqueued_at), '-'))) AS numbers,
+       j.handler, j.payload, j.unique_key, j.limit_key
 FROM forkq_tenants t FORCE INDEX (forkq_tenants_turn)
 LEFT JOIN forkq_jobs j FORCE INDEX (PRIMARY)
   ON j.id = (SELECT h.id FROM forkq_jobs h FORCE INDEX (forkq_jobs_tenant)
