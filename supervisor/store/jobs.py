@@ -328,21 +328,14 @@ def claimed_job(row: dict[str, Any], queue: str, owner: str) -> JobRow:
     values["id"], values["queue"], values["handler"] = int(row["id"]), queue, handler
     values["payload"], values["priority"], values["attempts"] = payload, priority, attempts + 1
     values["max_attempts"], values["unique_key"] = most, row["unique_key"]
-    values["run_at"], values["enqueued_at"] = _when(row["run_at_s"]), _when(row["enqueued_at_s"])
+    values["run_at"] = utc(row["run_at_s"]) or datetime.now(UTC)  # whatever the row holds
+    values["enqueued_at"] = utc(row["enqueued_at_s"]) or datetime.now(UTC)
     values["locked_by"], values["limit_key"] = owner, row.get("limit_key")  # (limits' claims)
     values["batch_id"] = row.get("batch_id")  # None for a job in no batch
     values["unreadable"] = "; ".join(odd) or None
     job = object.__new__(JobRow)
     job.__dict__.update(values)
     return job
-
-
-def _when(seconds: Any) -> datetime:
-    """A claimed row's time, epoch seconds (a float nearly always), as aware UTC; whatever
-    else the row holds as utc() reads it, or now."""
-    if type(seconds) is float and -1e10 < seconds < 1e11:  # well inside what datetime holds
-        return datetime.fromtimestamp(seconds, UTC)
-    return utc(seconds) or datetime.now(UTC)
 
 
 # Every field's default, and what a claimed row holds where claim_select reads nothing.

@@ -13,7 +13,9 @@ from supervisor import Queue
 from supervisor.models import JobRow
 from supervisor.store import Store
 from supervisor.store.limits import fair
+from supervisor.store.mysql_claims import UNPACK
 from supervisor.store.mysql_ids import IntIds, bound_ids, escape_int_ids
+from supervisor.store.queries import backend_queries
 
 FIELDS = ("id", "queue", "handler", "payload", "priority", "max_attempts", "unique_key",
           "batch_id", "run_at", "enqueued_at")  # fmt: skip
@@ -71,6 +73,19 @@ def test_a_fair_pool_claims_the_stored_rows_too(store: Store) -> None:
     for row in rows:
         assert _fields(row) == _fields(store.get_job(row.id))  # type: ignore[arg-type]
         assert row.attempts == 1 and row.locked_by == A
+
+
+def test_every_packed_statement_sends_the_numbers_in_the_order_they_are_read() -> None:
+    """mysql.sql has no shared fragments: claim_select, claim_select_limited and fair_turn
+    each spell the packed column out, in the order mysql_claims.claim_row splits it."""
+    expected = (
+        "' ', id, priority, attempts, IFNULL(max_attempts, '-'), IFNULL(batch_id, '-'),"
+        " IFNULL(UNIX_TIMESTAMP(run_at), '-'), IFNULL(UNIX_TIMESTAMP(enqueued_at), '-'"
+    )
+    queries = backend_queries("mysql")
+    for name in UNPACK:
+        packed = queries[name].split("CONCAT_WS(", 1)[1].split("AS numbers", 1)[0]
+        assert " ".join(packed.replace("j.", "").split()).rstrip(")") == expected, name
 
 
 def test_ids_are_bound_in_one_step_only_when_every_one_is_an_int() -> None:
