@@ -27,7 +27,9 @@ switches (each wait: for the server, a wake-up) and their read/write system call
 log line is one more write), and on MariaDB the statements, transactions, rows and bytes
 the server counted for the daemon's user (`INFORMATION_SCHEMA.USER_STATISTICS`, which it
 turns on with `SET GLOBAL userstat = 1`, so the admin URL needs SUPER; a user
-of the bench's own, so the shared server's other clients do not count). Then the paired
+of the bench's own, so the shared server's other clients do not count), and the whole CPU
+of the mariadbd on the admin URL's port when it runs here (MARIADBD_CPU: purge and
+flushing too, and the poller's counts; meaningful on a quiet server). Then the paired
 ratio of each round (this checkout ÷ the first, in the same round) with its spread.
 """
 
@@ -147,6 +149,27 @@ def admin_connection(url: str) -> Any:
     )  # fmt: skip
 
 
+def server_cpu(url: str) -> float:
+    """CPU seconds so far of the local mariadbd listening on `url`'s port, every thread
+    (purge and flushing too, which USER_STATISTICS does not count); 0 if none is local."""
+    import psutil
+
+    from supervisor.dburl import parse_database_url
+
+    port = parse_database_url(url).port or 3306
+    for process in psutil.process_iter(["name"]):
+        if process.info["name"] != "mariadbd":
+            continue
+        try:
+            if any(c.laddr.port == port and c.status == psutil.CONN_LISTEN
+                   for c in process.net_connections(kind="tcp")):  # fmt: skip
+                times = process.cpu_times()
+                return float(times.user + times.system)
+        except psutil.Error:
+            continue
+    return 0.0
+
+
 def user_stats(url: str) -> dict[str, float]:
     conn = admin_connection(url)
     try:
@@ -158,7 +181,9 @@ def user_stats(url: str) -> dict[str, float]:
             row = cursor.fetchone()
     finally:
         conn.close()
-    return dict(zip(STAT_COLUMNS, (float(v) for v in row or [0] * len(STAT_COLUMNS)), strict=True))
+    stats = dict(zip(STAT_COLUMNS, (float(v) for v in row or [0] * len(STAT_COLUMNS)), strict=True))
+    stats["MARIADBD_CPU"] = server_cpu(url)
+    return stats
 
 
 class Poller:
@@ -241,7 +266,10 @@ def prepare(
         mysql_admin(mysql_url, f"DROP USER IF EXISTS {AB_USER}@'127.0.0.1'")
         mysql_admin(mysql_url, f"CREATE USER {AB_USER}@'127.0.0.1' IDENTIFIED BY '{password}'")
         mysql_admin(mysql_url, f"GRANT ALL ON {database}.* TO {AB_USER}@'127.0.0.1'")
-        url = f"mysql://{AB_USER}:{password}@127.0.0.1:3306/{database}"
+        from supervisor.dburl import parse_database_url
+
+        port = parse_database_url(mysql_url).port or 3306  # the admin URL's server
+        url = f"mysql://{AB_USER}:{password}@127.0.0.1:{port}/{database}"
     (work / "ab.toml").write_text(
         f'[database]\nurl = "{url}"\n[supervisor]\nhandlers = ["ab_handlers"]\n'
         f"check_interval = 10\nshutdown_timeout = 10\n"
