@@ -60,8 +60,8 @@ def micros(seconds: float) -> int:
     return max(0, round(seconds * 1_000_000))
 
 
-def epoch(value: datetime | None) -> float | None:
-    return None if value is None else value.timestamp()
+class Seconds(float):
+    """Epoch seconds of a datetime: MySQL binds them exactly (store/mysql_binds.py)."""
 
 
 class StoreCore(SchemaGates, ABC):
@@ -301,7 +301,7 @@ class StoreCore(SchemaGates, ABC):
 
     @classmethod
     def job_params(cls, job: NewJob) -> dict[str, Any]:
-        run_at = epoch(job.run_at)
+        run_at = None if job.run_at is None else Seconds(job.run_at.timestamp())
         if run_at is not None and run_at < 1.0:  # MySQL's TIMESTAMP starts 1 s into 1970
             raise UsageError("run_at must fall after 1970-01-01 00:00:00 UTC")
         if cls.TIME_LIMIT is not None:

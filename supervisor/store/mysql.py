@@ -21,8 +21,8 @@ from supervisor.dburl import DatabaseURL
 from supervisor.errors import DatabaseError, PayloadTooLarge
 from supervisor.models import Enqueued, NewJob
 from supervisor.store.galera import NodeChoice
+from supervisor.store.mysql_binds import bound_ids
 from supervisor.store.mysql_claims import UNPACK
-from supervisor.store.mysql_ids import bound_ids
 from supervisor.store.mysql_session import Connection, MySQLSession, packs
 from supervisor.store.packets import (
     MIN_PACKET,
@@ -205,7 +205,7 @@ class MySQLStore(MySQLSession):
             self._committed = False
 
     def _ids(self, ids: Sequence[int | str]) -> Any:
-        return bound_ids(ids)  # (a, b, c); ints in one step (mysql_ids.py)
+        return bound_ids(ids)  # (a, b, c); ints in one step (mysql_binds.py)
 
     def _schema_statements(self) -> list[str]:
         return split_script(schema_text("mysql"))

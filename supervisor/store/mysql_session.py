@@ -27,6 +27,7 @@ from supervisor.errors import (
     TransientDatabaseError,
 )
 from supervisor.store.base import Store
+from supervisor.store.core import Seconds
 from supervisor.store.galera import (
     RECHECK_CONNECT_TIMEOUT,
     NodeChoice,
@@ -34,7 +35,7 @@ from supervisor.store.galera import (
     node_trouble,
     open_synced,
 )
-from supervisor.store.mysql_ids import IntIds, escape_int_ids
+from supervisor.store.mysql_binds import IntIds, escape_int_ids, escape_seconds
 
 # The error classes as PyMySQL raises them, found in sys.modules, not through `pymysql.err`:
 # Django's MySQL backend on PyMySQL (install_as_MySQLdb) imports `MySQLdb.err`, which
@@ -192,7 +193,8 @@ class MySQLSession(Store):
                 # on loopback or a unix socket TLS protects nothing.
                 ssl_disabled=url.is_local(),
             )
-        conn.encoders[IntIds] = escape_int_ids  # a claim's ids in one step (mysql_ids.py)
+        conn.encoders[IntIds] = escape_int_ids  # a claim's ids in one step (mysql_binds.py)
+        conn.encoders[Seconds] = escape_seconds  # a run_at to its microsecond
         with self._errors():
             if not probing:
                 _set_io_timeout(conn, handshake, self.read_timeout)

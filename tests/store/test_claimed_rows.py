@@ -1,6 +1,6 @@
 """What a claim hands the worker is the row as stored, every field it reads, on both
 backends: MySQL sends a claimed row's numbers packed in one column (store/mysql_claims.py)
-and its ids bound in one step (store/mysql_ids.py); NULLs, negative numbers, a batch id,
+and its ids bound in one step (store/mysql_binds.py); NULLs, negative numbers, a batch id,
 a unique key, exact times and payload text must come back as `get_job` reads them."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from supervisor import Queue
 from supervisor.models import JobRow
 from supervisor.store import Store
 from supervisor.store.limits import fair
+from supervisor.store.mysql_binds import IntIds, bound_ids, escape_int_ids
 from supervisor.store.mysql_claims import UNPACK
-from supervisor.store.mysql_ids import IntIds, bound_ids, escape_int_ids
 from supervisor.store.queries import backend_queries
 
 FIELDS = ("id", "queue", "handler", "payload", "priority", "max_attempts", "unique_key",

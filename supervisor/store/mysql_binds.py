@@ -1,4 +1,10 @@
-"""A list of job ids bound for MySQL's `IN %(ids)s`, escaped in one step.
+"""Values forkq binds its own way on MySQL, each with an encoder registered at connect.
+
+Epoch seconds from a datetime (core.Seconds) go as an exact decimal to the microsecond.
+PyMySQL writes a float as a DOUBLE literal (`1893456000.556896e0`), which FROM_UNIXTIME
+truncates: half of all run_at values read back a microsecond early.
+
+A list of job ids bound for MySQL's `IN %(ids)s` is escaped in one step.
 
 PyMySQL escapes a tuple item by item (a type lookup and an encoder call each): with a
 claim's and an acknowledgement's ids, about a microsecond a job. Ids that are all ints
@@ -11,6 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+
+from supervisor.store.core import Seconds
 
 
 class IntIds(tuple[int, ...]):
@@ -27,3 +35,9 @@ def bound_ids(ids: Sequence[int | str]) -> tuple[int | str, ...]:
 def escape_int_ids(ids: IntIds, mapping: Any = None) -> str:
     """The encoder PyMySQL calls for IntIds (as `escape_item` calls any: value, mapping)."""
     return "(" + ",".join(map(int.__repr__, ids)) + ")"
+
+
+def escape_seconds(value: Seconds, mapping: Any = None) -> str:
+    """The encoder for Seconds: a decimal literal with six places, rounded to the nearest
+    (a float of today's epoch is within a ten-millionth of a second of the microsecond)."""
+    return f"{value:.6f}"
