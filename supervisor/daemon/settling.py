@@ -108,13 +108,16 @@ class Settling:
         )
 
     def record_exit(self, child: Child, status: int) -> ChildExit:
+        exit_ok = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+        # A child that exited by itself after our SIGTERM finished its job first (it takes
+        # SIGTERM as "finish this job, then exit"): our kill did not end it.
         label = metrics.child_exited(
             child.pool,
-            exit_ok=os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0,
+            exit_ok=exit_ok,
             retire_reason=child.exit_reason,
-            timed_out=child.killed_job is not None,
+            timed_out=child.killed_job is not None and not exit_ok,
             killed=child.sigkilled,
-            cancelled=child.cancelled_job is not None,
+            cancelled=child.cancelled_job is not None and not exit_ok,
         )
         if child.killed_job is not None and child.killed_job == child.now_running:
             self.count_killed(child, child.killed_job, Outcome.TIMEOUT)
@@ -146,10 +149,11 @@ class Settling:
             exit_description=describe_exit(status),
         )
         cancelled = child.cancelled_job
-        if cancelled is not None:  # first: settle_owner would end it cancelled unlogged
+        # First: settle_owner would end it cancelled unlogged. Counted only when it ends so:
+        # a handler that returned before the kill landed wrote its own outcome (done).
+        if cancelled is not None and s.db(lambda: store.finish_cancel(cancelled)):
             self.count_killed(child, cancelled, Outcome.CANCELLED)
-            if s.db(lambda: store.finish_cancel(cancelled)):
-                s.log.warning(events.JOB_CANCELLED, job_id=cancelled, child_pid=child.pid)
+            s.log.warning(events.JOB_CANCELLED, job_id=cancelled, child_pid=child.pid)
         held = counts_held(reason, running, child.jobs)
         ended = "timeout" if reason.kind is SettleKind.TIMED_OUT else "died"  # its history's
         # The cancelled job ended above (or in settle_owner's own pass over cancels): no

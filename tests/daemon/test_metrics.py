@@ -61,6 +61,25 @@ def dead(payload, job):
     raise Fail("never works")
 
 
+@handler("m.done_on_term")
+def done_on_term(payload, job):
+    """Starts (its file), then returns as soon as its child hears SIGTERM (a cancel's first
+    signal), which the worker then hears too: the attempt ends done before the kill."""
+    import signal
+
+    told = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: told.append(signum))
+    open(payload["started"], "w").close()
+    deadline = time.monotonic() + 60
+    try:
+        while not told and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if told and callable(previous):
+        previous(signal.SIGTERM, None)
+
+
 @handler("m.gated")
 def gated(payload, job):
     """Starts (its file), then waits for the test's gate."""
@@ -402,4 +421,42 @@ def test_every_attempt_past_its_timeout_counts_timeout_and_kills_name_the_handle
     assert total(found, "forkq_jobs_finished_total", outcome="dead") == 0, found
     assert total(found, "forkq_jobs_finished_total", handler="") == 0, found
     assert total(found, "forkq_jobs_finished_total") == 3, found
+    assert daemon.stop() == 0, daemon.describe()
+
+
+def test_a_cancel_its_handler_beat_counts_done_once_and_nothing_cancelled(
+    daemons: Callable[..., Daemon], db_url: str, tmp_path: Path
+) -> None:
+    """A handler that returns between the cancel's SIGTERM and its SIGKILL: the attempt is
+    done, as its row says, so the metrics count it done once and never cancelled, the row
+    keeps no "cancelled by" as its last error, and a child that exited by itself after it
+    is not counted as one a cancel killed."""
+    daemon, base = metrics_daemon(daemons, {"work": {"workers": 1, "on_success": "keep"}})
+    daemon.start().wait_ready()
+    serving(daemon, base)
+    queue = Queue(db_url)
+    started = tmp_path / "started"
+    try:
+        job_id = queue.enqueue("m.done_on_term", {"started": str(started)}, queue="work")
+        wait_until(started.exists, timeout=20, message="the handler started")
+        assert queue.cancel(job_id) is True
+        row = wait_until(
+            lambda: (r := queue.get(job_id)) and r.status == "done" and r,
+            timeout=20,
+            message=f"the job done ({daemon.describe()})",
+        )
+        assert row.last_error is None
+        [gone] = daemon.wait_event(events.CHILD_EXITED, timeout=20)
+        wait_until(
+            lambda: total(scrape(base), "forkq_child_exits_total", pool="work") >= 1,
+            timeout=20,
+            message="the child's exit counted",
+        )
+        found = scrape(base)
+        assert finished(found, "m.done_on_term", "done") == 1, found
+        assert total(found, "forkq_jobs_finished_total", outcome="cancelled") == 0, found
+        if gone["status"] == "exit 0":  # it exited before the SIGKILL (0.5 s): not killed
+            assert total(found, "forkq_child_exits_total", reason="cancelled") == 0, found
+    finally:
+        queue.close()
     assert daemon.stop() == 0, daemon.describe()

@@ -157,8 +157,12 @@ WHERE id IN %(ids)s AND status = 'running' AND locked_by = %(owner)s;
 DELETE j FROM forkq_jobs AS j FORCE INDEX (PRIMARY) WHERE id IN %(ids)s AND status IN ('running', 'cancelling') AND locked_by = %(owner)s;
 
 -- name: complete_keep
+-- A `cancelling` job too (its handler returned before the kill): done, and the cancel's
+-- words are not its last error. last_error is set first: MySQL reads a column set earlier
+-- in the same SET as its new value.
 UPDATE forkq_jobs FORCE INDEX (PRIMARY)
-SET status = 'done', finished_at = NOW(6), started_at = COALESCE(started_at, NOW(6)),
+SET last_error = CASE WHEN status = 'cancelling' THEN NULL ELSE last_error END,
+    status = 'done', finished_at = NOW(6), started_at = COALESCE(started_at, NOW(6)),
     locked_by = NULL, locked_until = NULL
 WHERE id IN %(ids)s AND status IN ('running', 'cancelling') AND locked_by = %(owner)s;
 
@@ -167,7 +171,7 @@ INSERT INTO forkq_jobs_archive
   (id, queue, handler, payload, status, priority, run_at, attempts, max_attempts, unique_key,
    locked_by, locked_until, last_error, enqueued_at, started_at, finished_at)
 SELECT id, queue, handler, payload, 'done', priority, run_at, attempts, max_attempts, unique_key,
-       locked_by, NULL, last_error, enqueued_at, COALESCE(started_at, NOW(6)), NOW(6)
+       locked_by, NULL, CASE WHEN status = 'cancelling' THEN NULL ELSE last_error END, enqueued_at, COALESCE(started_at, NOW(6)), NOW(6)
 FROM forkq_jobs FORCE INDEX (PRIMARY) WHERE id IN %(ids)s AND status IN ('running', 'cancelling') AND locked_by = %(owner)s;
 
 -- name: fail_retry
@@ -1328,7 +1332,8 @@ DELETE j FROM forkq_jobs AS j FORCE INDEX (PRIMARY) WHERE id IN %(ids)s AND stat
 
 -- name: deps_complete_keep
 UPDATE forkq_jobs FORCE INDEX (PRIMARY)
-SET status = 'done', finished_at = NOW(6), started_at = COALESCE(started_at, NOW(6)),
+SET last_error = CASE WHEN status = 'cancelling' THEN NULL ELSE last_error END,
+    status = 'done', finished_at = NOW(6), started_at = COALESCE(started_at, NOW(6)),
     locked_by = NULL, locked_until = NULL
 WHERE id IN %(ids)s AND status IN ('running', 'cancelling') AND locked_by = %(owner)s
   AND (deps & %(skip)s) = 0;
@@ -1338,7 +1343,7 @@ INSERT INTO forkq_jobs_archive
   (id, queue, handler, payload, status, priority, run_at, attempts, max_attempts, unique_key,
    locked_by, locked_until, last_error, enqueued_at, started_at, finished_at)
 SELECT id, queue, handler, payload, 'done', priority, run_at, attempts, max_attempts, unique_key,
-       locked_by, NULL, last_error, enqueued_at, COALESCE(started_at, NOW(6)), NOW(6)
+       locked_by, NULL, CASE WHEN status = 'cancelling' THEN NULL ELSE last_error END, enqueued_at, COALESCE(started_at, NOW(6)), NOW(6)
 FROM forkq_jobs FORCE INDEX (PRIMARY) WHERE id IN %(ids)s AND status IN ('running', 'cancelling') AND locked_by = %(owner)s
   AND (deps & %(skip)s) = 0;
 

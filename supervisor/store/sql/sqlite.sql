@@ -114,8 +114,11 @@ DELETE FROM forkq_jobs
 WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('running', 'cancelling') AND locked_by = :owner;
 
 -- name: complete_keep
+-- A `cancelling` job too (its handler returned before the kill): done, and the cancel's
+-- words are not its last error.
 UPDATE forkq_jobs
-SET status = 'done', finished_at = :now, started_at = COALESCE(started_at, :now),
+SET last_error = CASE WHEN status = 'cancelling' THEN NULL ELSE last_error END,
+    status = 'done', finished_at = :now, started_at = COALESCE(started_at, :now),
     locked_by = NULL, locked_until = NULL
 WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('running', 'cancelling') AND locked_by = :owner;
 
@@ -124,7 +127,7 @@ INSERT INTO forkq_jobs_archive
   (id, queue, handler, payload, status, priority, run_at, attempts, max_attempts, unique_key,
    locked_by, locked_until, last_error, enqueued_at, started_at, finished_at, archived_at)
 SELECT id, queue, handler, payload, 'done', priority, run_at, attempts, max_attempts, unique_key,
-       locked_by, NULL, last_error, enqueued_at, COALESCE(started_at, :now), :now, :now
+       locked_by, NULL, CASE WHEN status = 'cancelling' THEN NULL ELSE last_error END, enqueued_at, COALESCE(started_at, :now), :now, :now
 FROM forkq_jobs
 WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('running', 'cancelling') AND locked_by = :owner;
 
@@ -1066,7 +1069,8 @@ WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('running', 'cance
 
 -- name: deps_complete_keep
 UPDATE forkq_jobs
-SET status = 'done', finished_at = :now, started_at = COALESCE(started_at, :now),
+SET last_error = CASE WHEN status = 'cancelling' THEN NULL ELSE last_error END,
+    status = 'done', finished_at = :now, started_at = COALESCE(started_at, :now),
     locked_by = NULL, locked_until = NULL
 WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('running', 'cancelling') AND locked_by = :owner
   AND (deps & :skip) = 0;
@@ -1076,7 +1080,7 @@ INSERT INTO forkq_jobs_archive
   (id, queue, handler, payload, status, priority, run_at, attempts, max_attempts, unique_key,
    locked_by, locked_until, last_error, enqueued_at, started_at, finished_at, archived_at)
 SELECT id, queue, handler, payload, 'done', priority, run_at, attempts, max_attempts, unique_key,
-       locked_by, NULL, last_error, enqueued_at, COALESCE(started_at, :now), :now, :now
+       locked_by, NULL, CASE WHEN status = 'cancelling' THEN NULL ELSE last_error END, enqueued_at, COALESCE(started_at, :now), :now, :now
 FROM forkq_jobs
 WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('running', 'cancelling') AND locked_by = :owner
   AND (deps & :skip) = 0;
