@@ -24,6 +24,7 @@ from supervisor.config.model import (
 from supervisor.config.values import (
     cron_problem,
     read_address,
+    read_addresses,
     read_argv,
     read_bool,
     read_env_names,
@@ -98,7 +99,7 @@ _RULE_FIELDS: dict[str, Callable[[Any], Any]] = {
 }
 _ALERT_FIELDS: dict[str, Callable[[Any], Any]] = {
     "webhook_url": read_webhook_url,
-    "email_to": read_str_list,
+    "email_to": read_addresses,
     "email_from": read_str,
     "smtp_host": read_str,
     "smtp_port": read_int(1, 65535),
@@ -203,7 +204,8 @@ def read_pools(table: Any, problems: Problems) -> tuple[PoolConfig, ...]:
     for name, body in table.items():
         values = problems.fields(f"pools.{name}", body, _POOL_FIELDS)
         workers = values.get("workers", PoolConfig.workers)
-        if values.get("max_workers", workers) < workers:
+        refused = isinstance(body, dict) and "workers" in body and "workers" not in values
+        if not refused and values.get("max_workers", workers) < workers:
             problems.add(f"pools.{name}.max_workers", f"must be at least workers ({workers})")
         if not name or len(name) > 64:
             problems.add(f"pools.{name}", "a pool (queue) name has 1 to 64 characters")

@@ -7,6 +7,7 @@ import ipaddress
 import json
 import re
 from collections.abc import Callable
+from email.utils import getaddresses
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -79,6 +80,20 @@ def read_str_list(value: Any) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ValueError(f"expected a list of strings, got {value!r}")
     return tuple(value)
+
+
+def read_addresses(value: Any) -> tuple[str, ...]:
+    """Mail recipients, one a string: "a@x, b@y" in one string would be a single recipient
+    the server refuses, so it is refused here, where the file can still be fixed."""
+    addresses = read_str_list(value)
+    for entry in addresses:
+        found = getaddresses([entry])
+        if len(found) != 1 or "@" not in found[0][1]:
+            raise ValueError(
+                f'expected one mail address a string, e.g. ["ops@example.com", "dev@example.com"];'
+                f" got {entry!r}"
+            )
+    return addresses
 
 
 def read_one_of(choices: tuple[str, ...]) -> Callable[[Any], str]:

@@ -310,6 +310,28 @@ def test_max_workers_below_workers_is_refused(tmp_path: Path) -> None:
     assert ": pools.email.max_workers: must be at least workers (4)" in line
 
 
+def test_a_refused_workers_is_not_compared_as_the_default(tmp_path: Path) -> None:
+    """workers = -1 is refused; max_workers is not then said to be below the default."""
+    [line] = problems(write(tmp_path, "[pools.email]\nworkers = -1\nmax_workers = 1\n"))
+    assert ": pools.email.workers: " in line
+
+
+@pytest.mark.parametrize(
+    ("value", "wanted"),
+    [('"ops@example.com"', ("ops@example.com",)),
+     ('["Ops <ops@example.com>", "dev@example.com"]', ("Ops <ops@example.com>", "dev@example.com"))],
+)  # fmt: skip
+def test_email_to_takes_addresses(tmp_path: Path, value: str, wanted: tuple[str, ...]) -> None:
+    assert load_config(write(tmp_path, f"[alerts]\nemail_to = {value}\n")).alerts.email_to == wanted
+
+
+@pytest.mark.parametrize("value", ['"ops@example.com, dev@example.com"', '["ops"]', "[1]"])
+def test_email_to_refuses_what_is_not_one_address_a_string(tmp_path: Path, value: str) -> None:
+    """Two addresses in one string would be one recipient, refused by the mail server."""
+    [line] = problems(write(tmp_path, f"[alerts]\nemail_to = {value}\n"))
+    assert ": alerts.email_to: expected " in line
+
+
 def test_a_pool_without_max_workers_is_static(tmp_path: Path) -> None:
     pool = load_config(write(tmp_path, "[pools.email]\nworkers = 3\n")).pool("email")
     assert pool is not None and pool.max_workers == 3
