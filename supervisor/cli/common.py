@@ -21,7 +21,7 @@ from supervisor.config import Config, load_config
 from supervisor.config.databases import NAME
 from supervisor.config.model import HOME_DATABASE
 from supervisor.dburl import parse_database_url
-from supervisor.errors import ForkqError, UsageError
+from supervisor.errors import ConfigError, ForkqError, UsageError
 from supervisor.escaping import for_terminal
 from supervisor.proc import hostname
 from supervisor.status import STATUS_CAP
@@ -36,6 +36,8 @@ MAY_CREATE = ("run", "work", "schema", "alerts", "check")
 def command_config(args: argparse.Namespace) -> Config:
     """-c FILE, else $FORKQ_CONFIG, else the built-in defaults; a named missing file is fatal."""
     path = args.config or os.environ.get("FORKQ_CONFIG") or None
+    if path and not args.config and not os.path.exists(path):
+        raise ConfigError(f"{path}: file not found (named by FORKQ_CONFIG)")
     name = _database_name(args.database)
     config = load_config(path, None if name else args.database)
     if name is not None:  # `--database NAME`: one of the config's databases

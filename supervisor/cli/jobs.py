@@ -89,9 +89,11 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     config, limit = command_config(args), args.limit or JOBS_PAGE
     rows: list[tuple[str, JobRow]] = []
     stores = EachStore(args, config, args.queue)
+    more = False  # a row past the page: only then is there an older page to point to
     for database, _, store in stores:
-        found = store.list_jobs(args.status, args.queue, limit, args.before)
-        rows += [(database, row) for row in found]
+        found = store.list_jobs(args.status, args.queue, limit + 1, args.before)
+        more = more or len(found) > limit
+        rows += [(database, row) for row in found[:limit]]
     labelled = several(config)
     if labelled:  # newest first across the databases (ids are per database)
         rows = sorted(rows, key=lambda pair: pair[1].enqueued_at, reverse=True)[:limit]
@@ -104,7 +106,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         print("no jobs")
     else:
         print(_jobs_table(rows, labelled, known))
-        if len(rows) == limit and not labelled:  # a full page: say how to see the next
+        if more and not labelled:  # there is an older page: say how to see it
             print(with_same_flags(_next_page(args, rows[-1][1].id), args), file=sys.stderr)
     return stores.done()
 

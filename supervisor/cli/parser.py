@@ -252,16 +252,16 @@ def _status_parser(sub: argparse.ArgumentParser) -> None:
 
 
 def _work_parser(sub: argparse.ArgumentParser) -> None:
-    sub.add_argument(
-        "--queues", metavar="A,B", type=_queue_list, help="queues to work (default: every pool)"
-    )
+    sub.add_argument("--queues", metavar="A,B", type=_queue_list,
+                     help="queues to work (default: every pool)")  # fmt: skip
     sub.add_argument("--max-jobs", metavar="N", type=_positive_int, help="exit after N jobs")
     sub.add_argument("--burst", action="store_true", help="exit when nothing is ready")
 
 
 def _enqueue_parser(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("handler", metavar="HANDLER")
-    sub.add_argument("payload", metavar="PAYLOAD_JSON", nargs="?", type=_json_payload)
+    sub.add_argument("payload", metavar="PAYLOAD_JSON", nargs="?", type=_json_payload,
+                     help="JSON text; - reads it from standard input")  # fmt: skip
     sub.add_argument("--queue", metavar="Q", type=_queue_name)
     when = sub.add_mutually_exclusive_group()
     when.add_argument("--delay", metavar="S", type=_seconds, default=0.0, help='e.g. 30 or "5m"')

@@ -202,7 +202,7 @@ def test_a_named_config_file_that_is_missing_exits_78(workdir: Path, db_url: str
     missing = workdir / "nope.toml"
     assert str(missing) in failed(forkq(workdir, "status", "-c", str(missing), database=db_url), 78)
     from_env = forkq(workdir, "status", database=db_url, FORKQ_CONFIG=str(missing))
-    assert str(missing) in failed(from_env, 78)
+    assert f"{missing}: file not found (named by FORKQ_CONFIG)" in failed(from_env, 78)
 
 
 def test_common_options_work_before_the_command(workdir: Path, db_url: str, store: Store) -> None:
@@ -317,6 +317,10 @@ def test_jobs_filters_by_status_and_queue_and_limits(
     said = f"older: `forkq jobs --queue mail --limit 2 --before {older} --database "
     assert page.stderr.startswith(said), page.stderr
     assert ok(page).count("\n") == 3  # the header and two jobs: the hint is not in the table
+    # The last page, full or not, points to no page after it (it would list nothing).
+    for size in (len(newest), len(newest) + 1):
+        last = forkq(workdir, "jobs", "--limit", str(size), database=db_url)
+        assert ok(last).count("\n") == len(newest) + 1 and "older:" not in last.stderr
 
 
 def test_show_prints_every_field_including_the_last_error(
