@@ -88,12 +88,10 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
 def cmd_jobs(args: argparse.Namespace) -> int:
     config, limit = command_config(args), args.limit or JOBS_PAGE
     rows: list[tuple[str, JobRow]] = []
-    stores = EachStore(args, config, args.queue)
-    more = False  # a row past the page: only then is there an older page to point to
+    stores, more = EachStore(args, config, args.queue), False  # more: a row past the page
     for database, _, store in stores:
         found = store.list_jobs(args.status, args.queue, limit + 1, args.before)
-        more = more or len(found) > limit
-        rows += [(database, row) for row in found[:limit]]
+        more, rows = more or len(found) > limit, rows + [(database, r) for r in found[:limit]]
     labelled = several(config)
     if labelled:  # newest first across the databases (ids are per database)
         rows = sorted(rows, key=lambda pair: pair[1].enqueued_at, reverse=True)[:limit]
