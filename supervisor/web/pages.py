@@ -166,7 +166,9 @@ def job(ctx: Context, job_id: int) -> Response:
             return ctx.render(
                 "job_gone.html", nav="jobs", job_id=job_id, result=result, attempts=attempts
             )
-        return ctx.render("error.html", status=404, message=f"no job with id {job_id}")
+        gone = "one that succeeded is deleted unless its pool keeps it (on_success), "
+        gone += "an ended one after its retention"
+        return ctx.render("error.html", status=404, message=f"no job with id {job_id}: {gone}")
     return ctx.render(
         "job.html",
         nav="jobs",
