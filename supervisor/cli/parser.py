@@ -18,7 +18,7 @@ from contextlib import suppress
 from datetime import UTC, datetime
 from typing import Any, NoReturn
 
-from supervisor import logs
+from supervisor import logs, masking
 from supervisor.cli.batch import cmd_batch
 from supervisor.cli.checks import cmd_alerts, cmd_check, cmd_schema
 from supervisor.cli.commands import cmd_run, cmd_web, cmd_work
@@ -357,4 +357,4 @@ def _print_error(exc: ForkqError, debug: bool, args: argparse.Namespace | None) 
     if not isinstance(exc, ConfigError):  # a config error lists one problem a line
         lines = ["; ".join(lines)]
     for line in lines or [type(exc).__name__]:
-        print(ERROR_PREFIX + for_terminal(line), file=sys.stderr)
+        print(ERROR_PREFIX + for_terminal(masking.masked(line)), file=sys.stderr)

@@ -177,7 +177,8 @@ def child_main(config: Config, spec: ChildSpec) -> int:
     set_title(f"{events.label} starting")
     store = open_store(config.database, session_timeout=config.supervisor.db_session_timeout)
     store.schema_checked = spec.schema  # the version its master checked: not asked again
-    worker = Worker(store, config, [spec.pool.name], spec.name, events)
+    worker = PoolWorker(store, config, [spec.pool.name], spec.name, events)
+    worker.wake_fd = spec.wake_fd
     if spec.sizing is not None:  # a recycled child's place: go on as it would have
         worker.sizing = replace(spec.sizing)
     # Register before the first claim: if the master dies before it registers us, our
@@ -200,6 +201,24 @@ def child_main(config: Config, spec: ChildSpec) -> int:
     store.close()
     events.send(f"R {worker.sizing.said()} {reason}")
     return 0
+
+
+class PoolWorker(Worker):
+    """A pool child's worker: a back-off after a lost database ends early when the master
+    says it answers again (a byte on the wake pipe), so the successes it holds are written
+    before their leases run out (else they would run again), and it claims at once."""
+
+    wake_fd = -1
+
+    def sleep(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not self.stopping and (left := deadline - time.monotonic()) > 0:
+            if self.wake_fd < 0:
+                time.sleep(min(0.1, left))
+            elif select.select([self.wake_fd], [], [], min(0.1, left))[0]:
+                if os.read(self.wake_fd, 4096):
+                    return
+                self.wake_fd = -1  # EOF: the master is gone (the orphan guard stops us)
 
 
 def _loop(worker: Worker, spec: ChildSpec, events: PipeEvents, signal_fd: int) -> str:

@@ -140,6 +140,12 @@ class Children:
         except (BlockingIOError, BrokenPipeError):
             pass
 
+    def wake_all(self) -> None:
+        """A byte to every child: the database answers again. One in a back-off tries at
+        once (what it finished is written before its lease runs out); an idle one claims."""
+        for child in self.by_pid.values():
+            self.wake(child)
+
     def wake_idle(self, pool: str, most: int) -> None:
         """Wake up to `most` idle children of `pool` (jobs went back to its queue)."""
         idle = [c for c in self.of(pool) if c.is_idle()]

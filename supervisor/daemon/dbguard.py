@@ -41,6 +41,7 @@ class DbGuard:
         self.answered_at = time.monotonic()  # the last call that answered (the store opened)
         self.backoff = 0.0
         self.retry_at = 0.0
+        self.reachable_again: Callable[[], None] = lambda: None  # the master wakes its children
 
     def call(self, operation: Callable[[], T]) -> T | None:
         """Run a master DB call; None when it failed or was skipped."""
@@ -67,6 +68,7 @@ class DbGuard:
         if self.error is not None:
             self.log.info(events.DB_REACHABLE_AGAIN)
             self.error, self.backoff = None, 0.0
+            self.reachable_again()
         return result
 
     def unreachable(self, error: str) -> None:

@@ -30,6 +30,7 @@ class PoolView:
     idle: int  # of which idle
     ready: int | None  # due jobs waiting, when it was counted this tick
     longest_idle: float  # seconds the longest-idle child has been idle
+    answered: bool = True  # the database answers the master: else no size is judged
 
 
 def plan_size(view: PoolView) -> int:
@@ -37,9 +38,13 @@ def plan_size(view: PoolView) -> int:
 
     Grow while due jobs outnumber idle children, doubling the step each tick like
     PHP-FPM's spawn rate (1, 2, 4, ...) up to `maximum`; shrink by one child per
-    tick once a child has been idle for SHRINK_IDLE_AFTER and nothing waits.
+    tick once a child has been idle for SHRINK_IDLE_AFTER and nothing waits. Neither while
+    the database does not answer: what waits is unknown, and a child idle then may hold
+    successes it could not write (a retired one would lose them: they would run again).
     """
     target = max(view.minimum, min(view.target, view.maximum))
+    if not view.answered:
+        return target
     if view.ready is not None and view.ready > view.idle and target < view.maximum:
         step = max(1, view.live)
         return min(view.maximum, target + min(step, view.ready - view.idle))

@@ -56,6 +56,7 @@ class Master:
         self.stop_deadline = 0.0
         kills = self.children
         guard = DbGuard(log, DB_TIMEOUT, kills.kill_overtime, self.stop_requested, kills.next_kill)
+        guard.reachable_again = kills.wake_all  # a child in a back-off writes and claims now
         pools = {p.name: PoolState(p) for p in config.pools}
         # What the parts below share; reload() and the tick's report update it in place.
         self.state = Shared(
@@ -252,7 +253,8 @@ class Master:
             config = member.reloaded_config(self.config_path, self.state.config, self.state.log)
             store = checked_store(config, self.state.config, open_store_for)
         except ConfigError as exc:
-            self.state.log.error(events.RELOAD_REFUSED, error=str(exc))
+            # A module's import error may quote a secret: masked as a job's error is
+            self.state.log.error(events.RELOAD_REFUSED, error=masking.masked(str(exc)))
             systemd.ready()
             return
         masking.remember(config)  # the old values stay masked too
@@ -269,11 +271,9 @@ class Master:
         self.timers = LoopTimers.make(config.supervisor, time.monotonic(), watchdog)
         arm_check_timer(config.supervisor.check_interval)
         self.state.pools = reloaded_pools(config.pools, self.state.pools)
-        now = time.monotonic()
+        now, grace = time.monotonic(), config.supervisor.shutdown_timeout
         for child in self.children:
-            self.children.retire(
-                child, now, RetireReason.RELOAD, config.supervisor.shutdown_timeout
-            )
+            self.children.retire(child, now, RetireReason.RELOAD, grace)
         self.state.log.info(
             events.CONFIG_RELOADED, pools={p: s.target for p, s in self.state.pools.items()}
         )

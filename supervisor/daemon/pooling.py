@@ -93,6 +93,7 @@ class Pooling:
                 idle=len(idle),
                 ready=ready,
                 longest_idle=max((now - c.idle_since for c in idle), default=0.0),
+                answered=s.guard.error is None,
             )
             new_target = plan_size(view)
             pool.saturated = bool(ready) and pool.target >= pool.maximum
@@ -152,7 +153,9 @@ class Pooling:
         """The one-line status systemd shows (`systemctl status`)."""
         s = self.state
         busy = sum(1 for c in self.children if c.now_running is not None)
-        jobs = sum(p.jobs_done for p in s.pools.values()) + sum(c.jobs for c in self.children)
+        # Finished by live children (c.jobs also counts the one each runs now)
+        finished = sum(c.board.read().jobs for c in self.children)
+        jobs = sum(p.jobs_done for p in s.pools.values()) + finished
         pools = ", ".join(
             f"{name} {len(self.children.of(name, retiring=True))}/{p.target}"
             for name, p in s.pools.items()

@@ -100,6 +100,15 @@ def test_pool_does_not_shrink_while_jobs_wait() -> None:
     assert plan_size(view(target=5, live=5, idle=3, ready=1, longest_idle=long_idle)) == 5
 
 
+def test_pool_keeps_its_size_while_the_database_does_not_answer() -> None:
+    """An idle child may hold successes it could not write: retired, it would lose them
+    (they would run again). Nor does a pool grow on a count it could not make."""
+    long_idle = SHRINK_IDLE_AFTER * 2
+    blind = view(target=5, live=5, idle=3, ready=None, longest_idle=long_idle, answered=False)
+    assert plan_size(blind) == 5
+    assert plan_size(view(target=2, live=2, ready=500, answered=False)) == 2
+
+
 def test_pool_does_not_shrink_without_an_idle_child() -> None:
     long_idle = SHRINK_IDLE_AFTER * 2
     assert plan_size(view(target=5, live=5, idle=0, ready=0, longest_idle=long_idle)) == 5

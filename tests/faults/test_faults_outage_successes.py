@@ -1,0 +1,70 @@
+"""A worker that finished a job while the database was away writes its success as soon as
+the database answers again: the master, which notices first, wakes every child, so a
+child in a back-off (10 s and more by then) tries at once. Before, it slept its back-off
+out while the job's lease ran to its end, and the lease reaper gave the job to another
+run (a QA run: 2 of 6 jobs ran twice after a 42 s outage, shorter than their lease).
+On a private MariaDB, killed -9 and started again."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from daemon_util import Daemon, count_lines, record_ids
+from private_mariadb import PrivateMariaDB, private_db_url, private_mariadb  # noqa: F401
+from util import wait_until
+
+from supervisor import Queue, events
+
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(240)]
+
+QUEUE = "work"
+TIMEOUT = 8  # the job's lease: timeout + 30 s after its claim
+OUTAGE = 26.0  # seconds from the claim: the worker's back-off reaches its longest (10 s)
+
+
+def at(event: dict[str, Any]) -> float:
+    return datetime.fromisoformat(str(event["timestamp"]).replace("Z", "+00:00")).timestamp()
+
+
+def test_a_success_held_through_an_outage_is_written_when_it_ends_and_runs_once(
+    private_mariadb: PrivateMariaDB,  # noqa: F811
+    private_db_url: str,  # noqa: F811
+    daemons: Any,
+    tmp_path: Path,
+) -> None:
+    record = tmp_path / "record.csv"
+    daemon: Daemon = daemons(
+        private_db_url,
+        pools={QUEUE: {"workers": 1, "timeout": TIMEOUT}},
+        supervisor={"check_interval": 1},  # the lease reaper looks every second
+    )
+    daemon.start().wait_ready()
+    queue = Queue(private_db_url)
+    payload = {"file": str(record), "seconds": 1.0}
+    job = queue.enqueue("t.record", payload, queue=QUEUE)
+    queue.close()
+    wait_until(lambda: daemon.running(job), timeout=20, message="the job running")
+    claimed = time.monotonic()
+    private_mariadb.kill9()
+    wait_until(lambda: count_lines(record) == 1, timeout=20, message="the job ran in the outage")
+    time.sleep(max(0.0, claimed + OUTAGE - time.monotonic()))  # the outage itself
+    private_mariadb.start()
+    table = f"`{private_mariadb.database}`.forkq_jobs"
+    wait_until(
+        lambda: private_mariadb.admin(f"SELECT COUNT(*) FROM {table}")[0][0] == 0,
+        timeout=60,
+        message=f"its success written ({daemon.describe()})",
+    )
+    # Past the lease's end and a few reaper looks: it never ran again.
+    time.sleep(max(0.0, claimed + TIMEOUT + 30 + 4 - time.monotonic()))
+    assert record_ids(record) == [job], daemon.describe()
+    assert not daemon.events(events.LEASE_LOST), daemon.describe()
+    # The worker came back with the master, not a back-off later.
+    [back] = daemon.events(events.DB_REACHABLE_AGAIN)
+    reconnected = [e for e in daemon.events(events.DB_RECONNECTED) if e.get("role") == "worker"]
+    assert reconnected and at(reconnected[0]) - at(back) < 5.0, (back, reconnected)
+    assert daemon.stop() == 0, daemon.describe()
