@@ -32,6 +32,7 @@ from supervisor.daemon.decisions import recycle_after
 from supervisor.daemon.ledger import Ledger
 from supervisor.daemon.orphan import start_guard
 from supervisor.daemon.scoreboard import Scoreboard
+from supervisor.errors import DatabaseError
 from supervisor.escaping import for_terminal
 from supervisor.kinds import RetireReason, Role
 from supervisor.models import JobRow
@@ -42,7 +43,7 @@ from supervisor.store import Store, open_store
 from supervisor.timing import FAILED_OUTCOMES, SEND_EVERY, Tally
 from supervisor.work.descendants import become_subreaper, kill_leftovers
 from supervisor.work.sizing import ClaimSizing
-from supervisor.work.worker import Worker
+from supervisor.work.worker import LEASE_MARGIN, MAX_BACKOFF, Worker
 
 IDLE_RECHECK = 120.0  # seconds an idle child waits for the master's wake-up before it looks itself
 LIFETIME_JITTER = 0.1  # ±10% so children started together do not all retire together
@@ -198,6 +199,7 @@ def child_main(config: Config, spec: ChildSpec) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the master decides what Ctrl-C means
     reason = _loop(worker, spec, events, signal_r)
     worker.shutdown()
+    _write_what_is_left(worker, spec, signal_r)
     store.close()
     events.send(f"R {worker.sizing.said()} {reason}")
     return 0
@@ -236,6 +238,24 @@ def _loop(worker: Worker, spec: ChildSpec, events: PipeEvents, signal_fd: int) -
             return RetireReason.MASTER_GONE
         worker.retire_reason = worker.retire_check()  # an idle child ages too
     return worker.retire_reason or RetireReason.STOPPED
+
+
+def _write_what_is_left(worker: Worker, spec: ChildSpec, signal_fd: int) -> None:
+    """Outcomes the last write could not take (the database away) are tried again, a
+    back-off apart (the master's wake-up when it answers cuts one short), for as long as
+    a lease outlives its job, or until the master kills us at a stop's deadline: gone
+    with us, those successes would run again. A stop during a short outage loses none."""
+    end, backoff, master = time.monotonic() + LEASE_MARGIN, 0.25, True
+    while worker.pending and time.monotonic() < end:
+        if master:
+            master = _wait_for_wake(spec.wake_fd, signal_fd, backoff)
+        else:  # the master is gone (EOF on the wake pipe): the orphan guard may stop us
+            time.sleep(backoff)
+        backoff = min(MAX_BACKOFF, backoff * 2)
+        with contextlib.suppress(DatabaseError):
+            worker.flush()
+    if worker.pending:
+        worker.log.warning(events.FLUSH_FAILED, note="given up: the database stayed away")
 
 
 def _register(store: Store, spec: ChildSpec) -> int:

@@ -7,6 +7,7 @@ On a private MariaDB, killed -9 and started again."""
 
 from __future__ import annotations
 
+import signal
 import time
 from datetime import datetime
 from pathlib import Path
@@ -68,3 +69,34 @@ def test_a_success_held_through_an_outage_is_written_when_it_ends_and_runs_once(
     reconnected = [e for e in daemon.events(events.DB_RECONNECTED) if e.get("role") == "worker"]
     assert reconnected and at(reconnected[0]) - at(back) < 5.0, (back, reconnected)
     assert daemon.stop() == 0, daemon.describe()
+
+
+def test_a_stop_during_a_short_outage_writes_the_successes_its_children_hold(
+    private_mariadb: PrivateMariaDB,  # noqa: F811
+    private_db_url: str,  # noqa: F811
+    daemons: Any,
+    tmp_path: Path,
+) -> None:
+    """TERM while the database is away: a child's job ends, its write fails, and it tries
+    again (the master waits for it up to shutdown_timeout) until the database is back, so
+    the job is done once, not left running for the next daemon to run again."""
+    record = tmp_path / "record.csv"
+    daemon: Daemon = daemons(
+        private_db_url,
+        pools={QUEUE: {"workers": 1, "timeout": TIMEOUT}},
+        supervisor={"shutdown_timeout": 40},
+    )
+    daemon.start().wait_ready()
+    queue = Queue(private_db_url)
+    job = queue.enqueue("t.record", {"file": str(record), "seconds": 1.0}, queue=QUEUE)
+    queue.close()
+    wait_until(lambda: daemon.running(job), timeout=20, message="the job running")
+    private_mariadb.kill9()
+    daemon.send_signal(signal.SIGTERM)
+    wait_until(lambda: count_lines(record) == 1, timeout=20, message="the job ran in the outage")
+    time.sleep(3.0)  # the outage itself, well inside shutdown_timeout
+    private_mariadb.start()
+    assert daemon.wait_exit(timeout=60) == 0, daemon.describe()
+    table = f"`{private_mariadb.database}`.forkq_jobs"
+    assert private_mariadb.admin(f"SELECT COUNT(*) FROM {table}")[0][0] == 0, daemon.describe()
+    assert record_ids(record) == [job]
