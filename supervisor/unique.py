@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
+from datetime import UTC, datetime
 from typing import Any
 
 from supervisor.errors import UsageError
@@ -55,6 +57,7 @@ def with_unique(
             or debounce_max <= 0
         ):
             raise UsageError("debounce_max must be a number of seconds > 0")
+        job = _waiting_at_most(job, float(debounce_max))
     return dataclasses.replace(
         job,
         unique_for=unique_for,
@@ -62,3 +65,12 @@ def with_unique(
         on_conflict=on_conflict,
         debounce_max=None if debounce_max is None else float(debounce_max),
     )
+
+
+def _waiting_at_most(job: NewJob, debounce_max: float) -> NewJob:
+    """A debounced job runs at the latest debounce_max after the first enqueue: the first
+    one's own wait (delay or run_at) is capped so too, as a later one's push is."""
+    if job.run_at is None:
+        return dataclasses.replace(job, delay=min(job.delay, debounce_max))
+    latest = datetime.fromtimestamp(time.time() + debounce_max, UTC)
+    return dataclasses.replace(job, run_at=min(job.run_at, latest))

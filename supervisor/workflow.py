@@ -7,7 +7,7 @@ Nothing here writes: Queue (queue.py) turns specs into rows, and the store
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -72,6 +72,13 @@ class Group:
         own = checked_parents(spec.options.get("depends_on"), "cancel")
         options = {**spec.options, "depends_on": [*self.ids, *own]}
         return self.queue.enqueue_specs([JobSpec(spec.handler, spec.payload, options)], False)[0]
+
+    def __iter__(self) -> Iterator[int]:
+        """Its job ids, in the order given (`ids` holds them too)."""
+        return iter(self.ids)
+
+    def __len__(self) -> int:
+        return len(self.ids)
 
     def __repr__(self) -> str:
         return f"<group of jobs {self.ids}>"

@@ -155,7 +155,7 @@ def test_a_running_parent_cancelled_cancels_its_children(queue: Queue, store: St
 def test_group_then_runs_after_every_job_of_the_group(queue: Queue, store: Store) -> None:
     group = queue.group([queue.job("test.a", {"n": n}, queue="work") for n in range(3)])
     after = group.then(queue.job("test.after", queue="work"))
-    assert store.parents_of(after) == group.ids
+    assert store.parents_of(after) == group.ids == list(group) and len(group) == 3
     for _ in range(3):
         assert run_one(store) in group.ids
         assert status(store, after) in ("waiting", "ready")

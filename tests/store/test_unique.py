@@ -12,6 +12,7 @@ import json
 import math
 import sqlite3
 import time
+from datetime import UTC, datetime, timedelta
 
 import pymysql
 import pytest
@@ -129,6 +130,17 @@ def test_debounce_pushes_run_at_at_most_debounce_max_past_the_first(
     row = queue.get(first)
     assert row is not None and abs(row.run_at.timestamp() - (enqueued + 30)) < 0.001
     assert (row.status, json.loads(row.payload)) == ("scheduled", {"v": 4})
+
+
+def test_a_first_debounced_enqueue_waits_at_most_debounce_max(queue: Queue) -> None:
+    """ "At the latest debounce_max after the first": its own delay or run_at too."""
+    later = datetime.now(UTC) + timedelta(hours=1)
+    for key, options in (("d", {"delay": 60}), ("r", {"run_at": later})):
+        job = queue.enqueue("u.deb", unique_key=key, on_conflict="debounce", debounce_max=3,
+                            **options)  # type: ignore[arg-type]  # fmt: skip
+        row = queue.get(job)
+        assert row is not None, key
+        assert abs(row.run_at.timestamp() - (row.enqueued_at.timestamp() + 3)) < 0.5, key
 
 
 def test_a_debounced_ready_job_waits_scheduled(queue: Queue) -> None:
