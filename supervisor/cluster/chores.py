@@ -64,8 +64,9 @@ def settle_owner(
     *,
     count_held: bool = False,
     ended: str = "died",
-) -> int:
-    """Settle every job `owner` held after it died.
+) -> tuple[int, bool]:
+    """Settle every job `owner` held after it died: how many, and whether `running_job`
+    was among them (not when another worker holds it by now: the lease reaper's).
 
     The job it was running fails with `error` (attempt counted) when `count_attempt`,
     else returns to ready uncounted (a shutdown kill). Jobs it had claimed but not
@@ -76,9 +77,10 @@ def settle_owner(
     its attempts (decisions.counts_held).
     """
     rows = _finish_cancels(store, store.held_by(owner))
+    running = any(r.id == running_job for r in rows)
     if count_held:
         held_error = f"{error} holding it between jobs, early in its life"
-        return sum(int(fail_held_job(store, row, owner, held_error)) for row in rows)
+        return sum(int(fail_held_job(store, row, owner, held_error)) for row in rows), running
     unstarted = [r for r in rows if r.id != running_job]
     settled = store.release(owner, [r.id for r in unstarted], unique=_unique(unstarted))
     for row in rows:
@@ -88,7 +90,7 @@ def settle_owner(
             settled += int(fail_held_job(store, row, owner, error, ended=ended))
         else:
             settled += store.release(owner, [row.id], unique=_unique([row]))
-    return settled
+    return settled, running
 
 
 def reap_expired_leases(store: Store, limit: int = 500) -> int:

@@ -174,10 +174,11 @@ class Settling:
             settle = partial(
                 settle_owner, store, name, job_id, error, counted, count_held=held, ended=ended
             )
-            if s.db(settle) is None:
+            done = s.db(settle)
+            if done is None:
                 return  # database down: try again on the next tick
             self.unsettled.pop(0)
-            if job_id is not None:
+            if job_id is not None and done[1]:  # (not a job the lease reaper gave away)
                 s.log.warning(
                     events.JOB_SETTLED, job_id=job_id, error=error, attempt_counted=counted
                 )

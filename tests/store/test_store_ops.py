@@ -375,3 +375,18 @@ def test_a_killed_idle_mysql_connection_is_replaced_before_the_next_call(
         assert row is not None and row.id == job_id
     finally:
         store.close()
+
+
+def test_settling_a_dead_workers_job_leaves_one_another_worker_holds_now(store: Store) -> None:
+    """The master settles a gone child's running job (attempt counted) after an outage, by
+    which time the lease reaper may have given the job to another worker: that run is
+    left alone, and the master is told it settled nothing, so it says nothing of it."""
+    from supervisor.cluster.chores import settle_owner
+
+    job_id = put(store)
+    assert claim_one(store, A) == job_id
+    assert settle_owner(store, A, job_id, "killed at shutdown", False) == (1, True)
+    assert claim_one(store, B) == job_id  # back to ready, uncounted: B runs it
+    assert settle_owner(store, A, job_id, "worker died (killed by SIGKILL)") == (0, False)
+    row = store.get_job(job_id)
+    assert row is not None and row.status == JobState.RUNNING and row.locked_by == B
