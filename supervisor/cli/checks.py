@@ -163,7 +163,7 @@ def _check_database(config: Config, checks: _Checks, name: str = "") -> None:
             _check_runtime_schedules(store, checks)
     except ForkqError as exc:
         checks.fail("database", f"{url}: {' '.join(str(exc).split())}")
-        checks.skip("schema", "the database is unreachable")
+        checks.skip("schema", "no connection to the database (above)")
     finally:
         store.close()
         checks.prefix = ""
