@@ -54,9 +54,11 @@ def with_unique(
             isinstance(debounce_max, bool)
             or not isinstance(debounce_max, int | float)
             or not math.isfinite(debounce_max)
-            or debounce_max <= 0
+            or not 0 < debounce_max <= LONGEST_WINDOW
         ):
-            raise UsageError("debounce_max must be a number of seconds > 0")
+            raise UsageError(
+                f"debounce_max must be a number of seconds, > 0 and <= {LONGEST_WINDOW}"
+            )
         job = _waiting_at_most(job, float(debounce_max))
     return dataclasses.replace(
         job,
@@ -72,5 +74,7 @@ def _waiting_at_most(job: NewJob, debounce_max: float) -> NewJob:
     one's own wait (delay or run_at) is capped so too, as a later one's push is."""
     if job.run_at is None:
         return dataclasses.replace(job, delay=min(job.delay, debounce_max))
-    latest = datetime.fromtimestamp(time.time() + debounce_max, UTC)
-    return dataclasses.replace(job, run_at=min(job.run_at, latest))
+    latest = time.time() + debounce_max
+    if job.run_at.timestamp() <= latest:  # (a huge debounce_max: no datetime made of it)
+        return job
+    return dataclasses.replace(job, run_at=datetime.fromtimestamp(latest, UTC))

@@ -83,14 +83,14 @@ def read_str_list(value: Any) -> tuple[str, ...]:
 
 
 def read_addresses(value: Any) -> tuple[str, ...]:
-    """Mail recipients, one a string: "a@x, b@y" in one string would be a single recipient
-    the server refuses, so it is refused here, where the file can still be fixed."""
+    """Mail recipients: a list of strings, each holding one address or several
+    ("a@x, b@y", as a To: header takes them); one with no address in it is refused."""
     addresses = read_str_list(value)
     for entry in addresses:
         found = getaddresses([entry])
-        if len(found) != 1 or "@" not in found[0][1]:
+        if not found or not all("@" in address for _, address in found):
             raise ValueError(
-                f'expected one mail address a string, e.g. ["ops@example.com", "dev@example.com"];'
+                f'expected mail addresses, e.g. ["ops@example.com", "dev@example.com"];'
                 f" got {entry!r}"
             )
     return addresses

@@ -219,6 +219,7 @@ class PoolWorker(Worker):
                 time.sleep(min(0.1, left))
             elif select.select([self.wake_fd], [], [], min(0.1, left))[0]:
                 if os.read(self.wake_fd, 4096):
+                    self.backoff = 0.0  # a try that fails now waits the shortest back-off
                     return
                 self.wake_fd = -1  # EOF: the master is gone (the orphan guard stops us)
 

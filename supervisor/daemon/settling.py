@@ -149,10 +149,13 @@ class Settling:
             exit_description=describe_exit(status),
         )
         cancelled = child.cancelled_job
-        # First: settle_owner would end it cancelled unlogged. Counted only when it ends so:
-        # a handler that returned before the kill landed wrote its own outcome (done).
-        if cancelled is not None and s.db(lambda: store.finish_cancel(cancelled)):
+        # First: settle_owner would end it cancelled unlogged. Not counted when it did not
+        # end so (a handler that returned before the kill wrote its own outcome, done); with
+        # the database away (None) it will, in settle_owner's pass over cancels.
+        over = None if cancelled is None else s.db(lambda: store.finish_cancel(cancelled))
+        if cancelled is not None and over is not False:
             self.count_killed(child, cancelled, Outcome.CANCELLED)
+        if cancelled is not None and over:
             s.log.warning(events.JOB_CANCELLED, job_id=cancelled, child_pid=child.pid)
         held = counts_held(reason, running, child.jobs)
         ended = "timeout" if reason.kind is SettleKind.TIMED_OUT else "died"  # its history's

@@ -449,6 +449,47 @@ def test_a_channel_that_missed_a_message_the_other_took_gets_it_later(
     assert len(sink.messages) == 2
 
 
+def test_a_channel_added_while_an_alert_fires_hears_it_at_the_next_tick_and_its_end(
+    hook: Hook, smtp: tuple[Sink, int], store: Store
+) -> None:
+    """A reload adds a channel: it is told of an alert still firing at the next tick (the
+    one it missed, not a cooldown later), then of its end, as the other channel is.
+    Also when no channel was configured when the alert fired."""
+    sink, port = smtp
+    rules = {"cooldown": COOLDOWN, "defaults": {"max_ready": 1000}}
+    for first in (alerts_config(**rules), mail_config(port, **rules)):
+        hook.received.clear()
+        sink.messages.clear()
+        runner, key = AlertRunner(), "max_ready:email"
+        assert [n.kind for n in runner.run(store, first, backlog(2000), T0)] == ["firing"]
+        both = mail_config(port, webhook_url=hook.url, **rules)
+        missed = 1 if first.email_to else 2  # the webhook; and the mail, if it was not there
+        paid = runner.run(store, both, backlog(2000), T0 + 10)
+        assert [n.kind for n in paid] == ["firing"] * missed
+        assert [t.split(": ")[1] for t in hook.texts()] == [FIRING_LINE]
+        assert len(sink.messages) == 1  # one firing message each, whenever it came
+        assert runner.run(store, both, backlog(2000), T0 + 20) == []  # told once
+        assert [n.kind for n in runner.run(store, both, backlog(5), T0 + 30)] == ["resolved"]
+        assert [t.split(": ")[1] for t in hook.texts()] == [FIRING_LINE, "resolved"]
+        assert len(sink.messages) == 2 and store.load_alerts()[key]["state"] == "ok"
+        store.save_alert(key, "ok", {}, T0, None)  # the next round starts afresh
+
+
+def test_a_channel_added_as_an_alert_ends_is_not_told_a_lone_resolved(
+    hook: Hook, smtp: tuple[Sink, int], store: Store
+) -> None:
+    """ "resolved" goes where "firing" went: not to a webhook added as the backlog cleared."""
+    sink, port = smtp
+    rules = {"cooldown": COOLDOWN, "defaults": {"max_ready": 1000}}
+    runner = AlertRunner()
+    assert [n.kind for n in runner.run(store, mail_config(port, **rules), backlog(2000), T0)] == [
+        "firing"
+    ]
+    both = mail_config(port, webhook_url=hook.url, **rules)
+    assert [n.kind for n in runner.run(store, both, backlog(5), T0 + 10)] == ["resolved"]
+    assert hook.texts() == [] and len(sink.messages) == 2
+
+
 def test_database_outage_alerts_once_per_cooldown_per_host(hook: Hook, store: Store) -> None:
     cfg = hook_config(hook)
     down = open_store(f"mysql://root@127.0.0.1:{free_port()}/forkq", timeout=2)

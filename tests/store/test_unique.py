@@ -141,6 +141,13 @@ def test_a_first_debounced_enqueue_waits_at_most_debounce_max(queue: Queue) -> N
         row = queue.get(job)
         assert row is not None, key
         assert abs(row.run_at.timestamp() - (row.enqueued_at.timestamp() + 3)) < 0.5, key
+    with pytest.raises(UsageError, match="debounce_max must be"):  # (no overflow later)
+        queue.enqueue("u.deb", unique_key="big", on_conflict="debounce", debounce_max=1e300)
+    # A debounce_max past every run_at a backend holds caps nothing and breaks nothing
+    job = queue.enqueue("u.deb", unique_key="huge", on_conflict="debounce", debounce_max=2**31 - 1,
+                        run_at=later)  # fmt: skip
+    row = queue.get(job)
+    assert row is not None and row.run_at == later
 
 
 def test_a_debounced_ready_job_waits_scheduled(queue: Queue) -> None:

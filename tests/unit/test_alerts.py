@@ -354,35 +354,3 @@ def test_a_reload_that_loosens_a_rule_resolves_it_in_its_own_words() -> None:
         '[forkq] app1: resolved: pool "email" saturated_ticks rule removed',
         '[forkq] app1: resolved: queue "email" 3 new dead <= max_dead 10 (3 dead in all)',
     ], notes
-
-
-def unheard(run: Run, key: str) -> None:
-    """What notify.py keeps when no channel was configured to take a message."""
-    state = run.states[key]
-    run.states[key] = replace(state, detail={**state.detail, "sent_to": []})
-
-
-def test_an_alert_fired_with_no_channel_is_announced_once_a_channel_is_added() -> None:
-    """A reload adds a webhook to an alert that fired unheard: it is announced at the next
-    tick (not a cooldown later), and its end is then said where it was announced."""
-    run = Run(cfg())
-    [fired] = run.tick(snap(email(ready=2000)), T0)
-    assert fired.kind == "firing"
-    unheard(run, "max_ready:email")
-    assert run.tick(snap(email(ready=2000)), T0 + 10) == []  # still no channel: nothing new
-    run.rules = replace(run.rules, webhook_url="http://127.0.0.1:9/hook")
-    [told] = run.tick(snap(email(ready=2100)), T0 + 20)
-    assert told.kind == "firing" and "2100 ready" in told.text
-    assert run.tick(snap(email(ready=2100)), T0 + 30) == []  # heard now (sent_to unset)
-    [ended] = run.tick(snap(email(ready=5)), T0 + 40)
-    assert ended.kind == "resolved"
-
-
-def test_an_alert_nobody_heard_fire_resolves_silently_on_a_new_channel() -> None:
-    """ "resolved" goes only where "firing" went: not to a channel added after it fired."""
-    run = Run(cfg())
-    run.tick(snap(email(ready=2000)), T0)
-    unheard(run, "max_ready:email")
-    run.rules = replace(run.rules, email_to=("ops@example.com",))
-    assert run.tick(snap(email(ready=5)), T0 + 10) == []
-    assert run.states["max_ready:email"].state == "ok"

@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from supervisor import events, logs
-from supervisor.cluster.alerts.owed import owe, pay
+from supervisor.cluster.alerts.owed import introduce, owe, pay
 from supervisor.cluster.alerts.rules import evaluate
 from supervisor.cluster.alerts.states import AlertState, Notification, Snapshot, is_host_key
 from supervisor.config import AlertsConfig
@@ -217,6 +217,7 @@ class AlertRunner:
         if error is not None and snapshot.db_error is None:
             snapshot = replace(snapshot, queues=[], db_error=error)
         new, notes = evaluate(snapshot, cfg, states, now)
+        introduce(new, {n.key for n in notes}, set(channels(cfg)))
         sent = self._send(cfg, notes, new)
         self.states = new
         self.memory = {k: v for k, v in new.items() if is_host_key(k, snapshot.host)}
@@ -245,7 +246,7 @@ class AlertRunner:
         sent: list[Notification] = []
         failed: set[str] = set()
         for note in notes:
-            results = deliver(cfg, note, skip=failed)
+            results = deliver(_heard_it(cfg, note, new.get(note.key)), note, skip=failed)
             errors = {r.channel: r.error for r in results if not r.ok}
             failed.update(errors)
             if results and len(errors) == len(results):
@@ -307,6 +308,19 @@ class AlertRunner:
             except DatabaseError as exc:
                 self.log.warning(events.ALERT_STATE_NOT_SAVED, key=key, error=str(exc)[:300])
                 return
+
+
+def _heard_it(cfg: AlertsConfig, note: Notification, state: AlertState | None) -> AlertsConfig:
+    """Where `note` goes: a "resolved" only to the channels that heard the alert fire (or
+    a reminder of it): a channel added later, or none then, is not told a lone end."""
+    heard = state.detail.get("sent_to") if state is not None else None
+    if note.kind != "resolved" or heard is None:
+        return cfg
+    return replace(
+        cfg,
+        webhook_url=cfg.webhook_url if WEBHOOK in heard else "",
+        email_to=cfg.email_to if EMAIL in heard else (),
+    )
 
 
 def _untold(new: dict[str, AlertState], note: Notification, errors: dict[str, str]) -> None:

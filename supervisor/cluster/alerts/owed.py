@@ -27,6 +27,22 @@ def owe(new: dict[str, AlertState], note: Notification, missed: Iterable[str]) -
         new[note.key] = replace(state, detail={**state.detail, OWED: owed})
 
 
+def introduce(new: dict[str, AlertState], told: set[str], configured: set[str]) -> None:
+    """A channel configured since an alert was announced (a reload added it; or none was
+    configured then) is owed the alert's last message while it fires, so it hears of it
+    at this tick, not a cooldown later. Keys `told` this tick, and rows that do not say
+    who heard them (an older forkq's), are left as they are."""
+    for key, state in list(new.items()):
+        heard, text = state.detail.get("sent_to"), state.detail.get("text")
+        if key in told or not state.firing or not state.announced or heard is None or not text:
+            continue
+        owed = dict(state.detail.get(OWED) or {})
+        missing = configured - set(heard) - set(owed)
+        if missing:
+            owed.update({channel: ["firing", text] for channel in sorted(missing)})
+            new[key] = replace(state, detail={**state.detail, OWED: owed})
+
+
 def pay(
     new: dict[str, AlertState],
     told: set[str],

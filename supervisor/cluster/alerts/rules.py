@@ -18,10 +18,7 @@ reminder; `max_dead` resolves once no job died for a cooldown, so it reminds onl
 jobs keep dying), and one when it resolves. An alert that comes back within `cooldown`
 of the last message (a figure hovering around its threshold) is announced only once the
 cooldown has passed, so flapping does not flood the channel; an alert that was never
-announced resolves silently. One announced while no channel was configured (nobody heard
-it: `sent_to` is empty and nothing is owed) is announced again as soon as a channel is
-(a reload added one), and resolves silently until then: "resolved" goes only where
-"firing" went.
+announced resolves silently.
 """
 
 from __future__ import annotations
@@ -50,10 +47,8 @@ def evaluate(
     """The new state of every key and the messages to send; keys not judged pass through."""
     new = dict(states)
     notes: list[Notification] = []
-    channel = bool(rules.webhook_url or rules.email_to)
     for check in checks(snapshot, rules, states, now):
-        prev = states.get(check.key)
-        state, note = _step(check, prev, now, rules.cooldown, snapshot.host, channel)
+        state, note = _step(check, states.get(check.key), now, rules.cooldown, snapshot.host)
         if state is not None and state.firing:  # the page reads the figure now, and when
             current = {"current": f"[forkq] {snapshot.host}: {check.what}", "judged_at": now}
             state = replace(state, detail={**state.detail, **current})
@@ -68,21 +63,18 @@ def evaluate(
 
 
 def _step(
-    check: Check, prev: AlertState | None, now: float, cooldown: float, host: str, channel: bool
+    check: Check, prev: AlertState | None, now: float, cooldown: float, host: str
 ) -> tuple[AlertState | None, Notification | None]:
     if prev is None and not check.firing:
         return None, None  # nothing to remember about a rule that never fired
     prev = prev or AlertState()
     last = prev.notified_at
     recent = last is not None and now - last < cooldown
-    heard = prev.announced and _heard(prev)
     if check.firing:
         since = prev.since if prev.firing else now
         if not prev.firing or not prev.announced:
             if recent:  # back within the cooldown of the last message: hold it back
                 return _state(FIRING, check, prev, since, last, announced=False), None
-            return _told(check, prev, since, now, "firing", host)
-        if not heard and channel:  # said when no channel was there to hear it: say it now
             return _told(check, prev, since, now, "firing", host)
         if not recent:
             return _told(check, prev, since, now, "reminder", host)
@@ -90,18 +82,12 @@ def _step(
     # Kept in the row, so the dashboard shows a resolved alert in the words of its end
     # (also one that resolves unannounced), not in the firing text it keeps beside it.
     resolved = {"resolved_text": f"[forkq] {host}: resolved: {check.resolved}"}
-    if prev.firing and heard:
+    if prev.firing and prev.announced:
         state = _state(OK, check, prev, now, now, announced=False, extra=resolved)
         return state, Notification(check.key, "resolved", resolved["resolved_text"])
     if prev.firing:
         return _state(OK, check, prev, now, last, announced=False, extra=resolved), None
     return _state(OK, check, prev, prev.since, last, announced=False), None
-
-
-def _heard(state: AlertState) -> bool:
-    """Its last message reached a channel, or is owed to one that was down; False when no
-    channel was configured to take it (notify.py keeps `sent_to` empty then)."""
-    return state.detail.get("sent_to", True) != [] or bool(state.detail.get("owed"))
 
 
 def _told(
@@ -111,8 +97,6 @@ def _told(
         text = f"[forkq] {host}: still firing (for {age(now - since)}): {check.what}"
     else:
         text = f"[forkq] {host}: {check.what}"
-    # Who hears this message is notify.py's to say (`sent_to`): not the last one's hearers.
-    prev = replace(prev, detail={k: v for k, v in prev.detail.items() if k != "sent_to"})
     state = _state(FIRING, check, prev, since, now, announced=True, extra={"text": text})
     return state, Notification(check.key, kind, text)
 
