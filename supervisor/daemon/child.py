@@ -43,7 +43,7 @@ from supervisor.store import Store, open_store
 from supervisor.timing import FAILED_OUTCOMES, SEND_EVERY, Tally
 from supervisor.work.descendants import become_subreaper, kill_leftovers
 from supervisor.work.sizing import ClaimSizing
-from supervisor.work.worker import LEASE_MARGIN, MAX_BACKOFF, Worker
+from supervisor.work.worker import BACKOFF_FLOOR, LEASE_MARGIN, MAX_BACKOFF, Worker
 
 IDLE_RECHECK = 120.0  # seconds an idle child waits for the master's wake-up before it looks itself
 LIFETIME_JITTER = 0.1  # ±10% so children started together do not all retire together
@@ -219,7 +219,9 @@ class PoolWorker(Worker):
                 time.sleep(min(0.1, left))
             elif select.select([self.wake_fd], [], [], min(0.1, left))[0]:
                 if os.read(self.wake_fd, 4096):
-                    self.backoff = 0.0  # a try that fails now waits the shortest back-off
+                    # A try that fails now waits a short back-off, not the next doubling
+                    # (not 0: a try that works still says it reconnected)
+                    self.backoff = min(self.backoff, BACKOFF_FLOOR[self.lost])
                     return
                 self.wake_fd = -1  # EOF: the master is gone (the orphan guard stops us)
 

@@ -17,6 +17,7 @@ from supervisor.config import Config, PoolConfig
 from supervisor.daemon.child import PoolWorker
 from supervisor.dburl import parse_database_url
 from supervisor.store import open_store
+from supervisor.work.worker import BACKOFF_FLOOR
 
 LONG = 30.0  # a back-off the test must not wait out
 
@@ -38,13 +39,15 @@ def child(sqlite_db_url: str) -> Iterator[tuple[PoolWorker, int]]:
 
 def test_a_byte_on_the_wake_pipe_ends_the_back_off(child: tuple[PoolWorker, int]) -> None:
     worker, master_end = child
-    worker.backoff = 10.0  # deep in a back-off: one failed try after the wake-up waits little
+    # Deep in a back-off after a lost connection: a failed try after the wake-up waits
+    # little, and a try that works still says it reconnected (backoff not 0)
+    worker.backoff, worker.lost = 10.0, True
     timer = threading.Timer(0.2, lambda: os.write(master_end, b"w"))
     timer.start()
     started = time.monotonic()
     worker.sleep(LONG)
     timer.join()
-    assert time.monotonic() - started < LONG / 2 and worker.backoff == 0.0
+    assert time.monotonic() - started < LONG / 2 and worker.backoff == BACKOFF_FLOOR[True]
 
 
 def test_a_master_gone_neither_spins_nor_ends_the_back_off(child: tuple[PoolWorker, int]) -> None:
