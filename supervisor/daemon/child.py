@@ -199,9 +199,10 @@ def child_main(config: Config, spec: ChildSpec) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the master decides what Ctrl-C means
     reason = _loop(worker, spec, events, signal_r)
     worker.shutdown()
+    # Said first: the master no longer counts on us (a wake-up meant for an idle sibling)
+    events.send(f"R {worker.sizing.said()} {reason}")
     _write_what_is_left(worker, spec, signal_r)
     store.close()
-    events.send(f"R {worker.sizing.said()} {reason}")
     return 0
 
 

@@ -21,7 +21,7 @@ from supervisor.dburl import DatabaseURL
 from supervisor.errors import DatabaseError, PayloadTooLarge
 from supervisor.models import Enqueued, NewJob
 from supervisor.store.galera import NodeChoice
-from supervisor.store.mysql_binds import bound_ids
+from supervisor.store.mysql_binds import bound_ids, exact_seconds
 from supervisor.store.mysql_claims import UNPACK
 from supervisor.store.mysql_session import Connection, MySQLSession, packs
 from supervisor.store.packets import (
@@ -284,7 +284,7 @@ class MySQLStore(MySQLSession):
         return [self._insert_job(self._params(**self.job_params(j))) for j in jobs]
 
     def insert_on(self, connection: Any, job: NewJob) -> Enqueued:
-        return self._insert(connection, self._params(**self.job_params(job)))
+        return self._insert(connection, exact_seconds(self._params(**self.job_params(job))))
 
     def _fetchall_on(
         self, connection: Any, name: str, params: dict[str, Any]

@@ -16,6 +16,7 @@ queue name, a bool) stays a tuple and is escaped as before.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any
 
 from supervisor.store.core import Seconds
@@ -41,3 +42,9 @@ def escape_seconds(value: Seconds, mapping: Any = None) -> str:
     """The encoder for Seconds: a decimal literal with six places, rounded to the nearest
     (a float of today's epoch is within a ten-millionth of a second of the microsecond)."""
     return f"{value:.6f}"
+
+
+def exact_seconds(params: dict[str, Any]) -> dict[str, Any]:
+    """`params` for a connection that is not forkq's own (a caller's transaction), whose
+    encoders do not know Seconds: each as a Decimal, which PyMySQL writes exactly too."""
+    return {k: Decimal(f"{v:.6f}") if type(v) is Seconds else v for k, v in params.items()}
