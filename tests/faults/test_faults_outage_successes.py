@@ -31,6 +31,24 @@ def at(event: dict[str, Any]) -> float:
     return datetime.fromisoformat(str(event["timestamp"]).replace("Z", "+00:00")).timestamp()
 
 
+def one_job_running(daemons: Any, url: str, record: Path, **supervisor: Any) -> tuple[Daemon, int]:
+    """A daemon of one worker running one 1 s `t.record` job (which appends to `record`)."""
+    daemon: Daemon = daemons(
+        url, pools={QUEUE: {"workers": 1, "timeout": TIMEOUT}}, supervisor=supervisor
+    )
+    daemon.start().wait_ready()
+    queue = Queue(url)
+    job = queue.enqueue("t.record", {"file": str(record), "seconds": 1.0}, queue=QUEUE)
+    queue.close()
+    wait_until(lambda: daemon.running(job), timeout=20, message="the job running")
+    return daemon, job
+
+
+def jobs_left(private_mariadb: PrivateMariaDB) -> int:  # noqa: F811
+    table = f"`{private_mariadb.database}`.forkq_jobs"
+    return int(private_mariadb.admin(f"SELECT COUNT(*) FROM {table}")[0][0])
+
+
 def test_a_success_held_through_an_outage_is_written_when_it_ends_and_runs_once(
     private_mariadb: PrivateMariaDB,  # noqa: F811
     private_db_url: str,  # noqa: F811
@@ -38,25 +56,15 @@ def test_a_success_held_through_an_outage_is_written_when_it_ends_and_runs_once(
     tmp_path: Path,
 ) -> None:
     record = tmp_path / "record.csv"
-    daemon: Daemon = daemons(
-        private_db_url,
-        pools={QUEUE: {"workers": 1, "timeout": TIMEOUT}},
-        supervisor={"check_interval": 1},  # the lease reaper looks every second
-    )
-    daemon.start().wait_ready()
-    queue = Queue(private_db_url)
-    payload = {"file": str(record), "seconds": 1.0}
-    job = queue.enqueue("t.record", payload, queue=QUEUE)
-    queue.close()
-    wait_until(lambda: daemon.running(job), timeout=20, message="the job running")
+    # (the lease reaper looks every second)
+    daemon, job = one_job_running(daemons, private_db_url, record, check_interval=1)
     claimed = time.monotonic()
     private_mariadb.kill9()
     wait_until(lambda: count_lines(record) == 1, timeout=20, message="the job ran in the outage")
     time.sleep(max(0.0, claimed + OUTAGE - time.monotonic()))  # the outage itself
     private_mariadb.start()
-    table = f"`{private_mariadb.database}`.forkq_jobs"
     wait_until(
-        lambda: private_mariadb.admin(f"SELECT COUNT(*) FROM {table}")[0][0] == 0,
+        lambda: jobs_left(private_mariadb) == 0,
         timeout=60,
         message=f"its success written ({daemon.describe()})",
     )
@@ -81,22 +89,12 @@ def test_a_stop_during_a_short_outage_writes_the_successes_its_children_hold(
     again (the master waits for it up to shutdown_timeout) until the database is back, so
     the job is done once, not left running for the next daemon to run again."""
     record = tmp_path / "record.csv"
-    daemon: Daemon = daemons(
-        private_db_url,
-        pools={QUEUE: {"workers": 1, "timeout": TIMEOUT}},
-        supervisor={"shutdown_timeout": 40},
-    )
-    daemon.start().wait_ready()
-    queue = Queue(private_db_url)
-    job = queue.enqueue("t.record", {"file": str(record), "seconds": 1.0}, queue=QUEUE)
-    queue.close()
-    wait_until(lambda: daemon.running(job), timeout=20, message="the job running")
+    daemon, job = one_job_running(daemons, private_db_url, record, shutdown_timeout=40)
     private_mariadb.kill9()
     daemon.send_signal(signal.SIGTERM)
     wait_until(lambda: count_lines(record) == 1, timeout=20, message="the job ran in the outage")
     time.sleep(3.0)  # the outage itself, well inside shutdown_timeout
     private_mariadb.start()
     assert daemon.wait_exit(timeout=60) == 0, daemon.describe()
-    table = f"`{private_mariadb.database}`.forkq_jobs"
-    assert private_mariadb.admin(f"SELECT COUNT(*) FROM {table}")[0][0] == 0, daemon.describe()
+    assert jobs_left(private_mariadb) == 0, daemon.describe()
     assert record_ids(record) == [job]
